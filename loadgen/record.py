@@ -1,0 +1,98 @@
+"""The one record type: one `Record` per scheduled request, whatever its outcome.
+
+Every time is an integer nanosecond reading of the monotonic clock (`time.monotonic_ns`); a run keeps
+one wall-clock anchor so the JSONL can be placed in calendar time (`RunAnchor`). CLOCK_MONOTONIC is
+system-wide on Linux, so times taken by the simulator in another process compare directly.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+
+OUTCOMES = ("ok", "http_error", "timeout", "connection_error", "protocol_error", "cancelled")
+
+
+@dataclass(frozen=True, slots=True)
+class CellKey:
+    """A cell of the matrix: one prompt length under one load level.
+
+    Closed loop sets `concurrency`; open loop sets `request_rate` (and `concurrency` is its cap, 0 = none).
+    """
+
+    context_tokens: int
+    concurrency: int
+    request_rate: float | None = None
+
+    def as_dict(self) -> dict:
+        d = {"context_tokens": self.context_tokens, "concurrency": self.concurrency}
+        if self.request_rate is not None:
+            d["request_rate"] = self.request_rate
+        return d
+
+    def label(self) -> str:
+        load = f"rate={self.request_rate:g}/s" if self.request_rate is not None else f"c={self.concurrency}"
+        return f"ctx={self.context_tokens} {load}"
+
+
+@dataclass(slots=True)
+class Record:
+    """What happened to one scheduled request.
+
+    `chunk_tokens[i]` is the number of tokens the i-th content chunk carried (from the server's cumulative
+    counts; None when the server gives only a final total). `chunk_gaps_ns[i]` is the time between content
+    chunk i and i+1, so per-token inter-token latency is `chunk_gaps_ns[i] / chunk_tokens[i+1]`, repeated
+    `chunk_tokens[i+1]` times.
+    """
+
+    run_id: str
+    cell: CellKey
+    seq: int
+    phase: str = "measure"  # warmup | measure
+    request_id: str = ""
+    t_intended_ns: int = 0
+    t_sent_ns: int = 0
+    t_first_byte_ns: int | None = None
+    t_first_token_ns: int | None = None
+    t_last_token_ns: int | None = None
+    t_end_ns: int = 0
+    outcome: str = "ok"
+    status: int | None = None
+    error: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    chunks: int = 0
+    chunk_tokens: list[int] | None = field(default_factory=list)
+    chunk_gaps_ns: list[int] = field(default_factory=list)
+    spec: dict | None = None
+    worker: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == "ok"
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["cell"] = self.cell.as_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Record":
+        d = dict(d)
+        d["cell"] = CellKey(**d["cell"])
+        return cls(**d)
+
+
+@dataclass(frozen=True, slots=True)
+class RunAnchor:
+    """Maps monotonic ns to wall-clock time: wall = wall_ns + (mono - mono_ns)."""
+
+    mono_ns: int
+    wall_ns: int
+
+    @classmethod
+    def now(cls) -> "RunAnchor":
+        return cls(mono_ns=time.monotonic_ns(), wall_ns=time.time_ns())
+
+    def wall_s(self, mono_ns: int) -> float:
+        return (self.wall_ns + (mono_ns - self.mono_ns)) / 1e9

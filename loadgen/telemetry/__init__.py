@@ -1,0 +1,1 @@
+"""Telemetry sources sampled during each cell and cut to the cell's window (see `base.TelemetrySource`)."""

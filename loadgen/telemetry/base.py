@@ -1,0 +1,91 @@
+"""The one interface every telemetry adapter implements.
+
+A source is started when a cell's measured window opens and stopped when it closes. In between it samples
+in the background (its own asyncio task). `stop()` returns a `SourceResult` whose values describe only
+the window [t_start_ns, t_stop_ns]. A source that could not measure says so (`available=False`, `reason`),
+never returns zeros.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass
+class SourceResult:
+    """What one source measured over one cell window.
+
+    `kind` names the quantity family ("accept_length", "power", "server"). `values` holds the source's
+    figures (documented by each adapter); `warnings` are one-line notes shown to the user.
+    """
+
+    name: str
+    kind: str
+    available: bool
+    values: dict[str, Any] = field(default_factory=dict)
+    reason: str | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+class TelemetrySource(Protocol):
+    name: str
+    kind: str
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> SourceResult: ...
+
+
+class PeriodicSampler:
+    """Base for sources that poll something every `interval_s` between start() and stop().
+
+    Subclasses implement `sample(t_ns)` (one poll; exceptions are counted, not raised) and `result()`.
+    A sample is taken at start and at stop, so even a cell shorter than the interval has two readings.
+    """
+
+    name = "periodic"
+    kind = "generic"
+
+    def __init__(self, interval_s: float = 1.0):
+        self.interval_s = interval_s
+        self.t_start_ns = 0
+        self.t_stop_ns = 0
+        self.errors: list[str] = []
+        self._task: asyncio.Task | None = None
+
+    async def sample(self, t_ns: int) -> None:
+        raise NotImplementedError
+
+    def result(self) -> SourceResult:
+        raise NotImplementedError
+
+    async def _safe_sample(self) -> None:
+        t_ns = time.monotonic_ns()
+        try:
+            await self.sample(t_ns)
+        except Exception as exc:  # a failed poll is data (the node stopped answering), not a crash
+            self.errors.append(f"{type(exc).__name__}: {exc}"[:200])
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval_s)
+            await self._safe_sample()
+
+    async def start(self) -> None:
+        self.t_start_ns = time.monotonic_ns()
+        await self._safe_sample()
+        self._task = asyncio.create_task(self._loop())
+
+    async def stop(self) -> SourceResult:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+        await self._safe_sample()
+        self.t_stop_ns = time.monotonic_ns()
+        return self.result()
