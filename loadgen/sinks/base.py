@@ -1,0 +1,47 @@
+"""The sink interface. Records flow one way: the scheduler hands each finished `Record` to every sink.
+
+Sinks must be cheap per call (they run on the event loop between requests) and must raise when a write
+fails: a benchmark that silently stops writing is worse than one that stops.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from loadgen.record import CellKey, Record
+
+
+class Sink(Protocol):
+    def cell_started(self, cell: CellKey, run_id: str) -> None:
+        """A cell's load begins (warmup included)."""
+
+    def request_sent(self, cell: CellKey) -> None:
+        """A request left the client (for in-flight gauges)."""
+
+    def record(self, rec: Record) -> None:
+        """A request ended, whatever the outcome. Called exactly once per scheduled request."""
+
+    def cell_finished(self, cell: CellKey, summary: dict) -> None:
+        """The cell's summary (DESIGN.md §4 `cells[]` entry, telemetry included) is final."""
+
+    def close(self) -> None:
+        """The run is over."""
+
+
+class NullSink:
+    """Implements every hook as a no-op, for sinks that care about a few of them."""
+
+    def cell_started(self, cell: CellKey, run_id: str) -> None:
+        pass
+
+    def request_sent(self, cell: CellKey) -> None:
+        pass
+
+    def record(self, rec: Record) -> None:
+        pass
+
+    def cell_finished(self, cell: CellKey, summary: dict) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
