@@ -1,0 +1,315 @@
+"""GPU power per cell from NVIDIA dcgm-exporter, one `/metrics` URL per node.
+
+`DcgmSource(urls, interval_s=1.0)` scrapes every URL concurrently each `interval_s` during the cell and
+keeps, per GPU (node URL + `gpu` + `UUID`), only running sums (`power.GpuPowerStats`), so memory does not
+grow with the cell's length. Figures (see `power.summarize_power` for the formulas):
+
+- power: `DCGM_FI_DEV_POWER_USAGE` (W); mean is time-weighted over the readings, max is the highest reading.
+- energy: Δ`DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION` (mJ counter since boot) over the window, restarts handled;
+  without the counter, the trapezoid integral of power over time (`energy_method` says which).
+- limit: `DCGM_FI_DEV_ENFORCED_POWER_LIMIT`, else `DCGM_FI_DEV_POWER_MGMT_LIMIT` (W). Neither is in
+  dcgm-exporter's default CSV: add them to a custom one (`-f`) to get power as a fraction of the limit.
+
+Warnings: a node that stopped answering (which URL, since when; its data from before is kept), values
+unchanged between samples (dcgm-exporter collects every 30 s by default: run it with `-c 1000` or less),
+DCGM blank sentinels (values ≥ 1e18 for fields a GPU does not support, ignored).
+
+The module also holds the DCGM metric catalogue and a renderer, so the simulator and the NVML exporter
+serve the same names, units and labels as the real exporter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from loadgen.telemetry.base import PeriodicSampler, SourceResult
+from loadgen.telemetry.power import STALE_AFTER_S, GpuPowerStats, summarize_power
+from loadgen.telemetry.promtext import parse_text, render_family
+
+POWER = "DCGM_FI_DEV_POWER_USAGE"
+ENERGY = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
+MGMT_LIMIT = "DCGM_FI_DEV_POWER_MGMT_LIMIT"
+ENFORCED_LIMIT = "DCGM_FI_DEV_ENFORCED_POWER_LIMIT"
+BLANK_THRESHOLD = 1e18  # DCGM int64 "blank" sentinels start at 0x7ffffffffffffff0
+
+# name -> (type, help) as dcgm-exporter's counters CSV declares them; the order is the rendering order.
+DCGM_FIELDS: dict[str, tuple[str, str]] = {
+    "DCGM_FI_DEV_SM_CLOCK": ("gauge", "SM clock frequency (in MHz)."),
+    "DCGM_FI_DEV_GPU_TEMP": ("gauge", "GPU temperature (in C)."),
+    POWER: ("gauge", "Power draw (in W)."),
+    ENERGY: ("counter", "Total energy consumption since boot (in mJ)."),
+    "DCGM_FI_DEV_GPU_UTIL": ("gauge", "GPU utilization (in %)."),
+    "DCGM_FI_DEV_FB_USED": ("gauge", "Framebuffer memory used (in MiB)."),
+    MGMT_LIMIT: ("gauge", "Power management limit (in W)."),
+    ENFORCED_LIMIT: ("gauge", "Enforced power limit (in W)."),
+}
+
+
+def dcgm_labels(gpu: int, uuid: str, pci_bus_id: str, model: str, hostname: str, driver_version: str,
+                hostname_label: str = "Hostname") -> dict[str, str]:
+    """dcgm-exporter's label set, in its order. `hostname_label` is "hostname" for builds after 4.5.3-4.8.2."""
+    return {
+        "gpu": str(gpu), "UUID": uuid, "pci_bus_id": pci_bus_id, "device": f"nvidia{gpu}",
+        "modelName": model, hostname_label: hostname, "DCGM_FI_DRIVER_VERSION": driver_version,
+    }
+
+
+def render_dcgm(rows: dict[str, list[tuple[dict[str, str], float]]]) -> str:
+    """Exposition text for {metric name: [(labels, value), ...]}, metrics in `DCGM_FIELDS` order."""
+    return "".join(
+        render_family(name, kind, help_text, rows[name])
+        for name, (kind, help_text) in DCGM_FIELDS.items()
+        if rows.get(name)
+    )
+
+
+@dataclass
+class GpuReading:
+    """One GPU's power-related values in one scrape."""
+
+    gpu: str
+    uuid: str
+    hostname: str | None
+    model: str | None
+    power_w: float | None = None
+    energy_mj: float | None = None
+    limit_w: float | None = None
+
+
+@dataclass
+class ParsedScrape:
+    readings: list[GpuReading]
+    blank_fields: set[str] = field(default_factory=set)
+    skipped_lines: int = 0
+
+
+_WANTED = (POWER, ENERGY, MGMT_LIMIT, ENFORCED_LIMIT)
+
+
+def parse_dcgm(text: str) -> ParsedScrape:
+    """The power-related values per GPU in one dcgm-exporter answer; blank sentinels and NaN dropped.
+
+    A GPU is keyed by (`gpu`, `UUID`|`uuid`); the first sample of a metric per GPU wins, so series that
+    repeat a device-level field per MIG instance are not counted twice.
+    """
+    parsed = parse_text(text, _WANTED)
+    gpus: dict[tuple[str, str], GpuReading] = {}
+    blanks: set[str] = set()
+    seen: set[tuple] = set()
+    for name, labels, value in parsed.samples:
+        if not value == value:  # NaN
+            continue
+        if abs(value) >= BLANK_THRESHOLD:
+            blanks.add(name)
+            continue
+        key = (labels.get("gpu", ""), labels.get("UUID") or labels.get("uuid", ""))
+        if (key, name) in seen:
+            continue
+        seen.add((key, name))
+        r = gpus.get(key)
+        if r is None:
+            r = gpus[key] = GpuReading(gpu=key[0], uuid=key[1],
+                                       hostname=labels.get("Hostname") or labels.get("hostname"),
+                                       model=labels.get("modelName"))
+        if name == POWER:
+            r.power_w = value
+        elif name == ENERGY:
+            r.energy_mj = value
+        elif name == ENFORCED_LIMIT or (name == MGMT_LIMIT and r.limit_w is None):
+            r.limit_w = value  # the enforced limit is what actually caps the GPU: it wins
+    return ParsedScrape(list(gpus.values()), blanks, parsed.skipped_lines)
+
+
+def normalize_url(url: str) -> str:
+    """`host:9400` → `http://host:9400/metrics`; a URL with a path is kept as given."""
+    url = url.strip()
+    if "://" not in url:
+        url = "http://" + url
+    parts = urlsplit(url)
+    return url.rstrip("/") + "/metrics" if parts.path in ("", "/") else url
+
+
+@dataclass
+class _Node:
+    url: str
+    ok: int = 0
+    failed: int = 0
+    last_ok_ns: int | None = None
+    failing_since_ns: int | None = None  # first failure after the last success
+    last_error: str | None = None
+    blank_fields: set[str] = field(default_factory=set)
+    skipped_lines: int = 0
+
+    def failure(self, t_ns: int, error: str) -> None:
+        self.failed += 1
+        self.last_error = error
+        if self.failing_since_ns is None:
+            self.failing_since_ns = t_ns
+
+    def success(self, t_ns: int) -> None:
+        self.ok += 1
+        self.last_ok_ns = t_ns
+        self.failing_since_ns = None
+
+
+@dataclass
+class _Gpu:
+    node: _Node
+    gpu: str
+    uuid: str
+    hostname: str | None
+    model: str | None
+    stats: GpuPowerStats = field(default_factory=GpuPowerStats)
+
+
+class DcgmSource(PeriodicSampler):
+    """Samples dcgm-exporter endpoints during a cell; `values` documented in the module docstring."""
+
+    name = "dcgm"
+    kind = "power"
+
+    def __init__(self, urls: list[str], interval_s: float = 1.0, session: aiohttp.ClientSession | None = None,
+                 timeout_s: float | None = None):
+        super().__init__(interval_s)
+        self._nodes = [_Node(normalize_url(u)) for u in urls]
+        self._session = session
+        self._own_session = session is None
+        # a hung node must not hold the others' sampling for long
+        self.timeout_s = timeout_s if timeout_s is not None else max(0.2, min(2.0, interval_s))
+        self._gpus: dict[tuple[str, str, str], _Gpu] = {}
+        self.max_w_total: float | None = None
+
+    async def start(self) -> None:
+        if self._session is None:
+            self._session = aiohttp.ClientSession()
+        await super().start()
+
+    async def stop(self) -> SourceResult:
+        try:
+            return await super().stop()
+        finally:
+            if self._own_session and self._session is not None:
+                await self._session.close()
+                self._session = None
+
+    async def sample(self, t_ns: int) -> None:
+        totals = await asyncio.gather(*(self._scrape(node) for node in self._nodes))
+        answered = [w for w in totals if w is not None]
+        if answered:
+            round_w = sum(answered)
+            self.max_w_total = round_w if self.max_w_total is None else max(self.max_w_total, round_w)
+
+    async def _fetch(self, url: str) -> str:
+        timeout = aiohttp.ClientTimeout(total=self.timeout_s)
+        async with self._session.get(url, timeout=timeout) as resp:
+            if resp.status != 200:
+                raise ValueError(f"HTTP {resp.status}")
+            return await resp.text()
+
+    async def _scrape(self, node: _Node) -> float | None:
+        """One scrape of one node; returns the node's total W in this round (None when it failed)."""
+        t0 = time.monotonic_ns()
+        try:
+            text = await self._fetch(node.url)
+            t_ns = (t0 + time.monotonic_ns()) // 2  # the exporter answered somewhere in between
+            scrape = parse_dcgm(text)
+            if not any(r.power_w is not None for r in scrape.readings):
+                raise ValueError(f"no {POWER} in the answer (not a dcgm-exporter?)")
+        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, UnicodeDecodeError) as exc:
+            node.failure(t0, f"{type(exc).__name__}: {exc}"[:160] if str(exc) else type(exc).__name__)
+            return None
+        node.success(t_ns)
+        node.blank_fields |= scrape.blank_fields
+        node.skipped_lines += scrape.skipped_lines
+        total_w = 0.0
+        for r in scrape.readings:
+            gpu = self._gpus.get((node.url, r.gpu, r.uuid))
+            if gpu is None:
+                gpu = self._gpus[(node.url, r.gpu, r.uuid)] = _Gpu(node, r.gpu, r.uuid, r.hostname, r.model)
+            gpu.stats.add(t_ns, r.power_w, r.energy_mj, r.limit_w)
+            total_w += r.power_w or 0.0
+        return total_w
+
+    def result(self) -> SourceResult:
+        window_s = max(0.0, (self.t_stop_ns - self.t_start_ns) / 1e9)
+        gpus = sorted(self._gpus.values(), key=lambda g: (self._nodes.index(g.node), _gpu_order(g.gpu), g.uuid))
+        if not gpus:
+            errors = "; ".join(f"{n.url}: {n.last_error}" for n in self._nodes)
+            return SourceResult(self.name, self.kind, False, reason=f"no dcgm-exporter answered ({errors})")
+        per_gpu = [_per_gpu(g) for g in gpus]
+        values = summarize_power("dcgm", per_gpu, self.max_w_total, window_s)
+        values["nodes"] = [
+            {"url": n.url, "scrapes_ok": n.ok, "scrapes_failed": n.failed, "last_error": n.last_error}
+            for n in self._nodes
+        ]
+        return SourceResult(self.name, self.kind, True, values=values, warnings=self._warnings(gpus, window_s))
+
+    def _warnings(self, gpus: list[_Gpu], window_s: float) -> list[str]:
+        out = []
+        for node in self._nodes:
+            mine = [g for g in gpus if g.node is node]
+            out += _node_warnings(node, mine, self.t_start_ns, window_s)
+        return out
+
+
+def _gpu_order(gpu: str) -> tuple[int, str]:
+    return (int(gpu), "") if gpu.isdigit() else (1 << 30, gpu)
+
+
+def _per_gpu(g: _Gpu) -> dict[str, Any]:
+    host = g.hostname or urlsplit(g.node.url).hostname
+    return {"node": g.node.url, "gpu": int(g.gpu) if g.gpu.isdigit() else g.gpu, "uuid": g.uuid,
+            "hostname": host, "model": g.model, **g.stats.figures()}
+
+
+def _node_warnings(node: _Node, gpus: list[_Gpu], t_start_ns: int, window_s: float) -> list[str]:
+    out = []
+    err = f"last error: {node.last_error}"
+    if node.ok == 0:
+        out.append(f"dcgm: {node.url} did not answer during the cell ({node.failed} tries; {err})")
+    elif node.failing_since_ns is not None:
+        since_s = (node.failing_since_ns - t_start_ns) / 1e9
+        covered_s = max((g.stats.covered_s for g in gpus), default=0.0)
+        out.append(
+            f"dcgm: {node.url} stopped answering {since_s:.1f} s into the cell ({node.failed} failed scrapes; "
+            f"{err}); its {len(gpus)} GPUs' figures cover {covered_s:.1f} s of {window_s:.1f} s, and energy "
+            f"per token extrapolates them at the power they drew before")
+    elif node.failed:
+        out.append(f"dcgm: {node.failed} of {node.ok + node.failed} scrapes of {node.url} failed ({err})")
+    if gpus and all(g.stats.never_changed for g in gpus):
+        span_s = max(g.stats.covered_s for g in gpus)
+        out.append(
+            f"dcgm: {node.url} served identical values for the whole cell ({span_s:.1f} s, "
+            f"{max(g.stats.n for g in gpus)} samples): its collect interval is longer than the cell, so these "
+            f"power and energy figures mean nothing; run dcgm-exporter with -c 1000 or less")
+    else:
+        longest_s = max((g.stats.longest_unchanged_ns / 1e9 for g in gpus), default=0.0)
+        if longest_s >= STALE_AFTER_S:
+            out.append(
+                f"dcgm: {node.url} values stayed unchanged for up to {longest_s:.1f} s: dcgm-exporter collects "
+                f"that rarely (default -c 30000), so figures are coarse; run it with -c 1000 or less")
+    integrated = [g for g in gpus if g.stats.figures()["energy_method"] == "integrated"]
+    if integrated:
+        every_s = integrated[0].stats.covered_s / max(1, integrated[0].stats.n - 1)
+        out.append(
+            f"dcgm: {node.url} does not export {ENERGY}: energy of {len(integrated)} GPUs integrated from "
+            f"{POWER} samples (trapezoid, one every {every_s:.2f} s)")
+    resets = [f"gpu {g.gpu}" for g in gpus if g.stats.resets]
+    if resets:
+        out.append(f"dcgm: energy counter restarted during the cell on {node.url} ({', '.join(resets)}): "
+                   f"the segments before and after were added")
+    if gpus and all(g.stats.limit_w is None for g in gpus):
+        out.append(f"dcgm: {node.url} exports no power limit: add {MGMT_LIMIT} (or {ENFORCED_LIMIT}) to "
+                   f"dcgm-exporter's counters CSV (-f) to get power as a fraction of the limit")
+    if node.blank_fields:
+        out.append(f"dcgm: {node.url} sent DCGM blank values (>= 1e18, field not supported) for "
+                   f"{', '.join(sorted(node.blank_fields))}: ignored")
+    if node.skipped_lines:
+        out.append(f"dcgm: {node.skipped_lines} malformed lines from {node.url} skipped")
+    return out

@@ -1,0 +1,190 @@
+"""Power and energy figures for one cell: pure arithmetic, shared by the DCGM and NVML sources.
+
+`GpuPowerStats` folds one GPU's readings into running sums (constant memory, however long the cell);
+`summarize_power` turns the per-GPU figures into a cell's `power` values; `derive_power` adds the
+per-token figures once the cell's output tokens are known. Units are in the names: W, J, mJ, s, ns.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+STALE_AFTER_S = 2.0  # a reading unchanged this long means the exporter refreshes slower than we sample
+
+
+class GpuPowerStats:
+    """Running power/energy figures of one GPU over one window, from readings (t_ns, power_w, energy_mj).
+
+    - `integral_j` = Σ (P_prev + P) / 2 · Δt over consecutive readings (trapezoid, J).
+    - energy counter: E = Σ over counter segments (last − first) / 1000 (J). A reading lower than the one
+      before means the counter restarted at 0 (driver reload, exporter restart): the segment before is
+      closed, and the interval that straddles the restart is counted as max(new reading, trapezoid
+      integral over that interval), since the counter alone cannot say what was drawn before the restart.
+    - unchanged runs: the longest time the (power, energy) reading stayed identical; real sensors move
+      every few ms, so a long run means the source is serving a cached value.
+    """
+
+    __slots__ = (
+        "n", "t_first_ns", "t_last_ns", "p_last_w", "max_w", "integral_j", "limit_w",
+        "e_readings", "e_first_mj", "e_last_mj", "e_done_mj", "integral_at_e_j", "resets",
+        "last_key", "unchanged_since_ns", "longest_unchanged_ns",
+    )
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.t_first_ns: int | None = None
+        self.t_last_ns: int | None = None
+        self.p_last_w: float | None = None
+        self.max_w: float | None = None
+        self.integral_j = 0.0
+        self.limit_w: float | None = None
+        self.e_readings = 0
+        self.e_first_mj = 0.0  # start of the current counter segment
+        self.e_last_mj = 0.0
+        self.e_done_mj = 0.0  # energy of the closed segments
+        self.integral_at_e_j = 0.0  # `integral_j` when the counter was last read
+        self.resets = 0
+        self.last_key: tuple | None = None
+        self.unchanged_since_ns = 0
+        self.longest_unchanged_ns = 0
+
+    def add(self, t_ns: int, power_w: float | None, energy_mj: float | None = None,
+            limit_w: float | None = None) -> None:
+        if limit_w is not None:
+            self.limit_w = limit_w
+        if power_w is None and energy_mj is None:
+            return
+        if self.t_last_ns is not None and t_ns <= self.t_last_ns:
+            return  # out-of-order or duplicate reading: keep the integral monotonic in time
+        if power_w is not None:
+            if self.p_last_w is not None:
+                self.integral_j += (self.p_last_w + power_w) / 2 * (t_ns - self.t_last_ns) / 1e9
+            self.p_last_w = power_w
+            self.max_w = power_w if self.max_w is None else max(self.max_w, power_w)
+        if energy_mj is not None:
+            self._add_energy(energy_mj)
+        self._track_unchanged(t_ns, (power_w, energy_mj))
+        if self.t_first_ns is None:
+            self.t_first_ns = t_ns
+        self.t_last_ns = t_ns
+        self.n += 1
+
+    def _add_energy(self, energy_mj: float) -> None:
+        if self.e_readings == 0:
+            self.e_first_mj = self.e_last_mj = energy_mj
+        elif energy_mj < self.e_last_mj:
+            gap_mj = (self.integral_j - self.integral_at_e_j) * 1000
+            self.e_done_mj += self.e_last_mj - self.e_first_mj + max(energy_mj, gap_mj)
+            self.e_first_mj = self.e_last_mj = energy_mj
+            self.resets += 1
+        else:
+            self.e_last_mj = energy_mj
+        self.e_readings += 1
+        self.integral_at_e_j = self.integral_j
+
+    def _track_unchanged(self, t_ns: int, key: tuple) -> None:
+        if key != self.last_key:
+            self.last_key = key
+            self.unchanged_since_ns = t_ns
+        else:
+            self.longest_unchanged_ns = max(self.longest_unchanged_ns, t_ns - self.unchanged_since_ns)
+
+    @property
+    def covered_s(self) -> float:
+        """Time between the first and the last reading (s)."""
+        return 0.0 if self.t_first_ns is None else (self.t_last_ns - self.t_first_ns) / 1e9
+
+    @property
+    def never_changed(self) -> bool:
+        """Three or more readings, all identical: the source never refreshed during the window."""
+        return self.n >= 3 and self.longest_unchanged_ns >= self.t_last_ns - self.t_first_ns
+
+    def figures(self) -> dict[str, Any]:
+        """This GPU's figures: mean_w = integral_j / covered_s (time-weighted; the one reading if only one),
+        max_w, limit_w, energy_j (counter when read twice or more, else the trapezoid integral)."""
+        covered_s = self.covered_s
+        mean_w = self.integral_j / covered_s if covered_s > 0 and self.integral_j > 0 else self.p_last_w
+        if self.e_readings >= 2:
+            energy_j, method = (self.e_done_mj + self.e_last_mj - self.e_first_mj) / 1000, "counter"
+        elif self.n >= 2 and self.p_last_w is not None:
+            energy_j, method = self.integral_j, "integrated"
+        else:
+            energy_j, method = None, None
+        return {
+            "mean_w": mean_w,
+            "max_w": self.max_w,
+            "limit_w": self.limit_w,
+            "energy_j": energy_j,
+            "energy_method": method,
+            "energy_integrated_j": self.integral_j if self.n >= 2 and self.p_last_w is not None else None,
+            "samples": self.n,
+            "covered_s": covered_s,
+            "counter_resets": self.resets,
+            "longest_unchanged_s": self.longest_unchanged_ns / 1e9,
+        }
+
+
+def _sum_or_none(values: list) -> float | None:
+    return None if not values or any(v is None for v in values) else float(sum(values))
+
+
+def summarize_power(source: str, per_gpu: list[dict[str, Any]], max_w_total: float | None,
+                    window_s: float) -> dict[str, Any]:
+    """A cell's power values from its per-GPU figures.
+
+    mean_w_total = Σ mean_w (W); max_w_total is the highest per-sampling-round total (passed in);
+    energy_j = Σ energy_j (J); limit_w_total = Σ limit_w (W, None unless every GPU reported one);
+    power_fraction_of_limit = mean_w_total / limit_w_total; energy_coverage = Σ covered_s / (gpus · window_s).
+    """
+    methods = {g["energy_method"] for g in per_gpu if g["energy_method"]}
+    limit_w_total = _sum_or_none([g["limit_w"] for g in per_gpu])
+    mean_w_total = _sum_or_none([g["mean_w"] for g in per_gpu])
+    coverage = None
+    if per_gpu and window_s > 0:
+        coverage = min(1.0, sum(g["covered_s"] for g in per_gpu) / (len(per_gpu) * window_s))
+    return {
+        "source": source,
+        "gpus": len(per_gpu),
+        "mean_w_total": mean_w_total,
+        "max_w_total": max_w_total,
+        "per_gpu": per_gpu,
+        "energy_j": _sum_or_none([g["energy_j"] for g in per_gpu]),
+        "energy_method": methods.pop() if len(methods) == 1 else ("mixed" if methods else None),
+        "limit_w_total": limit_w_total,
+        "power_fraction_of_limit": (mean_w_total / limit_w_total
+                                    if mean_w_total is not None and limit_w_total else None),
+        "window_s": window_s,
+        "energy_coverage": coverage,
+    }
+
+
+def cell_energy_j(values: dict[str, Any], duration_s: float) -> float | None:
+    """Energy drawn over the cell's measured duration (J).
+
+    Each GPU's measured energy is scaled from the span its readings cover to the cell's duration:
+    E_cell = Σ_gpu energy_j · duration_s / covered_s. When sampling brackets the cell this is energy_j
+    within a percent; when a node stopped answering mid-cell it extrapolates that node's GPUs at the
+    power they drew while it answered, instead of silently counting them as drawing nothing.
+    Falls back to `energy_j` unchanged when per-GPU spans are missing.
+    """
+    per_gpu = values.get("per_gpu") or []
+    if duration_s > 0 and per_gpu and all(g.get("energy_j") is not None and g.get("covered_s") for g in per_gpu):
+        return sum(g["energy_j"] * duration_s / g["covered_s"] for g in per_gpu)
+    return values.get("energy_j")
+
+
+def derive_power(values: dict[str, Any], output_tokens: int, duration_s: float) -> dict[str, Any]:
+    """The cell's `power` dict: `values` plus the per-token figures.
+
+    - cell_energy_j: see `cell_energy_j` (J over the cell's `duration_s`).
+    - j_per_output_token = cell_energy_j / output_tokens (J/token).
+    - output_tokens_per_j = output_tokens / cell_energy_j (tokens/J).
+    Both are None when the energy or the token count is missing or zero.
+    """
+    out = dict(values)
+    energy_j = cell_energy_j(values, duration_s)
+    ok = bool(energy_j) and energy_j > 0 and bool(output_tokens) and output_tokens > 0
+    out["cell_energy_j"] = energy_j
+    out["j_per_output_token"] = energy_j / output_tokens if ok else None
+    out["output_tokens_per_j"] = output_tokens / energy_j if ok else None
+    return out
