@@ -1,0 +1,254 @@
+"""LiveExporter: metric values after known records, summaries with holes, and serving on a real socket."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import socket
+import subprocess
+import time
+
+import aiohttp
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from exporters.live import LiveExporter, TokenWeightedHistogram, request_output_rate
+from loadgen.record import CellKey, Record
+
+MS = 1_000_000
+CELL = CellKey(context_tokens=60, concurrency=4)
+LABELS = {"run": "r1", "concurrency": "4", "context_tokens": "60"}
+
+
+def make_record(**kw) -> Record:
+    base = {"run_id": "r1", "cell": CELL, "seq": 0, "t_intended_ns": 10_000 * MS, "t_sent_ns": 10_002 * MS,
+            "t_first_token_ns": 10_252 * MS, "t_last_token_ns": 11_252 * MS, "t_end_ns": 11_260 * MS,
+            "prompt_tokens": 60, "completion_tokens": 11, "chunks": 3, "chunk_tokens": [1, 4, 6],
+            "chunk_gaps_ns": [400 * MS, 600 * MS]}
+    return Record(**{**base, **kw})
+
+
+def value(exp: LiveExporter, name: str, **labels) -> float | None:
+    return exp.registry.get_sample_value(name, labels)
+
+
+@pytest.fixture
+def exp() -> LiveExporter:
+    e = LiveExporter("r1")
+    e.cell_started(CELL, "r1")
+    return e
+
+
+def test_ok_request_counts_tokens_and_latencies(exp):
+    exp.request_sent(CELL)
+    exp.record(make_record())
+    assert value(exp, "loadgen_requests_total", outcome="ok", **LABELS) == 1
+    assert value(exp, "loadgen_requests_total", outcome="timeout", **LABELS) == 0  # created at zero
+    assert value(exp, "loadgen_prompt_tokens_total", **LABELS) == 60
+    assert value(exp, "loadgen_output_tokens_total", **LABELS) == 11
+    assert value(exp, "loadgen_chunks_total", **LABELS) == 3
+    assert value(exp, "loadgen_ttft_seconds_sum", **LABELS) == pytest.approx(0.25)
+    assert value(exp, "loadgen_ttft_seconds_bucket", le="0.2", **LABELS) == 0
+    assert value(exp, "loadgen_ttft_seconds_bucket", le="0.3", **LABELS) == 1
+    assert value(exp, "loadgen_e2e_latency_seconds_sum", **LABELS) == pytest.approx(1.258)
+    # (11 - 1) tokens over the 1 s between first and last token
+    assert value(exp, "loadgen_request_output_tokens_per_second_sum", **LABELS) == pytest.approx(10.0)
+    assert value(exp, "loadgen_send_lateness_seconds_sum", **LABELS) == pytest.approx(0.002)
+    assert value(exp, "loadgen_in_flight_requests", run="r1") == 0
+
+
+def test_itl_spreads_each_gap_over_its_chunk_tokens(exp):
+    exp.record(make_record())
+    # gap 400 ms over 4 tokens = 100 ms each; 600 ms over 6 tokens = 100 ms each
+    assert value(exp, "loadgen_itl_seconds_count", **LABELS) == 10
+    assert value(exp, "loadgen_itl_seconds_sum", **LABELS) == pytest.approx(1.0)
+    assert value(exp, "loadgen_itl_seconds_bucket", le="0.09", **LABELS) == 0
+    assert value(exp, "loadgen_itl_seconds_bucket", le="0.1", **LABELS) == 10
+    exp.record(make_record(chunk_tokens=[2, 3, 1], chunk_gaps_ns=[30 * MS, 4 * MS]))
+    # +3 tokens at 10 ms, +1 token at 4 ms; _sum gets each gap once
+    assert value(exp, "loadgen_itl_seconds_bucket", le="0.004", **LABELS) == 1
+    assert value(exp, "loadgen_itl_seconds_bucket", le="0.01", **LABELS) == 4
+    assert value(exp, "loadgen_itl_seconds_bucket", le="+Inf", **LABELS) == 14
+    assert value(exp, "loadgen_itl_seconds_sum", **LABELS) == pytest.approx(1.034)
+
+
+def test_itl_gap_of_an_empty_chunk_moves_to_the_next(exp):
+    exp.record(make_record(chunk_tokens=[1, 0, 2], chunk_gaps_ns=[10 * MS, 30 * MS]))
+    assert value(exp, "loadgen_itl_seconds_count", **LABELS) == 2
+    assert value(exp, "loadgen_itl_seconds_bucket", le="0.02", **LABELS) == 2  # 40 ms / 2 tokens
+    assert value(exp, "loadgen_itl_seconds_bucket", le="0.0175", **LABELS) == 0
+
+
+def test_itl_needs_per_chunk_token_counts(exp):
+    exp.record(make_record(chunk_tokens=None))
+    assert value(exp, "loadgen_itl_seconds_count", **LABELS) == 0  # series exists, nothing observed
+    assert value(exp, "loadgen_output_tokens_total", **LABELS) == 11
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 200 * MS), st.integers(0, 16)), min_size=1, max_size=40))
+def test_itl_conserves_tokens_and_time(chunks):
+    h = TokenWeightedHistogram("x_seconds", "x", ("run",), (0.001, 0.01, 0.1))
+    e = LiveExporter("r1")
+    e.itl = h
+    tokens = [1] + [n for _, n in chunks]
+    gaps = [g for g, _ in chunks]
+    e._observe_itl(("r1",), make_record(chunk_tokens=tokens, chunk_gaps_ns=gaps))
+    fam = next(iter(h.collect()))
+    samples = {(s.name, s.labels.get("le")): s.value for s in fam.samples}
+    # tokens after the first chunk are all counted; time up to the last token-carrying chunk is all summed
+    last = max((i for i, n in enumerate(tokens[1:]) if n > 0), default=-1)
+    assert samples.get(("x_seconds_count", None), 0) == sum(tokens[1:])
+    assert samples.get(("x_seconds_sum", None), 0) == pytest.approx(sum(gaps[: last + 1]) / 1e9)
+    cumulative = [samples[("x_seconds_bucket", le)] for le in ("0.001", "0.01", "0.1", "+Inf")] if last >= 0 else []
+    assert cumulative == sorted(cumulative)
+
+
+def test_failed_requests_count_but_add_no_tokens(exp):
+    exp.record(make_record(outcome="timeout", completion_tokens=None, t_last_token_ns=None))
+    exp.record(make_record(outcome="connection_error", t_sent_ns=0, t_first_token_ns=None, chunk_tokens=[],
+                           chunk_gaps_ns=[]))
+    assert value(exp, "loadgen_requests_total", outcome="timeout", **LABELS) == 1
+    assert value(exp, "loadgen_requests_total", outcome="connection_error", **LABELS) == 1
+    assert value(exp, "loadgen_output_tokens_total", **LABELS) == 0
+    assert value(exp, "loadgen_e2e_latency_seconds_count", **LABELS) == 0
+    assert value(exp, "loadgen_ttft_seconds_count", **LABELS) == 1  # the timeout had its first token
+
+
+def test_in_flight_follows_sends_and_ends(exp):
+    for _ in range(3):
+        exp.request_sent(CELL)
+    exp.record(make_record())
+    assert value(exp, "loadgen_in_flight_requests", run="r1") == 2
+    exp.record(make_record(outcome="cancelled", t_sent_ns=0))  # never sent: not in flight before either
+    assert value(exp, "loadgen_in_flight_requests", run="r1") == 2
+    exp.close()
+    assert value(exp, "loadgen_in_flight_requests", run="r1") == 0
+
+
+def test_cell_gauges_follow_the_current_cell(exp):
+    assert value(exp, "loadgen_target_concurrency", run="r1") == 4
+    assert value(exp, "loadgen_context_tokens", run="r1") == 60
+    assert value(exp, "loadgen_cell_active", **LABELS) == 1
+    assert value(exp, "loadgen_target_request_rate", run="r1") is None
+    nxt = CellKey(context_tokens=1024, concurrency=0, request_rate=2.5)
+    exp.cell_started(nxt, "r1")
+    assert value(exp, "loadgen_cell_active", **LABELS) == 0
+    assert value(exp, "loadgen_cell_active", run="r1", concurrency="0", context_tokens="1024") == 1
+    assert value(exp, "loadgen_target_request_rate", run="r1") == 2.5
+    exp.cell_finished(nxt, {"duration_s": 10.0, "requests": {"ok": 20, "failed": 4}})
+    assert value(exp, "loadgen_achieved_request_rate", run="r1") == pytest.approx(2.4)
+    assert value(exp, "loadgen_cell_active", run="r1", concurrency="0", context_tokens="1024") == 0
+
+
+def test_cell_summary_sets_the_last_cell_gauges(exp):
+    summary = {
+        "output_tok_s": 1234.5,
+        "accept_length": {"value": 3.8, "source": "counters"},
+        "power": {"mean_w_total": 900.0, "j_per_output_token": 0.73, "output_tokens_per_j": 1.37},
+        "client": {"saturated": True, "loop_lag_p99_s": 0.004},
+    }
+    exp.cell_finished(CELL, summary)
+    assert value(exp, "loadgen_accept_length", **LABELS) == 3.8
+    assert value(exp, "loadgen_gpu_power_watts", **LABELS) == 900.0
+    assert value(exp, "loadgen_energy_per_output_token_joules", **LABELS) == 0.73
+    assert value(exp, "loadgen_output_tokens_per_joule", **LABELS) == 1.37
+    assert value(exp, "loadgen_cell_output_tokens_per_second", **LABELS) == 1234.5
+    assert value(exp, "loadgen_cell_event_loop_lag_p99_seconds", **LABELS) == 0.004
+    assert value(exp, "loadgen_client_saturated", run="r1") == 1
+    assert value(exp, "loadgen_cell_active", **LABELS) == 0
+
+
+@pytest.mark.parametrize("summary", [
+    {},
+    {"accept_length": None, "power": None, "client": None, "output_tok_s": None},
+    {"accept_length": {"value": None}, "power": {"mean_w_total": float("nan")}, "client": {"saturated": None}},
+])
+def test_cell_summary_holes_leave_gauges_unset(exp, summary):
+    exp.cell_finished(CELL, summary)
+    for name in ("loadgen_accept_length", "loadgen_gpu_power_watts", "loadgen_energy_per_output_token_joules",
+                 "loadgen_output_tokens_per_joule", "loadgen_cell_output_tokens_per_second"):
+        assert value(exp, name, **LABELS) is None, name
+    assert value(exp, "loadgen_client_saturated", run="r1") == 0
+
+
+def test_request_output_rate_edges():
+    assert request_output_rate(make_record(completion_tokens=1)) is None
+    assert request_output_rate(make_record(t_first_token_ns=None)) is None
+    assert request_output_rate(make_record(t_last_token_ns=10_252 * MS)) is None
+    # without a last-token time the end of the stream stands in
+    assert request_output_rate(make_record(t_last_token_ns=None)) == pytest.approx(10 / 1.008)
+
+
+def test_each_exporter_has_its_own_registry():
+    a, b = LiveExporter("a"), LiveExporter("b")
+    a.cell_started(CELL, "a")
+    a.record(make_record(run_id="a"))
+    assert b.registry.get_sample_value("loadgen_requests_total",
+                                       {"run": "a", "concurrency": "4", "context_tokens": "60",
+                                        "outcome": "ok"}) is None
+
+
+async def _fetch(port: int, accept: str | None = None) -> tuple[int, str, str]:
+    headers = {"Accept": accept} if accept else {}
+    async with aiohttp.ClientSession() as s, s.get(f"http://127.0.0.1:{port}/metrics", headers=headers) as r:
+        return r.status, r.headers["Content-Type"], await r.text()
+
+
+def test_serves_metrics_on_a_real_socket_and_lingers():
+    async def scenario():
+        exp = LiveExporter("r1", linger_s=0.5)
+        await exp.start()
+        assert exp.port > 0
+        exp.cell_started(CELL, "r1")
+        exp.request_sent(CELL)
+        exp.record(make_record())
+        status, ctype, text = await _fetch(exp.port)
+        assert status == 200 and ctype.startswith("text/plain")
+        assert 'loadgen_requests_total{concurrency="4",context_tokens="60",outcome="ok",run="r1"} 1.0' in text
+        assert 'loadgen_itl_seconds_count{concurrency="4",context_tokens="60",run="r1"} 10.0' in text
+        # Prometheus asks for OpenMetrics; neither format may carry _created series
+        om_accept = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"
+        status, ctype, om = await _fetch(exp.port, om_accept)
+        assert ctype.startswith("application/openmetrics-text") and om.rstrip().endswith("# EOF")
+        assert "_created" not in text and "_created" not in om
+        closing = asyncio.create_task(exp.aclose())
+        await asyncio.sleep(0.1)
+        status, _, text = await _fetch(exp.port)  # still served during the linger
+        assert status == 200 and 'loadgen_in_flight_requests{run="r1"} 0.0' in text
+        await closing
+        with pytest.raises(aiohttp.ClientConnectionError):
+            await _fetch(exp.port)
+        return text
+
+    text = asyncio.run(scenario())
+    if shutil.which("promtool"):
+        lint = subprocess.run(["promtool", "check", "metrics"], check=False, input=text, capture_output=True, text=True)
+        assert lint.returncode == 0, lint.stdout + lint.stderr
+
+
+def test_busy_port_raises():
+    async def scenario():
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            exp = LiveExporter("r1", port=taken.getsockname()[1])
+            with pytest.raises(OSError):
+                await exp.start()
+
+    asyncio.run(scenario())
+
+
+def test_event_loop_lag_is_sampled_while_serving():
+    async def scenario():
+        exp = LiveExporter("r1", linger_s=0)
+        await exp.start()
+        await asyncio.sleep(0.15)
+        time.sleep(0.2)  # noqa: ASYNC251 - block the loop on purpose: the next sample must see it
+        await asyncio.sleep(0.15)
+        lag = exp.registry.get_sample_value("loadgen_event_loop_lag_seconds", {"run": "r1"})
+        await exp.aclose()
+        return lag
+
+    assert asyncio.run(scenario()) >= 0.15
