@@ -1,0 +1,170 @@
+"""The three wire APIs: how to build a request body and how to read each streamed event.
+
+Pure functions and a small state machine per request, so they are tested with tables of inputs. Token
+counts always come from the server: OpenAI routes carry `usage` (running usage in every chunk when the
+server honours `continuous_usage_stats`, else a final usage chunk with `choices: []`); SGLang's `/generate`
+carries a cumulative `meta_info.completion_tokens` in every event.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import orjson
+
+APIS = ("openai-chat", "openai-completions", "sglang-generate")
+
+PATHS = {
+    "openai-chat": "/v1/chat/completions",
+    "openai-completions": "/v1/completions",
+    "sglang-generate": "/generate",
+}
+
+
+@dataclass(frozen=True)
+class RequestOptions:
+    model: str
+    max_tokens: int
+    temperature: float = 0.0
+    ignore_eos: bool = True
+    spec_details: bool = True  # ask SGLang for per-request speculative details (ignored by other servers)
+
+
+def build_body(api: str, prompt: str | list[dict], opts: RequestOptions, stream: bool = True) -> dict:
+    """The JSON body for one request. `prompt` is text, or chat messages for openai-chat."""
+    if api == "sglang-generate":
+        return {
+            "text": prompt,
+            "sampling_params": {
+                "max_new_tokens": opts.max_tokens,
+                "temperature": opts.temperature,
+                "ignore_eos": opts.ignore_eos,
+            },
+            "stream": stream,
+        }
+    body: dict = {
+        "model": opts.model,
+        "max_tokens": opts.max_tokens,
+        "temperature": opts.temperature,
+        "stream": stream,
+    }
+    if opts.ignore_eos:
+        body["ignore_eos"] = True
+    if stream:
+        body["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
+    if opts.spec_details:
+        body["return_spec_tokens_details"] = True
+    if api == "openai-chat":
+        messages = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
+        body["messages"] = messages
+    else:
+        body["prompt"] = prompt
+    return body
+
+
+class ProtocolError(Exception):
+    """The server sent something that is not the API's stream format."""
+
+
+@dataclass(slots=True)
+class StreamState:
+    """Reads one request's events in order.
+
+    After each `feed`, `new_tokens` is the number of tokens the event added (0 for events without content;
+    None when the server gives no running count, in which case only the final total is known) and
+    `content` tells whether the event carried generated text (the TTFT event is the first with content).
+    """
+
+    api: str
+    done: bool = False
+    finished: bool = False  # a finish_reason was seen
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    spec: dict | None = None
+    error: str | None = None
+    content: bool = False
+    new_tokens: int | None = 0
+    _text_len: int = 0
+    _running_tokens: int = 0
+    running_counts: bool = field(default=False)
+
+    def feed(self, payload: bytes) -> None:
+        self.content = False
+        self.new_tokens = 0
+        if payload == b"[DONE]":
+            self.done = True
+            return
+        try:
+            obj = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            raise ProtocolError(f"event is not JSON: {payload[:120]!r}") from None
+        if not isinstance(obj, dict):
+            raise ProtocolError(f"event is not a JSON object: {payload[:120]!r}")
+        if "error" in obj and obj["error"]:
+            err = obj["error"]
+            self.error = str(err.get("message", err) if isinstance(err, dict) else err)[:300]
+            return
+        if self.api == "sglang-generate":
+            self._feed_generate(obj)
+        else:
+            self._feed_openai(obj)
+
+    def _feed_openai(self, obj: dict) -> None:
+        choices = obj.get("choices")
+        if choices is None:
+            raise ProtocolError(f"event has no 'choices': {orjson.dumps(obj)[:120]!r}")
+        usage = obj.get("usage")
+        if choices:
+            choice = choices[0]
+            if self.api == "openai-chat":
+                delta = choice.get("delta") or {}
+                text = (delta.get("content") or "") + (delta.get("reasoning_content") or "")
+            else:
+                text = choice.get("text") or ""
+            if choice.get("finish_reason"):
+                self.finished = True
+            if usage and usage.get("completion_tokens") is not None:
+                ct = usage["completion_tokens"]
+                self.running_counts = True
+                self.new_tokens = ct - self._running_tokens
+                self._running_tokens = ct
+                self.content = bool(text) or self.new_tokens > 0
+            else:
+                self.content = bool(text)
+                self.new_tokens = None if self.content else 0
+            return
+        sglext = obj.get("sglext")
+        if sglext and sglext.get("spec_tokens_details") is not None:
+            details = sglext["spec_tokens_details"]
+            self.spec = details[0] if isinstance(details, list) else details
+        if usage:
+            self.prompt_tokens = usage.get("prompt_tokens")
+            self.completion_tokens = usage.get("completion_tokens")
+
+    def _feed_generate(self, obj: dict) -> None:
+        meta = obj.get("meta_info")
+        if meta is None:
+            raise ProtocolError(f"event has no 'meta_info': {orjson.dumps(obj)[:120]!r}")
+        ct = meta.get("completion_tokens")
+        if ct is None:
+            raise ProtocolError("meta_info has no completion_tokens")
+        self.running_counts = True
+        self.new_tokens = ct - self._running_tokens
+        self._running_tokens = ct
+        self.content = self.new_tokens > 0
+        self.completion_tokens = ct
+        self.prompt_tokens = meta.get("prompt_tokens", self.prompt_tokens)
+        if meta.get("finish_reason"):
+            self.finished = True
+        if meta.get("spec_verify_ct") is not None:
+            self.spec = {k: v for k, v in meta.items() if k.startswith("spec_")}
+
+    def incomplete_reason(self) -> str | None:
+        """Why a stream that ended is not a complete response, or None when it is."""
+        if self.error:
+            return f"server error in stream: {self.error}"
+        if not self.done:
+            return "stream ended without [DONE]"
+        if self.completion_tokens is None:
+            return "stream ended without token usage (server ignored stream_options.include_usage?)"
+        return None

@@ -1,0 +1,254 @@
+"""Runs the matrix: for each prompt length, for each load level, one cell; records flow to the sinks,
+telemetry is cut to the cell's window, and the results file is replaced after every cell."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+import uuid
+from datetime import datetime, timezone
+
+import aiohttp
+
+from loadgen import __version__
+from loadgen.api import RequestOptions, build_body
+from loadgen.client import ClientConfig, make_session, send
+from loadgen.config import RunConfig
+from loadgen.errors import UsageError
+from loadgen.files import write_json_atomic
+from loadgen.monitor import LoopMonitor
+from loadgen.record import CellKey, Record, RunAnchor
+from loadgen.scheduler import CellRun, Job, closed_loop
+from loadgen.sinks.base import Sink
+from loadgen.summary import summarize
+from loadgen.table import header, row, table
+from loadgen.target import Target, TokenCounter, discover, probe_prompt_tokens
+from loadgen.telemetry import cell as cell_telemetry
+from loadgen.telemetry.sources import build_factories
+from loadgen.workload import (Corpus, WorkloadError, chars_for, fit_prompts, load_prompts_file, seeded_rng,
+                              stdlib_corpus, unique_prefix)
+
+SCHEMA = "loadgen.results/v1"
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+class Progress:
+    """One status line on stderr (only on a terminal): requests done and live tok/s of the current cell."""
+
+    def __init__(self) -> None:
+        self.enabled = sys.stderr.isatty()
+        self.done = 0
+        self.total = 0
+        self.tokens = 0
+        self.t0 = time.monotonic()
+        self.label = ""
+
+    def reset(self, label: str, total: int) -> None:
+        self.label, self.total, self.done, self.tokens, self.t0 = label, total, 0, 0, time.monotonic()
+
+    def add(self, rec: Record) -> None:
+        self.done += 1
+        self.tokens += rec.completion_tokens or 0
+
+    def draw(self) -> None:
+        if not self.enabled:
+            return
+        width = 30
+        frac = self.done / self.total if self.total else 0.0
+        bar = "#" * int(frac * width) + "." * (width - int(frac * width))
+        rate = self.tokens / max(time.monotonic() - self.t0, 1e-9)
+        sys.stderr.write(f"\r  {self.label:<22} [{bar}] {self.done}/{self.total} req  {rate:8.1f} tok/s ")
+        sys.stderr.flush()
+
+    def clear(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\r" + " " * 100 + "\r")
+            sys.stderr.flush()
+
+
+class Runner:
+    def __init__(self, cfg: RunConfig, url: str, sinks: list[Sink], results_path: str,
+                 run_id: str | None = None):
+        self.cfg = cfg
+        self.url = url
+        self.sinks = sinks
+        self.results_path = results_path
+        self.run_id = run_id or datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+        self.anchor = RunAnchor.now()
+        self.progress = Progress()
+        self.cells: list[dict] = []
+        self.target: Target | None = None
+        self.corpus: Corpus | None = None
+        self.overhead_tokens = 0
+        self.stopping = False  # set by the first interrupt
+        self.current: CellRun | None = None
+        self.headers: dict = {}
+        self.doc: dict = {}
+
+    # ---- setup ----------------------------------------------------------------------------------------
+    async def setup(self, session: aiohttp.ClientSession) -> None:
+        cfg = self.cfg
+        self.target = await discover(session, self.url, cfg.api, cfg.model, cfg.api_key_env)
+        t = self.target
+        if t.max_model_len:
+            too_long = [c for c in cfg.contexts if c + cfg.max_tokens > t.max_model_len]
+            if too_long:
+                raise UsageError(f"--contexts {','.join(map(str, too_long))} + --max-tokens {cfg.max_tokens} "
+                                 f"exceed the server's max model length {t.max_model_len}; use shorter contexts")
+        try:
+            texts = load_prompts_file(cfg.prompts_file) if cfg.prompts_file else None
+            self.corpus = Corpus.from_texts(texts) if texts else Corpus(stdlib_corpus())
+        except WorkloadError as exc:
+            raise UsageError(str(exc)) from None
+        self.counter = TokenCounter(session, t) if t.tokenize_path else None
+        probe_text = self.corpus.window(seeded_rng(cfg.seed, "probe"), 400)
+        reported = await probe_prompt_tokens(session, t, probe_text, self.headers)
+        if self.counter:
+            self.overhead_tokens = reported - (await self.counter([probe_text]))[0]
+        else:
+            self.chars_per_token = len(probe_text) / max(reported, 1)
+        self.doc = {
+            "schema": SCHEMA, "label": cfg.label, "run_id": self.run_id,
+            "started_at": datetime.now(timezone.utc).isoformat(), "loadgen_version": __version__,
+            "anchor": {"mono_ns": self.anchor.mono_ns, "wall_ns": self.anchor.wall_ns},
+            "args": cfg.public_args(), "target": t.as_dict(),
+            "prompt_sizing": {"method": "tokenize" if self.counter else "probe-ratio",
+                              "template_overhead_tokens": self.overhead_tokens},
+            "cells": self.cells,
+        }
+        spec = t.spec_settings()
+        log(f"target {t.url}  engine={t.engine}  model={t.model}  api={t.api}  fingerprint={t.fingerprint()}")
+        if spec:
+            log("speculative: " + "  ".join(f"{k.replace('speculative_', '')}={v}" for k, v in spec.items()))
+        log(f"prompts: {'tokenize-exact' if self.counter else 'estimated from a probe (no /v1/tokenize)'}, "
+            f"template overhead {self.overhead_tokens} tokens; run {self.run_id}")
+
+    async def build_prompts(self, cell: CellKey, n: int) -> list[str]:
+        cfg = self.cfg
+        rng = seeded_rng(cfg.seed, cell.context_tokens, cell.concurrency, cell.request_rate)
+        body_tokens = cell.context_tokens - self.overhead_tokens
+        prefixes = [unique_prefix(self.run_id, cell.context_tokens, cell.concurrency, i) for i in range(n)]
+        if self.counter is None:
+            chars = int(body_tokens * self.chars_per_token)
+            return [p + self.corpus.window(rng, chars)[: max(0, chars - len(p))] for p in prefixes]
+        bodies = [self.corpus.window(rng, chars_for(body_tokens)) for _ in range(n)]
+        texts, counts = await fit_prompts(prefixes, bodies, [body_tokens] * n, self.counter)
+        return texts
+
+    # ---- cells -----------------------------------------------------------------------------------------
+    def cells_to_run(self) -> list[CellKey]:
+        return [CellKey(ctx, c) for ctx in self.cfg.contexts for c in self.cfg.concurrency]
+
+    async def run_cell(self, session: aiohttp.ClientSession, cell: CellKey, factories) -> dict:
+        cfg = self.cfg
+        n_measure = cfg.requests_for(cell.concurrency)
+        if cfg.duration_per_cell_s:
+            n_measure = max(n_measure, 1_000_000)
+        n_total = cfg.warmup + n_measure
+        n_prompts = min(n_total, cfg.requests_for(cell.concurrency) + cfg.warmup) if cfg.duration_per_cell_s \
+            else n_total
+        prompts = await self.build_prompts(cell, n_prompts)
+        opts = RequestOptions(model=self.target.model, max_tokens=cfg.max_tokens, temperature=cfg.temperature,
+                              ignore_eos=cfg.ignore_eos)
+        bodies = [build_body(cfg.api, p, opts) for p in prompts]
+        jobs = [Job(seq=i, phase="warmup" if i < cfg.warmup else "measure", body=bodies[i % len(bodies)])
+                for i in range(n_total)]
+        ccfg = ClientConfig(base_url=self.url, api=cfg.api, timeout_s=cfg.timeout_s,
+                            idle_timeout_s=cfg.idle_timeout_s)
+        measured: list[Record] = []
+
+        def on_record(rec: Record) -> None:
+            for s in self.sinks:
+                s.record(rec)
+            if rec.phase == "measure":
+                measured.append(rec)
+            self.progress.add(rec)
+
+        def on_sent() -> None:
+            for s in self.sinks:
+                s.request_sent(cell)
+
+        deadline = None
+        if cfg.duration_per_cell_s:
+            deadline = time.monotonic_ns() + int(cfg.duration_per_cell_s * 1e9)
+        run = CellRun(self.run_id, cell, jobs, lambda body, rec: send(session, ccfg, body, rec), on_sent,
+                      on_record, deadline)
+        self.current = run
+        for s in self.sinks:
+            s.cell_started(cell, self.run_id)
+        self.progress.reset(cell.label(), n_total if not cfg.duration_per_cell_s else 0)
+        sources = [f() for f in factories]
+        monitor = LoopMonitor()
+        monitor.start()
+        for src in sources:
+            await src.start()
+        drawer = asyncio.create_task(self._draw())
+        try:
+            await self.drive(run, cell)
+        finally:
+            drawer.cancel()
+            self.progress.clear()
+            results = [await src.stop() for src in sources]
+        summary = summarize(measured)
+        summary["client"] = await monitor.stop(summary["send_lateness_s"].get("p99")
+                                               if cell.request_rate is not None else None)
+        return self.assemble(cell, summary, results)
+
+    async def drive(self, run: CellRun, cell: CellKey) -> None:
+        """The load pattern of a cell (closed loop here; open loop overrides)."""
+        await closed_loop(run, cell.concurrency)
+
+    def assemble(self, cell: CellKey, summary: dict, results) -> dict:
+        entry = cell.as_dict() | summary
+        entry["accept_length"] = cell_telemetry.accept_length(summary, results)
+        entry["power"] = cell_telemetry.power(results, summary["output_tokens"], summary["duration_s"])
+        entry["telemetry"] = {r.name: {"available": r.available, "reason": r.reason, **r.values}
+                              for r in results}
+        entry["warnings"] = [w for r in results for w in r.warnings]
+        failed = summary["requests"]["failed"]
+        entry["status"] = "ok" if summary["requests"]["ok"] > 0 else "failed"
+        entry["error"] = None if entry["status"] == "ok" else f"no request succeeded ({failed} failed)"
+        return entry
+
+    async def _draw(self) -> None:
+        while True:
+            self.progress.draw()
+            await asyncio.sleep(0.5)
+
+    def save(self) -> None:
+        self.doc["cells"] = self.cells
+        self.doc["updated_at"] = datetime.now(timezone.utc).isoformat()
+        write_json_atomic(self.results_path, self.doc)
+
+    async def run(self) -> int:
+        cfg = self.cfg
+        headers = {}
+        key = cfg.api_key()
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        self.headers = headers
+        ccfg = ClientConfig(base_url=self.url, api=cfg.api, timeout_s=cfg.timeout_s,
+                            idle_timeout_s=cfg.idle_timeout_s, headers=headers)
+        async with make_session(max(cfg.concurrency), ccfg) as session:
+            await self.setup(session)
+            factories = build_factories(cfg, self.target)
+            self.save()
+            log(header())
+            for cell in self.cells_to_run():
+                if self.stopping:
+                    break
+                entry = await self.run_cell(session, cell, factories)
+                self.cells.append(entry)
+                for s in self.sinks:
+                    s.cell_finished(cell, entry)
+                self.save()
+                log(row(entry))
+        for s in self.sinks:
+            s.close()
+        print(table(self.cells))
+        print(f"results: {self.results_path}", file=sys.stderr)
+        return 0 if all(c["status"] == "ok" for c in self.cells) else 1

@@ -1,0 +1,78 @@
+"""Closed-loop scheduling: exactly C requests in flight; a slot sends its next request when its previous
+one ends. The intended send time of a closed-loop request is the moment its slot became free."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from loadgen.record import CellKey, Record
+
+
+@dataclass
+class Job:
+    seq: int
+    phase: str
+    body: dict
+
+
+SendFn = Callable[[dict, Record], Awaitable[Record]]
+
+
+class CellRun:
+    """Shared state of one cell's load: the jobs, the stop flags, and where records go."""
+
+    def __init__(self, run_id: str, cell: CellKey, jobs: list[Job], send: SendFn,
+                 on_sent: Callable[[], None], on_record: Callable[[Record], None],
+                 deadline_ns: int | None = None):
+        self.run_id = run_id
+        self.cell = cell
+        self.jobs = jobs
+        self.send = send
+        self.on_sent = on_sent
+        self.on_record = on_record
+        self.deadline_ns = deadline_ns
+        self.next_job = 0
+        self.stopping = False  # stop scheduling; in-flight requests finish
+        self.in_flight = 0
+
+    def take(self) -> Job | None:
+        if self.stopping or self.next_job >= len(self.jobs):
+            return None
+        if self.deadline_ns is not None and time.monotonic_ns() >= self.deadline_ns:
+            return None
+        job = self.jobs[self.next_job]
+        self.next_job += 1
+        return job
+
+    def new_record(self, job: Job, t_intended_ns: int) -> Record:
+        return Record(run_id=self.run_id, cell=self.cell, seq=job.seq, phase=job.phase,
+                      request_id=f"{self.run_id}-{self.cell.context_tokens}-{self.cell.concurrency}-{job.seq}",
+                      t_intended_ns=t_intended_ns)
+
+    async def issue(self, job: Job, t_intended_ns: int) -> Record:
+        """Send one job; its record reaches `on_record` exactly once, even when cancelled."""
+        rec = self.new_record(job, t_intended_ns)
+        self.in_flight += 1
+        self.on_sent()
+        try:
+            await self.send(job.body, rec)
+        except asyncio.CancelledError:
+            self.on_record(rec)
+            raise
+        finally:
+            self.in_flight -= 1
+        self.on_record(rec)
+        return rec
+
+
+async def closed_loop(run: CellRun, slots: int, pause: Callable[[Record], Awaitable[None]] | None = None) -> None:
+    async def slot() -> None:
+        while (job := run.take()) is not None:
+            rec = await run.issue(job, time.monotonic_ns())
+            if pause is not None:
+                await pause(rec)
+
+    await asyncio.gather(*(slot() for _ in range(slots)))

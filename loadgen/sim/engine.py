@@ -1,0 +1,160 @@
+"""The simulator's scheduler: continuous batching of verify steps on one asyncio task.
+
+Each step admits waiting requests (up to `max_running`), prefills the new ones (each gets its first token)
+and runs one verify step for the others (each commits k tokens, k drawn from the accept-length model).
+Steps are paced on an absolute clock (no drift), scaled by `speed`. Every emission goes to the request's
+queue; the HTTP handler writes it and stamps the truth.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from loadgen.sim.metrics_text import BucketHistogram
+from loadgen.sim.model import Roofline, SpecConfig, draw_accept, mean_accept_length
+
+
+@dataclass(eq=False)
+class SimRequest:
+    rid: str
+    prompt_tokens: int
+    max_tokens: int
+    t_arrival_ns: int
+    queue: asyncio.Queue = field(default_factory=asyncio.Queue)
+    generated: int = 0
+    verify_ct: int = 0
+    started: bool = False
+    aborted: bool = False
+
+    @property
+    def finished(self) -> bool:
+        return self.generated >= self.max_tokens
+
+
+@dataclass
+class WindowStats:
+    """SGLang's scheduler gauges are means over the last `decode_log_interval` decode steps."""
+
+    steps: int = 0
+    accepted: int = 0
+    batch_sum: int = 0
+    t0_ns: int = 0
+
+
+class Engine:
+    def __init__(self, spec: SpecConfig, roofline: Roofline | None = None, speed: float = 1.0,
+                 max_running: int = 256, seed: int = 0, decode_log_interval: int = 40,
+                 on_step: Callable[["Engine", int, int, int], None] | None = None):
+        self.spec = spec
+        self.roofline = roofline or Roofline()
+        self.speed = speed
+        self.max_running = max_running
+        self.rng = random.Random(seed)
+        self.accept_mean = mean_accept_length(spec)
+        self.decode_log_interval = decode_log_interval
+        self.waiting: deque[SimRequest] = deque()
+        self.running: list[SimRequest] = []
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self.on_step = on_step  # (engine, batch, accepted_tokens, verify_reqs) after each step
+        self.on_utilization: Callable[[float], None] | None = None
+        # counters (SGLang names in the metrics module)
+        self.prompt_tokens_total = 0
+        self.generation_tokens_total = 0
+        self.num_requests_total = 0
+        self.spec_verify_calls_total = 0
+        self.window = WindowStats()
+        self.gauge_accept_length = 0.0
+        self.gauge_gen_throughput = 0.0
+        self.ttft_hist = BucketHistogram()
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+
+    def submit(self, req: SimRequest) -> None:
+        self.waiting.append(req)
+        self._wake.set()
+
+    def abort(self, req: SimRequest) -> None:
+        req.aborted = True
+
+    async def _run(self) -> None:
+        next_ns = time.monotonic_ns()
+        while True:
+            self.running = [r for r in self.running if not r.aborted and not r.finished]
+            while self.waiting and len(self.running) < self.max_running:
+                req = self.waiting.popleft()
+                if not req.aborted:
+                    self.running.append(req)
+            if not self.running:
+                self._set_utilization(0.0)
+                self._wake.clear()
+                await self._wake.wait()
+                next_ns = time.monotonic_ns()
+                continue
+            new = [r for r in self.running if not r.started]
+            decoding = [r for r in self.running if r.started]
+            prefill_tokens = sum(r.prompt_tokens for r in new)
+            step_s = self.roofline.step_s(len(self.running), prefill_tokens, self.spec) / self.speed
+            self._set_utilization(min(1.0, 0.55 + 0.45 * len(self.running) / max(self.max_running, 1)))
+            next_ns += int(step_s * 1e9)
+            delay = (next_ns - time.monotonic_ns()) / 1e9
+            if delay > 0:
+                await asyncio.sleep(delay)
+            else:
+                next_ns = time.monotonic_ns()
+            self._step(new, decoding)
+
+    def _step(self, new: list[SimRequest], decoding: list[SimRequest]) -> None:
+        accepted = 0
+        for r in new:
+            r.started = True
+            self._emit(r, 1)
+        for r in decoding:
+            if r.aborted:
+                continue
+            k = min(draw_accept(self.rng, self.spec, self.accept_mean), r.max_tokens - r.generated)
+            r.verify_ct += 1
+            accepted += k
+            self._emit(r, k)
+        if decoding:
+            w = self.window
+            if w.steps == 0:
+                w.t0_ns = time.monotonic_ns()
+            w.steps += 1
+            w.accepted += accepted
+            w.batch_sum += len(decoding)
+            if w.steps >= self.decode_log_interval:
+                self.gauge_accept_length = w.accepted / w.batch_sum
+                dt = (time.monotonic_ns() - w.t0_ns) / 1e9
+                self.gauge_gen_throughput = w.accepted / dt if dt > 0 else 0.0
+                self.window = WindowStats()
+        if self.on_step:
+            self.on_step(self, len(new) + len(decoding), accepted, len(decoding))
+
+    def _emit(self, r: SimRequest, k: int) -> None:
+        r.generated += k
+        if r.finished:
+            # SGLang's tokenizer-side counters move when a request completes, not per step
+            self.generation_tokens_total += r.generated
+            self.prompt_tokens_total += r.prompt_tokens
+            self.num_requests_total += 1
+            self.spec_verify_calls_total += r.verify_ct
+        r.queue.put_nowait(k)
+
+    def _set_utilization(self, u: float) -> None:
+        if self.on_utilization:
+            self.on_utilization(u)

@@ -1,0 +1,78 @@
+"""`loadgen sim`: run the simulator as a server (its own process)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+
+from aiohttp import web
+
+from loadgen.sim.engine import Engine
+from loadgen.sim.model import Roofline, SpecConfig
+from loadgen.sim.server import SimConfig, SimServer
+from loadgen.sim.truth import TruthLog
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=30000, help="port (0 = a free one; the ready line says which)")
+    p.add_argument("--model", default="Kimi-K2.6-sim", help="served model name")
+    p.add_argument("--budget", type=int, default=8, help="DDTree draft budget (candidate tokens per step)")
+    p.add_argument("--topk", type=int, default=4, help="DDTree top-k branching factor")
+    p.add_argument("--block-size", type=int, default=16, help="drafter block size (accept length saturates here)")
+    p.add_argument("--algorithm", default="DDTREE", help="speculative algorithm name reported in /server_info")
+    p.add_argument("--speed", type=float, default=1.0, help="time compression: 4 = every step 4x faster")
+    p.add_argument("--max-running", type=int, default=256, help="max running requests; the rest queue")
+    p.add_argument("--context-length", type=int, default=32768, help="max model length (prompt + output)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the accept-length draws")
+    p.add_argument("--truth", metavar="FILE", help="write one ground-truth JSONL line per request")
+    p.add_argument("--api-key-env", metavar="VAR", help="require 'Authorization: Bearer $VAR' on API routes")
+
+
+async def serve(args: argparse.Namespace, extra_setup=None) -> None:
+    spec = SpecConfig(budget=args.budget, topk=args.topk, block_size=args.block_size, algorithm=args.algorithm)
+    engine = Engine(spec, Roofline(), speed=args.speed, max_running=args.max_running, seed=args.seed)
+    api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
+    cfg = SimConfig(model=args.model, context_length=args.context_length, api_key=api_key)
+    truth = TruthLog(args.truth)
+    server = SimServer(engine, cfg, truth)
+    app = server.app()
+    runners: list[web.AppRunner] = []
+    if extra_setup is not None:
+        runners += await extra_setup(args, engine, server)
+    engine.start()
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, args.host, args.port, reuse_address=True)
+    await site.start()
+    port = runner.addresses[0][1]
+    print(f"loadgen-sim ready on http://{args.host}:{port} (budget={spec.budget} topk={spec.topk} "
+          f"block={spec.block_size} accept_mean={engine.accept_mean:.3f} speed={args.speed:g})", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await engine.stop()
+    await runner.cleanup()
+    for r in runners:
+        await r.cleanup()
+    truth.close()
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        import uvloop
+        uvloop.install()
+    except ImportError:
+        pass
+    try:
+        asyncio.run(serve(args))
+    except OSError as exc:
+        print(f"loadgen sim: cannot listen on {args.host}:{args.port}: {exc.strerror}; pick another --port",
+              file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,29 @@
+"""The simulator's ground truth: one JSONL line per request, written when the request ends.
+
+Fields: rid, api, stream, t_arrival_ns (handler received the body), t_first_chunk_ns (first content chunk
+written), chunk_times_ns and chunk_tokens (one entry per content chunk), verify_ct (verify steps),
+prompt_tokens, completion_tokens, t_end_ns (last byte written), outcome.
+"""
+
+from __future__ import annotations
+
+import orjson
+
+
+class TruthLog:
+    def __init__(self, path: str | None):
+        self._fh = open(path, "ab") if path else None
+
+    def write(self, row: dict) -> None:
+        if self._fh is not None:
+            self._fh.write(orjson.dumps(row) + b"\n")
+            self._fh.flush()
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+
+
+def read_truth(path: str) -> list[dict]:
+    with open(path, "rb") as fh:
+        return [orjson.loads(line) for line in fh if line.strip()]

@@ -1,0 +1,233 @@
+"""GPU power per cell from NVML (the `nvidia-ml-py` package, module `pynvml`) on the local machine.
+
+For hosts without dcgm-exporter (sandboxes, laptops, a single box). `NvmlSource(interval_s=1.0)` gives
+the same `values` as `DcgmSource` (see `power.summarize_power`), with `source` "nvml" and each GPU's
+`node` "nvml://<hostname>". NVML units: power and limits in mW, energy in mJ (a counter since the driver
+loaded, the same one DCGM's `DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION` exports). Every NVML call runs in a
+worker thread (`asyncio.to_thread`): a call can block for tens of ms, longer on a busy or sick GPU, and
+the event loop is timing requests.
+
+No library, no driver or no GPU is a one-line reason (`nvml_available()`), never a crash. The helpers
+below (`open_devices`, `read_power`, `dcgm_text`) are also what `exporters/nvml.py` serves from.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from loadgen.telemetry.base import PeriodicSampler, SourceResult
+from loadgen.telemetry.dcgm import ENERGY, ENFORCED_LIMIT, MGMT_LIMIT, POWER, dcgm_labels, render_dcgm
+from loadgen.telemetry.power import GpuPowerStats, summarize_power
+
+INSTALL_HINT = "pip install nvidia-ml-py"
+
+
+def load_nvml() -> ModuleType:
+    """The `pynvml` module from nvidia-ml-py; ImportError when it is not installed."""
+    import pynvml
+
+    return pynvml
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _call(fn, *args) -> Any:
+    """An optional NVML query: None when the GPU does not support it (or this NVML lacks the function)."""
+    try:
+        return fn(*args)
+    except Exception:
+        return None
+
+
+def nvml_available(nvml: Any = None) -> tuple[bool, str]:
+    """(True, "NVML: 8 GPUs, NVIDIA H200") or (False, a one-line reason). Initialises and shuts NVML down."""
+    if nvml is None:
+        try:
+            nvml = load_nvml()
+        except ImportError:
+            return False, f"NVML unavailable: the nvidia-ml-py package is not installed ({INSTALL_HINT})"
+    try:
+        nvml.nvmlInit()
+    except Exception as exc:
+        return False, f"NVML unavailable: could not initialise NVML ({_text(exc) or type(exc).__name__}); " \
+                      f"is an NVIDIA driver loaded?"
+    try:
+        count = nvml.nvmlDeviceGetCount()
+        if count == 0:
+            return False, "NVML unavailable: NVML found no GPU"
+        name = _text(nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(0)))
+        return True, f"NVML: {count} GPU{'s' if count > 1 else ''}, {name}"
+    except Exception as exc:
+        return False, f"NVML unavailable: {_text(exc) or type(exc).__name__}"
+    finally:
+        _call(nvml.nvmlShutdown)
+
+
+@dataclass
+class NvmlDevice:
+    index: int
+    handle: Any
+    name: str
+    uuid: str
+    pci_bus_id: str
+    mgmt_limit_w: float | None
+    enforced_limit_w: float | None
+    has_energy: bool
+
+    @property
+    def limit_w(self) -> float | None:
+        """The enforced limit (what actually caps the GPU), else the management limit (W)."""
+        return self.enforced_limit_w if self.enforced_limit_w is not None else self.mgmt_limit_w
+
+
+def _mw_to_w(mw: Any) -> float | None:
+    return None if mw is None else mw / 1000.0
+
+
+def open_devices(nvml: Any) -> list[NvmlDevice]:
+    """Every GPU NVML sees, with the static facts (name, UUID, limits, energy counter support). NVML must be
+    initialised."""
+    devices = []
+    for i in range(nvml.nvmlDeviceGetCount()):
+        h = nvml.nvmlDeviceGetHandleByIndex(i)
+        pci = _call(nvml.nvmlDeviceGetPciInfo, h)
+        devices.append(NvmlDevice(
+            index=i, handle=h, name=_text(nvml.nvmlDeviceGetName(h)), uuid=_text(nvml.nvmlDeviceGetUUID(h)),
+            pci_bus_id=_text(pci.busId) if pci is not None else "",
+            mgmt_limit_w=_mw_to_w(_call(nvml.nvmlDeviceGetPowerManagementLimit, h)),
+            enforced_limit_w=_mw_to_w(_call(nvml.nvmlDeviceGetEnforcedPowerLimit, h)),
+            has_energy=_call(nvml.nvmlDeviceGetTotalEnergyConsumption, h) is not None,
+        ))
+    return devices
+
+
+def read_power(nvml: Any, dev: NvmlDevice) -> tuple[float, float | None]:
+    """(power W, energy counter mJ or None). Raises NVML's error when the GPU cannot be read."""
+    power_w = nvml.nvmlDeviceGetPowerUsage(dev.handle) / 1000.0
+    energy_mj = float(nvml.nvmlDeviceGetTotalEnergyConsumption(dev.handle)) if dev.has_energy else None
+    return power_w, energy_mj
+
+
+def dcgm_text(nvml: Any, devices: list[NvmlDevice], hostname: str, driver_version: str) -> str:
+    """One collection of every GPU, as dcgm-exporter exposition text (same names, units and labels).
+
+    A GPU that cannot be read is left out of this collection rather than shown with stale values.
+    """
+    rows: dict[str, list] = {}
+
+    def put(name: str, labels: dict, value: Any) -> None:
+        if value is not None:
+            rows.setdefault(name, []).append((labels, value))
+
+    for dev in devices:
+        try:
+            power_w, energy_mj = read_power(nvml, dev)
+        except Exception:
+            continue
+        labels = dcgm_labels(dev.index, dev.uuid, dev.pci_bus_id, dev.name, hostname, driver_version)
+        util = _call(nvml.nvmlDeviceGetUtilizationRates, dev.handle)
+        mem = _call(nvml.nvmlDeviceGetMemoryInfo, dev.handle)
+        put("DCGM_FI_DEV_SM_CLOCK", labels,
+            _call(nvml.nvmlDeviceGetClockInfo, dev.handle, getattr(nvml, "NVML_CLOCK_SM", 1)))
+        put("DCGM_FI_DEV_GPU_TEMP", labels,
+            _call(nvml.nvmlDeviceGetTemperature, dev.handle, getattr(nvml, "NVML_TEMPERATURE_GPU", 0)))
+        put(POWER, labels, round(power_w, 3))
+        put(ENERGY, labels, None if energy_mj is None else int(energy_mj))
+        put("DCGM_FI_DEV_GPU_UTIL", labels, None if util is None else util.gpu)
+        put("DCGM_FI_DEV_FB_USED", labels, None if mem is None else mem.used // 2**20)
+        put(MGMT_LIMIT, labels, dev.mgmt_limit_w)
+        put(ENFORCED_LIMIT, labels, dev.enforced_limit_w)
+    return render_dcgm(rows)
+
+
+class NvmlSource(PeriodicSampler):
+    """Samples every local GPU through NVML during a cell; values as `DcgmSource`'s, `source` "nvml"."""
+
+    name = "nvml"
+    kind = "power"
+
+    def __init__(self, interval_s: float = 1.0, nvml: Any = None):
+        super().__init__(interval_s)
+        self._nvml = nvml
+        self._devices: list[NvmlDevice] = []
+        self._stats: list[GpuPowerStats] = []
+        self._read_errors: dict[int, str] = {}
+        self._unavailable: str | None = None
+        self._initialised = False
+        self.max_w_total: float | None = None
+        self.node = f"nvml://{socket.gethostname()}"
+
+    async def start(self) -> None:
+        ok, reason = await asyncio.to_thread(nvml_available, self._nvml)
+        if ok:
+            try:
+                nvml = self._nvml or load_nvml()
+                await asyncio.to_thread(nvml.nvmlInit)
+                self._nvml, self._initialised = nvml, True
+                self._devices = await asyncio.to_thread(open_devices, nvml)
+                self._stats = [GpuPowerStats() for _ in self._devices]
+            except Exception as exc:
+                ok, reason = False, f"NVML unavailable: {_text(exc) or type(exc).__name__}"
+        if not ok:
+            self._unavailable = reason
+            self.t_start_ns = time.monotonic_ns()
+            return
+        await super().start()
+
+    async def stop(self) -> SourceResult:
+        if self._unavailable is not None:
+            self.t_stop_ns = time.monotonic_ns()
+            return SourceResult(self.name, self.kind, False, reason=self._unavailable)
+        try:
+            return await super().stop()
+        finally:
+            if self._initialised:
+                await asyncio.to_thread(_call, self._nvml.nvmlShutdown)
+                self._initialised = False
+
+    def _read_all(self) -> list[tuple[int, float, float | None] | None]:
+        out = []
+        for dev in self._devices:
+            t0 = time.monotonic_ns()
+            try:
+                power_w, energy_mj = read_power(self._nvml, dev)
+            except Exception as exc:
+                self._read_errors[dev.index] = _text(exc) or type(exc).__name__
+                out.append(None)
+                continue
+            out.append(((t0 + time.monotonic_ns()) // 2, power_w, energy_mj))
+        return out
+
+    async def sample(self, t_ns: int) -> None:
+        readings = await asyncio.to_thread(self._read_all)
+        round_w = 0.0
+        for dev, stats, reading in zip(self._devices, self._stats, readings):
+            if reading is not None:
+                stats.add(reading[0], reading[1], reading[2], dev.limit_w)
+                round_w += reading[1]
+        if any(r is not None for r in readings):
+            self.max_w_total = round_w if self.max_w_total is None else max(self.max_w_total, round_w)
+
+    def result(self) -> SourceResult:
+        window_s = max(0.0, (self.t_stop_ns - self.t_start_ns) / 1e9)
+        per_gpu = [
+            {"node": self.node, "gpu": dev.index, "uuid": dev.uuid, "hostname": self.node[len("nvml://"):],
+             "model": dev.name, **stats.figures()}
+            for dev, stats in zip(self._devices, self._stats)
+        ]
+        values = summarize_power("nvml", per_gpu, self.max_w_total, window_s)
+        warnings = [f"nvml: GPU {i} could not be read ({err}); its figures cover only the readings that worked"
+                    for i, err in sorted(self._read_errors.items())]
+        no_counter = [str(d.index) for d in self._devices if not d.has_energy]
+        if no_counter:
+            warnings.append(f"nvml: no energy counter on GPU {', '.join(no_counter)}: energy integrated from "
+                            f"power readings (trapezoid, every {self.interval_s:g} s)")
+        warnings += [f"nvml: sampling failed: {e}" for e in self.errors[:3]]
+        return SourceResult(self.name, self.kind, True, values=values, warnings=warnings)
