@@ -18,15 +18,16 @@ class GpuPowerStats:
     - `integral_j` = Σ (P_prev + P) / 2 · Δt over consecutive readings (trapezoid, J).
     - energy counter: E = Σ over counter segments (last − first) / 1000 (J). A reading lower than the one
       before means the counter restarted at 0 (driver reload, exporter restart): the segment before is
-      closed, and the interval that straddles the restart is counted as max(new reading, trapezoid
-      integral over that interval), since the counter alone cannot say what was drawn before the restart.
+      closed, and the interval Δt that straddles the restart is counted as c + P_before · (Δt − c / P_after),
+      with c the new reading (drawn since the restart, so the restart was c / P_after before it) and
+      P_before, P_after the power read at the interval's two ends; just c when either is unknown.
     - unchanged runs: the longest time the (power, energy) reading stayed identical; real sensors move
       every few ms, so a long run means the source is serving a cached value.
     """
 
     __slots__ = (
         "n", "t_first_ns", "t_last_ns", "p_last_w", "max_w", "integral_j", "limit_w",
-        "e_readings", "e_first_mj", "e_last_mj", "e_done_mj", "integral_at_e_j", "resets",
+        "e_readings", "e_first_mj", "e_last_mj", "e_done_mj", "t_e_ns", "p_at_e_w", "resets",
         "last_key", "unchanged_since_ns", "longest_unchanged_ns",
     )
 
@@ -42,7 +43,8 @@ class GpuPowerStats:
         self.e_first_mj = 0.0  # start of the current counter segment
         self.e_last_mj = 0.0
         self.e_done_mj = 0.0  # energy of the closed segments
-        self.integral_at_e_j = 0.0  # `integral_j` when the counter was last read
+        self.t_e_ns = 0  # when the counter was last read
+        self.p_at_e_w: float | None = None  # power read with it
         self.resets = 0
         self.last_key: tuple | None = None
         self.unchanged_since_ns = 0
@@ -62,25 +64,28 @@ class GpuPowerStats:
             self.p_last_w = power_w
             self.max_w = power_w if self.max_w is None else max(self.max_w, power_w)
         if energy_mj is not None:
-            self._add_energy(energy_mj)
+            self._add_energy(t_ns, energy_mj, power_w)
         self._track_unchanged(t_ns, (power_w, energy_mj))
         if self.t_first_ns is None:
             self.t_first_ns = t_ns
         self.t_last_ns = t_ns
         self.n += 1
 
-    def _add_energy(self, energy_mj: float) -> None:
+    def _add_energy(self, t_ns: int, energy_mj: float, power_w: float | None) -> None:
         if self.e_readings == 0:
             self.e_first_mj = self.e_last_mj = energy_mj
         elif energy_mj < self.e_last_mj:
-            gap_mj = (self.integral_j - self.integral_at_e_j) * 1000
-            self.e_done_mj += self.e_last_mj - self.e_first_mj + max(energy_mj, gap_mj)
+            straddle_mj = energy_mj
+            if power_w and self.p_at_e_w is not None:
+                after_s = energy_mj / 1000 / power_w
+                straddle_mj += self.p_at_e_w * max(0.0, (t_ns - self.t_e_ns) / 1e9 - after_s) * 1000
+            self.e_done_mj += self.e_last_mj - self.e_first_mj + straddle_mj
             self.e_first_mj = self.e_last_mj = energy_mj
             self.resets += 1
         else:
             self.e_last_mj = energy_mj
         self.e_readings += 1
-        self.integral_at_e_j = self.integral_j
+        self.t_e_ns, self.p_at_e_w = t_ns, power_w
 
     def _track_unchanged(self, t_ns: int, key: tuple) -> None:
         if key != self.last_key:
