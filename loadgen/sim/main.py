@@ -10,6 +10,7 @@ import sys
 
 from aiohttp import web
 
+from loadgen.sim import faults
 from loadgen.sim.engine import Engine
 from loadgen.sim.model import Roofline, SpecConfig
 from loadgen.sim.server import SimConfig, SimServer
@@ -30,6 +31,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the accept-length draws")
     p.add_argument("--truth", metavar="FILE", help="write one ground-truth JSONL line per request")
     p.add_argument("--api-key-env", metavar="VAR", help="require 'Authorization: Bearer $VAR' on API routes")
+    faults.add_arguments(p)
 
 
 async def serve(args: argparse.Namespace, extra_setup=None) -> None:
@@ -38,7 +40,7 @@ async def serve(args: argparse.Namespace, extra_setup=None) -> None:
     api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
     cfg = SimConfig(model=args.model, context_length=args.context_length, api_key=api_key)
     truth = TruthLog(args.truth)
-    server = SimServer(engine, cfg, truth)
+    server = SimServer(engine, cfg, truth, hooks=faults.hooks_from_args(args, engine, truth))
     app = server.app()
     runners: list[web.AppRunner] = []
     if extra_setup is not None:

@@ -60,6 +60,7 @@ class SimServer:
             "sim_started_at": self.started_at,
             "internal_states": [{"avg_spec_accept_length": lifetime, "last_gen_throughput":
                                  self.engine.gauge_gen_throughput}],
+            "api_key": self.cfg.api_key,  # SGLang's /server_info carries every server arg, the key included
             "version": "0.5.23-sim",
         }
 
@@ -184,7 +185,7 @@ class SimServer:
                 await resp.write(sse(chunks.role()))
             sent = 0
             while sent < req.max_tokens:
-                k = await self._maybe_fault(req, await req.queue.get())
+                k = await self._maybe_fault(req, await req.queue.get(), resp)
                 finish = "length" if sent + k >= req.max_tokens else None
                 await resp.write(sse(chunks.content(text_for(sent, k), sent + k, finish)))
                 sent += k
@@ -232,7 +233,7 @@ class SimServer:
         try:
             n = 0
             while n < req.max_tokens:
-                k = await self._maybe_fault(req, await req.queue.get())
+                k = await self._maybe_fault(req, await req.queue.get(), resp)
                 n += k
                 done = n >= req.max_tokens
                 event = generate_event(rid, text_for(0, n), n, prompt_tokens,
@@ -288,9 +289,9 @@ class SimServer:
         await resp.prepare(request)
         return resp
 
-    async def _maybe_fault(self, req: SimRequest, k: int) -> int:
+    async def _maybe_fault(self, req: SimRequest, k: int, resp: web.StreamResponse) -> int:
         if self.hooks is not None:
-            return await self.hooks.on_chunk(req, k)
+            return await self.hooks.on_chunk(req, k, resp)
         return k
 
     def _truth_row(self, req: SimRequest, api: str) -> dict:
@@ -303,6 +304,8 @@ class SimServer:
                      outcome=outcome, budget=self.engine.spec.budget, accept_mean=self.engine.accept_mean)
         if truth["chunk_times_ns"]:
             truth["t_first_chunk_ns"] = truth["chunk_times_ns"][0]
+        if self.hooks is not None:
+            truth.update(self.hooks.truth_fields())
         self.truth.write(truth)
 
 
