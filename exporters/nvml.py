@@ -40,7 +40,7 @@ class NvmlCollector:
         self.devices = open_devices(self.nvml)
         try:
             self.driver_version = str(self.nvml.nvmlSystemGetDriverVersion())
-        except Exception:
+        except Exception:  # noqa: BLE001 - any NVML error: the label is then empty
             self.driver_version = ""
 
     async def collect(self) -> None:

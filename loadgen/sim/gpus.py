@@ -198,7 +198,7 @@ class SimulatedGpus:
         return fault if fault is not None else web.Response(text="OK\n")
 
     # --- NVML view ------------------------------------------------------------------------------
-    def nvml(self, energy_supported: bool = True) -> "SimulatedNvml":
+    def nvml(self, energy_supported: bool = True) -> SimulatedNvml:
         """A pynvml-compatible module over these GPUs (what `nvidia-ml-py` would show on this box)."""
         return SimulatedNvml(self, energy_supported)
 

@@ -21,6 +21,7 @@ serve the same names, units and labels as the real exporter.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -103,7 +104,7 @@ def parse_dcgm(text: str) -> ParsedScrape:
     blanks: set[str] = set()
     seen: set[tuple] = set()
     for name, labels, value in parsed.samples:
-        if not value == value:  # NaN
+        if math.isnan(value):
             continue
         if abs(value) >= BLANK_THRESHOLD:
             blanks.add(name)
@@ -221,7 +222,7 @@ class DcgmSource(PeriodicSampler):
             scrape = parse_dcgm(text)
             if not any(r.power_w is not None for r in scrape.readings):
                 raise ValueError(f"no {POWER} in the answer (not a dcgm-exporter?)")
-        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, UnicodeDecodeError) as exc:
+        except (TimeoutError, aiohttp.ClientError, ValueError, UnicodeDecodeError) as exc:
             node.failure(t0, f"{type(exc).__name__}: {exc}"[:160] if str(exc) else type(exc).__name__)
             return None
         node.success(t_ns)

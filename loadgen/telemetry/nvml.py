@@ -38,11 +38,15 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+# NVML raises one error class per status code (NotSupported, GpuIsLost, ...) and the library may be an
+# older or a fake one: telemetry catches them all, since a failed read must never take a run down.
+
+
 def _call(fn, *args) -> Any:
-    """An optional NVML query: None when the GPU does not support it (or this NVML lacks the function)."""
+    """An optional NVML query: None when the GPU does not support it."""
     try:
         return fn(*args)
-    except Exception:
+    except Exception:  # noqa: BLE001
         return None
 
 
@@ -55,16 +59,16 @@ def nvml_available(nvml: Any = None) -> tuple[bool, str]:
             return False, f"NVML unavailable: the nvidia-ml-py package is not installed ({INSTALL_HINT})"
     try:
         nvml.nvmlInit()
-    except Exception as exc:
-        return False, f"NVML unavailable: could not initialise NVML ({_text(exc) or type(exc).__name__}); " \
-                      f"is an NVIDIA driver loaded?"
+    except Exception as exc:  # noqa: BLE001
+        return False, (f"NVML unavailable: could not initialise NVML ({_text(exc) or type(exc).__name__}); "
+                       f"is an NVIDIA driver loaded?")
     try:
         count = nvml.nvmlDeviceGetCount()
         if count == 0:
             return False, "NVML unavailable: NVML found no GPU"
         name = _text(nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(0)))
         return True, f"NVML: {count} GPU{'s' if count > 1 else ''}, {name}"
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001
         return False, f"NVML unavailable: {_text(exc) or type(exc).__name__}"
     finally:
         _call(nvml.nvmlShutdown)
@@ -129,7 +133,7 @@ def dcgm_text(nvml: Any, devices: list[NvmlDevice], hostname: str, driver_versio
     for dev in devices:
         try:
             power_w, energy_mj = read_power(nvml, dev)
-        except Exception:
+        except Exception:  # noqa: BLE001, S112
             continue
         labels = dcgm_labels(dev.index, dev.uuid, dev.pci_bus_id, dev.name, hostname, driver_version)
         util = _call(nvml.nvmlDeviceGetUtilizationRates, dev.handle)
@@ -173,7 +177,7 @@ class NvmlSource(PeriodicSampler):
                 self._nvml, self._initialised = nvml, True
                 self._devices = await asyncio.to_thread(open_devices, nvml)
                 self._stats = [GpuPowerStats() for _ in self._devices]
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001
                 ok, reason = False, f"NVML unavailable: {_text(exc) or type(exc).__name__}"
         if not ok:
             self._unavailable = reason
@@ -198,7 +202,7 @@ class NvmlSource(PeriodicSampler):
             t0 = time.monotonic_ns()
             try:
                 power_w, energy_mj = read_power(self._nvml, dev)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001
                 self._read_errors[dev.index] = _text(exc) or type(exc).__name__
                 out.append(None)
                 continue

@@ -26,9 +26,23 @@ class GpuPowerStats:
     """
 
     __slots__ = (
-        "n", "t_first_ns", "t_last_ns", "p_last_w", "max_w", "integral_j", "limit_w",
-        "e_readings", "e_first_mj", "e_last_mj", "e_done_mj", "t_e_ns", "p_at_e_w", "resets",
-        "last_key", "unchanged_since_ns", "longest_unchanged_ns",
+        "e_done_mj",
+        "e_first_mj",
+        "e_last_mj",
+        "e_readings",
+        "integral_j",
+        "last_key",
+        "limit_w",
+        "longest_unchanged_ns",
+        "max_w",
+        "n",
+        "p_at_e_w",
+        "p_last_w",
+        "resets",
+        "t_e_ns",
+        "t_first_ns",
+        "t_last_ns",
+        "unchanged_since_ns",
     )
 
     def __init__(self) -> None:

@@ -14,7 +14,8 @@ skipped (and counted), never fatal: one malformed metric must not cost us every 
 from __future__ import annotations
 
 import math
-from typing import Iterable, NamedTuple
+from collections.abc import Iterable
+from typing import NamedTuple
 
 from prometheus_client.parser import text_string_to_metric_families
 
