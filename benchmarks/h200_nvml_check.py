@@ -25,8 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from loadgen.telemetry.dcgm import DcgmSource, parse_dcgm  # noqa: E402
-from loadgen.telemetry.nvml import NvmlSource, nvml_available  # noqa: E402
+from loadgen.telemetry.dcgm import DcgmSource, parse_dcgm
+from loadgen.telemetry.nvml import NvmlSource, nvml_available
 
 LOAD = r"""
 import sys, time
