@@ -1,0 +1,287 @@
+"""The sweep file (TOML): read, validate every value, render every template — all before anything runs.
+
+Reference of the format: docs/sweep.md. Each bad value is a UsageError naming the key and the fix.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+
+from loadgen.api import APIS
+from loadgen.errors import UsageError
+from loadgen.sweep.template import render, render_argv, value_text
+
+TOP_KEYS = {"name", "out_dir", "reconfigure", "diagnostics", "server", "readiness", "expect", "matrix",
+            "telemetry", "grid", "configs"}
+SERVER_KEYS = {"url", "api", "model", "api_key_env", "api_key_file"}
+READINESS_KEYS = {"timeout_s", "poll_s", "successes", "reconfigure_timeout_s", "diagnostics_timeout_s",
+                  "request_timeout_s"}
+CONFIG_RESERVED = {"name", "timeout_s"}
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+# matrix key → (run flag, kind); kinds: ints (list), int, float, str, path
+MATRIX_FLAGS = {
+    "contexts": ("--contexts", "ints"), "concurrency": ("--concurrency", "ints"),
+    "max_tokens": ("--max-tokens", "int"), "requests_per_cell": ("--requests-per-cell", "int"),
+    "duration_per_cell_s": ("--duration-per-cell", "float"), "warmup": ("--warmup", "int"),
+    "temperature": ("--temperature", "float"), "seed": ("--seed", "int"), "timeout_s": ("--timeout", "float"),
+    "idle_timeout_s": ("--idle-timeout", "float"), "prompts": ("--prompts", "path"),
+    "args": (None, "strs"),
+}
+TELEMETRY_FLAGS = {
+    "server_metrics": ("--server-metrics", "str"), "accept_log_cmd": ("--accept-log-cmd", "str"),
+    "dcgm": ("--dcgm", "strs"), "nvml": ("--nvml", "bool"), "interval_s": ("--telemetry-interval", "float"),
+}
+
+
+@dataclass
+class Readiness:
+    timeout_s: float = 900.0
+    poll_s: float = 2.0
+    successes: int = 3
+    reconfigure_timeout_s: float | None = None  # None: the configuration's readiness timeout
+    diagnostics_timeout_s: float = 120.0
+    request_timeout_s: float = 60.0
+
+
+@dataclass
+class Config:
+    """One server configuration, its templates already rendered."""
+
+    name: str
+    params: dict
+    url: str
+    reconfigure: list[str]
+    diagnostics: list[str] | None
+    expect: dict
+    timeout_s: float
+
+
+@dataclass
+class SweepSpec:
+    path: str
+    text: str
+    name: str
+    out_dir: str
+    api: str
+    model: str | None
+    readiness: Readiness
+    configs: list[Config]
+    run_flags: list[str] = field(default_factory=list)  # matrix + telemetry + server flags shared by all
+    matrix: dict = field(default_factory=dict)
+
+    def run_argv(self, cfg: Config, out_path: str) -> list[str]:
+        """The `loadgen` run arguments that measure `cfg` (parsed by the normal command line)."""
+        return ["--url", cfg.url, "--label", cfg.name, "--out", out_path, *self.run_flags]
+
+    def settings(self, cfg: Config) -> dict:
+        """What a finished cell was measured under: a stored cell is reused only when these are equal."""
+        matrix = {k: v for k, v in self.matrix.items() if k not in ("contexts", "concurrency")}
+        return {"params": cfg.params, "api": self.api, "model": self.model, "matrix": matrix}
+
+
+def load_spec(path: str, out_dir: str | None = None) -> SweepSpec:
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except OSError as exc:
+        raise UsageError(f"sweep file {path}: {exc.strerror}; give the path of a sweep TOML file") from None
+    text = raw.decode("utf-8", "replace")
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path}: not valid TOML ({exc}); fix the syntax") from None
+    return parse_spec(doc, path, text, out_dir)
+
+
+def parse_spec(doc: dict, path: str, text: str = "", out_dir: str | None = None) -> SweepSpec:
+    _keys(doc, TOP_KEYS, path)
+    base = os.path.dirname(os.path.abspath(path))
+    name = _str(doc, "name", path, os.path.splitext(os.path.basename(path))[0])
+    if not NAME.fullmatch(name):
+        raise UsageError(f"{path}: name = {name!r}: use letters, digits, _ . - (it names the results folder)")
+    server = _table(doc, "server", path, required=True)
+    _keys(server, SERVER_KEYS, f"{path} [server]")
+    url = _str(server, "url", f"{path} [server]")
+    if url is None:
+        raise UsageError(f"{path} [server]: url is missing; e.g. url = \"http://gpu-host:30000\"")
+    api = _str(server, "api", f"{path} [server]", "openai-chat")
+    if api not in APIS:
+        raise UsageError(f"{path} [server]: api = {api!r} is unknown; choose one of {', '.join(APIS)}")
+    model = _str(server, "model", f"{path} [server]")
+    reconfigure = _argv(doc, "reconfigure", path, required=True)
+    diagnostics = _argv(doc, "diagnostics", path)
+    readiness = _readiness(_table(doc, "readiness", path), f"{path} [readiness]")
+    expect = _table(doc, "expect", path)
+    matrix = _table(doc, "matrix", path, required=True)
+    telemetry = _table(doc, "telemetry", path)
+    flags = ["--api", api] + (["--model", model] if model else [])
+    for key in ("api_key_env", "api_key_file"):
+        if _str(server, key, f"{path} [server]"):
+            flags += ["--" + key.replace("_", "-"), server[key]]
+    flags += _flags(matrix, MATRIX_FLAGS, f"{path} [matrix]", base)
+    flags += _flags(telemetry, TELEMETRY_FLAGS, f"{path} [telemetry]", base)
+    for key in ("contexts", "concurrency"):
+        if key not in matrix:
+            raise UsageError(f"{path} [matrix]: {key} is missing; e.g. {key} = [1, 32, 64]")
+    configs = []
+    for params, where in _config_params(doc, path):
+        configs.append(_config(params, where, url, reconfigure, diagnostics, expect, readiness))
+    names = [c.name for c in configs]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise UsageError(f"{path}: configuration names repeat ({', '.join(dup)}); give each a unique name")
+    out_dir = out_dir or _str(doc, "out_dir", path) or os.path.join("results", name)
+    return SweepSpec(path=path, text=text, name=name, out_dir=out_dir, api=api,
+                     model=model, readiness=readiness, configs=configs, run_flags=flags, matrix=dict(matrix))
+
+
+def _config_params(doc: dict, path: str) -> list[tuple[dict, str]]:
+    """[grid] (Cartesian product, in key order) then [[configs]], each as (params, where)."""
+    out = []
+    grid = _table(doc, "grid", path)
+    if grid:
+        for key, values in grid.items():
+            if not isinstance(values, list) or not values:
+                raise UsageError(f"{path} [grid]: {key} must be a non-empty list, e.g. {key} = [16, 32, 64]")
+        keys = list(grid)
+        for combo in itertools.product(*(grid[k] for k in keys)):
+            params = dict(zip(keys, combo))
+            out.append((params, f"{path} [grid] {params}"))
+    listed = doc.get("configs", [])
+    if not isinstance(listed, list) or not all(isinstance(c, dict) for c in listed):
+        raise UsageError(f"{path}: configs must be an array of tables ([[configs]] sections)")
+    out += [(dict(c), f"{path} [[configs]] #{i + 1}") for i, c in enumerate(listed)]
+    if not out:
+        raise UsageError(f"{path}: no configurations; add [[configs]] sections (or a [grid] table)")
+    return out
+
+
+def _config(params: dict, where: str, url: str, reconfigure, diagnostics, expect, readiness) -> Config:
+    name = params.pop("name", None)
+    timeout_s = params.pop("timeout_s", readiness.timeout_s)
+    if not isinstance(timeout_s, (int, float)) or isinstance(timeout_s, bool) or timeout_s <= 0:
+        raise UsageError(f"{where}: timeout_s = {timeout_s!r} must be a number of seconds > 0")
+    values = {k: value_text(k, v, where) for k, v in params.items()}
+    if name is None:
+        name = "_".join(f"{k}{v}" for k, v in values.items()) or "default"
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        raise UsageError(f"{where}: name = {name!r}: use letters, digits, _ . - (it names the results file)")
+    values["name"] = name
+    where = f"{where} ({name})"
+    rendered_expect = {}
+    for key, want in expect.items():
+        if isinstance(want, str):
+            want = render(want, values, f"{where} [expect] {key}")
+        elif isinstance(want, (dict, list)):
+            raise UsageError(f"{where} [expect]: {key} must be a scalar; use a dotted key for nested values")
+        rendered_expect[key] = want
+    return Config(name=name, params=params, url=render(url, values, f"{where} [server] url"),
+                  reconfigure=render_argv(reconfigure, values, f"{where} reconfigure"),
+                  diagnostics=render_argv(diagnostics, values, f"{where} diagnostics") if diagnostics else None,
+                  expect=rendered_expect, timeout_s=float(timeout_s))
+
+
+def _readiness(t: dict, where: str) -> Readiness:
+    _keys(t, READINESS_KEYS, where)
+    r = Readiness()
+    for key in READINESS_KEYS:
+        if key in t:
+            v = t[key]
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+                raise UsageError(f"{where}: {key} = {v!r} must be a number > 0")
+            if key == "successes" and not isinstance(v, int):
+                raise UsageError(f"{where}: successes = {v!r} must be a whole number, e.g. 3")
+            setattr(r, key, v)
+    return r
+
+
+def _flags(t: dict, spec: dict, where: str, base: str) -> list[str]:
+    _keys(t, set(spec), where)
+    out: list[str] = []
+    for key, value in t.items():
+        flag, kind = spec[key]
+        bad = UsageError(f"{where}: {key} = {value!r} must be {_KIND_TEXT[kind]}")
+        if kind == "ints":
+            if not isinstance(value, list) or not value or not all(_is_int(v) for v in value):
+                raise bad
+            text = ",".join(map(str, value))
+        elif kind == "int":
+            if not _is_int(value):
+                raise bad
+            text = str(value)
+        elif kind == "float":
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise bad
+            text = repr(float(value))
+        elif kind == "bool":
+            if not isinstance(value, bool):
+                raise bad
+            out += [flag] if value else []
+            continue
+        elif kind == "strs":
+            value = [value] if isinstance(value, str) and flag else value
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise bad
+            if flag is None:
+                out += value
+                continue
+            text = ",".join(value)
+        else:
+            if not isinstance(value, str):
+                raise bad
+            text = os.path.join(base, value) if kind == "path" else value
+        out += [flag, text]
+    return out
+
+
+_KIND_TEXT = {"ints": "a non-empty list of whole numbers, e.g. [1, 32, 64]", "int": "a whole number",
+              "float": "a number", "bool": "true or false", "strs": "a list of strings",
+              "str": "a string", "path": "a file path (relative to the sweep file)"}
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _keys(t: dict, allowed: set, where: str) -> None:
+    unknown = sorted(set(t) - allowed)
+    if unknown:
+        raise UsageError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(allowed))}")
+
+
+def _table(doc: dict, key: str, where: str, required: bool = False) -> dict:
+    t = doc.get(key)
+    if t is None:
+        if required:
+            raise UsageError(f"{where}: the [{key}] section is missing; see docs/sweep.md")
+        return {}
+    if not isinstance(t, dict):
+        raise UsageError(f"{where}: {key} must be a table ([{key}] section)")
+    return t
+
+
+def _str(t: dict, key: str, where: str, default: str | None = None) -> str | None:
+    v = t.get(key, default)
+    if v is not None and not isinstance(v, str):
+        raise UsageError(f"{where}: {key} = {v!r} must be a string")
+    return v
+
+
+def _argv(doc: dict, key: str, where: str, required: bool = False) -> list[str] | None:
+    v = doc.get(key)
+    if v is None:
+        if required:
+            raise UsageError(f"{where}: {key} is missing; give an argv list, e.g. "
+                             f'{key} = ["ssh", "gpu-host", "bash /root/reconfig.sh {{budget}}"]')
+        return None
+    if isinstance(v, str):
+        raise UsageError(f"{where}: {key} must be an argv list, not a shell string; split it, e.g. "
+                         f"{key} = {v.split()!r}")
+    if not isinstance(v, list) or not v or not all(isinstance(a, str) for a in v):
+        raise UsageError(f"{where}: {key} must be a non-empty list of strings (an argv)")
+    return v

@@ -1,0 +1,94 @@
+"""A sweep on disk: one results file per configuration (replaced atomically after every cell), its records
+(JSONL), logs, and the sweep summary. Resuming reads these back; nothing else holds state.
+
+    <out_dir>/sweep.json                  sweep summary (schema loadgen.sweep/v1)
+    <out_dir>/<config>.json               loadgen.results/v1 of the configuration, plus a "sweep" section
+    <out_dir>/<config>.requests.jsonl     one record per request of the finished cells
+    <out_dir>/<config>.reconfigure.log    output of every reconfigure run
+    <out_dir>/<config>.diagnostics.txt    output of the diagnostics command, per failure
+"""
+
+from __future__ import annotations
+
+import os
+
+import orjson
+
+from loadgen.errors import UsageError
+from loadgen.files import read_json, read_jsonl, write_atomic
+
+SWEEP_SCHEMA = "loadgen.sweep/v1"
+
+
+def paths(out_dir: str, name: str) -> dict[str, str]:
+    base = os.path.join(out_dir, name)
+    return {"results": base + ".json", "records": base + ".requests.jsonl", "reconfigure": base + ".reconfigure.log",
+            "diagnostics": base + ".diagnostics.txt"}
+
+
+def cell_key(cell: dict) -> tuple[int, int]:
+    return cell["context_tokens"], cell["concurrency"]
+
+
+def load_doc(path: str) -> dict | None:
+    """The configuration's stored results, or None when there are none."""
+    if not os.path.exists(path):
+        return None
+    try:
+        doc = read_json(path)
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise UsageError(f"{path} cannot be read ({exc}); move it away, or pass --force to measure again") \
+            from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("cells", []), list):
+        raise UsageError(f"{path} is not a loadgen results file; move it away or choose another --out-dir")
+    return doc
+
+
+def settings_diff(doc: dict, settings: dict) -> list[str]:
+    """How the stored settings differ from the current ones ('matrix.max_tokens: 256 → 512')."""
+    old = (doc.get("sweep") or {}).get("settings")
+    if old is None or not doc.get("cells"):
+        return []
+    diffs = []
+    for section in sorted(set(old) | set(settings)):
+        a, b = old.get(section), settings.get(section)
+        if isinstance(a, dict) and isinstance(b, dict):
+            for k in sorted(set(a) | set(b)):
+                if a.get(k) != b.get(k):
+                    diffs.append(f"{section}.{k}: {a.get(k)} → {b.get(k)}")
+        elif a != b:
+            diffs.append(f"{section}: {a} → {b}")
+    return diffs
+
+
+def finished_cells(doc: dict | None, wanted: list[tuple[int, int]]) -> list[dict]:
+    """Stored cells that need no new measurement: status ok and still part of the matrix."""
+    if not doc:
+        return []
+    return [c for c in doc.get("cells", []) if c.get("status") == "ok" and cell_key(c) in wanted]
+
+
+def prune_records(path: str, kept: list[dict]) -> int:
+    """Rewrite the JSONL keeping only records of `kept` cells (by their run id), so records match results:
+    records of a cell that never finished (the process was killed) go. Returns how many were dropped."""
+    if not os.path.exists(path):
+        return 0
+    keep = {(c.get("run_id"), cell_key(c)) for c in kept}
+    rows = read_jsonl(path)
+    good = [r for r in rows if (r.get("run_id"), cell_key(r["cell"])) in keep]
+    dropped = len(rows) - len(good)
+    with open(path, "rb") as fh:
+        torn = not fh.read().endswith(b"\n") and os.path.getsize(path) > 0
+    if dropped or torn:
+        write_atomic(path, b"".join(orjson.dumps(r) + b"\n" for r in good))
+    return dropped
+
+
+def config_status(cells: list[dict], wanted: list[tuple[int, int]], attempted: bool) -> str:
+    """ok: every cell measured; partial: some; failed: tried and none; pending: not tried yet."""
+    ok = {cell_key(c) for c in cells if c.get("status") == "ok"} & set(wanted)
+    if len(ok) == len(wanted):
+        return "ok"
+    if ok:
+        return "partial"
+    return "failed" if attempted else "pending"
