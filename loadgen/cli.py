@@ -139,7 +139,8 @@ async def run_async(cfg: RunConfig) -> int:
 RUNNER_HOOKS: list = []  # plug-ins that adapt the runner (signals, exporter lifetime, open loop)
 
 
-PLUGINS = ("loadgen.telemetry.options", "loadgen.sweep.cli", "loadgen.compare", "loadgen.report")
+PLUGINS = ("loadgen.telemetry.options", "loadgen.sweep.cli", "loadgen.compare", "loadgen.report",
+           "loadgen.server_down", "loadgen.interrupts")
 
 
 def load_plugins() -> None:
@@ -163,6 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"loadgen: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # before the run's own handlers are installed (starting up)
+        print("loadgen: interrupted", file=sys.stderr)
+        return 130
 
 
 def sim_main(argv: list[str]) -> int:

@@ -19,6 +19,12 @@ from loadgen.record import Record
 from loadgen.sse import SseParser
 
 SNIPPET = 200
+CONNECT_TIMEOUT_S = 10.0
+
+
+def one_line(text: str) -> str:
+    """An error snippet for a record: one line, at most SNIPPET characters."""
+    return " ".join(text.split())[:SNIPPET]
 
 
 @dataclass(frozen=True)
@@ -33,7 +39,8 @@ class ClientConfig:
 def make_session(concurrency: int, cfg: ClientConfig) -> aiohttp.ClientSession:
     """One session per run; the pool never caps below the concurrency (aiohttp's default limit is 100)."""
     connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, force_close=False, enable_cleanup_closed=True)
-    timeout = aiohttp.ClientTimeout(total=cfg.timeout_s, sock_read=cfg.idle_timeout_s, sock_connect=10)
+    timeout = aiohttp.ClientTimeout(total=cfg.timeout_s, sock_read=cfg.idle_timeout_s,
+                                    sock_connect=CONNECT_TIMEOUT_S)
     return aiohttp.ClientSession(
         base_url=None,
         connector=connector,
@@ -65,7 +72,7 @@ async def send(session: aiohttp.ClientSession, cfg: ClientConfig, body: dict, re
                 text = (await resp.content.read(4096)).decode("utf-8", "replace")
                 rec.t_end_ns = time.monotonic_ns()
                 rec.outcome = "http_error"
-                rec.error = f"HTTP {resp.status}: {text[:SNIPPET]}"
+                rec.error = one_line(f"HTTP {resp.status}: {text}")
                 return rec
             content = resp.content
             while not state.done:
@@ -101,20 +108,25 @@ async def send(session: aiohttp.ClientSession, cfg: ClientConfig, body: dict, re
     except asyncio.CancelledError:
         _finish(rec, state, chunk_tokens, last_token_ns, "cancelled", "cancelled before the response ended")
         raise
-    except ProtocolError as exc:
-        _finish(rec, state, chunk_tokens, last_token_ns, "protocol_error", str(exc)[:SNIPPET])
+    except (ProtocolError, aiohttp.ClientResponseError) as exc:
+        # ClientResponseError here: the answer was not valid HTTP (bad status line or headers)
+        _finish(rec, state, chunk_tokens, last_token_ns, "protocol_error", one_line(str(exc)))
         return rec
-    except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:
-        which = "idle" if isinstance(exc, aiohttp.ServerTimeoutError) or rec.t_first_byte_ns else "total"
-        limit = cfg.idle_timeout_s if which == "idle" else cfg.timeout_s
-        if isinstance(exc, aiohttp.ServerTimeoutError) and "read" not in str(exc).lower():
-            which, limit = "connect", 10
+    except TimeoutError as exc:
+        # aiohttp raises SocketTimeoutError for sock_read (no byte for idle_timeout_s), ConnectionTimeoutError
+        # for sock_connect and a plain TimeoutError when the total budget is spent
+        if isinstance(exc, aiohttp.ConnectionTimeoutError):
+            which, limit = "connect", CONNECT_TIMEOUT_S
+        elif isinstance(exc, aiohttp.SocketTimeoutError):
+            which, limit = "idle", cfg.idle_timeout_s
+        else:
+            which, limit = "total", cfg.timeout_s
         _finish(rec, state, chunk_tokens, last_token_ns, "timeout",
                 f"{which} timeout ({limit:g} s) after {rec.chunks} chunks")
         return rec
     except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, ConnectionError, OSError) as exc:
         _finish(rec, state, chunk_tokens, last_token_ns, "connection_error",
-                f"{type(exc).__name__}: {exc}"[:SNIPPET])
+                one_line(f"{type(exc).__name__}: {exc}"))
         return rec
     _finish(rec, state, chunk_tokens, last_token_ns, None, None)
     return rec

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import os
+import tempfile
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
@@ -25,6 +27,8 @@ def parse_int_list(flag: str, text: str, minimum: int = 1) -> list[int]:
                 from None
         if value < minimum:
             raise UsageError(f"{flag}: {value} is below {minimum}; every value must be ≥ {minimum}")
+        if value in out:
+            raise UsageError(f"{flag}: {value} appears twice in {text!r}; give each value once")
         out.append(value)
     return out
 
@@ -38,8 +42,8 @@ def parse_float_list(flag: str, text: str) -> list[float]:
         except ValueError:
             raise UsageError(f"{flag}: {item!r} is not a number; give comma-separated numbers like 5,10,20") \
                 from None
-        if not value > 0:
-            raise UsageError(f"{flag}: {item} must be > 0")
+        if not (value > 0 and math.isfinite(value)):
+            raise UsageError(f"{flag}: {item} must be a finite number > 0, e.g. 5,10,20")
         out.append(value)
     return out
 
@@ -47,6 +51,8 @@ def parse_float_list(flag: str, text: str) -> list[float]:
 def positive(flag: str, value: float | int | None, allow_zero: bool = False):
     if value is None:
         return None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise UsageError(f"{flag}: {value} is not a finite number; give a number {'≥ 0' if allow_zero else '> 0'}")
     if value < 0 or (value == 0 and not allow_zero):
         raise UsageError(f"{flag}: {value} must be {'≥ 0' if allow_zero else '> 0'}")
     return value
@@ -54,8 +60,20 @@ def positive(flag: str, value: float | int | None, allow_zero: bool = False):
 
 def check_url(url: str) -> str:
     parsed = urlparse(url)
-    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+    if "@" in parsed.netloc:  # never echo it: it may hold a password
+        raise UsageError("--url must not carry credentials (user:password@host); put the API key in the "
+                         "environment variable named by --api-key-env (default OPENAI_API_KEY) or in --api-key-file")
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
         raise UsageError(f"--url {url!r} needs a scheme and host, e.g. http://gpu-host:30000")
+    try:
+        port = parsed.port
+    except ValueError:
+        port = 0
+    if port == 0:
+        raise UsageError(f"--url {url!r}: the port must be a number from 1 to 65535, e.g. http://gpu-host:30000")
+    if parsed.path.rstrip("/").endswith("/v1"):
+        root = url.rstrip("/")[: -len("/v1")]
+        raise UsageError(f"--url {url!r} ends in /v1; give the server's root ({root}), loadgen adds the API path")
     return url.rstrip("/")
 
 
@@ -66,11 +84,20 @@ def check_api(api: str) -> str:
 
 
 def check_out_path(path: str) -> str:
+    """The results path, checked by creating (and removing) a file beside it: the only test that holds for
+    root, read-only mounts and ACLs alike."""
     directory = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise UsageError(f"--out {path} is a directory; give a file name, e.g. {os.path.join(path, 'run.json')}")
     if not os.path.isdir(directory):
-        raise UsageError(f"--out {path}: directory {directory} does not exist; create it or choose another path")
-    if not os.access(directory, os.W_OK):
-        raise UsageError(f"--out {path}: directory {directory} is not writable; choose another path")
+        what = "is not a directory" if os.path.exists(directory) else "does not exist"
+        raise UsageError(f"--out {path}: {directory} {what}; create the directory or choose another path")
+    try:
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".loadgen-check-"):
+            pass
+    except OSError as exc:
+        raise UsageError(f"--out {path}: cannot write in {directory} ({exc.strerror}); choose another path") \
+            from None
     return path
 
 

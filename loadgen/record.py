@@ -66,6 +66,7 @@ class Record:
     chunk_gaps_ns: list[int] = field(default_factory=list)
     spec: dict | None = None
     worker: int = 0
+    attempt: int = 0  # 0, or n when the cell was measured again after the server came back (--on-server-down wait)
 
     @property
     def ok(self) -> bool:

@@ -84,15 +84,18 @@ class Runner:
         self.target: Target | None = None
         self.corpus: Corpus | None = None
         self.overhead_tokens = 0
-        self.stopping = False  # set by the first interrupt
+        self.stopping = False  # set by the first interrupt, or when the server went away (--on-server-down stop)
+        self.stop_reason = "not measured: the run stopped early"
         self.current: CellRun | None = None
+        self.load: asyncio.Future | None = None  # the current cell's load; cancelling it cancels in-flight requests
+        self.pause = None  # coroutine(record) a closed loop awaits after each request (back-off when failing)
         self.headers: dict = {}
         self.doc: dict = {}
 
     # ---- setup ----------------------------------------------------------------------------------------
     async def setup(self, session: aiohttp.ClientSession) -> None:
         cfg = self.cfg
-        self.target = await discover(session, self.url, cfg.api, cfg.model, cfg.api_key_env)
+        self.target = await discover(session, self.url, cfg.api, cfg.model, cfg.api_key_env, cfg.api_key_file)
         t = self.target
         if t.max_model_len:
             too_long = [c for c in cfg.contexts if c + cfg.max_tokens > t.max_model_len]
@@ -106,7 +109,8 @@ class Runner:
             raise UsageError(str(exc)) from None
         self.counter = TokenCounter(session, t) if t.tokenize_path else None
         probe_text = self.corpus.window(seeded_rng(cfg.seed, "probe"), 400)
-        reported = await probe_prompt_tokens(session, t, probe_text, self.headers)
+        reported = await probe_prompt_tokens(session, t, probe_text, self.headers, api_key_env=cfg.api_key_env,
+                                             key_file=cfg.api_key_file)
         if self.counter:
             self.overhead_tokens = reported - (await self.counter([probe_text]))[0]
         else:
@@ -143,7 +147,7 @@ class Runner:
     def cells_to_run(self) -> list[CellKey]:
         return [CellKey(ctx, c) for ctx in self.cfg.contexts for c in self.cfg.concurrency]
 
-    async def run_cell(self, session: aiohttp.ClientSession, cell: CellKey, factories) -> dict:
+    async def run_cell(self, session: aiohttp.ClientSession, cell: CellKey, factories, attempt: int = 0) -> dict:
         cfg = self.cfg
         n_measure = cfg.requests_for(cell.concurrency)
         if cfg.duration_per_cell_s:
@@ -176,7 +180,7 @@ class Runner:
         if cfg.duration_per_cell_s:
             deadline = time.monotonic_ns() + int(cfg.duration_per_cell_s * 1e9)
         run = CellRun(self.run_id, cell, jobs, lambda body, rec: send(session, ccfg, body, rec), on_sent,
-                      on_record, deadline)
+                      on_record, deadline, attempt=attempt)
         self.current = run
         for s in self.sinks:
             s.cell_started(cell, self.run_id)
@@ -188,7 +192,12 @@ class Runner:
             await src.start()
         drawer = asyncio.create_task(self._draw())
         try:
-            await self.drive(run, cell)
+            self.load = asyncio.ensure_future(self.drive(run, cell))
+            # a second interrupt cancels the load (in-flight requests are recorded as cancelled); the cell is
+            # still summarised and saved
+            await asyncio.wait([self.load])
+            if not self.load.cancelled():
+                self.load.result()
         finally:
             drawer.cancel()
             self.progress.clear()
@@ -200,7 +209,7 @@ class Runner:
 
     async def drive(self, run: CellRun, cell: CellKey) -> None:
         """The load pattern of a cell (closed loop here; open loop overrides)."""
-        await closed_loop(run, cell.concurrency)
+        await closed_loop(run, cell.concurrency, self.pause)
 
     def assemble(self, cell: CellKey, summary: dict, results) -> dict:
         entry = cell.as_dict() | summary
@@ -240,13 +249,16 @@ class Runner:
             log(header())
             for cell in self.cells_to_run():
                 if self.stopping:
-                    break
+                    self.cells.append(cell.as_dict() | {"status": "skipped", "error": self.stop_reason})
+                    continue
                 entry = await self.run_cell(session, cell, factories)
                 self.cells.append(entry)
                 for s in self.sinks:
                     s.cell_finished(cell, entry)
                 self.save()
                 log(row(entry))
+            if self.stopping:
+                self.save()  # with the cells that were not measured, marked skipped
         for s in self.sinks:
             s.close()
         print(table(self.cells))

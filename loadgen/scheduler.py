@@ -26,8 +26,9 @@ class CellRun:
 
     def __init__(self, run_id: str, cell: CellKey, jobs: list[Job], send: SendFn,
                  on_sent: Callable[[], None], on_record: Callable[[Record], None],
-                 deadline_ns: int | None = None):
+                 deadline_ns: int | None = None, attempt: int = 0):
         self.run_id = run_id
+        self.attempt = attempt
         self.cell = cell
         self.jobs = jobs
         self.send = send
@@ -48,9 +49,10 @@ class CellRun:
         return job
 
     def new_record(self, job: Job, t_intended_ns: int) -> Record:
+        retry = f"-a{self.attempt}" if self.attempt else ""
         return Record(run_id=self.run_id, cell=self.cell, seq=job.seq, phase=job.phase,
-                      request_id=f"{self.run_id}-{self.cell.context_tokens}-{self.cell.concurrency}-{job.seq}",
-                      t_intended_ns=t_intended_ns)
+                      request_id=f"{self.run_id}-{self.cell.context_tokens}-{self.cell.concurrency}-{job.seq}{retry}",
+                      t_intended_ns=t_intended_ns, attempt=self.attempt)
 
     async def issue(self, job: Job, t_intended_ns: int) -> Record:
         """Send one job; its record reaches `on_record` exactly once, even when cancelled."""
@@ -60,8 +62,15 @@ class CellRun:
         try:
             await self.send(job.body, rec)
         except asyncio.CancelledError:
+            if not rec.t_end_ns:  # cancelled before the client could record anything
+                rec.t_end_ns, rec.outcome, rec.error = time.monotonic_ns(), "cancelled", "cancelled before sending"
             self.on_record(rec)
             raise
+        except Exception as exc:  # noqa: BLE001
+            # a response the client did not foresee costs one record, not the run
+            rec.t_end_ns = rec.t_end_ns or time.monotonic_ns()
+            rec.outcome = "protocol_error"
+            rec.error = f"client failed on the response: {type(exc).__name__}: {exc}"[:200]
         finally:
             self.in_flight -= 1
         self.on_record(rec)

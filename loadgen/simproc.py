@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import re
+import signal
 import sys
 
 READY = re.compile(rb"ready on (http://\S+)")
+PR_SET_PDEATHSIG = 1
 
 
 class SimProcess:
@@ -26,9 +29,12 @@ class SimProcess:
 
 
 async def start_sim(args: list[str], timeout_s: float = 30.0) -> SimProcess:
+    # Its own session: a Ctrl-C at the terminal reaches loadgen only, which drains its requests against a
+    # simulator that is still up; the simulator still dies with loadgen, even when loadgen is SIGKILLed.
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "loadgen", "sim", "--port", "0", *args,
-        stdout=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL)
+        stdout=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL, start_new_session=True,
+        preexec_fn=_die_with_parent)
     try:
         line = await asyncio.wait_for(proc.stdout.readline(), timeout_s)
     except asyncio.TimeoutError:
@@ -40,6 +46,14 @@ async def start_sim(args: list[str], timeout_s: float = 30.0) -> SimProcess:
         raise RuntimeError(f"the built-in simulator failed to start: {line.decode(errors='replace').strip()}")
     asyncio.get_running_loop().create_task(_drain(proc.stdout))
     return SimProcess(proc, m.group(1).decode(), line.decode().strip())
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: ask Linux for SIGTERM when the parent exits (a no-op elsewhere)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
 
 
 async def _drain(stream: asyncio.StreamReader) -> None:

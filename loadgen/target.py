@@ -10,7 +10,12 @@ import aiohttp
 import orjson
 
 from loadgen.api import RequestOptions, build_body, PATHS
+from loadgen.client import one_line
 from loadgen.errors import UsageError
+from loadgen.redact import redact
+
+PROBE_TRIES = 3
+PROBE_RETRY_S = 1.0
 
 SPEC_KEYS = ("speculative_algorithm", "speculative_ddtree_budget", "speculative_num_draft_tokens",
              "speculative_eagle_topk", "speculative_dflash_block_size", "speculative_num_steps",
@@ -53,16 +58,26 @@ async def get_json(session: aiohttp.ClientSession, url: str, timeout_s: float = 
             return resp.status, None
 
 
+def unauthorised(url: str, status: int, key_sent: bool, api_key_env: str, key_file: str | None) -> UsageError:
+    """The one-line error for a 401/403: where the key is read from, and whether one was sent at all."""
+    if not key_sent:
+        return UsageError(f"{url} answered {status} (unauthorised) and no API key was sent: put the key in the "
+                          f"environment variable {api_key_env} (or name another with --api-key-env, or use "
+                          "--api-key-file)")
+    source = f"the file {key_file} (--api-key-file)" if key_file else f"the environment variable {api_key_env}"
+    return UsageError(f"{url} answered {status} (unauthorised) to the API key from {source}; check that it is "
+                      "this server's key")
+
+
 async def discover(session: aiohttp.ClientSession, url: str, api: str, model: str | None,
-                   api_key_env: str) -> Target:
+                   api_key_env: str, key_file: str | None = None) -> Target:
     try:
         status, models = await get_json(session, url + "/v1/models")
     except (aiohttp.ClientConnectionError, asyncio.TimeoutError, OSError) as exc:
-        raise UsageError(f"cannot reach {url} ({type(exc).__name__}: {exc}); check --url and that the "
-                         "server is running") from None
+        raise UsageError(f"cannot reach {url} ({one_line(f'{type(exc).__name__}: {exc}')}); check --url and "
+                         "that the server is running") from None
     if status in (401, 403):
-        raise UsageError(f"{url} answered {status} (unauthorised): put the API key in the environment "
-                         f"variable {api_key_env} (or name another with --api-key-env)")
+        raise unauthorised(url, status, "Authorization" in session.headers, api_key_env, key_file)
     served = [m.get("id") for m in (models or {}).get("data", []) if isinstance(m, dict)] if status == 200 else []
     if model is None:
         if not served:
@@ -76,7 +91,13 @@ async def discover(session: aiohttp.ClientSession, url: str, api: str, model: st
             target.max_model_len = int(m["max_model_len"])
     await _detect_engine(session, target)
     await _detect_tokenize(session, target)
+    target.server_info = redact(target.server_info, _sent_key(session))
     return target
+
+
+def _sent_key(session: aiohttp.ClientSession) -> str | None:
+    auth = session.headers.get("Authorization", "")
+    return auth.removeprefix("Bearer ").strip() or None
 
 
 async def _detect_engine(session: aiohttp.ClientSession, target: Target) -> None:
@@ -152,18 +173,37 @@ class TokenCounter:
 
 
 async def probe_prompt_tokens(session: aiohttp.ClientSession, target: Target, text: str,
-                              headers: dict | None = None) -> int:
-    """usage.prompt_tokens the server reports for `text` sent through the run's API (1 output token)."""
+                              headers: dict | None = None, tries: int = PROBE_TRIES,
+                              api_key_env: str = "OPENAI_API_KEY", key_file: str | None = None) -> int:
+    """usage.prompt_tokens the server reports for `text` sent through the run's API (1 output token).
+
+    A 5xx or a dropped connection is tried again (`tries` in all, PROBE_RETRY_S apart): one overloaded
+    moment must not end a run before it starts."""
     opts = RequestOptions(model=target.model, max_tokens=1, ignore_eos=False, spec_details=False)
     body = build_body(target.api, text, opts, stream=False)
-    async with session.post(target.url + PATHS[target.api], json=body, headers=headers) as resp:
-        raw = await resp.read()
-        if resp.status in (401, 403):
-            raise UsageError(f"{target.url} answered {resp.status} (unauthorised) to a probe request")
-        if resp.status != 200:
-            raise UsageError(f"probe request to {PATHS[target.api]} failed: HTTP {resp.status}: "
-                             f"{raw[:200].decode('utf-8', 'replace')}")
-    obj = orjson.loads(raw)
-    if target.api == "sglang-generate":
-        return int(obj["meta_info"]["prompt_tokens"])
-    return int(obj["usage"]["prompt_tokens"])
+    path = PATHS[target.api]
+    for attempt in range(1, tries + 1):
+        try:
+            async with session.post(target.url + path, json=body, headers=headers) as resp:
+                status, raw = resp.status, await resp.read()
+        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, asyncio.TimeoutError, OSError) as exc:
+            status, raw = None, one_line(f"{type(exc).__name__}: {exc}").encode()
+        if status in (401, 403):
+            raise unauthorised(target.url, status, "Authorization" in session.headers or bool(headers),
+                               api_key_env, key_file)
+        if status == 200 or (status is not None and status < 500) or attempt == tries:
+            break
+        await asyncio.sleep(PROBE_RETRY_S)
+    snippet = one_line(raw.decode("utf-8", "replace"))
+    if status != 200:
+        what = f"HTTP {status}: {snippet}" if status else snippet
+        raise UsageError(f"a 1-token probe request to {path} failed ({what}); check that the server can "
+                         "generate (e.g. /health_generate answers 200), then run again")
+    try:
+        obj = orjson.loads(raw)
+        meta = obj["meta_info"] if target.api == "sglang-generate" else obj["usage"]
+        return int(meta["prompt_tokens"])
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        where = "meta_info.prompt_tokens" if target.api == "sglang-generate" else "usage.prompt_tokens"
+        raise UsageError(f"the probe answer from {path} has no {where} ({snippet[:80]}); is --api "
+                         f"{target.api} the right API for this server?") from None
