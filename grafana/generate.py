@@ -179,7 +179,7 @@ def run_overview() -> dict:
     tokens = f"rate(loadgen_output_tokens_total{{{CELL}}}[$__rate_interval])"
     panels = [
         row("Throughput"),
-        stat("Output tokens/s", "Aggregate output tokens per second of the selected cells, counted from the "
+        stat("Output tokens/s now", "Aggregate output tokens per second of the selected cells, counted from the "
              "server's usage figures of ok requests.", [target(f"sum({tokens})")], TOK_S),
         stat("Requests in flight", "Requests sent and not yet ended, over the selected runs.",
              [target(f"sum(loadgen_in_flight_requests{{{RUN}}})")], "short"),
@@ -314,7 +314,7 @@ def gpu_power() -> dict:
         stat("GPU energy (time range)", "Energy used by the selected GPUs over the dashboard's time range, from "
              "the DCGM energy counter (mJ).",
              [target(f"sum(increase(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{{{GPU}}}[$__range])) / 1000")], "joule"),
-        stat("Output tokens per joule", "Client output tokens per joule of GPU energy, over the last interval.",
+        stat("Output tokens per joule now", "Client output tokens per joule of GPU energy, over the last interval.",
              [target(f"{client_tok} / ({energy_w})")], TOK_J, decimals=2),
         timeseries("Power per GPU", "DCGM_FI_DEV_POWER_USAGE per GPU.",
                    [target(f"DCGM_FI_DEV_POWER_USAGE{{{GPU}}}", "{{instance}} GPU {{gpu}}")], "watt", min=0),

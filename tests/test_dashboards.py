@@ -59,6 +59,12 @@ def test_three_dashboards_with_unique_uids_and_titles():
 
 
 @pytest.mark.parametrize("name", sorted(DASHBOARDS))
+def test_panel_titles_are_unique_within_a_dashboard(name):
+    titles = [p["title"] for p in DASHBOARDS[name]["panels"]]
+    assert len(titles) == len(set(titles)), sorted(t for t in titles if titles.count(t) > 1)
+
+
+@pytest.mark.parametrize("name", sorted(DASHBOARDS))
 def test_no_import_placeholders(name):
     text = (GRAFANA / "dashboards" / name).read_text()
     assert "${DS_" not in text and "__inputs" not in text
