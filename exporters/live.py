@@ -219,12 +219,20 @@ class LiveExporter:
         self.saturated.labels(run).set(0)
         self.loop_lag.labels(run).set(0)
 
+    def _switch_run(self, run: str) -> None:
+        """A new run id (the CLI may name the run only once it starts; a sweep runs several): the run-level
+        gauges describe the current run, so the old run's are dropped rather than left frozen."""
+        for gauge in (self.in_flight, self.saturated, self.loop_lag, self.target_concurrency,
+                      self.context_tokens, self.target_rate, self.achieved_rate):
+            self._remove(gauge, self.run_id)
+        self.run_id = run
+        self._init_run_gauges(run)
+
     # --- Sink hooks ---------------------------------------------------------------------------------
 
     def cell_started(self, cell: CellKey, run_id: str) -> None:
         if run_id and run_id != self.run_id:
-            self.run_id = run_id
-            self._init_run_gauges(run_id)
+            self._switch_run(run_id)
         self._deactivate()
         series = self._series(self.run_id, cell)
         self._active = series.key

@@ -98,6 +98,17 @@ def tokens_per_chunk(ok: Sequence[Record]) -> float | None:
     return output_tokens(ok) / chunks if chunks else None
 
 
+def accept_length_chunks(ok: Sequence[Record]) -> float | None:
+    """Client estimate of accept length = Σ completion_tokens / Σ (chunks − 1), over ok requests with ≥ 2 chunks.
+
+    The first content chunk is the prefill's single token; every later chunk is one verify step, so
+    chunks − 1 estimates the server's verify count (exact when the server streams every step; it reads high
+    when the server merges steps into one chunk, e.g. stream_interval > 1), and the ratio is comparable with Σcompletion/Σverify."""
+    multi = [r for r in ok if r.chunks >= 2 and r.completion_tokens]
+    steps = sum(r.chunks - 1 for r in multi)
+    return sum(r.completion_tokens for r in multi) / steps if steps else None
+
+
 def accept_length_per_request(ok: Sequence[Record]) -> float | None:
     """Server per-request accept length, verify-weighted = Σ completion_tokens / Σ spec_verify_ct
     (not a mean of per-request means)."""
@@ -141,6 +152,7 @@ def summarize(recs: Sequence[Record]) -> dict:
         "prefill_tok_s": mean([x for x in (prefill_tok_s(r) for r in ok) if x is not None]),
         "tokens_per_chunk_mean": tokens_per_chunk(ok),
         "accept_length_per_request": accept_length_per_request(ok),
+        "accept_length_chunks": accept_length_chunks(ok),
         "send_lateness_s": distribution(lateness, (50, 99)) | {"max": max(lateness) if lateness else None},
         "achieved_concurrency": (sum(e2e_s(r) for r in recs) / window) if window > 0 else None,
     }

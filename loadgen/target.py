@@ -90,6 +90,8 @@ async def discover(session: aiohttp.ClientSession, url: str, api: str, model: st
         if isinstance(m, dict) and m.get("id") == model and m.get("max_model_len"):
             target.max_model_len = int(m["max_model_len"])
     await _detect_engine(session, target)
+    from loadgen.telemetry.engine_detect import detect_from_metrics
+    await detect_from_metrics(session, target)  # neither /server_info nor /version: metric name prefixes
     await _detect_tokenize(session, target)
     target.server_info = redact(target.server_info, _sent_key(session))
     return target

@@ -181,6 +181,15 @@ def test_request_output_rate_edges():
     assert request_output_rate(make_record(t_last_token_ns=None)) == pytest.approx(10 / 1.008)
 
 
+def test_a_new_run_id_replaces_the_run_level_series():
+    e = LiveExporter("placeholder")
+    e.cell_started(CELL, "r1")
+    assert value(e, "loadgen_in_flight_requests", run="placeholder") is None
+    assert value(e, "loadgen_client_saturated", run="placeholder") is None
+    assert value(e, "loadgen_in_flight_requests", run="r1") == 0
+    assert value(e, "loadgen_target_concurrency", run="r1") == 4
+
+
 def test_each_exporter_has_its_own_registry():
     a, b = LiveExporter("a"), LiveExporter("b")
     a.cell_started(CELL, "a")

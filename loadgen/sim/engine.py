@@ -62,6 +62,8 @@ class Engine:
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
         self.on_step = on_step  # (engine, batch, accepted_tokens, verify_reqs) after each step
+        self.step_listeners: list[Callable[["Engine", int, int, int], None]] = []  # same signature as on_step
+        self.window_listeners: list[Callable[["Engine", WindowStats], None]] = []  # at each decode-log refresh
         self.on_utilization: Callable[[float], None] | None = None
         # counters (SGLang names in the metrics module)
         self.prompt_tokens_total = 0
@@ -141,9 +143,13 @@ class Engine:
                 self.gauge_accept_length = w.accepted / w.batch_sum
                 dt = (time.monotonic_ns() - w.t0_ns) / 1e9
                 self.gauge_gen_throughput = w.accepted / dt if dt > 0 else 0.0
+                for fn in self.window_listeners:
+                    fn(self, w)
                 self.window = WindowStats()
         if self.on_step:
             self.on_step(self, len(new) + len(decoding), accepted, len(decoding))
+        for fn in self.step_listeners:
+            fn(self, len(new) + len(decoding), accepted, len(decoding))
 
     def _emit(self, r: SimRequest, k: int) -> None:
         r.generated += k

@@ -32,15 +32,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--truth", metavar="FILE", help="write one ground-truth JSONL line per request")
     p.add_argument("--api-key-env", metavar="VAR", help="require 'Authorization: Bearer $VAR' on API routes")
     faults.add_arguments(p)
+    p.add_argument("--engine", choices=("sglang", "vllm"), default="sglang",
+                   help="which server to imitate: sglang (default) or vllm (vllm: metric names, /version)")
+    p.add_argument("--log-file", metavar="FILE",
+                   help="append SGLang 'Decode batch ... accept len: X' lines to FILE ('-' = stdout)")
 
 
 async def serve(args: argparse.Namespace, extra_setup=None) -> None:
     spec = SpecConfig(budget=args.budget, topk=args.topk, block_size=args.block_size, algorithm=args.algorithm)
     engine = Engine(spec, Roofline(), speed=args.speed, max_running=args.max_running, seed=args.seed)
     api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
-    cfg = SimConfig(model=args.model, context_length=args.context_length, api_key=api_key)
+    cfg = SimConfig(model=args.model, context_length=args.context_length, api_key=api_key,
+                    engine_name=getattr(args, "engine", "sglang"))
     truth = TruthLog(args.truth)
     server = SimServer(engine, cfg, truth, hooks=faults.hooks_from_args(args, engine, truth))
+    decode_log = None
+    if getattr(args, "log_file", None):
+        from loadgen.sim.logs import DecodeLog
+        decode_log = DecodeLog(engine, args.log_file)
     app = server.app()
     runners: list[web.AppRunner] = []
     if extra_setup is not None:
@@ -63,6 +72,8 @@ async def serve(args: argparse.Namespace, extra_setup=None) -> None:
     for r in runners:
         await r.cleanup()
     truth.close()
+    if decode_log is not None:
+        decode_log.close()
 
 
 def main(args: argparse.Namespace) -> int:

@@ -75,6 +75,10 @@ class SimServer:
         r.add_get("/get_server_info", self.get_server_info)
         r.add_get("/model_info", self.model_info)
         r.add_get("/metrics", self.metrics)
+        if self.cfg.engine_name == "vllm":
+            from loadgen.sim.vllm_metrics import VllmCounters, add_vllm_routes
+            self.vllm_counters = VllmCounters(self.engine)
+            add_vllm_routes(r)
         r.add_post("/v1/tokenize", self.tokenize)
         r.add_post("/tokenize", self.tokenize)
         r.add_post("/v1/chat/completions", self.chat)
@@ -114,6 +118,8 @@ class SimServer:
             "root": self.cfg.model, "parent": None, "max_model_len": self.cfg.context_length}]})
 
     async def get_server_info(self, request: web.Request) -> web.Response:
+        if self.cfg.engine_name == "vllm":  # vLLM has /version instead
+            raise web.HTTPNotFound()
         return json_response(self.server_info())
 
     async def model_info(self, request: web.Request) -> web.Response:
@@ -121,6 +127,10 @@ class SimServer:
                               "is_generation": True, "weight_version": "default"})
 
     async def metrics(self, request: web.Request) -> web.Response:
+        if self.cfg.engine_name == "vllm":
+            from loadgen.sim.vllm_metrics import render_vllm_metrics
+            return web.Response(text=render_vllm_metrics(self.engine, self.vllm_counters, self.cfg.model),
+                                content_type="text/plain")
         return web.Response(text=render_metrics(self.engine, self.cfg.model, self.cfg.engine_name),
                             content_type="text/plain")
 
@@ -173,7 +183,7 @@ class SimServer:
         opts = body.get("stream_options") or {}
         chunks = OpenAIChunks(rid, self.cfg.model, chat, bool(opts.get("continuous_usage_stats")), prompt_tokens)
         want_usage = bool(opts.get("include_usage"))
-        want_spec = bool(body.get("return_spec_tokens_details"))
+        want_spec = bool(body.get("return_spec_tokens_details")) and self.cfg.engine_name != "vllm"
         req = SimRequest(rid=rid, prompt_tokens=prompt_tokens, max_tokens=int(max_tokens), t_arrival_ns=t_arrival)
         if not body.get("stream"):
             return await self._unary_openai(req, chunks, want_spec)

@@ -27,10 +27,11 @@ def accept_length(client_summary: dict, results: list[SourceResult]) -> dict:
                 per_source[src] = value
         for src, why in (res.values.get("unavailable") or {}).items():
             unavailable.setdefault(src, why)
-        if not res.available and res.reason:
+        if not res.available and res.reason and not res.values.get("unavailable"):
             unavailable.setdefault(res.name, res.reason)
-    if client_summary.get("tokens_per_chunk_mean") is not None:
-        per_source["chunks"] = client_summary["tokens_per_chunk_mean"]
+    chunks = client_summary.get("accept_length_chunks", client_summary.get("tokens_per_chunk_mean"))
+    if chunks is not None:
+        per_source["chunks"] = chunks
     best = next((s for s in ACCEPT_ORDER if s in per_source), None)
     out = {"value": per_source.get(best) if best else None, "source": best,
            "per_source": per_source, "unavailable": {k: v for k, v in unavailable.items() if k not in per_source}}
