@@ -1,0 +1,295 @@
+"""Accept length (and queue depth) from the server's own Prometheus `/metrics`, scraped during the cell.
+
+Scraped every `interval_s` from cell start to cell end; each scrape is reduced at once to a few running sums
+(first/last counter totals, time-weighted gauge sums), so a long cell costs constant memory.
+
+Figures (all over the cell's window [first scrape, last scrape]):
+
+- `counters` (SGLang): Δsglang:generation_tokens_total / Δsglang:spec_verify_calls_total, each counter summed
+  over all its label sets (DP ranks, is_streaming, ...). Both move when a request completes, so over a
+  closed-loop cell they cover exactly the cell's requests: Σcompletion_tokens / Σverify_calls, the same
+  quantity as the per-request figure.
+- `counters` (vLLM): 1 + Δvllm:spec_decode_num_accepted_tokens_total / Δvllm:spec_decode_num_drafts_total
+  (accepted drafts per verify step, plus the bonus token). Also `accept_rate` = Δaccepted / Δdraft_tokens.
+- `gauge` (SGLang): time-average of `sglang:spec_accept_length`, a mean over the scheduler's last
+  `decode_log_interval` (40) decode steps. Each reading describes the steps before it, so reading i is weighted
+  by the time since reading i−1: gauge = Σ v_i·(t_i − t_{i−1}) / Σ (t_i − t_{i−1}). Readings taken before the
+  gauge first changes within the cell are ignored: until its first refresh the gauge still shows a window from
+  before the cell (the previous cell, or 0 after start-up). A refresh to the identical value cannot be seen;
+  the first window counted may still hold up to 39 steps from before the cell.
+- `queue`: time-weighted means of the running and waiting request gauges (SGLang num_running_reqs /
+  num_queue_reqs, vLLM num_requests_running / num_requests_waiting), summed over DP ranks.
+
+Counter resets (the server restarted during the cell) are handled like Prometheus' increase(): a drop
+starts a new segment, and the cell carries a warning.
+"""
+
+from __future__ import annotations
+
+import aiohttp
+
+from loadgen.telemetry.base import PeriodicSampler, SourceResult
+from loadgen.telemetry.promtext import Sample, parse_samples
+
+SG_GEN = "sglang:generation_tokens_total"
+SG_VERIFY = "sglang:spec_verify_calls_total"
+SG_GAUGE = "sglang:spec_accept_length"
+SG_RUNNING = "sglang:num_running_reqs"
+SG_QUEUE = "sglang:num_queue_reqs"
+VL_DRAFTS = "vllm:spec_decode_num_drafts_total"
+VL_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
+VL_ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
+VL_RUNNING = "vllm:num_requests_running"
+VL_QUEUE = "vllm:num_requests_waiting"
+COUNTERS = (SG_GEN, SG_VERIFY, VL_DRAFTS, VL_DRAFT_TOKENS, VL_ACCEPTED)
+GAUGES = (SG_GAUGE, SG_RUNNING, SG_QUEUE, VL_RUNNING, VL_QUEUE)
+# Per-rank copies of one scheduler's gauges: with --enable-metrics-for-all-schedulers every TP/PP/EP rank of
+# a DP group reports the same value, so only rank 0 of each is read (and DP groups are summed).
+_RANK_LABELS = ("tp_rank", "pp_rank", "moe_ep_rank")
+
+
+def counter_totals(samples: list[Sample]) -> dict[str, float]:
+    """Σ over label sets of each counter in COUNTERS (a name without `_total` counts as the same counter).
+
+    When a counter carries `priority` labels and one of them is "" (SGLang's all-priorities total), only the
+    "" series are summed, so the per-priority series are not counted twice."""
+    by_name: dict[str, list[Sample]] = {}
+    for s in samples:
+        name = s.name if s.name.endswith("_total") else s.name + "_total"
+        if name in COUNTERS:
+            by_name.setdefault(name, []).append(s)
+    totals = {}
+    for name, rows in by_name.items():
+        if any(r.labels.get("priority") == "" for r in rows):
+            rows = [r for r in rows if r.labels.get("priority", "") == ""]
+        totals[name] = sum(r.value for r in rows)
+    return totals
+
+
+def _rank0(s: Sample) -> bool:
+    return all(s.labels.get(k, "0") == "0" for k in _RANK_LABELS)
+
+
+def gauge_values(samples: list[Sample]) -> dict[str, float]:
+    """Queue gauges summed over DP groups; the accept-length gauge averaged over DP groups, weighted by each
+    group's running requests (a plain mean when none is running)."""
+    rows = [s for s in samples if s.name in GAUGES and _rank0(s)]
+    out = {}
+    for name in (SG_RUNNING, SG_QUEUE, VL_RUNNING, VL_QUEUE):
+        vals = [s.value for s in rows if s.name == name]
+        if vals:
+            out[name] = sum(vals)
+    accept = [s for s in rows if s.name == SG_GAUGE]
+    if accept:
+        running = {_group(s): s.value for s in rows if s.name == SG_RUNNING}
+        weights = [running.get(_group(s), 0.0) for s in accept]
+        if sum(weights) > 0:
+            out[SG_GAUGE] = sum(s.value * w for s, w in zip(accept, weights)) / sum(weights)
+        else:
+            out[SG_GAUGE] = sum(s.value for s in accept) / len(accept)
+    return out
+
+
+def _group(s: Sample) -> tuple:
+    return tuple(sorted((k, v) for k, v in s.labels.items() if k not in _RANK_LABELS))
+
+
+class CounterDelta:
+    """Increase of a counter over the window, Prometheus-style: a drop is a reset, counted from zero."""
+
+    def __init__(self) -> None:
+        self.last: float | None = None
+        self.delta = 0.0
+        self.resets = 0
+
+    def add(self, value: float) -> None:
+        if self.last is not None:
+            if value >= self.last:
+                self.delta += value - self.last
+            else:
+                self.delta += value
+                self.resets += 1
+        self.last = value
+
+
+class TimeWeighted:
+    """Σ v_i·(t_i − t_{i−1}) / Σ (t_i − t_{i−1}): each reading stands for the interval before it."""
+
+    def __init__(self) -> None:
+        self.area = 0.0
+        self.span_ns = 0
+        self.n = 0
+        self.last_value = 0.0
+
+    def add(self, value: float, dt_ns: int) -> None:
+        self.area += value * dt_ns
+        self.span_ns += dt_ns
+        self.n += 1
+        self.last_value = value
+
+    def mean(self) -> float | None:
+        if self.n == 0:
+            return None
+        return self.area / self.span_ns if self.span_ns > 0 else self.last_value
+
+
+class ServerMetricsSource(PeriodicSampler):
+    """Scrapes `url` during one cell. `origin` says how the URL was chosen ("auto" or "--server-metrics")."""
+
+    name = "server_metrics"
+    kind = "accept_length"
+
+    def __init__(self, url: str, interval_s: float = 1.0, origin: str = "auto", timeout_s: float = 5.0):
+        super().__init__(interval_s)
+        self.url = url
+        self.origin = origin
+        self.timeout_s = timeout_s
+        self.scrapes = 0
+        self.counters = {name: CounterDelta() for name in COUNTERS}
+        self.seen: set[str] = set()
+        self.gauge = TimeWeighted()
+        self.gauge_start: float | None = None  # the value shown when the cell opened
+        self.gauge_refreshed = False
+        self.gauge_ignored = 0
+        self.queues = {name: TimeWeighted() for name in (SG_RUNNING, SG_QUEUE, VL_RUNNING, VL_QUEUE)}
+        self.last_t_ns: int | None = None
+        self.first_t_ns: int | None = None
+        self._session: aiohttp.ClientSession | None = None
+
+    async def start(self) -> None:
+        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout_s))
+        await super().start()
+
+    async def stop(self) -> SourceResult:
+        try:
+            return await super().stop()
+        finally:
+            await self._session.close()
+
+    async def sample(self, t_ns: int) -> None:
+        async with self._session.get(self.url) as resp:
+            if resp.status != 200:
+                raise RuntimeError(f"HTTP {resp.status}")
+            text = await resp.text()
+        self.ingest(parse_samples(text, _WANTED), t_ns)
+
+    def ingest(self, samples: list[Sample], t_ns: int) -> None:
+        """Fold one scrape (taken at `t_ns`) into the running sums."""
+        self.scrapes += 1
+        for name, total in counter_totals(samples).items():
+            self.seen.add(name)
+            self.counters[name].add(total)
+        gauges = gauge_values(samples)
+        self.seen.update(gauges)
+        dt_ns = t_ns - self.last_t_ns if self.last_t_ns is not None else 0
+        if self.first_t_ns is None:
+            self.first_t_ns = t_ns
+        self.last_t_ns = t_ns
+        for name, acc in self.queues.items():
+            if name in gauges and dt_ns > 0:
+                acc.add(gauges[name], dt_ns)
+        if SG_GAUGE in gauges:
+            value = gauges[SG_GAUGE]
+            if self.gauge_start is None:
+                self.gauge_start = value
+                self.gauge_ignored += 1
+            elif self.gauge_refreshed or value != self.gauge_start:
+                self.gauge_refreshed = True
+                self.gauge.add(value, dt_ns)
+            else:
+                self.gauge_ignored += 1
+
+    # ---- result ----------------------------------------------------------------------------------------
+    def result(self) -> SourceResult:
+        values: dict = {"url": self.url, "scrapes": self.scrapes, "scrape_errors": len(self.errors)}
+        warnings = []
+        if self.scrapes == 0:
+            why = self.errors[-1] if self.errors else "no answer"
+            hint = ("start SGLang with --enable-metrics, or pass --server-metrics URL (or off)"
+                    if self.origin == "auto" else "check the --server-metrics URL")
+            reason = f"{self.url} could not be scraped ({why}); {hint}"
+            values["unavailable"] = {"counters": reason, "gauge": reason}
+            if self.origin != "auto":
+                warnings.append(f"server metrics: {reason}")
+            return SourceResult(self.name, self.kind, False, values, reason=reason, warnings=warnings)
+        if self.errors:
+            warnings.append(f"server metrics: {len(self.errors)} of {self.scrapes + len(self.errors)} scrapes "
+                            f"of {self.url} failed ({self.errors[-1]})")
+        if self.scrapes < 2:
+            warnings.append("server metrics: only one scrape succeeded; counters need two")
+        per_source: dict[str, float] = {}
+        unavailable: dict[str, str] = {}
+        self._counters(values, per_source, unavailable, warnings)
+        self._gauge(values, per_source, unavailable)
+        values["queue"] = {name.split(":", 1)[1] + "_mean": acc.mean() for name, acc in self.queues.items()
+                           if acc.n}
+        values["window_s"] = (self.last_t_ns - self.first_t_ns) / 1e9
+        values["per_source"] = per_source
+        values["unavailable"] = unavailable
+        return SourceResult(self.name, self.kind, True, values, warnings=warnings)
+
+    def _counters(self, values: dict, per_source: dict, unavailable: dict, warnings: list) -> None:
+        d = {name: c.delta for name, c in self.counters.items() if name in self.seen}
+        if any(c.resets for c in self.counters.values()):
+            warnings.append("server metrics: a counter went backwards during the cell (server restarted?); "
+                            "counted from the restart like Prometheus increase()")
+        if VL_DRAFTS in d and VL_ACCEPTED in d:
+            values["vllm"] = {"drafts": d[VL_DRAFTS], "accepted_tokens": d[VL_ACCEPTED],
+                              "draft_tokens": d.get(VL_DRAFT_TOKENS)}
+            if d[VL_DRAFTS] > 0:
+                per_source["counters"] = 1.0 + d[VL_ACCEPTED] / d[VL_DRAFTS]
+                if d.get(VL_DRAFT_TOKENS):
+                    values["vllm"]["accept_rate"] = d[VL_ACCEPTED] / d[VL_DRAFT_TOKENS]
+            else:
+                unavailable["counters"] = "vllm:spec_decode_num_drafts_total did not move during the cell " \
+                                          "(speculative decoding off?)"
+        elif SG_VERIFY in d and SG_GEN in d:
+            values["sglang"] = {"generation_tokens": d[SG_GEN], "verify_calls": d[SG_VERIFY]}
+            if d[SG_VERIFY] > 0:
+                per_source["counters"] = d[SG_GEN] / d[SG_VERIFY]
+            else:
+                unavailable["counters"] = "sglang:spec_verify_calls_total did not move during the cell " \
+                                          "(speculative decoding off?)"
+        elif SG_GEN in d:
+            unavailable["counters"] = "the server exports no sglang:spec_verify_calls_total (SGLang builds " \
+                                      "before 2026 lack it, or speculative decoding is off)"
+        else:
+            unavailable["counters"] = "the server exports neither sglang:spec_verify_calls_total nor " \
+                                      "vllm:spec_decode_num_drafts_total"
+
+    def _gauge(self, values: dict, per_source: dict, unavailable: dict) -> None:
+        values["gauge"] = {"readings_used": self.gauge.n, "readings_ignored": self.gauge_ignored,
+                           "value_at_start": self.gauge_start}
+        mean = self.gauge.mean()
+        if SG_GAUGE not in self.seen:
+            unavailable["gauge"] = ("vLLM exports no accept-length gauge" if VL_DRAFTS in self.seen
+                                    else "the server exports no sglang:spec_accept_length gauge")
+        elif mean is None:
+            unavailable["gauge"] = (f"sglang:spec_accept_length did not refresh during the cell (it refreshes "
+                                    f"every decode_log_interval steps; longer cells or a shorter "
+                                    f"--telemetry-interval help)")
+        elif mean <= 0:
+            unavailable["gauge"] = "sglang:spec_accept_length reads 0 (speculative decoding off)"
+        else:
+            per_source["gauge"] = mean
+
+
+_WANTED = frozenset(COUNTERS) | frozenset(GAUGES) | frozenset(n[: -len("_total")] for n in COUNTERS)
+
+
+class Unavailable:
+    """A source that was not configured: it reports why for each figure it would have given."""
+
+    kind = "accept_length"
+
+    def __init__(self, name: str, reasons: dict[str, str]):
+        self.name = name
+        self.reasons = reasons
+
+    async def start(self) -> None:
+        pass
+
+    async def stop(self) -> SourceResult:
+        return SourceResult(self.name, self.kind, False, {"unavailable": dict(self.reasons)},
+                            reason="; ".join(sorted(set(self.reasons.values()))))
+
