@@ -134,24 +134,26 @@ def datasource_variable() -> dict:
             "regex": "", "skipUrlSync": False}
 
 
-def query_variable(name: str, label: str, query: str) -> dict:
+def query_variable(name: str, label: str, query: str, sort: int = 1) -> dict:
+    """A multi-select label_values() variable, "All" by default; sort 1 = alphabetical, 3 = numerical."""
     return {"name": name, "label": label, "type": "query", "datasource": DS, "definition": query,
             "query": {"query": query, "refId": "PrometheusVariableQueryEditor-VariableQuery"},
             "refresh": 2, "includeAll": True, "multi": True, "allValue": ".*",
             "current": {"selected": True, "text": ["All"], "value": ["$__all"]}, "options": [], "regex": "",
-            "sort": 3, "hide": 0, "skipUrlSync": False}
+            "sort": sort, "hide": 0, "skipUrlSync": False}
 
 
 CELL_VARIABLES = [
     query_variable("run", "Run", "label_values(loadgen_requests_total, run)"),
-    query_variable("concurrency", "Concurrency", 'label_values(loadgen_requests_total{run=~"$run"}, concurrency)'),
+    query_variable("concurrency", "Concurrency", 'label_values(loadgen_requests_total{run=~"$run"}, concurrency)',
+                   sort=3),
     query_variable("context_tokens", "Prompt tokens",
-                   'label_values(loadgen_requests_total{run=~"$run"}, context_tokens)'),
+                   'label_values(loadgen_requests_total{run=~"$run"}, context_tokens)', sort=3),
 ]
 MODEL_VARIABLE = query_variable("model", "Model", "label_values(sglang:num_requests_total, model_name)")
 GPU_VARIABLES = [
     query_variable("instance", "GPU node", "label_values(DCGM_FI_DEV_POWER_USAGE, instance)"),
-    query_variable("gpu", "GPU", 'label_values(DCGM_FI_DEV_POWER_USAGE{instance=~"$instance"}, gpu)'),
+    query_variable("gpu", "GPU", 'label_values(DCGM_FI_DEV_POWER_USAGE{instance=~"$instance"}, gpu)', sort=3),
 ]
 
 
