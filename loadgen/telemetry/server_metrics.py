@@ -44,7 +44,8 @@ VL_QUEUE = "vllm:num_requests_waiting"
 COUNTERS = (SG_GEN, SG_VERIFY, VL_DRAFTS, VL_DRAFT_TOKENS, VL_ACCEPTED)
 GAUGES = (SG_GAUGE, SG_RUNNING, SG_QUEUE, VL_RUNNING, VL_QUEUE)
 # Per-rank copies of one scheduler's gauges: with --enable-metrics-for-all-schedulers every TP/PP/EP rank of
-# a DP group reports the same value, so only rank 0 of each is read (and DP groups are summed).
+# a DP group reports the same value, so one reading per group (the lowest rank) is kept; DP groups (told
+# apart by dp_rank and any other label) are then summed.
 _RANK_LABELS = ("tp_rank", "pp_rank", "moe_ep_rank")
 
 
@@ -66,14 +67,28 @@ def counter_totals(samples: list[Sample]) -> dict[str, float]:
     return totals
 
 
-def _rank0(s: Sample) -> bool:
-    return all(s.labels.get(k, "0") == "0" for k in _RANK_LABELS)
+def _group(s: Sample) -> tuple:
+    return s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k not in _RANK_LABELS))
+
+
+def _rank(s: Sample) -> tuple:
+    return tuple(int(s.labels.get(k, "0")) if s.labels.get(k, "0").isdigit() else 0 for k in _RANK_LABELS)
+
+
+def one_per_group(samples: list[Sample]) -> list[Sample]:
+    """The lowest-rank sample of each (name, labels without TP/PP/EP rank) group."""
+    best: dict[tuple, Sample] = {}
+    for s in samples:
+        g = _group(s)
+        if g not in best or _rank(s) < _rank(best[g]):
+            best[g] = s
+    return list(best.values())
 
 
 def gauge_values(samples: list[Sample]) -> dict[str, float]:
     """Queue gauges summed over DP groups; the accept-length gauge averaged over DP groups, weighted by each
     group's running requests (a plain mean when none is running)."""
-    rows = [s for s in samples if s.name in GAUGES and _rank0(s)]
+    rows = one_per_group([s for s in samples if s.name in GAUGES])
     out = {}
     for name in (SG_RUNNING, SG_QUEUE, VL_RUNNING, VL_QUEUE):
         vals = [s.value for s in rows if s.name == name]
@@ -81,17 +96,13 @@ def gauge_values(samples: list[Sample]) -> dict[str, float]:
             out[name] = sum(vals)
     accept = [s for s in rows if s.name == SG_GAUGE]
     if accept:
-        running = {_group(s): s.value for s in rows if s.name == SG_RUNNING}
-        weights = [running.get(_group(s), 0.0) for s in accept]
+        running = {_group(s)[1]: s.value for s in rows if s.name == SG_RUNNING}
+        weights = [running.get(_group(s)[1], 0.0) for s in accept]
         if sum(weights) > 0:
             out[SG_GAUGE] = sum(s.value * w for s, w in zip(accept, weights)) / sum(weights)
         else:
             out[SG_GAUGE] = sum(s.value for s in accept) / len(accept)
     return out
-
-
-def _group(s: Sample) -> tuple:
-    return tuple(sorted((k, v) for k, v in s.labels.items() if k not in _RANK_LABELS))
 
 
 class CounterDelta:
