@@ -36,8 +36,19 @@ class ClientConfig:
     headers: dict | None = None
 
 
+async def _stamp_sent(session, ctx, params) -> None:
+    rec = ctx.trace_request_ctx
+    if isinstance(rec, Record):
+        rec.t_sent_ns = time.monotonic_ns()
+
+
 def make_session(concurrency: int, cfg: ClientConfig) -> aiohttp.ClientSession:
-    """One session per run; the pool never caps below the concurrency (aiohttp's default limit is 100)."""
+    """One session per run; the pool never caps below the concurrency (aiohttp's default limit is 100).
+
+    `t_sent_ns` is re-stamped when the request body has been handed to the socket: in a burst of C sends
+    the client's own serialisation is queueing (t_sent − t_intended), not server latency."""
+    tracing = aiohttp.TraceConfig()
+    tracing.on_request_chunk_sent.append(_stamp_sent)
     connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, force_close=False, enable_cleanup_closed=True)
     timeout = aiohttp.ClientTimeout(total=cfg.timeout_s, sock_read=cfg.idle_timeout_s,
                                     sock_connect=CONNECT_TIMEOUT_S)
@@ -49,6 +60,7 @@ def make_session(concurrency: int, cfg: ClientConfig) -> aiohttp.ClientSession:
         json_serialize=lambda o: orjson.dumps(o).decode(),
         read_bufsize=2**20,
         auto_decompress=False,
+        trace_configs=[tracing],
     )
 
 
@@ -66,7 +78,7 @@ async def send(session: aiohttp.ClientSession, cfg: ClientConfig, body: dict, re
         headers["X-Request-Id"] = rec.request_id
     rec.t_sent_ns = time.monotonic_ns()
     try:
-        async with session.post(url, data=payload, headers=headers) as resp:
+        async with session.post(url, data=payload, headers=headers, trace_request_ctx=rec) as resp:
             rec.status = resp.status
             if resp.status != 200:
                 text = (await resp.content.read(4096)).decode("utf-8", "replace")

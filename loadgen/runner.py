@@ -70,6 +70,19 @@ class Progress:
             sys.stderr.flush()
 
 
+async def warm_connections(session: aiohttp.ClientSession, url: str, n: int) -> None:
+    """Open `n` keep-alive connections before the cell, so no measured request pays for a TCP handshake
+    (production clients keep connections open; a cold connect would be charged to the first wave's TTFT)."""
+    async def one() -> None:
+        try:
+            async with session.get(url + "/v1/models") as resp:
+                await resp.read()
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+            pass  # a server that is down shows up in the cell's records, not here
+
+    await asyncio.gather(*(one() for _ in range(min(n, 1024))))
+
+
 class Runner:
     def __init__(self, cfg: RunConfig, url: str, sinks: list[Sink], results_path: str,
                  run_id: str | None = None):
@@ -135,7 +148,8 @@ class Runner:
         cfg = self.cfg
         rng = seeded_rng(cfg.seed, cell.context_tokens, cell.concurrency, cell.request_rate)
         body_tokens = cell.context_tokens - self.overhead_tokens
-        prefixes = [unique_prefix(self.run_id, cell.context_tokens, cell.concurrency, i) for i in range(n)]
+        load = cell.concurrency if cell.request_rate is None else f"{cell.concurrency}r{cell.request_rate:g}"
+        prefixes = [unique_prefix(self.run_id, cell.context_tokens, load, i) for i in range(n)]
         if self.counter is None:
             chars = int(body_tokens * self.chars_per_token)
             return [p + self.corpus.window(rng, chars)[: max(0, chars - len(p))] for p in prefixes]
@@ -147,13 +161,17 @@ class Runner:
     def cells_to_run(self) -> list[CellKey]:
         return [CellKey(ctx, c) for ctx in self.cfg.contexts for c in self.cfg.concurrency]
 
+    def requests_for(self, cell: CellKey) -> int:
+        """Measured requests of a cell (closed loop: --requests-per-cell or the default; open loop overrides)."""
+        return self.cfg.requests_for(cell.concurrency)
+
     async def run_cell(self, session: aiohttp.ClientSession, cell: CellKey, factories, attempt: int = 0) -> dict:
         cfg = self.cfg
-        n_measure = cfg.requests_for(cell.concurrency)
+        n_measure = self.requests_for(cell)
         if cfg.duration_per_cell_s:
             n_measure = max(n_measure, 1_000_000)
         n_total = cfg.warmup + n_measure
-        n_prompts = min(n_total, cfg.requests_for(cell.concurrency) + cfg.warmup) if cfg.duration_per_cell_s \
+        n_prompts = min(n_total, self.requests_for(cell) + cfg.warmup) if cfg.duration_per_cell_s \
             else n_total
         prompts = await self.build_prompts(cell, n_prompts)
         opts = RequestOptions(model=self.target.model, max_tokens=cfg.max_tokens, temperature=cfg.temperature,
@@ -179,9 +197,10 @@ class Runner:
         deadline = None
         if cfg.duration_per_cell_s:
             deadline = time.monotonic_ns() + int(cfg.duration_per_cell_s * 1e9)
-        run = CellRun(self.run_id, cell, jobs, lambda body, rec: send(session, ccfg, body, rec), on_sent,
-                      on_record, deadline, attempt=attempt)
+        run = CellRun(self.run_id, cell, jobs, self.sender(session, ccfg), on_sent, on_record, deadline,
+                      attempt=attempt)
         self.current = run
+        await warm_connections(session, self.url, cell.concurrency or len(jobs))
         for s in self.sinks:
             s.cell_started(cell, self.run_id)
         self.progress.reset(cell.label(), n_total if not cfg.duration_per_cell_s else 0)
@@ -206,6 +225,10 @@ class Runner:
         summary["client"] = await monitor.stop(summary["send_lateness_s"].get("p99")
                                                if cell.request_rate is not None else None)
         return self.assemble(cell, summary, results)
+
+    def sender(self, session: aiohttp.ClientSession, ccfg: ClientConfig):
+        """The measured request, `await sender(body, rec)` (loadgen.h1send replaces it with its lean path)."""
+        return lambda body, rec: send(session, ccfg, body, rec)
 
     async def drive(self, run: CellRun, cell: CellKey) -> None:
         """The load pattern of a cell (closed loop here; open loop overrides)."""

@@ -30,6 +30,7 @@ class SimRequest:
     verify_ct: int = 0
     started: bool = False
     aborted: bool = False
+    count_prompt: Callable[[], int] | None = None  # deferred tokenization (see SimServer._prompt_size)
 
     @property
     def finished(self) -> bool:
@@ -99,6 +100,8 @@ class Engine:
             self.running = [r for r in self.running if not r.aborted and not r.finished]
             while self.waiting and len(self.running) < self.max_running:
                 req = self.waiting.popleft()
+                if req.count_prompt is not None:
+                    req.prompt_tokens, req.count_prompt = req.count_prompt(), None
                 if not req.aborted:
                     self.running.append(req)
             if not self.running:

@@ -11,6 +11,7 @@ import sys
 from aiohttp import web
 
 from loadgen.sim import faults
+from loadgen.sim.arrival import stamp_arrivals
 from loadgen.sim.engine import Engine
 from loadgen.sim.model import Roofline, SpecConfig
 from loadgen.sim.server import SimConfig, SimServer
@@ -57,6 +58,7 @@ async def serve(args: argparse.Namespace, extra_setup=None) -> None:
     engine.start()
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
+    stamp_arrivals(runner)
     site = web.TCPSite(runner, args.host, args.port, reuse_address=True)
     await site.start()
     port = runner.addresses[0][1]

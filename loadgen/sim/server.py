@@ -11,6 +11,7 @@ import orjson
 from aiohttp import web
 
 from loadgen.sim import tokenizer
+from loadgen.sim.arrival import take_arrival
 from loadgen.sim.engine import Engine, SimRequest
 from loadgen.sim.metrics_text import render_metrics
 from loadgen.sim.render import OpenAIChunks, generate_event, spec_details, sse, text_for
@@ -89,6 +90,7 @@ class SimServer:
 
     @web.middleware
     async def _auth(self, request: web.Request, handler):
+        request["t_arrival_ns"] = take_arrival(request)
         if self.hooks is not None:
             early = await self.hooks.before(request)
             if early is not None:
@@ -158,7 +160,7 @@ class SimServer:
         return await self._openai(request, chat=False)
 
     async def _openai(self, request: web.Request, chat: bool) -> web.StreamResponse:
-        t_arrival = time.monotonic_ns()
+        t_arrival = request["t_arrival_ns"]
         body = await _json_body(request)
         if isinstance(body, web.Response):
             return body
@@ -169,14 +171,17 @@ class SimServer:
             messages = body.get("messages")
             if not isinstance(messages, list) or not messages:
                 return error_response("'messages' must be a non-empty list", 400)
-            prompt_tokens = tokenizer.chat_prompt_tokens(messages)
+            size = sum(len(str(m.get("content") or "")) for m in messages) + 64
+            count = lambda: tokenizer.chat_prompt_tokens(messages)  # noqa: E731
         else:
             prompt = body.get("prompt")
             if not isinstance(prompt, str):
                 return error_response("'prompt' must be a string", 400)
-            prompt_tokens = tokenizer.count(prompt)
+            size = len(prompt)
+            count = lambda: tokenizer.count(prompt)  # noqa: E731
         max_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or 16
-        bad = self._check_lengths(prompt_tokens, max_tokens)
+        prompt_tokens, count = self._prompt_size(size, count, max_tokens)
+        bad = self._check_lengths(prompt_tokens or 0, max_tokens)
         if bad:
             return bad
         rid = request.headers.get("X-Request-Id") or uuid.uuid4().hex
@@ -184,7 +189,8 @@ class SimServer:
         chunks = OpenAIChunks(rid, self.cfg.model, chat, bool(opts.get("continuous_usage_stats")), prompt_tokens)
         want_usage = bool(opts.get("include_usage"))
         want_spec = bool(body.get("return_spec_tokens_details")) and self.cfg.engine_name != "vllm"
-        req = SimRequest(rid=rid, prompt_tokens=prompt_tokens, max_tokens=int(max_tokens), t_arrival_ns=t_arrival)
+        req = SimRequest(rid=rid, prompt_tokens=prompt_tokens, max_tokens=int(max_tokens), t_arrival_ns=t_arrival,
+                         count_prompt=count)
         if not body.get("stream"):
             return await self._unary_openai(req, chunks, want_spec)
         resp = await self._prepare_sse(request)
@@ -196,6 +202,7 @@ class SimServer:
             sent = 0
             while sent < req.max_tokens:
                 k = await self._maybe_fault(req, await req.queue.get(), resp)
+                chunks.prompt_tokens = req.prompt_tokens
                 finish = "length" if sent + k >= req.max_tokens else None
                 await resp.write(sse(chunks.content(text_for(sent, k), sent + k, finish)))
                 sent += k
@@ -215,7 +222,7 @@ class SimServer:
         return resp
 
     async def generate(self, request: web.Request) -> web.StreamResponse:
-        t_arrival = time.monotonic_ns()
+        t_arrival = request["t_arrival_ns"]
         body = await _json_body(request)
         if isinstance(body, web.Response):
             return body
@@ -223,30 +230,33 @@ class SimServer:
         if not isinstance(text, str):
             return error_response("'text' must be a string", 400)
         params = body.get("sampling_params") or {}
-        prompt_tokens = tokenizer.count(text)
         max_tokens = int(params.get("max_new_tokens") or 128)
-        bad = self._check_lengths(prompt_tokens, max_tokens)
+        prompt_tokens, count = self._prompt_size(len(text), lambda: tokenizer.count(text), max_tokens)
+        bad = self._check_lengths(prompt_tokens or 0, max_tokens)
         if bad:
             return bad
         rid = request.headers.get("X-Request-Id") or uuid.uuid4().hex
-        req = SimRequest(rid=rid, prompt_tokens=prompt_tokens, max_tokens=max_tokens, t_arrival_ns=t_arrival)
+        req = SimRequest(rid=rid, prompt_tokens=prompt_tokens, max_tokens=max_tokens, t_arrival_ns=t_arrival,
+                         count_prompt=count)
         truth = self._truth_row(req, "sglang-generate")
         if not body.get("stream"):
             self.engine.submit(req)
             await _drain(req)
             self._end(truth, req, "ok")
-            return json_response(generate_event(rid, text_for(0, req.generated), req.generated, prompt_tokens,
+            return json_response(generate_event(rid, text_for(0, req.generated), req.generated, req.prompt_tokens,
                                                 {"type": "length", "length": req.generated},
                                                 self._final_meta(req)))
         resp = await self._prepare_sse(request)
         self.engine.submit(req)
         try:
             n = 0
+            text_so_far = ""  # /generate streams cumulative text; extend it rather than re-render it
             while n < req.max_tokens:
                 k = await self._maybe_fault(req, await req.queue.get(), resp)
+                text_so_far += text_for(n, k)
                 n += k
                 done = n >= req.max_tokens
-                event = generate_event(rid, text_for(0, n), n, prompt_tokens,
+                event = generate_event(rid, text_so_far, n, req.prompt_tokens,
                                        {"type": "length", "length": n} if done else None,
                                        self._final_meta(req) if done else None)
                 await resp.write(sse(event))
@@ -261,6 +271,14 @@ class SimServer:
         return resp
 
     # ---- helpers ---------------------------------------------------------------------------------------
+    def _prompt_size(self, chars: int, count, max_tokens) -> tuple[int | None, object]:
+        """(prompt_tokens, deferred counter). Tokenizing is deferred to the engine's admission (SGLang's
+        tokenizer also runs off the HTTP path) unless the prompt might exceed the context: a token is at least
+        one character, so `chars + max_tokens ≤ context` proves it fits without counting."""
+        if isinstance(max_tokens, int) and chars + max_tokens <= self.cfg.context_length:
+            return None, count
+        return count(), None
+
     def _check_lengths(self, prompt_tokens: int, max_tokens) -> web.Response | None:
         if not isinstance(max_tokens, int) or max_tokens < 1:
             return error_response("max_tokens must be a positive integer", 400)
@@ -283,6 +301,7 @@ class SimServer:
         self.engine.submit(req)
         await _drain(req)
         self._end(truth, req, "ok")
+        chunks.prompt_tokens = req.prompt_tokens
         text = text_for(0, req.generated)
         choice = ({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}
                   if chunks.chat else {"index": 0, "text": text, "finish_reason": "length"})
@@ -311,6 +330,7 @@ class SimServer:
 
     def _end(self, truth: dict, req: SimRequest, outcome: str) -> None:
         truth.update(t_end_ns=time.monotonic_ns(), verify_ct=req.verify_ct, completion_tokens=req.generated,
+                     prompt_tokens=req.prompt_tokens,
                      outcome=outcome, budget=self.engine.spec.budget, accept_mean=self.engine.accept_mean)
         if truth["chunk_times_ns"]:
             truth["t_first_chunk_ns"] = truth["chunk_times_ns"][0]
