@@ -74,3 +74,14 @@ def test_gauge_time_average_starts_at_first_refresh():
     # each reading stands for the interval before it: 3.0 over (200,300], 3.0 over (300,400], 5.0 over (400,700]
     assert res.values["per_source"]["gauge"] == pytest.approx((3.0 * 100 + 3.0 * 100 + 5.0 * 300) / 500)
     assert res.values["unavailable"]["counters"].startswith("the server exports neither")
+
+
+@pytest.mark.parametrize("text, engine", [
+    ("# HELP vllm:num_requests_running x\n# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 0\n",
+     "vllm"),
+    ("# HELP sglang:num_running_reqs x\nsglang:num_running_reqs{tp_rank=\"0\"} 0\n", "sglang"),
+    ("# a comment only\npython_gc_objects_collected_total{generation=\"0\"} 1\n", None),
+])
+def test_engine_from_metric_prefixes(text, engine):
+    from loadgen.telemetry.engine_detect import engine_from_metrics
+    assert engine_from_metrics(text) == engine
