@@ -48,10 +48,16 @@ class CellRun:
         self.next_job += 1
         return job
 
+    @property
+    def _load(self) -> str:
+        """The load part of request ids: the concurrency, or cap and rate for open-loop cells (unique per cell)."""
+        c = self.cell
+        return str(c.concurrency) if c.request_rate is None else f"{c.concurrency}r{c.request_rate:g}"
+
     def new_record(self, job: Job, t_intended_ns: int) -> Record:
         retry = f"-a{self.attempt}" if self.attempt else ""
         return Record(run_id=self.run_id, cell=self.cell, seq=job.seq, phase=job.phase,
-                      request_id=f"{self.run_id}-{self.cell.context_tokens}-{self.cell.concurrency}-{job.seq}{retry}",
+                      request_id=f"{self.run_id}-{self.cell.context_tokens}-{self._load}-{job.seq}{retry}",
                       t_intended_ns=t_intended_ns, attempt=self.attempt)
 
     async def issue(self, job: Job, t_intended_ns: int) -> Record:
