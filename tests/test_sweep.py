@@ -1,0 +1,336 @@
+"""Sweeps end to end: `loadgen sweep` as a real process, the simulator restarted per configuration by a real
+reconfigure script (tests/fixtures/sim_reconfigure.py) on a fixed loopback port. Truth logs of each simulator
+process prove which server served every measured request."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = str(ROOT / "tests" / "fixtures" / "sim_reconfigure.py")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Bench:
+    """A temp folder with a sweep file, the reconfigure script's state, and the simulators it started."""
+
+    def __init__(self, tmp: Path):
+        self.tmp = tmp
+        self.port = free_port()
+        self.state = tmp / "state"
+        self.out = tmp / "out"
+
+    def write(self, configs: str, *, sim_args: str = '"--speed", "20"', reconf_opts: str = "",
+              expect: bool = True, concurrency: str = "[1, 4]", max_tokens: int = 32) -> Path:
+        text = f"""
+name = "t"
+reconfigure = ["{sys.executable}", "{FIXTURE}", "{self.state}", "{self.port}", {reconf_opts}
+               "--", "--budget", "{{budget}}", "--topk", "{{topk}}", {sim_args}]
+diagnostics = ["{sys.executable}", "{FIXTURE}", "{self.state}", "{self.port}", "--diagnose"]
+
+[server]
+url = "http://127.0.0.1:{self.port}"
+
+[readiness]
+timeout_s = 20
+poll_s = 0.05
+successes = 2
+{'[expect]' if expect else ''}
+{'speculative_ddtree_budget = "{budget}"' if expect else ''}
+
+[matrix]
+contexts = [60]
+max_tokens = {max_tokens}
+requests_per_cell = 8
+concurrency = {concurrency}
+
+{configs}
+"""
+        path = self.tmp / "sweep.toml"
+        path.write_text(text)
+        return path
+
+    def sweep(self, path: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "loadgen", "sweep", str(path), "--out-dir", str(self.out),
+                               *args], capture_output=True, text=True, timeout=timeout, cwd=self.tmp)
+
+    def doc(self, name: str) -> dict:
+        return json.loads((self.out / f"{name}.json").read_text())
+
+    def records(self, name: str) -> list[dict]:
+        path = self.out / f"{name}.requests.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+    def summary(self) -> dict:
+        return json.loads((self.out / "sweep.json").read_text())
+
+    def truth(self) -> dict[str, dict]:
+        """Every simulator process's truth rows by request id (rows carry the budget of their process)."""
+        rows = {}
+        for f in sorted(self.state.glob("truth-*.jsonl")):
+            for line in f.read_text().splitlines():
+                row = json.loads(line)
+                row["file"] = f.name
+                rows[row["rid"]] = row
+        return rows
+
+    def reconfigurations(self) -> int:
+        runs = self.state / "runs"
+        return len(runs.read_text().splitlines()) if runs.exists() else 0
+
+    def stop(self) -> None:
+        try:
+            os.kill(int((self.state / "sim.pid").read_text()), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
+
+
+@pytest.fixture
+def bench(tmp_path):
+    b = Bench(tmp_path)
+    yield b
+    time.sleep(0.05)  # a delayed restart may still be launching
+    b.stop()
+
+
+GRID = """
+[grid]
+budget = [8, 16, 32]
+topk = [4]
+"""
+
+
+def test_three_configurations_measured_on_the_right_servers(bench):
+    res = bench.sweep(bench.write(GRID))
+    assert res.returncode == 0, res.stderr[-3000:]
+    names = ["budget8_topk4", "budget16_topk4", "budget32_topk4"]
+    summary = bench.summary()
+    assert [(c["name"], c["status"], c["cells_ok"], c["cells_total"]) for c in summary["configs"]] == \
+        [(n, "ok", 2, 2) for n in names]
+    truth = bench.truth()
+    accept = []
+    for name, budget in zip(names, (8, 16, 32)):
+        doc = bench.doc(name)
+        assert doc["target"]["server_info"]["speculative_ddtree_budget"] == budget
+        assert doc["sweep"]["params"] == {"budget": budget, "topk": 4}
+        assert [(c["concurrency"], c["status"], c["requests"]["ok"]) for c in doc["cells"]] == [(1, "ok", 8), (4, "ok", 8)]
+        ready = doc["sweep"]["attempts"][-1]["readiness"]
+        assert ready["ready"] and ready["expect_ok"] and ready["generations_ok"] == 2
+        recs = bench.records(name)
+        assert len(recs) == 16 and all(r["outcome"] == "ok" for r in recs)
+        # every measured request was served by a simulator process running this configuration's budget
+        assert {truth[r["request_id"]]["budget"] for r in recs} == {budget}
+        assert {r["run_id"] for r in recs} == {c["run_id"] for c in doc["cells"]} == {doc["run_id"]}
+        accept.append(doc["cells"][0]["accept_length"]["value"])
+    assert accept[0] < accept[1] < accept[2]
+    # the sweep's closing table: one row per configuration per cell, values from the results
+    table = res.stdout[res.stdout.index(" ctx  conc configuration"):]
+    assert sum(line.strip().startswith(("60", "budget")) for line in table.splitlines()) == 6
+    b16 = bench.doc("budget16_topk4")["cells"][1]["output_tok_s"]
+    assert f"{b16:.1f}" in table
+
+    csv_out = subprocess.run([sys.executable, "-m", "loadgen", "compare", str(bench.out), "--baseline",
+                              "budget16_topk4", "--format", "csv"], capture_output=True, text=True, timeout=30)
+    assert csv_out.returncode == 0, csv_out.stderr
+    lines = csv_out.stdout.strip().splitlines()
+    assert len(lines) == 1 + 6
+    row = dict(zip(lines[0].split(","), lines[4].split(",")))  # ctx 60, c=4, first configuration
+    assert row["config"] == "budget8_topk4" and row["concurrency"] == "4"
+    c8 = bench.doc("budget8_topk4")["cells"][1]
+    c16 = bench.doc("budget16_topk4")["cells"][1]
+    assert float(row["out_tok_s"]) == pytest.approx(c8["output_tok_s"])
+    assert float(row["out_tok_s_x"]) == pytest.approx(c8["output_tok_s"] / c16["output_tok_s"])
+
+    plots = bench.tmp / "plots"
+    rep = subprocess.run([sys.executable, "-m", "loadgen", "report", str(bench.out), "--plots", str(plots)],
+                         capture_output=True, text=True, timeout=60)
+    assert rep.returncode == 0, rep.stderr
+    for name in ("output_tok_s.png", "request_tok_s.png", "accept_length.png"):
+        assert (plots / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not (plots / "tokens_per_joule.png").exists()
+    assert "tokens_per_joule.png not written: no cell has power data" in rep.stdout
+
+
+RACE = """
+[[configs]]
+name = "b16"
+budget = 16
+topk = 4
+delay = 0
+stale = 0
+
+[[configs]]
+name = "b32"
+budget = 32
+topk = 4
+delay = 0.3
+stale = 1.5
+"""
+
+
+def test_stale_old_process_is_not_measured(bench):
+    """b32's reconfigure returns at once; the old b16 server answers for 0.3 s more, then lingers 1.5 s as a
+    stale process (health 200, generation failing) before the b32 server starts. No [expect], the hardest
+    case: only seeing the server go away, health and real generations protect the measurement."""
+    path = bench.write(RACE, reconf_opts='"--delay", "{delay}", "--stale", "{stale}",', expect=False)
+    t0 = time.monotonic()
+    res = bench.sweep(path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    doc = bench.doc("b32")
+    assert doc["target"]["server_info"]["speculative_ddtree_budget"] == 32
+    ready = doc["sweep"]["attempts"][-1]["readiness"]
+    states = [s["state"] for s in ready["states"]]
+    assert states[0] == "up, but not yet seen restarting (and no expect map)"
+    assert ready["saw_down"] and ready["elapsed_s"] >= 1.8
+    assert any(s.startswith("/health_generate answered 503") for s in states), states
+    logs = sorted(bench.state.glob("sim-*.log"))
+    assert [("budget=16" in f.read_text(), "budget=32" in f.read_text()) for f in logs] == \
+        [(True, False), (True, False), (False, True)]  # b16, the stale b16, b32
+    truth = bench.truth()
+    recs = bench.records("b32")
+    assert len(recs) == 16
+    for r in recs:
+        row = truth[r["request_id"]]
+        assert (row["budget"], row["outcome"], row["file"]) == (32, "ok", sorted(bench.state.glob("truth-*"))[-1].name)
+    assert time.monotonic() - t0 < 30
+
+
+FAILURES = """
+[[configs]]
+name = "crash_at_start"
+budget = "notanumber"
+topk = 4
+crash_after = 0
+exit = 0
+timeout_s = 2.5
+
+[[configs]]
+name = "refused"
+budget = 8
+topk = 4
+crash_after = 0
+exit = 3
+
+[[configs]]
+name = "midcrash"
+budget = 8
+topk = 4
+crash_after = 12
+exit = 0
+
+[[configs]]
+name = "good"
+budget = 16
+topk = 4
+crash_after = 0
+exit = 0
+"""
+
+
+def test_failed_configurations_are_recorded_and_the_sweep_goes_on(bench):
+    path = bench.write(FAILURES, reconf_opts='"--exit", "{exit}",',
+                       sim_args='"--speed", "20", "--crash-after", "{crash_after}"')
+    res = bench.sweep(path)
+    assert res.returncode == 1, res.stderr[-3000:]
+    status = {c["name"]: (c["status"], c["cells_ok"]) for c in bench.summary()["configs"]}
+    assert status == {"crash_at_start": ("failed", 0), "refused": ("failed", 0), "midcrash": ("partial", 1),
+                      "good": ("ok", 2)}
+
+    crash = bench.doc("crash_at_start")["sweep"]["attempts"][-1]
+    assert crash["reason"].startswith("not ready after 2.5 s; last state: down")
+    assert "invalid int value: 'notanumber'" in crash["diagnostics"]["output_tail"]
+    assert "invalid int value" in (bench.out / "crash_at_start.diagnostics.txt").read_text()
+
+    refused = bench.doc("refused")["sweep"]["attempts"][-1]
+    assert refused["reason"].startswith("reconfigure failed:") and "exited with status 3" in refused["reason"]
+    assert refused["reconfigure"]["rc"] == 3 and refused["reconfigure"]["elapsed_s"] < 5
+    assert "reconfigure: refusing" in (bench.out / "refused.reconfigure.log").read_text()
+
+    mid = bench.doc("midcrash")
+    c1, c4 = mid["cells"]
+    assert (c1["status"], c1["requests"]["ok"]) == ("ok", 8)
+    assert c4["status"] == "failed" and "server went away" in c4["error"]
+    assert c4["requests"]["failed"] >= 1
+    attempt = mid["sweep"]["attempts"][-1]
+    assert attempt["outcome"] == "partial"
+    assert "crashing: generation request 13" in attempt["diagnostics"]["output_tail"]
+
+    good = bench.doc("good")
+    assert [c["status"] for c in good["cells"]] == ["ok", "ok"]
+    assert good["target"]["server_info"]["speculative_ddtree_budget"] == 16
+    closing = res.stdout.split("sweep t (")[1]
+    assert "midcrash             partial  1/2 cells" in closing
+    assert "good                 ok       2/2 cells" in closing
+
+
+RESUME = """
+[grid]
+budget = [8, 16]
+topk = [4]
+"""
+
+
+def test_resume_after_sigkill_keeps_finished_cells(bench):
+    path = bench.write(RESUME, sim_args='"--speed", "4"', concurrency="[1, 2, 4]", max_tokens=64)
+    results = bench.out / "budget8_topk4.json"
+    proc = subprocess.Popen([sys.executable, "-m", "loadgen", "sweep", str(path), "--out-dir", str(bench.out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=bench.tmp)
+    deadline = time.monotonic() + 40
+    done: list[dict] = []
+    while time.monotonic() < deadline and not done and proc.poll() is None:
+        time.sleep(0.01)
+        try:
+            done = [c for c in json.loads(results.read_text())["cells"] if c["status"] == "ok"]
+        except (OSError, ValueError, KeyError):
+            pass
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    assert 1 <= len(done) < 3, f"killed too late to test resuming: {len(done)} cells finished"
+    kept = json.loads(results.read_text())["cells"]  # the file is whole: it is replaced atomically
+    kept = [c for c in kept if c["status"] == "ok"]
+    json.loads((bench.out / "sweep.json").read_text())
+
+    res = bench.sweep(path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert f"[budget8_topk4] resuming: {len(kept)} of 3 cells already measured" in res.stderr
+    doc = bench.doc("budget8_topk4")
+    assert [c["concurrency"] for c in doc["cells"]] == [1, 2, 4]
+    assert all(c["status"] == "ok" for c in doc["cells"])
+    for old in kept:  # finished cells were not measured again
+        new = next(c for c in doc["cells"] if c["concurrency"] == old["concurrency"])
+        assert (new["run_id"], new["output_tok_s"]) == (old["run_id"], old["output_tok_s"])
+    recs = bench.records("budget8_topk4")
+    for cell in doc["cells"]:  # records match results: the killed cell's records are gone, none twice
+        mine = [r for r in recs if r["cell"]["concurrency"] == cell["concurrency"]]
+        assert len(mine) == 8 and {r["run_id"] for r in mine} == {cell["run_id"]}
+    assert len(recs) == 24
+    assert len({r["request_id"] for r in recs}) == 24
+
+    before = bench.reconfigurations()
+    again = bench.sweep(path)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "[budget8_topk4] all 3 cells already measured: skipped" in again.stderr
+    assert "[budget16_topk4] all 3 cells already measured: skipped" in again.stderr
+    assert bench.reconfigurations() == before  # nothing was restarted
+
+    old_ids = {c["run_id"] for c in bench.doc("budget16_topk4")["cells"]}
+    forced = bench.sweep(path, "--force", "--only", "budget16_topk4")
+    assert forced.returncode == 0, forced.stderr[-3000:]
+    new = bench.doc("budget16_topk4")
+    assert len({c["run_id"] for c in new["cells"]}) == 1 and not {c["run_id"] for c in new["cells"]} & old_ids
+    assert len(bench.records("budget16_topk4")) == 24
+    assert bench.doc("budget8_topk4")["cells"] == doc["cells"]  # --only left the other one alone
