@@ -16,8 +16,9 @@ Policies:
   A server that does not come back in time ends the run as `stop` does.
 - skip: the cell is failed; the run goes on to the next cell.
 
-Every cell entry also gets `requests.not_sent`: measured requests that were never sent because the cell
-stopped early (server down or interrupt), so planned = ok + failed + not_sent.
+Every cell entry also gets `requests_not_sent`: measured requests that were never sent because the cell
+stopped early (server down or interrupt), so planned = requests.ok + requests.failed + requests_not_sent
+(None for a cell measured for a duration, which plans no number of requests).
 """
 
 from __future__ import annotations
@@ -167,13 +168,13 @@ class ServerDownPolicy:
         return entry
 
     def _account(self, entry: dict) -> None:
-        """requests.not_sent, and a warning when the cell stopped before sending all it planned."""
+        """requests_not_sent, and a warning when the cell stopped before sending all it planned."""
         run = self.runner.current
         if run is None or self.runner.cfg.duration_per_cell_s:  # a timed cell plans no number of requests
-            entry["requests"]["not_sent"] = None
+            entry["requests_not_sent"] = None
             return
         not_sent = sum(1 for job in run.jobs[run.next_job:] if job.phase == "measure")
-        entry["requests"]["not_sent"] = not_sent
+        entry["requests_not_sent"] = not_sent
         if not_sent and self.guard.down is None:
             entry.setdefault("warnings", []).append(
                 f"stopped early ({self.runner.stop_reason.removeprefix('not measured: ')}): "
@@ -221,7 +222,8 @@ class ServerDownPolicy:
 def _brief(entry: dict, attempt: int) -> dict:
     req = entry.get("requests") or {}
     return {"attempt": attempt, "status": entry["status"], "error": entry["error"],
-            "requests": {k: req.get(k) for k in ("ok", "failed", "by_outcome", "not_sent")},
+            "requests": {k: req.get(k) for k in ("ok", "failed", "by_outcome")},
+            "requests_not_sent": entry.get("requests_not_sent"),
             "recovery": entry.get("recovery")}
 
 

@@ -240,6 +240,7 @@ class SimServer:
                          count_prompt=count)
         truth = self._truth_row(req, "sglang-generate")
         if not body.get("stream"):
+            truth["stream"] = False
             self.engine.submit(req)
             await _drain(req)
             self._end(truth, req, "ok")

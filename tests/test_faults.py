@@ -1,0 +1,222 @@
+"""The fault matrix: each simulator fault × each API, on real sockets, loadgen as a real subprocess.
+
+For every fault: every sent request has exactly one record, records + requests not sent = planned, the
+record's outcome is the one the fault calls for, and each record matches the simulator's ground-truth row
+of the same request id (the faults the simulator applied to it are in that row)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.conftest import run_loadgen
+from tests.faults_util import assert_accounted, jsonl_lines, outputs, streamed, wait_truth
+
+APIS = ("openai-chat", "openai-completions", "sglang-generate")
+PATHS = {"openai-chat": "/v1/chat/completions", "openai-completions": "/v1/completions",
+         "sglang-generate": "/generate"}
+PLANNED = 16
+MAX_TOKENS = 48
+
+
+def measure(sim, api: str, tmp_path, *extra: str):
+    out = tmp_path / "r.json"
+    proc = run_loadgen("--url", sim.url, "--api", api, "--concurrency", "4", "--contexts", "60",
+                       "--max-tokens", str(MAX_TOKENS), "--requests-per-cell", str(PLANNED), "--out", str(out),
+                       "--server-metrics", "off", *extra, timeout=60)
+    return proc, out
+
+
+def ok_matches_truth(rec: dict, row: dict) -> None:
+    assert rec["outcome"] == "ok", rec["error"]
+    assert row["outcome"] == "ok"
+    assert rec["completion_tokens"] == row["completion_tokens"] == MAX_TOKENS
+    assert rec["chunk_tokens"] == row["chunk_tokens"]
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_http_errors(api, sim_factory, tmp_path):
+    sim = sim_factory("--speed", "8", "--http-error-rate", "0.3", "--fault-seed", "3")
+    proc, out = measure(sim, api, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    doc, records = outputs(out)
+    assert_accounted(doc, records, PLANNED)
+    assert len(records) == PLANNED
+    truth = streamed(wait_truth(sim, lambda rows: sum(r["stream"] for r in rows) >= PLANNED))
+    assert set(truth) == {r["request_id"] for r in records}
+    failed = [r for r in records if "http_error" in truth[r["request_id"]]["faults"]]
+    assert 0 < len(failed) < PLANNED
+    for rec in records:
+        row = truth[rec["request_id"]]
+        if rec in failed:
+            assert rec["outcome"] == "http_error" and rec["status"] == 503
+            assert rec["error"].startswith('HTTP 503: {"object":"error","message":"simulated server error')
+            assert row["outcome"] == "http_error" and row["status"] == 503
+        else:
+            ok_matches_truth(rec, row)
+    assert doc["cells"][0]["requests"]["by_outcome"] == {"ok": PLANNED - len(failed), "http_error": len(failed)}
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_malformed_chunks(api, sim_factory, tmp_path):
+    sim = sim_factory("--speed", "8", "--malformed-every", "40")
+    proc, out = measure(sim, api, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    doc, records = outputs(out)
+    assert_accounted(doc, records, PLANNED)
+    assert len(records) == PLANNED
+    truth = streamed(wait_truth(sim, lambda rows: sum(r["stream"] for r in rows) >= PLANNED))
+    assert set(truth) == {r["request_id"] for r in records}
+    bad = {rid for rid, row in truth.items() if "malformed" in row["faults"]}
+    assert 0 < len(bad) < PLANNED
+    for rec in records:
+        row = truth[rec["request_id"]]
+        if rec["request_id"] in bad:
+            assert rec["outcome"] == "protocol_error"
+            assert rec["error"].startswith("event is not JSON: b'{\"choices\": [{\"delta\": {\"content\": \"x\"'")
+            # /generate counts tokens in every event: what arrived before the bad event; OpenAI routes: no usage
+            partial = sum(rec["chunk_tokens"]) if api == "sglang-generate" else None
+            assert rec["completion_tokens"] == partial
+        else:
+            ok_matches_truth(rec, row)
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_stalled_streams_time_out_idle(api, sim_factory, tmp_path):
+    sim = sim_factory("--speed", "8", "--stall-after", "12", "--stall-every", "3")
+    proc, out = measure(sim, api, tmp_path, "--idle-timeout", "0.4")
+    assert proc.returncode == 0, proc.stderr
+    doc, records = outputs(out)
+    assert_accounted(doc, records, PLANNED)
+    assert len(records) == PLANNED
+    # the truth rows of stalled streams are written when the simulator sees loadgen hang up
+    truth = streamed(wait_truth(sim, lambda rows: sum(r["stream"] for r in rows) >= PLANNED))
+    assert set(truth) == {r["request_id"] for r in records}
+    stalled = {rid for rid, row in truth.items() if "stall" in row["faults"]}
+    assert 0 < len(stalled) < PLANNED
+    for rec in records:
+        row = truth[rec["request_id"]]
+        if rec["request_id"] in stalled:
+            assert rec["outcome"] == "timeout"
+            assert rec["error"].startswith("idle timeout (0.4 s) after ")
+            assert row["outcome"] == "client_disconnected"
+            # the tokens that did arrive before the stall are recorded chunk by chunk
+            assert rec["chunk_tokens"] == row["chunk_tokens"] and sum(row["chunk_tokens"]) >= 12
+            assert rec["completion_tokens"] == (sum(row["chunk_tokens"]) if api == "sglang-generate" else None)
+            assert (rec["t_end_ns"] - rec["t_last_token_ns"]) / 1e9 == pytest.approx(0.4, abs=0.15)
+        else:
+            ok_matches_truth(rec, row)
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_total_timeout(api, sim_factory, tmp_path):
+    sim = sim_factory("--speed", "8")
+    out = tmp_path / "r.json"
+    proc = run_loadgen("--url", sim.url, "--api", api, "--concurrency", "4", "--contexts", "60",
+                       "--max-tokens", "20000", "--requests-per-cell", "8", "--timeout", "0.3", "--out", str(out),
+                       "--server-metrics", "off", timeout=60)
+    assert proc.returncode == 1, proc.stderr  # no request succeeded: the cell failed
+    doc, records = outputs(out)
+    assert_accounted(doc, records, 8)
+    assert [r["outcome"] for r in records] == ["timeout"] * 8
+    for rec in records:
+        assert rec["error"].startswith("total timeout (0.3 s) after ")
+        assert rec["chunks"] > 0
+        assert rec["completion_tokens"] == (sum(rec["chunk_tokens"]) if api == "sglang-generate" else None)
+        assert (rec["t_end_ns"] - rec["t_sent_ns"]) / 1e9 == pytest.approx(0.3, abs=0.1)
+    truth = streamed(wait_truth(sim, lambda rows: sum(r["stream"] for r in rows) >= 8))
+    assert set(truth) == {r["request_id"] for r in records}
+    assert {row["outcome"] for row in truth.values()} == {"client_disconnected"}
+    assert doc["cells"][0]["status"] == "failed"
+    assert doc["cells"][0]["error"] == "no request succeeded (8 failed)"
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_crash_mid_cell(api, sim_factory, tmp_path):
+    # the probe is generation request 1; the 9th measured request makes the simulator die like an OOM kill
+    sim = sim_factory("--speed", "8", "--crash-after", "9")
+    proc, out = measure(sim, api, tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert sim.proc.wait(5) == -9
+    doc, records = outputs(out)
+    assert_accounted(doc, records, PLANNED)
+    cell = doc["cells"][0]
+    assert cell["status"] == "failed"
+    assert cell["error"].startswith("the server went away: ")
+    truth = streamed(wait_truth(sim, lambda rows: True))
+    ok = [r for r in records if r["outcome"] == "ok"]
+    # what the server finished is exactly what loadgen counts as ok; the rest died with the server
+    assert {r["request_id"] for r in ok} == set(truth)
+    for rec in ok:
+        ok_matches_truth(rec, truth[rec["request_id"]])
+    failed = [r for r in records if r["outcome"] != "ok"]
+    assert failed and {r["outcome"] for r in failed} == {"connection_error"}
+    # 8 measured requests were served; with 4 slots, the 9th went out once at least 5 had ended, and those
+    # still streaming died with the server
+    assert 5 <= len(ok) <= 8 and len(records) >= 9
+    assert cell["requests_not_sent"] == PLANNED - len(records) > 0
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_stale_health_is_refused_before_any_load(api, sim_factory, tmp_path):
+    sim = sim_factory("--speed", "8", "--stale-health")
+    proc, out = measure(sim, api, tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        f"loadgen: error: a 1-token probe request to {PATHS[api]} failed (HTTP 503: {{\"object\":\"error\","
+        "\"message\":\"The server is not ready: generation is failing (--stale-health)\",\"type\":\"BadRequestError\""
+        ",\"code\":503}); check that the server can generate (e.g. /health_generate answers 200), then run again"]
+    assert jsonl_lines(out) == []
+    truth = wait_truth(sim, lambda rows: len(rows) >= 3)
+    # three probes, each refused; not one measured request
+    assert [(r["stream"], r["outcome"], r["faults"]) for r in truth.values()] == \
+        [(False, "http_error", ["stale_health"])] * 3
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_slow_start_probe_waits_it_out(api, sim_factory, tmp_path):
+    slow_s = 1.5
+    sim = sim_factory("--speed", "8", "--slow-start", str(slow_s))
+    t_ready_ns = time.monotonic_ns()  # the simulator's clock started just before its ready line
+    proc, out = measure(sim, api, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    doc, records = outputs(out)
+    assert_accounted(doc, records, PLANNED)
+    truth = wait_truth(sim, lambda rows: sum(r["stream"] for r in rows) >= PLANNED)
+    for row in truth.values():
+        since_s = (row["t_arrival_ns"] - t_ready_ns) / 1e9
+        if since_s < slow_s - 0.3:
+            assert row["faults"] == ["slow_start"] and row["status"] == 503 and not row["stream"]
+        elif since_s > slow_s:
+            assert row["outcome"] == "ok"
+    rows = streamed(truth)
+    assert set(rows) == {r["request_id"] for r in records}
+    for rec in records:
+        ok_matches_truth(rec, rows[rec["request_id"]])
+
+
+def test_stale_health_hanging_generation_is_refused(sim_factory, tmp_path):
+    sim = sim_factory("--speed", "8", "--stale-health", "--broken-mode", "hang")
+    proc, out = measure(sim, "openai-chat", tmp_path, "--idle-timeout", "0.3")
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        "loadgen: error: a 1-token probe request to /v1/chat/completions failed (SocketTimeoutError: Timeout on "
+        "reading data from socket); check that the server can generate (e.g. /health_generate answers 200), then "
+        "run again"]
+    assert jsonl_lines(out) == []
+    truth = wait_truth(sim, lambda rows: len(rows) >= 3)
+    assert [(r["outcome"], r["faults"]) for r in truth.values()] == [("client_disconnected", ["stale_health"])] * 3
+
+
+def test_crash_above_running_requests(sim_factory, tmp_path):
+    sim = sim_factory("--speed", "8", "--crash-above", "3")
+    proc, out = measure(sim, "openai-chat", tmp_path)
+    assert proc.returncode == 1
+    assert sim.proc.wait(5) == -9
+    assert "above 3 (--crash-above)" in sim.proc.stderr.read().decode()
+    doc, records = outputs(out)
+    assert_accounted(doc, records, PLANNED)
+    assert doc["cells"][0]["status"] == "failed"
+    assert {r["outcome"] for r in records} == {"connection_error"}  # 4 at once: nothing ever finished
+    assert streamed(wait_truth(sim, lambda rows: True)) == {}
