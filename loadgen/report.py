@@ -79,7 +79,12 @@ def accept_series(runs: list[Run]) -> dict[str, list[tuple[float, float, float, 
         for ctx, values in by_ctx.items():
             label = (f"top-k {topk:g}, " if topk is not None else "") + f"prompt {ctx}"
             groups.setdefault(label, []).append((budget, sum(values) / len(values), min(values), max(values)))
-    return {k: sorted(v) for k, v in sorted(groups.items())}
+    return {label: sorted(pts) for label, pts in sorted(groups.items(), key=lambda kv: _label_key(kv[0]))}
+
+
+def _label_key(label: str) -> tuple:
+    """'top-k 8, prompt 1024' sorts by its numbers (8, 1024), not as text."""
+    return tuple(float(w.rstrip(",")) for w in label.split() if w.rstrip(",").replace(".", "", 1).isdigit())
 
 
 def _colors(runs: list[Run]) -> dict[str, str]:
@@ -91,11 +96,14 @@ def _colors(runs: list[Run]) -> dict[str, str]:
 def _plot_vs_concurrency(series, colors, ylabel: str, title: str, path: str) -> None:
     import matplotlib.pyplot as plt
     contexts = sorted(series)
-    fig, axes = plt.subplots(1, len(contexts), figsize=(5.6 * len(contexts), 4.4), squeeze=False)
+    fig, axes = plt.subplots(1, len(contexts), figsize=(5.6 * len(contexts) + 1.8, 4.4), squeeze=False,
+                             layout="constrained")
+    handles = {}
     for ax, ctx in zip(axes[0], contexts):
         concs = sorted({c for pts in series[ctx].values() for c, _ in pts})
         for name, pts in series[ctx].items():
-            ax.plot([c for c, _ in pts], [v for _, v in pts], marker="o", label=name, color=colors[name])
+            handles[name], = ax.plot([c for c, _ in pts], [v for _, v in pts], marker="o", label=name,
+                                     color=colors[name])
         if len(concs) > 2 and concs[-1] / max(concs[0], 1) >= 8:
             ax.set_xscale("log", base=2)
         ax.set_xticks(concs, [str(c) for c in concs])
@@ -105,9 +113,10 @@ def _plot_vs_concurrency(series, colors, ylabel: str, title: str, path: str) -> 
         ax.set_ylabel(ylabel)
         ax.set_ylim(bottom=0)
         ax.grid(True, alpha=0.3)
-    axes[0][-1].legend(fontsize=8, loc="best")
+    # one legend for the figure: a configuration missing from a panel (failed cells) is still named
+    order = [n for n in colors if n in handles]
+    fig.legend([handles[n] for n in order], order, loc="outside right upper", fontsize=8)
     fig.suptitle(title)
-    fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
@@ -130,7 +139,8 @@ def _plot_accept(series, path: str, source: str) -> None:
     ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
-    ax.set_title("Accept length vs draft budget (mean over concurrencies, bars: min–max)")
+    ax.set_title("Accept length vs draft budget\n(mean over the concurrencies; bars: lowest to highest cell)",
+                 fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
