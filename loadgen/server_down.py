@@ -164,14 +164,17 @@ class ServerDownPolicy:
             entry = self.runner.assemble(cell, summarize([]) | {"client": None}, [])
         await self.guard.settle()
         entry["attempt"] = attempt
-        self._account(entry)
+        self._account(cell, entry)
         return entry
 
-    def _account(self, entry: dict) -> None:
+    def _account(self, cell: CellKey, entry: dict) -> None:
         """requests_not_sent, and a warning when the cell stopped before sending all it planned."""
         run = self.runner.current
-        if run is None or self.runner.cfg.duration_per_cell_s:  # a timed cell plans no number of requests
+        if self.runner.cfg.duration_per_cell_s:  # a timed cell plans no number of requests
             entry["requests_not_sent"] = None
+            return
+        if run is None:  # the cell ended while it was being prepared
+            entry["requests_not_sent"] = self.runner.requests_for(cell)
             return
         not_sent = sum(1 for job in run.jobs[run.next_job:] if job.phase == "measure")
         entry["requests_not_sent"] = not_sent
