@@ -35,6 +35,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     faults.add_arguments(p)
     p.add_argument("--engine", choices=("sglang", "vllm"), default="sglang",
                    help="which server to imitate: sglang (default) or vllm (vllm: metric names, /version)")
+    p.add_argument("--dcgm-port", type=int, metavar="PORT",
+                   help="also serve a dcgm-exporter-compatible /metrics on PORT (0 = a free one)")
+    p.add_argument("--gpus", type=int, default=8, help="simulated GPUs behind the DCGM endpoint (default 8)")
+    p.add_argument("--idle-w", type=float, default=120.0, help="simulated idle power per GPU in W (default 120)")
+    p.add_argument("--load-w", type=float, default=450.0, help="simulated power per GPU at full load (default 450)")
+    p.add_argument("--limit-w", type=float, default=1100.0, help="simulated power limit per GPU (default 1100)")
     p.add_argument("--log-file", metavar="FILE",
                    help="append SGLang 'Decode batch ... accept len: X' lines to FILE ('-' = stdout)")
 
@@ -55,6 +61,10 @@ async def serve(args: argparse.Namespace, extra_setup=None) -> None:
     runners: list[web.AppRunner] = []
     if extra_setup is not None:
         runners += await extra_setup(args, engine, server)
+    dcgm_note = ""
+    if getattr(args, "dcgm_port", None) is not None:
+        url = await _serve_dcgm(args, engine, runners)
+        dcgm_note = f" dcgm={url}"
     engine.start()
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
@@ -63,7 +73,7 @@ async def serve(args: argparse.Namespace, extra_setup=None) -> None:
     await site.start()
     port = runner.addresses[0][1]
     print(f"loadgen-sim ready on http://{args.host}:{port} (budget={spec.budget} topk={spec.topk} "
-          f"block={spec.block_size} accept_mean={engine.accept_mean:.3f} speed={args.speed:g})", flush=True)
+          f"block={spec.block_size} accept_mean={engine.accept_mean:.3f} speed={args.speed:g}){dcgm_note}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -76,6 +86,18 @@ async def serve(args: argparse.Namespace, extra_setup=None) -> None:
     truth.close()
     if decode_log is not None:
         decode_log.close()
+
+
+async def _serve_dcgm(args: argparse.Namespace, engine: Engine, runners: list) -> str:
+    """A dcgm-exporter-compatible endpoint whose power follows the engine's load (energy = its integral)."""
+    from loadgen.sim.gpus import SimulatedGpus
+    gpus = SimulatedGpus(n=args.gpus, idle_w=args.idle_w, load_w=args.load_w, limit_w=args.limit_w)
+    engine.on_utilization = gpus.set_utilization
+    runner = web.AppRunner(gpus.make_app(), access_log=None, handle_signals=False)
+    await runner.setup()
+    await web.TCPSite(runner, args.host, args.dcgm_port, reuse_address=True).start()
+    runners.append(runner)
+    return f"http://{args.host}:{runner.addresses[0][1]}/metrics"
 
 
 def main(args: argparse.Namespace) -> int:
