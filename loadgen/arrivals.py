@@ -4,7 +4,7 @@ Pure functions (no clock, no I/O). The driver turns offsets into absolute due ti
 late request never shifts the ones after it (no chain of relative sleeps, no drift).
 
 Laws — the gaps g between consecutive arrivals are i.i.d. with mean 1/rate:
-- `constant`: g = 1/rate exactly; offset_i = i/rate is computed by multiplication, not summation, so it is exact.
+- `constant`: g = 1/rate exactly; offset_i = i/rate, by multiplication rather than summation, so it is exact.
 - `poisson`:  g ~ Exponential(rate); coefficient of variation CV² = Var(g)/E(g)² = 1.
 - `gamma`:    g ~ Gamma(shape=b, scale=1/(rate·b)) with b = burstiness; E(g) = 1/rate, CV² = 1/b.
               b < 1 is burstier than Poisson, b = 1 is Poisson, b > 1 is more regular than Poisson.
@@ -22,12 +22,13 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Iterator
-from itertools import islice
+from itertools import islice, pairwise
 
 LAWS = ("constant", "poisson", "gamma")
 
 
-def gap_sampler(law: str, rate: float, rng: random.Random, burstiness: float | None = None) -> Callable[[], float]:
+def gap_sampler(law: str, rate: float, rng: random.Random,
+                burstiness: float | None = None) -> Callable[[], float]:
     """A function drawing one inter-arrival gap (seconds) of `law` at `rate` requests/s."""
     if not rate > 0 or not math.isfinite(rate):
         raise ValueError(f"rate must be finite and > 0, got {rate}")
@@ -58,13 +59,14 @@ def arrivals(law: str, rate: float, rng: random.Random, burstiness: float | None
         t += gap()
 
 
-def offsets_s(law: str, rate: float, n: int, rng: random.Random, burstiness: float | None = None) -> list[float]:
+def offsets_s(law: str, rate: float, n: int, rng: random.Random,
+              burstiness: float | None = None) -> list[float]:
     """The first `n` offsets of a schedule (see `arrivals`)."""
     return list(islice(arrivals(law, rate, rng, burstiness), n))
 
 
-def offsets_for_span_s(law: str, rate: float, span_s: float, rng: random.Random, burstiness: float | None = None,
-                       lead: int = 0) -> list[float]:
+def offsets_for_span_s(law: str, rate: float, span_s: float, rng: random.Random,
+                       burstiness: float | None = None, lead: int = 0) -> list[float]:
     """The first `lead` offsets (warmup), then every further offset o with o − o_lead < span_s.
 
     o_lead is the offset of the first arrival after the lead (0 when lead = 0), so the measured arrivals
@@ -81,7 +83,7 @@ def offsets_for_span_s(law: str, rate: float, span_s: float, rng: random.Random,
 
 
 def realised_rate(offsets: list[float]) -> float | None:
-    """Realised rate of a schedule = (n − 1) / (offset_last − offset_first); None for fewer than 2 arrivals."""
+    """Realised rate of a schedule = (n − 1) / (offset_last − offset_first); None below 2 arrivals."""
     if len(offsets) < 2 or offsets[-1] <= offsets[0]:
         return None
     return (len(offsets) - 1) / (offsets[-1] - offsets[0])
@@ -89,7 +91,7 @@ def realised_rate(offsets: list[float]) -> float | None:
 
 def cv2(offsets: list[float]) -> float | None:
     """Squared coefficient of variation of the gaps = Var(g) / mean(g)² (population variance)."""
-    gaps = [b - a for a, b in zip(offsets, offsets[1:])]
+    gaps = [b - a for a, b in pairwise(offsets)]
     if len(gaps) < 2:
         return None
     m = sum(gaps) / len(gaps)

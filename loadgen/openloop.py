@@ -2,8 +2,8 @@
 
 `--request-rate R[,R…]` makes one cell per rate per context (CellKey.request_rate = R, concurrency = the cap
 or 0); `--ramp R0:R1:S` makes one ramp cell per context and reports the sustainable rate. Request i of a cell
-is due at t0 + offset_i (offsets from `loadgen.arrivals`, drawn once, seeded by --seed, law and rate — the same
-schedule for every context, so contexts compare on identical arrivals). `t_intended_ns` = that due time.
+is due at t0 + offset_i (offsets from `loadgen.arrivals`, drawn once, seeded by --seed, law and rate — the
+same schedule for every context, so contexts compare on identical arrivals). `t_intended_ns` = that due time.
 A request waits for a slot when `--max-concurrency` requests are in flight (an asyncio.Semaphore: a cap on
 concurrency, not a rate limiter, so the schedule alone sets the rate); the wait is client queueing and shows
 as lateness = t_sent − t_intended, never as lost time. Latency is reported both from the intended send time
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
+import sys
 import time
 from bisect import bisect_right
 from collections.abc import Sequence
@@ -35,12 +36,12 @@ NS = 1e9
 DEFAULT_SPAN_S = 10.0  # default measured requests of a rate cell: max(16, ⌈10 s × rate⌉)
 MIN_WINDOW_REQUESTS = 10  # a ramp window with fewer requests is not judged (its p99 would be its max)
 MIN_RAMP_REQUESTS = 2 * MIN_WINDOW_REQUESTS
-SLEEP_SLICE_S = 0.25  # the scheduler wakes at least this often, so an interrupt is seen between sparse arrivals
+SLEEP_SLICE_S = 0.25  # the scheduler wakes this often at least: an interrupt is seen between sparse arrivals
 
 
 # ---- cell figures (one function per metric) ----------------------------------------------------------------
 def schedule_request_rate(recs: Sequence[Record]) -> float | None:
-    """Realised rate of the schedule = (n − 1) / (max t_intended − min t_intended) over the measured records."""
+    """Realised rate of the schedule = (n − 1) / (max t_intended − min t_intended), measured records."""
     if len(recs) < 2:
         return None
     span = max(r.t_intended_ns for r in recs) - min(r.t_intended_ns for r in recs)
@@ -62,8 +63,10 @@ def achieved_request_rate(recs: Sequence[Record]) -> float | None:
 
 
 def corrected_ttft_s(r: Record) -> float:
-    """TTFT from the intended send for the SLO: t_first_token − t_intended; +inf when no token came (failed)."""
-    return (r.t_first_token_ns - r.t_intended_ns) / NS if r.ok and r.t_first_token_ns is not None else math.inf
+    """TTFT from the intended send, for the SLO: t_first_token − t_intended; +inf when no token came."""
+    if not r.ok or r.t_first_token_ns is None:
+        return math.inf
+    return (r.t_first_token_ns - r.t_intended_ns) / NS
 
 
 # ---- ramp: the sustainable rate -------------------------------------------------------------------------
@@ -82,7 +85,8 @@ class Ramp:
         return (self.r0 + self.r1) / 2
 
 
-def window_p99(t_s: Sequence[float], ttft_s: Sequence[float], end_s: float, window_s: float) -> tuple[float, int]:
+def window_p99(t_s: Sequence[float], ttft_s: Sequence[float], end_s: float,
+               window_s: float) -> tuple[float, int]:
     """(p99, n) of TTFT over the requests intended in (end − window, end] (`t_s` ascending); p99 is +inf when
     a failed request reaches the top 1 %, nan when the window is empty."""
     vals = ttft_s[bisect_right(t_s, end_s - window_s):bisect_right(t_s, end_s)]
@@ -90,7 +94,7 @@ def window_p99(t_s: Sequence[float], ttft_s: Sequence[float], end_s: float, wind
         return math.nan, 0
     with np.errstate(invalid="ignore"):
         p = percentile(vals, 99)
-    return (math.inf if p != p else p), len(vals)  # inf − inf interpolates to nan: it is a failure, so inf
+    return (math.inf if math.isnan(p) else p), len(vals)  # inf − inf interpolates to nan: a failure, so inf
 
 
 def sustainable_rate(t_s: Sequence[float], ttft_s: Sequence[float], ramp: Ramp, slo_s: float, window_s: float,
@@ -140,7 +144,7 @@ async def open_loop(run: CellRun, due_ns: Sequence[int], cap: int | None) -> Non
     """Send job i at the absolute monotonic time due_ns[i] (t_intended_ns = due_ns[i]), at once when late.
 
     With a cap, a due request first waits for one of `cap` slots; later requests queue behind it in order
-    (the semaphore is FIFO), each keeping its own due time. In-flight requests finish; on stop no new one goes.
+    (the semaphore is FIFO), each keeping its own due time. On stop no new request goes; in-flight ones end.
     """
     slots = asyncio.Semaphore(cap) if cap else None
     tasks: set[asyncio.Task] = set()
@@ -186,7 +190,7 @@ class Options:
     ramp_window_s: float | None
 
     @classmethod
-    def from_extras(cls, x: dict) -> "Options | None":
+    def from_extras(cls, x: dict) -> Options | None:
         if not x.get("request_rate") and not x.get("ramp"):
             return None
         ramp = Ramp(x["ramp"]["r0"], x["ramp"]["r1"], x["ramp"]["duration_s"]) if x.get("ramp") else None
@@ -224,7 +228,8 @@ class OpenLoop:
             rng = seeded_rng(cfg.seed, "arrivals", o.law, o.burstiness, cell.request_rate,
                              o.ramp.r0 if o.ramp else None)
             if o.ramp:
-                offs = arrivals.ramp_offsets_s(o.law, o.ramp.r0, o.ramp.r1, o.ramp.duration_s, rng, o.burstiness)
+                offs = arrivals.ramp_offsets_s(o.law, o.ramp.r0, o.ramp.r1, o.ramp.duration_s, rng,
+                                               o.burstiness)
             elif cfg.duration_per_cell_s:
                 offs = arrivals.offsets_for_span_s(o.law, cell.request_rate, cfg.duration_per_cell_s, rng,
                                                    o.burstiness, lead=cfg.warmup)
@@ -238,7 +243,7 @@ class OpenLoop:
         return max(0, len(self.schedule(cell)) - self.runner.cfg.warmup)
 
     async def drive(self, run: CellRun, cell: CellKey) -> None:
-        run.deadline_ns = None  # the schedule ends the cell; a late request past --duration-per-cell still goes
+        run.deadline_ns = None  # the schedule ends the cell: one late past --duration-per-cell still goes
         measured = self.records[cell] = []
         forward = run.on_record
 
@@ -276,8 +281,8 @@ class OpenLoop:
         load = (f"ramp {o.ramp.r0:g}→{o.ramp.r1:g} req/s over {o.ramp.duration_s:g} s" if o.ramp
                 else "rates " + ",".join(f"{r:g}" for r in o.rates) + " req/s")
         burst = f" (burstiness {o.burstiness:g})" if o.law == "gamma" else ""
-        from loadgen.runner import log
-        log(f"open loop: {o.law} arrivals{burst}, {load}, cap {o.cap or 'none'} (--concurrency is not used)")
+        print(f"open loop: {o.law} arrivals{burst}, {load}, cap {o.cap or 'none'} (--concurrency is not used)",
+              file=sys.stderr, flush=True)
         rc = await self._run()
         print(render(self.runner.cells))
         return rc
@@ -332,13 +337,15 @@ def ramp_line(cell: dict) -> str:
     """The one number people ask for, with how it was found."""
     r = cell["ramp"]
     head = (f"ramp ctx={cell['context_tokens']} {r['r0']:g}→{r['r1']:g} req/s over {r['duration_s']:g} s, "
-            f"SLO TTFT p99 ≤ {r['slo_ttft_s'] * 1e3:g} ms (from intended send, {r['window_s']:g} s windows): ")
+            f"SLO TTFT p99 ≤ {r['slo_ttft_s'] * 1e3:g} ms "
+            f"(from intended send, {r['window_s']:g} s windows): ")
     if r["windows_judged"] == 0:
         return head + f"no window held {MIN_WINDOW_REQUESTS} requests; lengthen --ramp-window or the ramp"
     if r["held"]:
         return head + (f"never crossed; sustainable request rate ≥ {r['sustainable_request_rate']:.2f} req/s "
                        f"(raise R1)")
-    p99 = "a failed request" if r["ttft_p99_at_cross_s"] is None else f"{r['ttft_p99_at_cross_s'] * 1e3:.0f} ms"
+    at_cross = r["ttft_p99_at_cross_s"]
+    p99 = "a failed request" if at_cross is None else f"{at_cross * 1e3:.0f} ms"
     if r["sustainable_request_rate"] is None:
         return head + f"crossed in the first window ({p99} at {r['rate_at_cross']:.2f} req/s); lower R0"
     return head + (f"sustainable request rate {r['sustainable_request_rate']:.2f} req/s "
@@ -351,8 +358,8 @@ def render(cells: list[dict]) -> str:
     rows = [c for c in cells if c.get("request_rate") is not None]
     if not rows:
         return ""
-    lines = ["open loop — snd: from the actual send (uncorrected); int: from the intended send (corrected). "
-             "TTFT and lateness in ms, E2E in s",
+    lines = [("open loop — snd: from the actual send (uncorrected); int: from the intended send (corrected). "
+              "TTFT and lateness in ms, E2E in s"),
              " ".join(name.rjust(w) if w else name for name, w in COLUMNS)]
     lines += [render_row(c) for c in rows]
     lines += [ramp_line(c) for c in rows if c.get("ramp")]
@@ -372,8 +379,8 @@ def add_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-concurrency", type=int, metavar="N",
                    help="cap on requests in flight; a due request waits for a slot and counts as late")
     g.add_argument("--ramp", metavar="R0:R1:S",
-                   help="raise the rate linearly from R0 to R1 req/s over S seconds and report the sustainable "
-                        "rate (needs --slo-ttft-ms)")
+                   help="raise the rate linearly from R0 to R1 req/s over S seconds and report the "
+                        "sustainable rate (needs --slo-ttft-ms)")
     g.add_argument("--slo-ttft-ms", type=float, metavar="MS",
                    help="ramp: the TTFT p99 (from the intended send) the sustainable rate must meet")
     g.add_argument("--ramp-window", type=float, metavar="S",
@@ -395,6 +402,8 @@ def configure(a: argparse.Namespace, cfg) -> None:
     rates = parse_float_list("--request-rate", a.request_rate) if a.request_rate else None
     if rates and not all(math.isfinite(r) for r in rates):
         raise UsageError("--request-rate: rates must be finite; for all requests at once use --concurrency")
+    if rates and len(set(rates)) < len(rates):
+        raise UsageError(f"--request-rate {a.request_rate}: a rate appears twice; give each rate once")
     ramp = parse_ramp(a.ramp) if a.ramp else None
     open_loop_on = bool(rates or ramp)
     if rates and ramp:
@@ -418,11 +427,12 @@ def configure(a: argparse.Namespace, cfg) -> None:
         if a.slo_ttft_ms is None or not a.slo_ttft_ms > 0:
             raise UsageError("--ramp needs --slo-ttft-ms MS > 0: the TTFT p99 that defines 'sustainable'")
         if a.ramp_window is not None and not 0 < a.ramp_window <= ramp["duration_s"]:
-            raise UsageError(f"--ramp-window {a.ramp_window}: must be > 0 and ≤ the ramp's {ramp['duration_s']:g} s")
+            raise UsageError(f"--ramp-window {a.ramp_window}: must be > 0 and ≤ the ramp's "
+                             f"{ramp['duration_s']:g} s")
         expected = (ramp["r0"] + ramp["r1"]) / 2 * ramp["duration_s"]
         if expected < cfg.warmup + MIN_RAMP_REQUESTS:
-            raise UsageError(f"--ramp {a.ramp}: only about {expected:.0f} arrivals; the sustainable rate needs "
-                             f"≥ {cfg.warmup + MIN_RAMP_REQUESTS} (raise the rates or lengthen S)")
+            raise UsageError(f"--ramp {a.ramp}: only about {expected:.0f} arrivals; the sustainable rate "
+                             f"needs ≥ {cfg.warmup + MIN_RAMP_REQUESTS} (raise the rates or lengthen S)")
     cfg.extras.update(request_rate=rates, arrival=law if open_loop_on else None, burstiness=a.burstiness,
                       max_concurrency=a.max_concurrency, ramp=ramp, slo_ttft_ms=a.slo_ttft_ms,
                       ramp_window_s=a.ramp_window)

@@ -26,6 +26,8 @@ def row(cell: dict) -> str:
     acc = cell.get("accept_length") or {}
     power = cell.get("power") or {}
     load = f"{cell['request_rate']:g}/s" if cell.get("request_rate") is not None else str(cell["concurrency"])
+    if cell.get("ramp"):  # open-loop ramp: the key holds R1; show the whole ramp
+        load = f"{cell['ramp']['r0']:g}→{cell['ramp']['r1']:g}/s"
     accept = "-" if acc.get("value") is None else f"{acc['value']:.2f} {acc.get('source', '')}"
     notes = []
     if cell.get("status", "ok") != "ok":

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import random
+from itertools import pairwise
 
 import numpy as np
 import pytest
 
 from loadgen import arrivals
-from loadgen.arrivals import (cv2, offsets_for_span_s, offsets_s, ramp_cumulative, ramp_inverse, ramp_offsets_s,
-                              realised_rate)
+from loadgen.arrivals import (cv2, offsets_for_span_s, offsets_s, ramp_cumulative, ramp_inverse,
+                              ramp_offsets_s, realised_rate)
 
 N = 10_000
 
@@ -27,19 +28,20 @@ def test_constant_is_exact(rate):
     assert cv2(offs) == pytest.approx(0.0, abs=1e-12)
 
 
-@pytest.mark.parametrize("law,burstiness", [("poisson", None), ("gamma", 0.5), ("gamma", 1.0), ("gamma", 4.0)])
+@pytest.mark.parametrize("law,burstiness",
+                         [("poisson", None), ("gamma", 0.5), ("gamma", 1.0), ("gamma", 4.0)])
 @pytest.mark.parametrize("rate", [2.0, 20.0, 300.0])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_random_laws_realise_the_target_rate(law, burstiness, rate, seed):
     offs = offsets_s(law, rate, N, rng(seed), burstiness)
     assert len(offs) == N and offs[0] == 0.0
-    assert all(b > a for a, b in zip(offs, offs[1:]))
+    assert all(b > a for a, b in pairwise(offs))
     assert realised_rate(offs) == pytest.approx(rate, rel=0.02)
 
 
 @pytest.mark.parametrize("burstiness", [0.25, 0.5, 1.0, 2.0, 4.0])
 def test_gamma_burstiness_sets_the_variance(burstiness):
-    """CV² of the gaps = 1/burstiness (10 % tolerance: the sample CV² of 10,000 heavy-tailed gaps moves ~5 %)."""
+    """CV² of the gaps = 1/burstiness (10 % tolerance: a sample CV² of 10,000 heavy-tailed gaps moves ~5 %)"""
     offs = offsets_s("gamma", 10.0, N, rng(7), burstiness)
     assert cv2(offs) == pytest.approx(1.0 / burstiness, rel=0.10)
 
@@ -88,7 +90,7 @@ def test_constant_ramp_puts_arrival_k_where_the_integral_is_k():
     for k, t in enumerate(offs):
         assert ramp_cumulative(r0, r1, s, t) == pytest.approx(k, abs=1e-9)
     # r is linear, so ∫ over a gap = r(gap midpoint) × gap = 1 exactly: the gaps shrink as 1/r
-    for a, b in zip(offs, offs[1:]):
+    for a, b in pairwise(offs):
         assert arrivals.ramp_rate(r0, r1, s, (a + b) / 2) * (b - a) == pytest.approx(1.0, abs=1e-9)
 
 
