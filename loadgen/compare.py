@@ -33,7 +33,7 @@ SPEEDUPS = ("out_tok_s", "req_tok_s")
 
 @dataclass
 class Run:
-    """One configuration's results: its display name, the document, and its cells by (context, concurrency)."""
+    """One configuration's results: its display name, the document, its cells by (context, concurrency)."""
 
     name: str
     path: str
@@ -88,7 +88,8 @@ def _read(path: str) -> dict:
     except (OSError, orjson.JSONDecodeError) as exc:
         raise UsageError(f"{path}: cannot read it as JSON ({exc})") from None
     if not isinstance(doc, dict) or ("cells" not in doc and doc.get("schema") != SWEEP_SCHEMA):
-        raise UsageError(f"{path}: not a loadgen results or sweep file (no 'cells'); give loadgen --out files")
+        raise UsageError(f"{path}: not a loadgen results or sweep file (no 'cells'); give loadgen --out "
+                         "files")
     return doc
 
 
@@ -160,8 +161,9 @@ def _x(row: dict, m: str) -> str:
     return "-" if v is None else f"{v:.2f}x"
 
 
-COLUMNS = [("ctx", 6), ("conc", 5), ("configuration", -24), ("out tok/s", 10), ("vs base", 8), ("req tok/s", 10),
-           ("vs base", 8), ("TTFT p50 ms", 12), ("accept", 7), ("W", 6), ("J/tok", 7), ("note", 0)]
+COLUMNS = [("ctx", 6), ("conc", 5), ("configuration", -24), ("out tok/s", 10), ("vs base", 8),
+           ("req tok/s", 10), ("vs base", 8), ("TTFT p50 ms", 12), ("accept", 7), ("W", 6), ("J/tok", 7),
+           ("note", 0)]
 
 
 def _cells(row: dict) -> list[str]:
@@ -174,7 +176,8 @@ def _cells(row: dict) -> list[str]:
 
 def render_text(rows: list[dict]) -> str:
     def line(values):
-        return " ".join(v.ljust(-w) if w < 0 else v.rjust(w) if w else v for v, (_, w) in zip(values, COLUMNS))
+        return " ".join(v.ljust(-w) if w < 0 else v.rjust(w) if w else v
+                        for v, (_, w) in zip(values, COLUMNS))
 
     out = [line([name for name, _ in COLUMNS]).rstrip()]
     prev = None
@@ -196,7 +199,8 @@ def render_markdown(rows: list[dict]) -> str:
     head = [name for name, _ in COLUMNS]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
-        cells = [c.strip().replace("*", "**best**") if c.strip().endswith("*") else c.strip() for c in _cells(row)]
+        cells = [c.strip().replace("*", "**best**") if c.strip().endswith("*") else c.strip()
+                 for c in _cells(row)]
         out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(out)
 
@@ -220,23 +224,26 @@ def compare_table(runs: list[Run], baseline: str | None, fmt: str = "text") -> s
 def add_input_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("inputs", nargs="+", metavar="RESULTS",
                    help="results JSON files (loadgen --out) or sweep folders / sweep.json files")
-    p.add_argument("--baseline", metavar="NAME", help="configuration the speed-ups are relative to: its name, "
-                   "results path or 1-based position (default: the first)")
+    p.add_argument("--baseline", metavar="NAME", help="configuration the speed-ups are relative to: its "
+                   "name, results path or 1-based position (default: the first)")
 
 
 @subcommand("compare")
 def compare_main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="loadgen compare", description="Compare runs or sweep configurations cell "
-                                "by cell: output tok/s, per-request tok/s, TTFT, accept length, power, J/token.")
+    p = argparse.ArgumentParser(prog="loadgen compare", description="Compare runs or sweep configurations "
+                                "cell by cell: output tok/s, per-request tok/s, TTFT, accept length, power, "
+                                "J/token.")
     add_input_arguments(p)
-    p.add_argument("--format", default="text", choices=("text", "md", "csv"), help="table format (default text)")
+    p.add_argument("--format", default="text", choices=("text", "md", "csv"),
+                   help="table format (default text)")
     p.add_argument("--out", metavar="FILE", help="also write the table to FILE")
     a = p.parse_args(argv)
     if a.out:
         check_out_path(a.out)
     runs = load_inputs(a.inputs)
     if not runs:
-        raise UsageError(f"{' '.join(a.inputs)}: no results to compare (the sweep has not measured anything yet)")
+        raise UsageError(f"{' '.join(a.inputs)}: no results to compare (the sweep has not measured anything "
+                         "yet)")
     text = compare_table(runs, a.baseline, a.format)
     print(text)
     if a.out:

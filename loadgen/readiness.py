@@ -80,7 +80,7 @@ class _Gate:
         for path in HEALTH_PATHS:
             try:
                 status, body = await self._get(path, timeout_s)
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                 self.res.saw_down = True
                 return f"down ({type(exc).__name__})"
             if status == 200:
@@ -102,7 +102,7 @@ class _Gate:
         for path in INFO_PATHS:
             try:
                 status, body = await self._get(path, timeout_s)
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                 self.res.saw_down = True
                 return f"down ({type(exc).__name__})"
             if status == 200:
@@ -122,7 +122,7 @@ class _Gate:
             try:
                 status, body = await self._get("/v1/models", timeout_s)
                 self.model = _first_model(body) if status == 200 else None
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+            except (TimeoutError, aiohttp.ClientError, OSError):
                 pass
         self.res.model = self.model
         ccfg = ClientConfig(base_url=self.url, api=self.api, timeout_s=timeout_s, idle_timeout_s=timeout_s)
@@ -141,8 +141,9 @@ class _Gate:
         return None
 
 
-async def wait_ready(session: aiohttp.ClientSession, url: str, api: str = "openai-chat", model: str | None = None,
-                     timeout_s: float = 600.0, poll_s: float = 2.0, successes: int = 3,
+async def wait_ready(session: aiohttp.ClientSession, url: str, api: str = "openai-chat",
+                     model: str | None = None, timeout_s: float = 600.0, poll_s: float = 2.0,
+                     successes: int = 3,
                      expect: dict | None = None, saw_down: bool = False, require_restart: bool = True,
                      after: asyncio.Future | None = None, progress: Progress | None = None,
                      headers: dict | None = None, request_timeout_s: float = 30.0) -> ReadyResult:

@@ -45,7 +45,8 @@ def _number(*candidates):
 def budget_of(run: Run) -> float | None:
     """The draft budget measured: the server's own report first, else the sweep parameter."""
     si = run.server_info
-    return _number(si.get(BUDGET_KEYS[0]), *(run.params.get(k) for k in BUDGET_PARAMS), si.get(BUDGET_KEYS[1]))
+    return _number(si.get(BUDGET_KEYS[0]), *(run.params.get(k) for k in BUDGET_PARAMS),
+                   si.get(BUDGET_KEYS[1]))
 
 
 def topk_of(run: Run) -> float | None:
@@ -156,8 +157,8 @@ def write_plots(runs: list[Run], out_dir: str) -> tuple[list[str], list[str]]:
     simple = [
         ("output_tok_s.png", lambda c: c.get("output_tok_s"), "output tok/s (all requests)",
          "Aggregate output throughput vs concurrency"),
-        ("request_tok_s.png", lambda c: (c.get("request_tok_s") or {}).get("mean"), "tok/s per request (mean)",
-         "Per-request decode speed vs concurrency"),
+        ("request_tok_s.png", lambda c: (c.get("request_tok_s") or {}).get("mean"),
+         "tok/s per request (mean)", "Per-request decode speed vs concurrency"),
         ("tokens_per_joule.png", lambda c: (c.get("power") or {}).get("output_tokens_per_j"),
          "output tokens per joule", "Energy efficiency vs concurrency"),
     ]
@@ -173,26 +174,29 @@ def write_plots(runs: list[Run], out_dir: str) -> tuple[list[str], list[str]]:
         written.append(path)
     acc = accept_series(runs)
     if acc:
-        sources = {(c.get("accept_length") or {}).get("source") for r in runs for c in r.cells.values()} - {None}
+        sources = {(c.get("accept_length") or {}).get("source") for r in runs for c in r.cells.values()}
+        sources.discard(None)
         path = os.path.join(out_dir, "accept_length.png")
         _plot_accept(acc, path, "/".join(sorted(sources)) or "unknown source")
         written.append(path)
     else:
-        notes.append("accept_length.png not written: no configuration with both a known draft budget (server info "
-                     "speculative_ddtree_budget or a 'budget' parameter) and an accept length")
+        notes.append("accept_length.png not written: no configuration with both a known draft budget (server "
+                     "info speculative_ddtree_budget or a 'budget' parameter) and an accept length")
     return written, notes
 
 
 @subcommand("report")
 def report_main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="loadgen report", description="Comparison table and PNG plots of runs or "
-                                "sweeps: tok/s vs concurrency, accept length vs budget, tokens per joule.")
+    p = argparse.ArgumentParser(prog="loadgen report", description="Comparison table and PNG plots of runs "
+                                "or sweeps: tok/s vs concurrency, accept length vs budget, tokens per joule.")
     add_input_arguments(p)
-    p.add_argument("--plots", default="plots", metavar="DIR", help="folder for the PNG files (default ./plots)")
+    p.add_argument("--plots", default="plots", metavar="DIR",
+                   help="folder for the PNG files (default ./plots)")
     a = p.parse_args(argv)
     runs = load_inputs(a.inputs)
     if not runs:
-        raise UsageError(f"{' '.join(a.inputs)}: no results to report (the sweep has not measured anything yet)")
+        raise UsageError(f"{' '.join(a.inputs)}: no results to report (the sweep has not measured anything "
+                         "yet)")
     parent = os.path.dirname(os.path.abspath(a.plots))
     if not os.path.isdir(parent):
         raise UsageError(f"--plots {a.plots}: folder {parent} does not exist; create it or choose another")

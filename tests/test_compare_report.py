@@ -68,28 +68,32 @@ def test_rows_values_best_and_speedups(inputs):
     assert failed["status"] == "failed" and failed["out_tok_s"] is None and failed["best"] == []
     assert rows[6]["best"] == []  # one successful configuration in the cell: nothing to compare
     text = render_text(rows)
-    assert "360.0*" in text and "1.20x" in text and "10.600*" in text and "FAILED: no request succeeded" in text
+    assert "360.0*" in text and "1.20x" in text and "10.600*" in text
+    assert "FAILED: no request succeeded" in text
 
 
 def test_compare_cli_baseline_and_formats(inputs):
     tmp, paths = inputs
-    res = subprocess.run([sys.executable, "-m", "loadgen", "compare", *paths, "--baseline", "b32", "--format", "csv",
-                          "--out", str(tmp / "t.csv")], capture_output=True, text=True, timeout=30)
+    res = subprocess.run([sys.executable, "-m", "loadgen", "compare", *paths, "--baseline", "b32", "--format",
+                          "csv", "--out", str(tmp / "t.csv")], check=False, capture_output=True, text=True,
+                         timeout=30)
     assert res.returncode == 0, res.stderr
     rows = list(csv.DictReader(io.StringIO(res.stdout)))
     assert len(rows) == 8 and (tmp / "t.csv").read_text().strip() == res.stdout.strip()
     r = rows[3]  # ctx 60, c=32, b16 against b32
-    assert (r["config"], float(r["out_tok_s"]), float(r["out_tok_s_x"])) == ("b16", 4000.0, pytest.approx(4000 / 3600))
+    assert (r["config"], float(r["out_tok_s"])) == ("b16", 4000.0)
+    assert float(r["out_tok_s_x"]) == pytest.approx(4000 / 3600)
     assert rows[6]["out_tok_s_x"] == ""  # the baseline failed that cell: no speed-up
     md = subprocess.run([sys.executable, "-m", "loadgen", "compare", *paths, "--format", "md"],
-                        capture_output=True, text=True, timeout=30)
+                        check=False, capture_output=True, text=True, timeout=30)
     assert md.stdout.splitlines()[0].startswith("| ctx | conc | configuration | out tok/s |")
     assert "| 360.0**best** |" in md.stdout and len(md.stdout.splitlines()) == 2 + 8
     bad = subprocess.run([sys.executable, "-m", "loadgen", "compare", *paths, "--baseline", "b128"],
-                         capture_output=True, text=True, timeout=30)
-    assert bad.returncode == 2 and "--baseline b128: no such configuration; choose one of b16, b32, b64" in bad.stderr
+                         check=False, capture_output=True, text=True, timeout=30)
+    assert bad.returncode == 2
+    assert "--baseline b128: no such configuration; choose one of b16, b32, b64" in bad.stderr
     missing = subprocess.run([sys.executable, "-m", "loadgen", "compare", str(tmp / "nope.json")],
-                             capture_output=True, text=True, timeout=30)
+                             check=False, capture_output=True, text=True, timeout=30)
     assert missing.returncode == 2 and "nope.json: no such file" in missing.stderr
 
 
@@ -100,7 +104,8 @@ def test_plot_series_come_from_the_inputs(inputs):
     assert tput == {60: {"b16": [(1, 300.0), (32, 4000.0)], "b32": [(1, 360.0), (32, 3600.0)],
                          "b64": [(1, 330.0), (32, 3000.0)]}, 1024: {"b16": [(1, 280.0)]}}
     acc = accept_series(runs)
-    assert acc["top-k 8, prompt 60"] == [(16.0, pytest.approx(5.45), 5.4, 5.5), (32.0, pytest.approx(7.85), 7.8, 7.9),
+    assert acc["top-k 8, prompt 60"] == [(16.0, pytest.approx(5.45), 5.4, 5.5),
+                                         (32.0, pytest.approx(7.85), 7.8, 7.9),
                                          (64.0, pytest.approx(9.05), 9.0, 9.1)]
     assert acc["top-k 8, prompt 1024"] == [(16.0, 5.6, 5.6, 5.6)]  # b32's failed cell is left out
 
@@ -117,10 +122,10 @@ def test_report_writes_pngs_and_handles_missing_power(inputs, tmp_path):
     bare.mkdir()
     no_power = write(bare, "x", 8, [cell(60, 1, 100.0, 110.0, 0.01, 3.0)])
     res = subprocess.run([sys.executable, "-m", "loadgen", "report", no_power, "--plots", str(bare / "p")],
-                         capture_output=True, text=True, timeout=60)
+                         check=False, capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     assert sorted(f.name for f in (bare / "p").iterdir()) == ["accept_length.png", "output_tok_s.png",
                                                               "request_tok_s.png"]
-    assert "note: tokens_per_joule.png not written: no cell has power data (measure with --dcgm URL or --nvml)" \
-        in res.stdout
+    assert "note: tokens_per_joule.png not written: no cell has power data (measure with --dcgm URL or " \
+        "--nvml)" in res.stdout
     assert "100.0" in res.stdout  # the table comes first

@@ -68,7 +68,8 @@ def test_hostile_placeholder_values_are_refused(value):
 
 
 @pytest.mark.parametrize("changes, message", [
-    ({"reconfigure": "ssh gpu-host bash /root/r.sh {budget}"}, "reconfigure must be an argv list, not a shell"),
+    ({"reconfigure": "ssh gpu-host bash /root/r.sh {budget}"},
+     "reconfigure must be an argv list, not a shell"),
     ({"configs": [{"name": "b16", "budget": 16}]}, r"placeholder \{topk\} .* has no value"),
     ({"configs": [{"name": "a", "budget": 1, "topk": 1}, {"name": "a", "budget": 2, "topk": 1}]},
      "configuration names repeat"),
@@ -90,12 +91,12 @@ def test_cli_exit_2_with_one_line(tmp_path):
     bad = tmp_path / "s.toml"
     bad.write_text('reconfigure = ["r.sh", "{budget}"]\n[server]\nurl = "http://127.0.0.1:1"\n'
                    '[matrix]\ncontexts = [60]\nconcurrency = [1]\n[[configs]]\nbudget = "1;id"\n')
-    res = subprocess.run([sys.executable, "-m", "loadgen", "sweep", str(bad)], capture_output=True, text=True,
-                         timeout=30)
+    res = subprocess.run([sys.executable, "-m", "loadgen", "sweep", str(bad)], check=False,
+                         capture_output=True, text=True, timeout=30)
     assert res.returncode == 2
     assert res.stderr.count("\n") == 1 and "budget = '1;id' has characters" in res.stderr
     missing = subprocess.run([sys.executable, "-m", "loadgen", "sweep", str(tmp_path / "nope.toml")],
-                             capture_output=True, text=True, timeout=30)
+                             check=False, capture_output=True, text=True, timeout=30)
     assert missing.returncode == 2 and "No such file" in missing.stderr
 
 
@@ -160,9 +161,9 @@ def test_gate_needs_consecutive_real_generations():
 
 def test_gate_refuses_the_wrong_server_and_an_unproven_one():
     wrong = asyncio.run(_gate(FakeServer(16, 0), timeout_s=0.3, expect={"speculative_ddtree_budget": 32}))
-    assert not wrong.ready and wrong.reason.startswith("not ready after 0.3 s; last state: up, but expect does "
-                                                       "not match: speculative_ddtree_budget: server has 16, "
-                                                       "expected 32")
+    assert not wrong.ready
+    assert wrong.reason.startswith("not ready after 0.3 s; last state: up, but expect does not match: "
+                                   "speculative_ddtree_budget: server has 16, expected 32")
     unproven = FakeServer(32, 0)
     res = asyncio.run(_gate(unproven, timeout_s=0.3))
     assert not res.ready and "not yet seen restarting" in res.reason and unproven.generations == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shlex
 
 from loadgen.cli import subcommand
 from loadgen.errors import UsageError
@@ -17,7 +18,8 @@ def sweep_main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(
         prog="loadgen sweep", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="For each configuration of FILE.toml: run the reconfigure command, wait until the new "
-                    "server is proven ready, measure the matrix. Re-running resumes: finished cells are kept.",
+                    "server is proven ready, measure the matrix. Re-running resumes: finished cells are "
+                    "kept.",
         epilog="format and a worked example: docs/sweep.md")
     p.add_argument("file", metavar="FILE.toml", help="the sweep file")
     p.add_argument("--out-dir", metavar="DIR", help="results folder (default: the file's out_dir, else "
@@ -52,10 +54,11 @@ def dry_run(spec: SweepSpec, only: list[str] | None) -> int:
         doc = state.load_doc(paths["results"])
         done = sum(c.get("status") == "ok" for c in (doc or {}).get("cells", []))
         print(f"[{cfg.name}] params {cfg.params}")
-        print(f"  reconfigure: {cfg.reconfigure}")
+        print(f"  reconfigure: {shlex.join(cfg.reconfigure)}")
         if cfg.diagnostics:
-            print(f"  diagnostics: {cfg.diagnostics}")
+            print(f"  diagnostics: {shlex.join(cfg.diagnostics)}")
         print(f"  expect: {cfg.expect or '(none: readiness needs the server seen going away)'}")
-        print(f"  ready within {cfg.timeout_s:g} s; measure: loadgen {' '.join(spec.run_argv(cfg, paths['results']))}")
+        run = shlex.join(spec.run_argv(cfg, paths["results"]))
+        print(f"  ready within {cfg.timeout_s:g} s; measure: loadgen {run}")
         print(f"  stored: {done} finished cells")
     return 0

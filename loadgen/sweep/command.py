@@ -13,7 +13,7 @@ import os
 import signal
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 TAIL_BYTES = 16_384
 
@@ -48,11 +48,9 @@ class CommandResult:
 async def run_command(argv: list[str], log_path: str, timeout_s: float, title: str) -> CommandResult:
     """Run `argv` (at most `timeout_s`); its stdout and stderr are appended to `log_path` after a header."""
     t0 = time.monotonic()
-    with open(log_path, "ab") as log:
-        start = log.tell()
-        stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        log.write(f"==== {title} at {stamp}: {argv}\n".encode())
-        log.flush()
+    log, start = _open_log(log_path, f"==== {title} at {datetime.now(UTC).isoformat(timespec='seconds')}: "
+                                     f"{argv}\n")
+    with log:
         try:
             proc = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.DEVNULL, stdout=log,
                                                         stderr=asyncio.subprocess.STDOUT,
@@ -64,7 +62,7 @@ async def run_command(argv: list[str], log_path: str, timeout_s: float, title: s
     res = CommandResult(argv, None, 0.0, log_path)
     try:
         res.rc = await asyncio.wait_for(proc.wait(), timeout_s)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         res.timed_out = True
         await _kill_group(proc)
     except BaseException:
@@ -73,6 +71,15 @@ async def run_command(argv: list[str], log_path: str, timeout_s: float, title: s
     res.elapsed_s = time.monotonic() - t0
     res.output_tail = read_tail(log_path, start)
     return res
+
+
+def _open_log(path: str, header: str):
+    """The log opened for appending, after `header`; and the offset where this run's output starts."""
+    log = open(path, "ab")  # noqa: SIM115 - handed to the child process, closed by the caller
+    start = log.tell()
+    log.write(header.encode())
+    log.flush()
+    return log, start
 
 
 async def _kill_group(proc: asyncio.subprocess.Process) -> None:
@@ -84,7 +91,7 @@ async def _kill_group(proc: asyncio.subprocess.Process) -> None:
         try:
             await asyncio.wait_for(proc.wait(), grace_s)
             return
-        except asyncio.TimeoutError:
+        except TimeoutError:
             continue
 
 

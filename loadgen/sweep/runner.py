@@ -4,6 +4,7 @@ cells not yet measured, and record what happened — whatever happens, then go o
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import os
 import shlex
@@ -11,7 +12,7 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import aiohttp
 
@@ -75,7 +76,7 @@ class ConfigRunner(Runner):
             async with session.get(self.url + "/server_info", headers=self.auth_headers,
                                    timeout=aiohttp.ClientTimeout(total=5)) as resp:
                 info = await resp.json() if resp.status == 200 else None
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError):
+        except (TimeoutError, aiohttp.ClientError, OSError, ValueError):
             return None
         wrong = expect_mismatches(info, self.expect) if isinstance(info, dict) else []
         return "the server changed configuration (" + "; ".join(wrong) + ")" if wrong else None
@@ -124,12 +125,13 @@ async def reconfigure_and_wait(spec: SweepSpec, cfg: Config, session, log_path: 
     r = spec.readiness
     progress = WaitProgress(cfg.name, cfg.timeout_s, log_path)
     progress.log_start = os.path.getsize(log_path) if os.path.exists(log_path) else 0
-    reconf = asyncio.create_task(run_command(cfg.reconfigure, log_path, r.reconfigure_timeout_s or cfg.timeout_s,
+    reconf_timeout_s = r.reconfigure_timeout_s or cfg.timeout_s
+    reconf = asyncio.create_task(run_command(cfg.reconfigure, log_path, reconf_timeout_s,
                                              f"reconfigure {cfg.name}"))
     progress.reconf = reconf
     gate = asyncio.create_task(wait_ready(
-        session, cfg.url, spec.api, spec.model, timeout_s=cfg.timeout_s, poll_s=r.poll_s, successes=r.successes,
-        expect=cfg.expect or None, after=reconf, progress=progress, headers=headers,
+        session, cfg.url, spec.api, spec.model, timeout_s=cfg.timeout_s, poll_s=r.poll_s,
+        successes=r.successes, expect=cfg.expect or None, after=reconf, progress=progress, headers=headers,
         request_timeout_s=r.request_timeout_s))
     try:
         await asyncio.wait({reconf, gate}, return_when=asyncio.FIRST_COMPLETED)
@@ -151,10 +153,9 @@ async def reconfigure_and_wait(spec: SweepSpec, cfg: Config, session, log_path: 
         for task in (reconf, gate):
             if not task.done():
                 task.cancel()
-                try:
+                # already leaving (failed or interrupted): the first error is the one to report
+                with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
-                except (asyncio.CancelledError, Exception):  # noqa: BLE001 - already failing; keep the first
-                    pass
 
 
 async def run_diagnostics(spec: SweepSpec, cfg: Config, paths: dict, reason: str) -> dict | None:
@@ -178,13 +179,14 @@ async def run_config(spec: SweepSpec, plan: Plan, order: list[tuple[int, int]], 
         return "ok"
     if kept:
         done = ", ".join(f"ctx={c['context_tokens']} c={c['concurrency']}" for c in kept)
-        log(f"[{cfg.name}] resuming: {len(kept)} of {len(order)} cells already measured, not measured again: {done}")
+        log(f"[{cfg.name}] resuming: {len(kept)} of {len(order)} cells already measured, "
+            f"not measured again: {done}")
     if force and os.path.exists(paths["records"]):
         os.unlink(paths["records"])
-    dropped = state.prune_records(paths["records"], kept)
+    dropped = state.prune_records(paths["records"], state.finished_cells(plan.doc, None))
     if dropped:
         log(f"[{cfg.name}] dropped {dropped} records of a cell that never finished")
-    attempt = {"started_at": datetime.now(timezone.utc).isoformat(), "cells_before": len(kept)}
+    attempt = {"started_at": datetime.now(UTC).isoformat(), "cells_before": len(kept)}
     info["attempts"].append(attempt)
     log(f"[{cfg.name}] reconfigure: {shlex.join(cfg.reconfigure)}")
     headers = _auth(plan.run_cfg)
@@ -193,8 +195,12 @@ async def run_config(spec: SweepSpec, plan: Plan, order: list[tuple[int, int]], 
     runner = None
     if reason is None:
         log(f"[{cfg.name}] {attempt['readiness']['reason']}")
-        runner = ConfigRunner(plan.run_cfg, cfg.url, [JsonlSink(paths["records"], append=True)], paths["results"],
-                              kept, order, info, cfg.expect, headers)
+        # finished cells outside the current matrix (a prompt length dropped from the file) stay in the
+        # results
+        extra = [c for c in state.finished_cells(plan.doc, None) if state.cell_key(c) not in order]
+        sinks = [JsonlSink(paths["records"], append=True)]
+        runner = ConfigRunner(plan.run_cfg, cfg.url, sinks, paths["results"], kept + extra, order, info,
+                              cfg.expect, headers)
         reason = await _measure(runner, cfg)
     cells = runner.cells if runner is not None else (plan.doc or {}).get("cells", []) if not force else []
     status = state.config_status(cells, order, attempted=True)
@@ -209,7 +215,7 @@ async def run_config(spec: SweepSpec, plan: Plan, order: list[tuple[int, int]], 
         runner.save()
     else:
         doc = dict(plan.doc or {"schema": SCHEMA, "label": cfg.name, "target": None})
-        doc.update(cells=cells, sweep=info, updated_at=datetime.now(timezone.utc).isoformat())
+        doc.update(cells=cells, sweep=info, updated_at=datetime.now(UTC).isoformat())
         write_json_atomic(paths["results"], doc)
     return status
 
@@ -256,8 +262,8 @@ def plan_sweep(spec: SweepSpec, force: bool, only: list[str] | None) -> list[Pla
         try:
             args, unknown = run_parser().parse_known_args(argv)
         except SystemExit:
-            raise UsageError(f"{spec.path} [matrix] args: rejected by the run options (see the message above)") \
-                from None
+            raise UsageError(f"{spec.path} [matrix] args: rejected by the run options (see the message "
+                             "above)") from None
         if unknown:
             raise UsageError(f"{spec.path} [matrix] args: unknown option(s) {' '.join(unknown)}; "
                              "see loadgen --help")
@@ -272,13 +278,13 @@ def plan_sweep(spec: SweepSpec, force: bool, only: list[str] | None) -> list[Pla
 
 
 def lock_dir(out_dir: str):
-    fh = open(os.path.join(out_dir, ".lock"), "a+")
+    fh = open(os.path.join(out_dir, ".lock"), "a+")  # noqa: SIM115 - held open: the lock lives as long as it
     try:
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         fh.close()
-        raise UsageError(f"another sweep is writing to {out_dir}; wait for it to end or choose another --out-dir") \
-            from None
+        raise UsageError(f"another sweep is writing to {out_dir}; wait for it to end or choose another "
+                         "--out-dir") from None
     return fh
 
 
@@ -297,11 +303,12 @@ def write_summary(spec: SweepSpec, order: list[tuple[int, int]], started_at: str
             "reason": last.get("reason"), "cells_ok": sum(c.get("status") == "ok" for c in cells),
             "cells_total": len(order), "attempts": len(attempts), "ready_s": ready.get("elapsed_s"),
             "results": os.path.basename(paths["results"]), "records": os.path.basename(paths["records"]),
-            "diagnostics": os.path.basename(paths["diagnostics"]) if os.path.exists(paths["diagnostics"]) else None,
+            "diagnostics": (os.path.basename(paths["diagnostics"]) if os.path.exists(paths["diagnostics"])
+                            else None),
         })
     summary = {"schema": state.SWEEP_SCHEMA, "name": spec.name, "file": os.path.abspath(spec.path),
                "source": spec.text, "started_at": started_at,
-               "updated_at": datetime.now(timezone.utc).isoformat(), "matrix": spec.matrix, "configs": configs}
+               "updated_at": datetime.now(UTC).isoformat(), "matrix": spec.matrix, "configs": configs}
     write_json_atomic(os.path.join(spec.out_dir, "sweep.json"), summary)
     return summary
 
@@ -312,7 +319,7 @@ async def run_sweep(spec: SweepSpec, force: bool = False, only: list[str] | None
     try:
         plans = plan_sweep(spec, force, only)
         order = [(ctx, c) for ctx in plans[0].run_cfg.contexts for c in plans[0].run_cfg.concurrency]
-        started = datetime.now(timezone.utc).isoformat()
+        started = datetime.now(UTC).isoformat()
         log(f"sweep {spec.name}: {len(plans)} configurations × {len(order)} cells, results in {spec.out_dir}")
         if not any(c.expect for c in spec.configs):
             log("note: no [expect]: a configuration counts as ready only after the server is seen going away")

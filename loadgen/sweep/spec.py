@@ -180,9 +180,9 @@ def _config(params: dict, where: str, url: str, reconfigure, diagnostics, expect
         elif isinstance(want, (dict, list)):
             raise UsageError(f"{where} [expect]: {key} must be a scalar; use a dotted key for nested values")
         rendered_expect[key] = want
+    diag = render_argv(diagnostics, values, f"{where} diagnostics") if diagnostics else None
     return Config(name=name, params=params, url=render(url, values, f"{where} [server] url"),
-                  reconfigure=render_argv(reconfigure, values, f"{where} reconfigure"),
-                  diagnostics=render_argv(diagnostics, values, f"{where} diagnostics") if diagnostics else None,
+                  reconfigure=render_argv(reconfigure, values, f"{where} reconfigure"), diagnostics=diag,
                   expect=rendered_expect, timeout_s=float(timeout_s))
 
 

@@ -22,8 +22,8 @@ SWEEP_SCHEMA = "loadgen.sweep/v1"
 
 def paths(out_dir: str, name: str) -> dict[str, str]:
     base = os.path.join(out_dir, name)
-    return {"results": base + ".json", "records": base + ".requests.jsonl", "reconfigure": base + ".reconfigure.log",
-            "diagnostics": base + ".diagnostics.txt"}
+    return {"results": base + ".json", "records": base + ".requests.jsonl",
+            "reconfigure": base + ".reconfigure.log", "diagnostics": base + ".diagnostics.txt"}
 
 
 def cell_key(cell: dict) -> tuple[int, int]:
@@ -61,11 +61,12 @@ def settings_diff(doc: dict, settings: dict) -> list[str]:
     return diffs
 
 
-def finished_cells(doc: dict | None, wanted: list[tuple[int, int]]) -> list[dict]:
-    """Stored cells that need no new measurement: status ok and still part of the matrix."""
+def finished_cells(doc: dict | None, wanted: list[tuple[int, int]] | None) -> list[dict]:
+    """Stored cells that need no new measurement: status ok and part of the matrix (`wanted`; None: any)."""
     if not doc:
         return []
-    return [c for c in doc.get("cells", []) if c.get("status") == "ok" and cell_key(c) in wanted]
+    return [c for c in doc.get("cells", [])
+            if c.get("status") == "ok" and (wanted is None or cell_key(c) in wanted)]
 
 
 def prune_records(path: str, kept: list[dict]) -> int:

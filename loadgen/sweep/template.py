@@ -52,8 +52,9 @@ def render(template: str, values: dict[str, str], where: str) -> str:
                              "or double it ({{ or }}) for a literal brace")
         if name not in values:
             known = ", ".join(sorted(values)) or "none"
-            raise UsageError(f"{where}: placeholder {{{name}}} in {template!r} has no value (this configuration "
-                             f"sets: {known}); add {name} to the configuration or remove it from the template")
+            raise UsageError(f"{where}: placeholder {{{name}}} in {template!r} has no value (this "
+                             f"configuration sets: {known}); add {name} to the configuration or remove it "
+                             "from the template")
         return values[name]
 
     return TOKEN.sub(sub, template)
