@@ -66,7 +66,8 @@ async def serve(args: argparse.Namespace, extra_setup=None) -> None:
         url = await _serve_dcgm(args, engine, runners)
         dcgm_note = f" dcgm={url}"
     engine.start()
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    # streams still open at shutdown are cut after 1 s: they wait on an engine that has stopped
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
     await runner.setup()
     stamp_arrivals(runner)
     site = web.TCPSite(runner, args.host, args.port, reuse_address=True)
