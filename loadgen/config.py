@@ -134,12 +134,19 @@ class RunConfig:
         return self.requests_per_cell or default_requests_per_cell(concurrency)
 
     def api_key(self) -> str | None:
+        """The key from --api-key-file, else from the environment variable; never from the command line."""
         if self.api_key_file:
             try:
                 with open(self.api_key_file, encoding="utf-8") as fh:
-                    return fh.read().strip() or None
-            except OSError as exc:
-                raise UsageError(f"--api-key-file {self.api_key_file}: {exc.strerror}") from None
+                    key = fh.read().strip()
+            except (OSError, UnicodeDecodeError) as exc:
+                why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+                raise UsageError(f"--api-key-file {self.api_key_file}: {why}; give a file that holds the key") \
+                    from None
+            if not key or "\n" in key:
+                raise UsageError(f"--api-key-file {self.api_key_file} must hold the key on one line (it holds "
+                                 f"{'nothing' if not key else 'several lines'})")
+            return key
         return os.environ.get(self.api_key_env) or None
 
     def public_args(self) -> dict:

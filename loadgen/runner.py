@@ -114,7 +114,8 @@ class Runner:
             too_long = [c for c in cfg.contexts if c + cfg.max_tokens > t.max_model_len]
             if too_long:
                 raise UsageError(f"--contexts {','.join(map(str, too_long))} + --max-tokens {cfg.max_tokens} "
-                                 f"exceed the server's max model length {t.max_model_len}; use shorter contexts")
+                                 f"exceed the server's max model length {t.max_model_len}; use shorter contexts "
+                                 "or fewer --max-tokens")
         try:
             texts = load_prompts_file(cfg.prompts_file) if cfg.prompts_file else None
             self.corpus = Corpus.from_texts(texts) if texts else Corpus(stdlib_corpus())
