@@ -338,3 +338,50 @@ def test_resume_after_sigkill_keeps_finished_cells(bench):
     assert len({c["run_id"] for c in new["cells"]}) == 1 and not {c["run_id"] for c in new["cells"]} & old_ids
     assert len(bench.records("budget16_topk4")) == 24
     assert bench.doc("budget8_topk4")["cells"] == doc["cells"]  # --only left the other one alone
+
+
+def _popen_sweep(bench: Bench, path: Path) -> subprocess.Popen:
+    argv = [sys.executable, "-m", "loadgen", "sweep", str(path), "--out-dir", str(bench.out)]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=bench.tmp)
+
+
+def test_interrupt_while_waiting_stops_the_sweep(bench):
+    path = bench.write(FAILURES.replace("timeout_s = 2.5", "timeout_s = 30"), reconf_opts='"--exit", "{exit}",',
+                       sim_args='"--speed", "20", "--crash-after", "{crash_after}"')
+    proc = _popen_sweep(bench, path)
+    time.sleep(2.0)  # crash_at_start's server never comes up: the gate is waiting
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130, err[-2000:]
+    assert time.monotonic() - t0 < 10
+    assert "SIGINT: stopping the sweep" in err and "Traceback" not in err
+    assert bench.reconfigurations() == 1  # no other configuration was started
+    assert [c["status"] for c in bench.summary()["configs"]] == ["pending"] * 4
+
+
+def test_interrupt_while_measuring_keeps_the_cells_and_stops(bench):
+    path = bench.write(RESUME, sim_args='"--speed", "4"', concurrency="[1, 2, 4]", max_tokens=64)
+    proc = _popen_sweep(bench, path)
+    results = bench.out / "budget8_topk4.json"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if any(c["status"] == "ok" for c in json.loads(results.read_text())["cells"]):
+                break
+        except (OSError, ValueError, KeyError):
+            pass
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err[-2000:]
+    assert bench.reconfigurations() == 1
+    doc = bench.doc("budget8_topk4")
+    done = [c for c in doc["cells"] if c["status"] == "ok"]
+    assert 1 <= len(done) < 3
+    assert doc["sweep"]["attempts"][-1]["reason"] == "interrupted by SIGINT"
+    status = {c["name"]: c["status"] for c in bench.summary()["configs"]}
+    assert status == {"budget8_topk4": "partial", "budget16_topk4": "pending"}
+    again = bench.sweep(path)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert f"[budget8_topk4] resuming: {len(done)} of 3 cells already measured" in again.stderr

@@ -8,6 +8,7 @@ import contextlib
 import fcntl
 import os
 import shlex
+import signal
 import sys
 import time
 import traceback
@@ -104,7 +105,8 @@ class WaitProgress:
     def __call__(self, elapsed_s: float, gate_state: str) -> None:
         line = f"  [{self.name}] waiting {elapsed_s:5.1f} s of {self.timeout_s:g} s: {gate_state}"
         if self.reconf is not None and not self.reconf.done():
-            out = last_line(read_tail(self.log_path, self.log_start, 2048), 60)
+            tail = read_tail(self.log_path, self.log_start, 2048)
+            out = last_line("\n".join(ln for ln in tail.splitlines() if not ln.startswith("==== ")), 60)
             line += "; reconfigure running" + (f" ({out})" if out else "")
         now = time.monotonic()
         if self.tty:
@@ -168,7 +170,8 @@ async def run_diagnostics(spec: SweepSpec, cfg: Config, paths: dict, reason: str
     return res.as_dict()
 
 
-async def run_config(spec: SweepSpec, plan: Plan, order: list[tuple[int, int]], force: bool) -> str:
+async def run_config(spec: SweepSpec, plan: Plan, order: list[tuple[int, int]], force: bool,
+                     stop: StopSweep) -> str:
     """Measure one configuration; returns its status. Never raises for server or command failures."""
     cfg, paths = plan.cfg, plan.paths
     kept = state.finished_cells(plan.doc, order)
@@ -201,7 +204,7 @@ async def run_config(spec: SweepSpec, plan: Plan, order: list[tuple[int, int]], 
         sinks = [JsonlSink(paths["records"], append=True)]
         runner = ConfigRunner(plan.run_cfg, cfg.url, sinks, paths["results"], kept + extra, order, info,
                               cfg.expect, headers)
-        reason = await _measure(runner, cfg)
+        reason = await _measure(runner, cfg, stop)
     cells = runner.cells if runner is not None else (plan.doc or {}).get("cells", []) if not force else []
     status = state.config_status(cells, order, attempted=True)
     attempt.update(outcome=status, reason=reason, cells_after=sum(c.get("status") == "ok" for c in cells))
@@ -210,7 +213,8 @@ async def run_config(spec: SweepSpec, plan: Plan, order: list[tuple[int, int]], 
                                      for c in cells if c.get("status") != "ok") or "cells missing"
         attempt["reason"] = reason
         log(f"[{cfg.name}] {status.upper()}: {reason}")
-        attempt["diagnostics"] = await run_diagnostics(spec, cfg, paths, reason)
+        if stop.signum is None:
+            attempt["diagnostics"] = await run_diagnostics(spec, cfg, paths, reason)
     if runner is not None and runner.doc:
         runner.save()
     else:
@@ -220,12 +224,42 @@ async def run_config(spec: SweepSpec, plan: Plan, order: list[tuple[int, int]], 
     return status
 
 
-async def _measure(runner: ConfigRunner, cfg: Config) -> str | None:
+class StopSweep:
+    """SIGINT/SIGTERM while reconfiguring or waiting: cancel the sweep at once (everything finished is on
+    disk). During a measurement the run's own handlers (loadgen.interrupts) let the cell drain first and the
+    run returns 128 + the signal; either way no further configuration starts."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.task: asyncio.Task | None = None
+
+    def arm(self) -> None:
+        """(Re-)install the handlers: a run's plug-ins remove theirs, and with them ours, when it ends."""
+        self.task = self.task or asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, self._on_signal, sig)
+
+    def _on_signal(self, sig: int) -> None:
+        if self.signum is None:
+            self.signum = sig
+            log(f"\n{signal.Signals(sig).name}: stopping the sweep; finished cells are saved, run it again "
+                "to resume")
+            self.task.cancel()
+
+    def measured(self, rc: int | None) -> None:
+        if rc is not None and rc >= 128 and self.signum is None:
+            self.signum = rc - 128
+
+
+async def _measure(runner: ConfigRunner, cfg: Config, stop: StopSweep) -> str | None:
     from loadgen.cli import RUNNER_HOOKS
     for hook in RUNNER_HOOKS:
         hook(runner)
     try:
-        await runner.run()
+        stop.measured(await runner.run())
+        if stop.signum is not None:
+            return f"interrupted by {signal.Signals(stop.signum).name}"
     except UsageError as exc:
         return f"measurement could not start: {exc}"
     except Exception as exc:  # noqa: BLE001 - one configuration's crash must not end the sweep
@@ -234,6 +268,7 @@ async def _measure(runner: ConfigRunner, cfg: Config) -> str | None:
     finally:
         for s in runner.sinks:
             s.close()
+        stop.arm()
     if runner.target is not None and cfg.expect:
         wrong = expect_mismatches(runner.target.server_info, cfg.expect)
         if wrong:
@@ -316,6 +351,8 @@ def write_summary(spec: SweepSpec, order: list[tuple[int, int]], started_at: str
 async def run_sweep(spec: SweepSpec, force: bool = False, only: list[str] | None = None) -> int:
     os.makedirs(spec.out_dir, exist_ok=True)
     lock = lock_dir(spec.out_dir)
+    stop = StopSweep()
+    stop.arm()
     try:
         plans = plan_sweep(spec, force, only)
         order = [(ctx, c) for ctx in plans[0].run_cfg.contexts for c in plans[0].run_cfg.concurrency]
@@ -324,13 +361,24 @@ async def run_sweep(spec: SweepSpec, force: bool = False, only: list[str] | None
         if not any(c.expect for c in spec.configs):
             log("note: no [expect]: a configuration counts as ready only after the server is seen going away")
         write_summary(spec, order, started)
-        for plan in plans:
-            await run_config(spec, plan, order, force)
-            write_summary(spec, order, started)
+        try:
+            for plan in plans:
+                await run_config(spec, plan, order, force, stop)
+                write_summary(spec, order, started)
+                if stop.signum is not None:
+                    break
+        except asyncio.CancelledError:
+            if stop.signum is None:
+                raise
+            asyncio.current_task().uncancel()
         summary = write_summary(spec, order, started)
     finally:
         lock.close()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            asyncio.get_running_loop().remove_signal_handler(sig)
     _print_summary(spec, summary)
+    if stop.signum is not None:
+        return 128 + stop.signum
     return 0 if all(c["status"] == "ok" for c in summary["configs"] if not only or c["name"] in only) else 1
 
 
