@@ -25,6 +25,7 @@ examples:
   loadgen sim --port 30000 --budget 16 --topk 8        serve the simulator
   loadgen sweep sweep.toml                              reconfigure, prove readiness, measure, resume
   loadgen compare a.json b.json                         compare runs cell by cell
+  loadgen report results/my-sweep --plots plots/        the comparison as PNG plots
 """
 
 SUBCOMMANDS = {}

@@ -119,6 +119,11 @@ class WaitProgress:
             self.last_print = now
         self.last_state = gate_state
 
+    def close(self) -> None:
+        """End a redrawn line that did not end in "ready", so the next message starts on its own line."""
+        if self.tty and self.last_state and self.last_state != "ready":
+            sys.stderr.write("\n")
+
 
 async def reconfigure_and_wait(spec: SweepSpec, cfg: Config, session, log_path: str, headers: dict,
                                attempt: dict) -> str | None:
@@ -152,6 +157,7 @@ async def reconfigure_and_wait(spec: SweepSpec, cfg: Config, session, log_path: 
             attempt["reconfigure"] = reconf.result().as_dict()
         return None if ready.ready else ready.reason
     finally:
+        progress.close()
         for task in (reconf, gate):
             if not task.done():
                 task.cancel()
