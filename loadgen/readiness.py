@@ -74,40 +74,43 @@ class _Gate:
                                     timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
             return resp.status, await resp.read()
 
-    async def health(self, timeout_s: float) -> str | None:
-        """None when healthy; else the state text. Marks `saw_down` on anything but 200 or 404."""
-        last = "no health endpoint answered"
-        for path in HEALTH_PATHS:
+    async def _first_answer(self, paths: tuple[str, ...], timeout_s: float):
+        """(path, status, body) of the first of `paths` that does not answer 404/405 (else the last one's);
+        a connection failure instead marks the server seen down and returns that state's text."""
+        for path in paths:
             try:
                 status, body = await self._get(path, timeout_s)
             except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                 self.res.saw_down = True
                 return f"down ({type(exc).__name__})"
-            if status == 200:
-                self.res.health_path = path
-                if path == "/v1/models" and self.model is None:
-                    self.model = _first_model(body)
-                return None
             if status not in (404, 405):
-                self.res.saw_down = True
-                return f"{path} answered {status}"
-            last = f"{path} answered {status}"
-        return last
+                break
+        return path, status, body
+
+    async def health(self, timeout_s: float) -> str | None:
+        """None when healthy; else the state text. Marks `saw_down` on anything but 200 or 404/405."""
+        got = await self._first_answer(HEALTH_PATHS, timeout_s)
+        if isinstance(got, str):
+            return got
+        path, status, body = got
+        if status == 200:
+            self.res.health_path = path
+            if path == "/v1/models" and self.model is None:
+                self.model = _first_model(body)
+            return None
+        if status not in (404, 405):
+            self.res.saw_down = True
+        return f"{path} answered {status}"
 
     async def identity(self, timeout_s: float) -> str | None:
         """None when condition (a) holds; else why not."""
         if not self.expect:
             return None if self.res.saw_down else "up, but not yet seen restarting (and no expect map)"
-        info = None
-        for path in INFO_PATHS:
-            try:
-                status, body = await self._get(path, timeout_s)
-            except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-                self.res.saw_down = True
-                return f"down ({type(exc).__name__})"
-            if status == 200:
-                info = _json(body)
-                break
+        got = await self._first_answer(INFO_PATHS, timeout_s)
+        if isinstance(got, str):
+            return got
+        _, status, body = got
+        info = _json(body) if status == 200 else None
         if not isinstance(info, dict):
             self.res.expect_ok = False
             return "no /server_info to check the expect map against"
@@ -193,12 +196,6 @@ async def _poll(gate: _Gate, require_restart: bool, after, timeout_s: float) -> 
     if after is not None and not after.done():
         return "up, waiting for the reconfiguration to finish"
     return await gate.generations(timeout_s)
-
-
-async def check_health(session: aiohttp.ClientSession, url: str, timeout_s: float = 5.0,
-                       headers: dict | None = None) -> str | None:
-    """One health poll (the gate's condition (b)): None when healthy, else what was seen."""
-    return await _Gate(session, url, "openai-chat", None, 0, None, headers, timeout_s).health(timeout_s)
 
 
 def _note(res: ReadyResult, t_s: float, state: str) -> None:
