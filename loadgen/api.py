@@ -104,6 +104,9 @@ class StreamState:
             err = obj["error"]
             self.error = str(err.get("message", err) if isinstance(err, dict) else err)[:300]
             return
+        if obj.get("object") == "error":  # an OpenAI-style error object sent as an event
+            self.error = str(obj.get("message", "error"))[:300]
+            return
         if self.api == "sglang-generate":
             self._feed_generate(obj)
         else:

@@ -12,22 +12,24 @@ from __future__ import annotations
 class SseParser:
     """Feed bytes as they arrive; get back the complete events' data payloads."""
 
-    __slots__ = ("_buf", "_data")
+    __slots__ = ("_buf", "_data", "_skip_lf")
 
     def __init__(self) -> None:
         self._buf = b""
         self._data: list[bytes] = []
+        self._skip_lf = False
 
     def feed(self, chunk: bytes) -> list[bytes]:
+        # A CR ends a line at once, even at the end of a read (holding it back would hold back the last event
+        # of a CR-only stream forever); an LF right after it, in the next read, is the rest of a CRLF.
+        if self._skip_lf and chunk[:1] == b"\n":
+            chunk = chunk[1:]
+            self._skip_lf = False
+        if chunk:
+            self._skip_lf = chunk.endswith(b"\r")
+            if b"\r" in chunk:
+                chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         buf = self._buf + chunk if self._buf else chunk
-        if b"\r" in buf:
-            # A CR at the very end may be the first half of a CRLF split across reads: keep it back.
-            carry = buf.endswith(b"\r")
-            if carry:
-                buf = buf[:-1]
-            buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-            if carry:
-                buf += b"\r"
         cut = buf.rfind(b"\n")
         if cut < 0:
             self._buf = buf
@@ -43,6 +45,8 @@ class SseParser:
             elif line.startswith(b"data:"):
                 value = line[5:]
                 data.append(value[1:] if value[:1] == b" " else value)
+            elif line == b"data":  # a field without a colon has an empty value
+                data.append(b"")
             # comment lines (":" keep-alives) and other fields (event, id, retry) carry nothing we use
         self._data = data
         return events
