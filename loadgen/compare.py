@@ -49,6 +49,11 @@ class Run:
         return (self.doc.get("target") or {}).get("server_info") or {}
 
 
+def cell_key(cell: dict) -> tuple:
+    """(context, concurrency, request rate or 0): open-loop cells of one context differ only by their rate."""
+    return (cell["context_tokens"], cell["concurrency"], cell.get("request_rate") or 0.0)
+
+
 def load_inputs(paths: list[str]) -> list[Run]:
     """Runs from results files, sweep folders and sweep.json files, in the order given."""
     runs: list[Run] = []
@@ -56,8 +61,7 @@ def load_inputs(paths: list[str]) -> list[Run]:
         for p in _expand(path):
             doc = _read(p)
             name = (doc.get("sweep") or {}).get("config") or doc.get("label") or _stem(p)
-            cells = {(c["context_tokens"], c["concurrency"]): c for c in doc.get("cells", [])
-                     if "context_tokens" in c and "concurrency" in c}
+            cells = {cell_key(c): c for c in doc.get("cells", []) if "context_tokens" in c and "concurrency" in c}
             runs.append(Run(name=name, path=p, doc=doc, cells=cells))
     seen: dict[str, int] = {}
     for r in runs:
@@ -125,7 +129,7 @@ def comparison(runs: list[Run], base: int = 0) -> list[dict]:
             if cell is None:
                 continue
             ok = cell.get("status", "ok") == "ok"
-            row = {"context_tokens": key[0], "concurrency": key[1], "config": r.name,
+            row = {"context_tokens": key[0], "concurrency": key[1], "request_rate": key[2] or None, "config": r.name,
                    "status": cell.get("status", "ok"), "error": None if ok else cell.get("error"),
                    "baseline": r is runs[base], "best": []}
             for m, (_, get, _) in METRICS.items():
@@ -169,7 +173,8 @@ COLUMNS = [("ctx", 6), ("conc", 5), ("configuration", -24), ("out tok/s", 10), (
 def _cells(row: dict) -> list[str]:
     name = row["config"] + (" (base)" if row["baseline"] else "")
     note = "" if row["status"] == "ok" else f"{row['status'].upper()}: {row['error'] or ''}"
-    return [str(row["context_tokens"]), str(row["concurrency"]), name, _fmt(row, "out_tok_s"),
+    load = f"{row['request_rate']:g}/s" if row.get("request_rate") else str(row["concurrency"])
+    return [str(row["context_tokens"]), load, name, _fmt(row, "out_tok_s"),
             _x(row, "out_tok_s"), _fmt(row, "req_tok_s"), _x(row, "req_tok_s"), _fmt(row, "ttft_p50_s"),
             _fmt(row, "accept"), _fmt(row, "power_w"), _fmt(row, "j_per_token"), note]
 
@@ -182,7 +187,7 @@ def render_text(rows: list[dict]) -> str:
     out = [line([name for name, _ in COLUMNS]).rstrip()]
     prev = None
     for row in rows:
-        key = (row["context_tokens"], row["concurrency"])
+        key = (row["context_tokens"], row["concurrency"], row.get("request_rate"))
         cells = _cells(row)
         if key == prev:
             cells[0] = cells[1] = ""

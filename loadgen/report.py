@@ -57,7 +57,9 @@ def series_vs_concurrency(runs: list[Run], get) -> dict[int, dict[str, list[tupl
     """{context: {config: [(concurrency, value), …]}} over ok cells with a value (pure, for tests)."""
     out: dict[int, dict[str, list[tuple[int, float]]]] = {}
     for r in runs:
-        for (ctx, conc), cell in sorted(r.cells.items()):
+        for (ctx, conc, rate), cell in sorted(r.cells.items()):
+            if rate:
+                continue  # open-loop cells have no concurrency axis
             v = get(cell) if _ok(cell) else None
             if v is not None:
                 out.setdefault(ctx, {}).setdefault(r.name, []).append((conc, v))
@@ -73,7 +75,7 @@ def accept_series(runs: list[Run]) -> dict[str, list[tuple[float, float, float, 
             continue
         topk = topk_of(r)
         by_ctx: dict[int, list[float]] = {}
-        for (ctx, _), cell in r.cells.items():
+        for (ctx, _, _), cell in r.cells.items():
             v = (cell.get("accept_length") or {}).get("value") if _ok(cell) else None
             if v is not None:
                 by_ctx.setdefault(ctx, []).append(v)
