@@ -140,9 +140,9 @@ async def run_async(cfg: RunConfig) -> int:
 RUNNER_HOOKS: list = []  # plug-ins that adapt the runner (signals, exporter lifetime, open loop)
 
 
-PLUGINS = ("loadgen.telemetry.options", "loadgen.telemetry.accept_length", "loadgen.openloop", "loadgen.sweep.cli",
-           "loadgen.compare", "loadgen.report",
-           "loadgen.server_down", "loadgen.interrupts")
+PLUGINS = ("loadgen.telemetry.options", "loadgen.telemetry.accept_length", "loadgen.openloop",
+           "loadgen.sweep.cli", "loadgen.compare", "loadgen.report", "loadgen.server_down", "loadgen.interrupts",
+           "loadgen.h1send")
 
 
 def load_plugins() -> None:
