@@ -17,7 +17,7 @@ NO_KEY_ENV = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY",
 
 
 def loadgen(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "loadgen", *args], capture_output=True, text=True, timeout=60,
+    return subprocess.run([sys.executable, "-m", "loadgen", *args], check=False, capture_output=True, text=True, timeout=60,
                           cwd=ROOT, env={**NO_KEY_ENV, **(env or {})})
 
 
@@ -56,17 +56,17 @@ OFFLINE = [
     (["--concurrency", "8,4,8"], "--concurrency: 8 appears twice in '8,4,8'; give each value once"),
     (["--contexts", "60,1k"], "--contexts: '1k' is not an integer; give comma-separated integers like 1,32,64"),
     (["--contexts", ""], "--contexts: empty item in ''; give comma-separated integers like 1,32,64"),
-    (["--api", "openai"], "--api 'openai' is unknown; choose one of openai-chat, openai-completions, "
-                          "sglang-generate"),
+    (["--api", "openai"], ("--api 'openai' is unknown; choose one of openai-chat, openai-completions, "
+                          "sglang-generate")),
     (["--url", "gpu-host:30000"], "--url 'gpu-host:30000' needs a scheme and host, e.g. http://gpu-host:30000"),
     (["--url", "http://"], "--url 'http://' needs a scheme and host, e.g. http://gpu-host:30000"),
-    (["--url", "http://gpu-host:port"], "--url 'http://gpu-host:port': the port must be a number from 1 to "
-                                        "65535, e.g. http://gpu-host:30000"),
-    (["--url", "http://gpu-host:30000/v1"], "--url 'http://gpu-host:30000/v1' ends in /v1; give the server's root "
-                                            "(http://gpu-host:30000), loadgen adds the API path"),
+    (["--url", "http://gpu-host:port"], ("--url 'http://gpu-host:port': the port must be a number from 1 to "
+                                        "65535, e.g. http://gpu-host:30000")),
+    (["--url", "http://gpu-host:30000/v1"], ("--url 'http://gpu-host:30000/v1' ends in /v1; give the server's root "
+                                            "(http://gpu-host:30000), loadgen adds the API path")),
     (["--url", "http://admin:hunter2@gpu-host:30000"],
-     "--url must not carry credentials (user:password@host); put the API key in the environment variable named "
-     "by --api-key-env (default OPENAI_API_KEY) or in --api-key-file"),
+     ("--url must not carry credentials (user:password@host); put the API key in the environment variable named "
+     "by --api-key-env (default OPENAI_API_KEY) or in --api-key-file")),
     (["--max-tokens", "0"], "--max-tokens: 0 must be > 0"),
     (["--requests-per-cell", "-5"], "--requests-per-cell: -5 must be > 0"),
     (["--timeout", "nan"], "--timeout: nan is not a finite number; give a number > 0"),
@@ -80,8 +80,8 @@ OFFLINE = [
      "--out /nonexistent/r.json: /nonexistent does not exist; create the directory or choose another path"),
     (["--out", "/etc/hostname/r.json"],
      "--out /etc/hostname/r.json: /etc/hostname is not a directory; create the directory or choose another path"),
-    (["--out", "/proc/r.json"], "--out /proc/r.json: cannot write in /proc (No such file or directory); choose "
-                                "another path"),
+    (["--out", "/proc/r.json"], ("--out /proc/r.json: cannot write in /proc (No such file or directory); choose "
+                                "another path")),
     (["--out", "/tmp"], "--out /tmp is a directory; give a file name, e.g. /tmp/run.json"),
 ]
 

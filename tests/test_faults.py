@@ -14,17 +14,20 @@ from tests.conftest import run_loadgen
 from tests.faults_util import assert_accounted, jsonl_lines, outputs, streamed, wait_truth
 
 APIS = ("openai-chat", "openai-completions", "sglang-generate")
+# every API on the default client (h1), and the aiohttp client (--http-client aiohttp) on one API
+CASES = [(api, "h1") for api in APIS] + [("openai-chat", "aiohttp")]
+IDS = [f"{api}-{client}" for api, client in CASES]
 PATHS = {"openai-chat": "/v1/chat/completions", "openai-completions": "/v1/completions",
          "sglang-generate": "/generate"}
 PLANNED = 16
 MAX_TOKENS = 48
 
 
-def measure(sim, api: str, tmp_path, *extra: str):
+def measure(sim, api: str, tmp_path, *extra: str, client: str = "h1"):
     out = tmp_path / "r.json"
-    proc = run_loadgen("--url", sim.url, "--api", api, "--concurrency", "4", "--contexts", "60",
-                       "--max-tokens", str(MAX_TOKENS), "--requests-per-cell", str(PLANNED), "--out", str(out),
-                       "--server-metrics", "off", *extra, timeout=60)
+    proc = run_loadgen("--url", sim.url, "--api", api, "--http-client", client, "--concurrency", "4",
+                       "--contexts", "60", "--max-tokens", str(MAX_TOKENS), "--requests-per-cell", str(PLANNED),
+                       "--out", str(out), "--server-metrics", "off", *extra, timeout=60)
     return proc, out
 
 
@@ -35,10 +38,10 @@ def ok_matches_truth(rec: dict, row: dict) -> None:
     assert rec["chunk_tokens"] == row["chunk_tokens"]
 
 
-@pytest.mark.parametrize("api", APIS)
-def test_http_errors(api, sim_factory, tmp_path):
+@pytest.mark.parametrize("api,client", CASES, ids=IDS)
+def test_http_errors(api, client, sim_factory, tmp_path):
     sim = sim_factory("--speed", "8", "--http-error-rate", "0.3", "--fault-seed", "3")
-    proc, out = measure(sim, api, tmp_path)
+    proc, out = measure(sim, api, tmp_path, client=client)
     assert proc.returncode == 0, proc.stderr
     doc, records = outputs(out)
     assert_accounted(doc, records, PLANNED)
@@ -58,10 +61,10 @@ def test_http_errors(api, sim_factory, tmp_path):
     assert doc["cells"][0]["requests"]["by_outcome"] == {"ok": PLANNED - len(failed), "http_error": len(failed)}
 
 
-@pytest.mark.parametrize("api", APIS)
-def test_malformed_chunks(api, sim_factory, tmp_path):
+@pytest.mark.parametrize("api,client", CASES, ids=IDS)
+def test_malformed_chunks(api, client, sim_factory, tmp_path):
     sim = sim_factory("--speed", "8", "--malformed-every", "40")
-    proc, out = measure(sim, api, tmp_path)
+    proc, out = measure(sim, api, tmp_path, client=client)
     assert proc.returncode == 0, proc.stderr
     doc, records = outputs(out)
     assert_accounted(doc, records, PLANNED)
@@ -82,10 +85,10 @@ def test_malformed_chunks(api, sim_factory, tmp_path):
             ok_matches_truth(rec, row)
 
 
-@pytest.mark.parametrize("api", APIS)
-def test_stalled_streams_time_out_idle(api, sim_factory, tmp_path):
+@pytest.mark.parametrize("api,client", CASES, ids=IDS)
+def test_stalled_streams_time_out_idle(api, client, sim_factory, tmp_path):
     sim = sim_factory("--speed", "8", "--stall-after", "12", "--stall-every", "3")
-    proc, out = measure(sim, api, tmp_path, "--idle-timeout", "0.4")
+    proc, out = measure(sim, api, tmp_path, "--idle-timeout", "0.4", client=client)
     assert proc.returncode == 0, proc.stderr
     doc, records = outputs(out)
     assert_accounted(doc, records, PLANNED)
@@ -109,12 +112,12 @@ def test_stalled_streams_time_out_idle(api, sim_factory, tmp_path):
             ok_matches_truth(rec, row)
 
 
-@pytest.mark.parametrize("api", APIS)
-def test_total_timeout(api, sim_factory, tmp_path):
+@pytest.mark.parametrize("api,client", CASES, ids=IDS)
+def test_total_timeout(api, client, sim_factory, tmp_path):
     sim = sim_factory("--speed", "8")
     out = tmp_path / "r.json"
-    proc = run_loadgen("--url", sim.url, "--api", api, "--concurrency", "4", "--contexts", "60",
-                       "--max-tokens", "20000", "--requests-per-cell", "8", "--timeout", "0.3", "--out", str(out),
+    proc = run_loadgen("--url", sim.url, "--api", api, "--http-client", client, "--concurrency", "4",
+                       "--contexts", "60", "--max-tokens", "20000", "--requests-per-cell", "8", "--timeout", "0.3", "--out", str(out),
                        "--server-metrics", "off", timeout=60)
     assert proc.returncode == 1, proc.stderr  # no request succeeded: the cell failed
     doc, records = outputs(out)
@@ -132,11 +135,11 @@ def test_total_timeout(api, sim_factory, tmp_path):
     assert doc["cells"][0]["error"] == "no request succeeded (8 failed)"
 
 
-@pytest.mark.parametrize("api", APIS)
-def test_crash_mid_cell(api, sim_factory, tmp_path):
+@pytest.mark.parametrize("api,client", CASES, ids=IDS)
+def test_crash_mid_cell(api, client, sim_factory, tmp_path):
     # the probe is generation request 1; the 9th measured request makes the simulator die like an OOM kill
     sim = sim_factory("--speed", "8", "--crash-after", "9")
-    proc, out = measure(sim, api, tmp_path)
+    proc, out = measure(sim, api, tmp_path, client=client)
     assert proc.returncode == 1, proc.stderr
     assert sim.proc.wait(5) == -9
     doc, records = outputs(out)
@@ -158,15 +161,15 @@ def test_crash_mid_cell(api, sim_factory, tmp_path):
     assert cell["requests_not_sent"] == PLANNED - len(records) > 0
 
 
-@pytest.mark.parametrize("api", APIS)
-def test_stale_health_is_refused_before_any_load(api, sim_factory, tmp_path):
+@pytest.mark.parametrize("api,client", CASES, ids=IDS)
+def test_stale_health_is_refused_before_any_load(api, client, sim_factory, tmp_path):
     sim = sim_factory("--speed", "8", "--stale-health")
-    proc, out = measure(sim, api, tmp_path)
+    proc, out = measure(sim, api, tmp_path, client=client)
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [
-        f"loadgen: error: a 1-token probe request to {PATHS[api]} failed (HTTP 503: {{\"object\":\"error\","
+        (f"loadgen: error: a 1-token probe request to {PATHS[api]} failed (HTTP 503: {{\"object\":\"error\","
         "\"message\":\"The server is not ready: generation is failing (--stale-health)\",\"type\":\"BadRequestError\""
-        ",\"code\":503}); check that the server can generate (e.g. /health_generate answers 200), then run again"]
+        ",\"code\":503}); check that the server can generate (e.g. /health_generate answers 200), then run again")]
     assert jsonl_lines(out) == []
     truth = wait_truth(sim, lambda rows: len(rows) >= 3)
     # three probes, each refused; not one measured request
@@ -174,12 +177,12 @@ def test_stale_health_is_refused_before_any_load(api, sim_factory, tmp_path):
         [(False, "http_error", ["stale_health"])] * 3
 
 
-@pytest.mark.parametrize("api", APIS)
-def test_slow_start_probe_waits_it_out(api, sim_factory, tmp_path):
+@pytest.mark.parametrize("api,client", CASES, ids=IDS)
+def test_slow_start_probe_waits_it_out(api, client, sim_factory, tmp_path):
     slow_s = 1.5
     sim = sim_factory("--speed", "8", "--slow-start", str(slow_s))
     t_ready_ns = time.monotonic_ns()  # the simulator's clock started just before its ready line
-    proc, out = measure(sim, api, tmp_path)
+    proc, out = measure(sim, api, tmp_path, client=client)
     assert proc.returncode == 0, proc.stderr
     doc, records = outputs(out)
     assert_accounted(doc, records, PLANNED)
@@ -201,9 +204,9 @@ def test_stale_health_hanging_generation_is_refused(sim_factory, tmp_path):
     proc, out = measure(sim, "openai-chat", tmp_path, "--idle-timeout", "0.3")
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [
-        "loadgen: error: a 1-token probe request to /v1/chat/completions failed (SocketTimeoutError: Timeout on "
+        ("loadgen: error: a 1-token probe request to /v1/chat/completions failed (SocketTimeoutError: Timeout on "
         "reading data from socket); check that the server can generate (e.g. /health_generate answers 200), then "
-        "run again"]
+        "run again")]
     assert jsonl_lines(out) == []
     truth = wait_truth(sim, lambda rows: len(rows) >= 3)
     assert [(r["outcome"], r["faults"]) for r in truth.values()] == [("client_disconnected", ["stale_health"])] * 3

@@ -177,7 +177,7 @@ def test_connection_errors_are_bounded_not_spun(sim_factory, tmp_path):
 
 
 def test_backoff_schedule():
-    assert [backoff_s(k) for k in range(0, 9)] == [0.0, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 2.0, 2.0]
+    assert [backoff_s(k) for k in range(9)] == [0.0, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 2.0, 2.0]
     assert backoff_s(10_000) == 2.0
 
 

@@ -30,9 +30,9 @@ class Loadgen:
     def __init__(self, tmp_path: Path, *args: str):
         self.out = tmp_path / "r.json"
         self.stderr_path = tmp_path / "stderr.txt"
-        self.proc = subprocess.Popen([sys.executable, "-m", "loadgen", *args, "--out", str(self.out)], cwd=ROOT,
-                                     stdout=subprocess.DEVNULL, stderr=open(self.stderr_path, "wb"),
-                                     start_new_session=True)
+        with open(self.stderr_path, "wb") as err:  # the child keeps its own copy of the descriptor
+            self.proc = subprocess.Popen([sys.executable, "-m", "loadgen", *args, "--out", str(self.out)],
+                                         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
 
     def wait_streaming(self, timeout_s: float = 20) -> None:
         """Until the first cell's requests are streaming: the results file is written right before it."""

@@ -23,7 +23,7 @@ BASE_ENV = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
 
 
 def loadgen(*args: str, env: dict | None = None, cwd: Path = ROOT, umask: int = -1):
-    return subprocess.run([sys.executable, "-m", "loadgen", *args], capture_output=True, text=True, timeout=60,
+    return subprocess.run([sys.executable, "-m", "loadgen", *args], check=False, capture_output=True, text=True, timeout=60,
                           cwd=cwd, env={**BASE_ENV, **(env or {})}, umask=umask)
 
 
