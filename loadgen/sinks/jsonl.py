@@ -15,13 +15,27 @@ def requests_path(results_path: str) -> str:
 
 
 class JsonlSink(NullSink):
+    """Opened when the first cell starts, not before: a run that stops on bad input (exit 2) must not
+    truncate the records of an earlier run written to the same path."""
+
     def __init__(self, path: str, append: bool = False):
         self.path = path
-        self._fh = open(path, "ab" if append else "wb")
+        self.append = append
+        self._fh = None
+
+    def _open(self):
+        if self._fh is None:
+            self._fh = open(self.path, "ab" if self.append else "wb")
+        return self._fh
+
+    def cell_started(self, cell, run_id: str) -> None:
+        self._open()
 
     def record(self, rec: Record) -> None:
-        self._fh.write(orjson.dumps(rec.to_dict()) + b"\n")
-        self._fh.flush()
+        fh = self._open()
+        fh.write(orjson.dumps(rec.to_dict()) + b"\n")
+        fh.flush()
 
     def close(self) -> None:
-        self._fh.close()
+        if self._fh is not None:
+            self._fh.close()
