@@ -15,7 +15,7 @@ from loadgen import __version__
 from loadgen.api import RequestOptions, build_body
 from loadgen.client import ClientConfig, make_session, send
 from loadgen.config import RunConfig
-from loadgen.errors import UsageError
+from loadgen.errors import ServerError, UsageError
 from loadgen.files import write_json_atomic
 from loadgen.monitor import LoopMonitor
 from loadgen.record import CellKey, Record, RunAnchor
@@ -275,7 +275,11 @@ class Runner:
                 if self.stopping:
                     self.cells.append(cell.as_dict() | {"status": "skipped", "error": self.stop_reason})
                     continue
-                entry = await self.run_cell(session, cell, factories)
+                try:
+                    entry = await self.run_cell(session, cell, factories)
+                except (ServerError, aiohttp.ClientError, asyncio.TimeoutError) as exc:
+                    # sizing the cell's prompts failed before any load: this cell fails, the run goes on
+                    entry = cell.as_dict() | {"status": "failed", "error": f"before load: {exc}"[:300]}
                 self.cells.append(entry)
                 for s in self.sinks:
                     s.cell_finished(cell, entry)

@@ -11,7 +11,7 @@ import orjson
 
 from loadgen.api import RequestOptions, build_body, PATHS
 from loadgen.client import one_line
-from loadgen.errors import UsageError
+from loadgen.errors import ServerError, UsageError
 from loadgen.redact import redact
 
 PROBE_TRIES = 3
@@ -152,7 +152,7 @@ class TokenCounter:
         async with self.session.post(self.target.url + self.target.tokenize_path,
                                      json={"prompt": prompt, "model": self.target.model}) as resp:
             if resp.status != 200:
-                raise UsageError(f"{self.target.tokenize_path} answered {resp.status} while sizing prompts")
+                raise ServerError(f"{self.target.tokenize_path} answered {resp.status} while sizing prompts")
             return orjson.loads(await resp.read())
 
     async def __call__(self, texts: list[str]) -> list[int]:
