@@ -19,7 +19,7 @@ from loadgen.errors import ServerError, UsageError
 from loadgen.files import write_json_atomic
 from loadgen.monitor import LoopMonitor
 from loadgen.record import CellKey, Record, RunAnchor
-from loadgen.scheduler import CellRun, Job, closed_loop
+from loadgen.scheduler import CellRun, JobList, closed_loop
 from loadgen.sinks.base import Sink
 from loadgen.summary import summarize
 from loadgen.table import header, row, table
@@ -178,8 +178,7 @@ class Runner:
         opts = RequestOptions(model=self.target.model, max_tokens=cfg.max_tokens, temperature=cfg.temperature,
                               ignore_eos=cfg.ignore_eos)
         bodies = [build_body(cfg.api, p, opts) for p in prompts]
-        jobs = [Job(seq=i, phase="warmup" if i < cfg.warmup else "measure", body=bodies[i % len(bodies)])
-                for i in range(n_total)]
+        jobs = JobList(bodies, n_total, cfg.warmup)
         ccfg = ClientConfig(base_url=self.url, api=cfg.api, timeout_s=cfg.timeout_s,
                             idle_timeout_s=cfg.idle_timeout_s)
         measured: list[Record] = []
@@ -205,6 +204,8 @@ class Runner:
         for s in self.sinks:
             s.cell_started(cell, self.run_id)
         self.progress.reset(cell.label(), n_total if not cfg.duration_per_cell_s else 0)
+        if cfg.warmup and cell.request_rate is None:
+            await self.warm_up(run, cell)
         sources = [f() for f in factories]
         monitor = LoopMonitor()
         monitor.start()
@@ -226,6 +227,14 @@ class Runner:
         summary["client"] = await monitor.stop(summary["send_lateness_s"].get("p99")
                                                if cell.request_rate is not None else None)
         return self.assemble(cell, summary, results)
+
+    async def warm_up(self, run: CellRun, cell: CellKey) -> None:
+        """Closed loop: the warmup requests run to completion before the measured window (and its telemetry)
+        opens, so server-side sources see only measured traffic."""
+        measure = run.jobs[self.cfg.warmup:]
+        run.jobs = run.jobs[:self.cfg.warmup]
+        await closed_loop(run, cell.concurrency, self.pause)
+        run.jobs, run.next_job = measure, 0
 
     def sender(self, session: aiohttp.ClientSession, ccfg: ClientConfig):
         """The measured request, `await sender(body, rec)` (loadgen.h1send replaces it with its lean path)."""

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from loadgen.record import CellKey, Record
+from loadgen.workload import relabel
 
 
 @dataclass
@@ -16,6 +17,31 @@ class Job:
     seq: int
     phase: str
     body: dict
+
+
+class JobList(Sequence):
+    """Jobs `start..stop-1` of a cell, made on demand: request i reuses sized body i mod len(bodies) under its
+    own sequence number (still unique, so no prefix cache serves it), and the first `warmup` are warmup. A
+    duration-bound cell asks for a million jobs without building a million objects."""
+
+    def __init__(self, bodies: list[dict], stop: int, warmup: int, start: int = 0):
+        self.bodies, self.stop, self.warmup, self.start = bodies, stop, warmup, start
+
+    def __len__(self) -> int:
+        return max(0, self.stop - self.start)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            lo, hi, _ = i.indices(len(self))
+            return JobList(self.bodies, self.start + hi, self.warmup, self.start + lo)
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        seq = self.start + i
+        n = len(self.bodies)
+        body = self.bodies[seq] if seq < n else relabel(self.bodies[seq % n], seq % n, seq)
+        return Job(seq=seq, phase="warmup" if seq < self.warmup else "measure", body=body)
 
 
 SendFn = Callable[[dict, Record], Awaitable[Record]]

@@ -99,8 +99,28 @@ class Corpus:
         return text[start:start + n_chars]
 
 
-def unique_prefix(run_id: str, context_tokens: int, concurrency: int, seq: int) -> str:
-    return f"[{run_id} c{concurrency} n{context_tokens} #{seq}]\n"
+def unique_prefix(run_id: str, context_tokens: int, concurrency, seq: int) -> str:
+    """The request's unique first line. The sequence number has a fixed width so that a sized prompt can be
+    reused under another number (`relabel`) with the same token count."""
+    return f"[{run_id} c{concurrency} n{context_tokens} {seq_tag(seq)}]\n"
+
+
+def seq_tag(seq: int) -> str:
+    return f"#{seq:08d}"
+
+
+def relabel(body: dict, old_seq: int, new_seq: int) -> dict:
+    """A copy of a request body whose prompt carries `new_seq` instead of `old_seq` in its unique prefix."""
+    old, new = seq_tag(old_seq), seq_tag(new_seq)
+    out = dict(body)
+    if "messages" in out:
+        msgs = [dict(m) for m in out["messages"]]
+        msgs[0]["content"] = msgs[0]["content"].replace(old, new, 1)
+        out["messages"] = msgs
+    for key in ("prompt", "text"):
+        if isinstance(out.get(key), str):
+            out[key] = out[key].replace(old, new, 1)
+    return out
 
 
 async def fit_prompts(prefixes: list[str], bodies: list[str], targets: list[int],
