@@ -79,6 +79,22 @@ def wait_http(url: str, proc: subprocess.Popen, log: Path, timeout_s: float = 30
     raise TimeoutError(f"{url} not ready after {timeout_s}s: {log.read_text()[-2000:]}")
 
 
+def wait_scraping(url: str, proc: subprocess.Popen, log: Path, timeout_s: float = 20.0) -> None:
+    """Until every job has been scraped once: Prometheus applies discovered targets only every 5 s, so the
+    first seconds after /-/ready would be lost for a short run (the loadgen target is down until it starts)."""
+    deadline = time.monotonic() + timeout_s
+    query = urllib.parse.urlencode({"query": "count(up)"})
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"prometheus exited {proc.returncode}: {log.read_text()[-2000:]}")
+        with urllib.request.urlopen(f"{url}/api/v1/query?{query}", timeout=2) as r:
+            result = json.load(r)["data"]["result"]
+        if result and int(float(result[0]["value"][1])) == len(JOBS):
+            return
+        time.sleep(0.2)
+    raise TimeoutError(f"prometheus did not scrape all of {JOBS} within {timeout_s}s")
+
+
 def prometheus_config(ports: dict[str, int]) -> dict:
     return {
         "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
@@ -150,6 +166,7 @@ def stack(tmp_path_factory):
                                               f"--web.listen-address=127.0.0.1:{ports['prometheus']}",
                                               "--log.level=warn"])
         wait_http(f"{prom_url}/-/ready", prom, prom_log)
+        wait_scraping(prom_url, prom, prom_log)
         start_s = time.time()
         out = tmp / "r.json"
         run = subprocess.run(loadgen_argv(ports["sglang"], ports["dcgm"], ports["loadgen"], out), cwd=ROOT,
