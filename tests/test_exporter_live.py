@@ -261,3 +261,86 @@ def test_event_loop_lag_is_sampled_while_serving():
         return lag
 
     assert asyncio.run(scenario()) >= 0.15
+
+
+# --- the CLI plug-in: flags and the exporter's lifetime around a run ---------------------------------------
+
+def _parse(*argv: str):
+    import argparse
+    from types import SimpleNamespace
+
+    from exporters import live_cli
+    p = argparse.ArgumentParser()
+    live_cli.add_options(p)
+    cfg = SimpleNamespace(extras={})
+    live_cli.configure(p.parse_args(list(argv)), cfg)
+    return cfg.extras
+
+
+def test_cli_flags_fill_the_run_config():
+    assert _parse() == {}
+    assert _parse("--metrics-port", "9464") == {"metrics_port": 9464, "metrics_host": "127.0.0.1",
+                                                "metrics_linger_s": 10.0}
+    assert _parse("--metrics-port", "0", "--metrics-host", "0.0.0.0", "--linger", "2")["metrics_linger_s"] == 2.0
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--linger", "5"], "need --metrics-port"),
+    (["--metrics-host", "0.0.0.0"], "need --metrics-port"),
+    (["--metrics-port", "70000"], "0-65535"),
+    (["--metrics-port", "9464", "--linger", "-1"], ">= 0"),
+])
+def test_cli_flags_reject_bad_values(argv, message):
+    from loadgen.errors import UsageError
+    with pytest.raises(UsageError, match=message):
+        _parse(*argv)
+
+
+def _fake_runner(port: int, linger_s: float, rc: int):
+    from types import SimpleNamespace
+    seen = {}
+
+    async def run():
+        exp = runner.sinks[-1]
+        seen["status"], _, seen["text"] = await _fetch(exp.port)
+        return rc
+
+    runner = SimpleNamespace(cfg=SimpleNamespace(extras={"metrics_port": port, "metrics_host": "127.0.0.1",
+                                                         "metrics_linger_s": linger_s}),
+                             run_id="r9", sinks=[], run=run)
+    return runner, seen
+
+
+@pytest.mark.parametrize("rc,lingers", [(0, True), (1, True), (130, False)])
+def test_cli_hook_serves_during_the_run_and_lingers_unless_interrupted(rc, lingers):
+    from exporters import live_cli
+
+    async def scenario():
+        runner, seen = _fake_runner(0, 0.4, rc)
+        live_cli.install(runner)
+        t0 = time.monotonic()
+        assert await runner.run() == rc
+        elapsed = time.monotonic() - t0
+        with pytest.raises(aiohttp.ClientConnectionError):
+            await _fetch(runner.sinks[-1].port)
+        return seen, elapsed
+
+    seen, elapsed = asyncio.run(scenario())
+    assert seen["status"] == 200 and 'loadgen_in_flight_requests{run="r9"} 0.0' in seen["text"]
+    assert (elapsed >= 0.4) == lingers
+
+
+def test_cli_hook_reports_a_busy_port_as_a_usage_error():
+    from exporters import live_cli
+    from loadgen.errors import UsageError
+
+    async def scenario():
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            runner, _ = _fake_runner(taken.getsockname()[1], 0, 0)
+            live_cli.install(runner)
+            with pytest.raises(UsageError, match="cannot listen"):
+                await runner.run()
+
+    asyncio.run(scenario())
