@@ -146,6 +146,8 @@ class LoadgenClient:
         async def make(url: str, c: int) -> "LoadgenClient":
             self = cls(url, c, http_client)
             await self.warm(url, c)
+            # enough jobs for any run (built before the measurement, as the runner builds a cell's jobs)
+            self.jobs = [Job(seq=i, phase="measure", body=self.body) for i in range(c + 200_000)]
             return self
         return make
 
@@ -170,8 +172,7 @@ class LoadgenClient:
             tally.chunks += rec.chunks
             tally.tokens += rec.completion_tokens or 0
 
-        jobs = [Job(seq=i, phase="measure", body=self.body) for i in range(c + int(seconds * 20000))]
-        run = CellRun("bench", CellKey(60, c), jobs, self.send, lambda: None, on_record,
+        run = CellRun("bench", CellKey(60, c), self.jobs, self.send, lambda: None, on_record,
                       time.monotonic_ns() + int(seconds * 1e9))
         await closed_loop(run, c)
         return tally

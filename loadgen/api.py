@@ -89,10 +89,10 @@ class StreamState:
     running_counts: bool = field(default=False)
 
     def feed(self, payload: bytes) -> None:
-        self.content = False
-        self.new_tokens = 0
+        # Runs once per event, so the common case (an OpenAI chunk with choices) is inline; every branch sets
+        # `content` and `new_tokens` exactly once.
         if payload == b"[DONE]":
-            self.done = True
+            self.content, self.new_tokens, self.done = False, 0, True
             return
         try:
             obj = orjson.loads(payload)
@@ -100,42 +100,47 @@ class StreamState:
             raise ProtocolError(f"event is not JSON: {payload[:120]!r}") from None
         if not isinstance(obj, dict):
             raise ProtocolError(f"event is not a JSON object: {payload[:120]!r}")
-        if "error" in obj and obj["error"]:
-            err = obj["error"]
-            self.error = str(err.get("message", err) if isinstance(err, dict) else err)[:300]
+        err = obj.get("error")
+        if err or obj.get("object") == "error":
+            self.content, self.new_tokens = False, 0
+            if err:
+                self.error = str(err.get("message", err) if isinstance(err, dict) else err)[:300]
+            else:  # an OpenAI-style error object sent as an event
+                self.error = str(obj.get("message", "error"))[:300]
             return
-        if obj.get("object") == "error":  # an OpenAI-style error object sent as an event
-            self.error = str(obj.get("message", "error"))[:300]
-            return
-        if self.api == "sglang-generate":
+        api = self.api
+        if api == "sglang-generate":
             self._feed_generate(obj)
-        else:
-            self._feed_openai(obj)
-
-    def _feed_openai(self, obj: dict) -> None:
+            return
         choices = obj.get("choices")
+        if not choices:
+            self._feed_openai_meta(obj, choices)
+            return
+        choice = choices[0]
+        if api == "openai-chat":
+            delta = choice.get("delta")
+            text = bool(delta and (delta.get("content") or delta.get("reasoning_content")))
+        else:
+            text = bool(choice.get("text"))
+        if choice.get("finish_reason"):
+            self.finished = True
+        usage = obj.get("usage")
+        ct = usage.get("completion_tokens") if usage else None
+        if ct is not None:
+            self.running_counts = True
+            new = self.new_tokens = ct - self._running_tokens
+            self._running_tokens = ct
+            self.content = text or new > 0
+        else:
+            self.content = text
+            self.new_tokens = None if text else 0
+
+    def _feed_openai_meta(self, obj: dict, choices) -> None:
+        """An OpenAI event without choices: SGLang's spec details, the final usage; no choices key is an error."""
+        self.content, self.new_tokens = False, 0
         if choices is None:
             raise ProtocolError(f"event has no 'choices': {orjson.dumps(obj)[:120]!r}")
         usage = obj.get("usage")
-        if choices:
-            choice = choices[0]
-            if self.api == "openai-chat":
-                delta = choice.get("delta") or {}
-                text = (delta.get("content") or "") + (delta.get("reasoning_content") or "")
-            else:
-                text = choice.get("text") or ""
-            if choice.get("finish_reason"):
-                self.finished = True
-            if usage and usage.get("completion_tokens") is not None:
-                ct = usage["completion_tokens"]
-                self.running_counts = True
-                self.new_tokens = ct - self._running_tokens
-                self._running_tokens = ct
-                self.content = bool(text) or self.new_tokens > 0
-            else:
-                self.content = bool(text)
-                self.new_tokens = None if self.content else 0
-            return
         sglext = obj.get("sglext")
         if sglext and sglext.get("spec_tokens_details") is not None:
             details = sglext["spec_tokens_details"]
@@ -147,9 +152,11 @@ class StreamState:
     def _feed_generate(self, obj: dict) -> None:
         meta = obj.get("meta_info")
         if meta is None:
+            self.content, self.new_tokens = False, 0
             raise ProtocolError(f"event has no 'meta_info': {orjson.dumps(obj)[:120]!r}")
         ct = meta.get("completion_tokens")
         if ct is None:
+            self.content, self.new_tokens = False, 0
             raise ProtocolError("meta_info has no completion_tokens")
         self.running_counts = True
         self.new_tokens = ct - self._running_tokens

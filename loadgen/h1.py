@@ -194,20 +194,23 @@ class Connection(asyncio.Protocol):
         pos, n = 0, len(data)
         pieces = []
         left = self.chunk_left
+        find = data.find
         while pos < n:
             if left < 0:  # at a size line
-                nl = data.find(b"\r\n", pos)
+                nl = find(b"\r\n", pos)
                 if nl < 0:
                     if n - pos > 1024:
                         raise HttpFormatError("chunk size line too long")
                     self.buf = data[pos:]
                     break
                 try:
-                    size = int(data[pos:nl].split(b";", 1)[0], 16)
+                    size = int(data[pos:nl], 16)
                 except ValueError:
-                    raise HttpFormatError(f"bad chunk size line {data[pos:nl][:40]!r}") from None
+                    size = _chunk_size(data[pos:nl])
                 pos = nl + 2
-                if size == 0:
+                if size <= 0:
+                    if size < 0:
+                        raise HttpFormatError(f"negative chunk size {data[pos - 2 - 40:pos - 2]!r}")
                     self.chunk_left = -1
                     if pieces:
                         self._deliver(b"".join(pieces), now)
@@ -250,7 +253,7 @@ class Connection(asyncio.Protocol):
 
     def _deliver(self, payload: bytes, now: int) -> None:
         handler = self.handler
-        if handler is not None and payload and self.state == BODY:
+        if handler is not None and self.state == BODY:
             done = handler.body(payload, now)
             if done == CLOSE:
                 self.abort()
@@ -278,6 +281,14 @@ class Connection(asyncio.Protocol):
         self.abort()
         if handler is not None:
             handler.fail("protocol_error", message, now)
+
+
+def _chunk_size(line: bytes) -> int:
+    """Size of a chunk-size line with extensions (`1a;name=value`)."""
+    try:
+        return int(line.split(b";", 1)[0], 16)
+    except ValueError:
+        raise HttpFormatError(f"bad chunk size line {line[:40]!r}") from None
 
 
 class _Discard:
@@ -353,6 +364,16 @@ class Pool:
 
         The round trip matters: a connection the server has not yet accepted and set up would charge that work
         to the first measured request (a burst of C sends would queue behind C accepts)."""
+        # connections idle for long would be dropped (REUSE_IDLE_S) at the first measured request, which would
+        # then pay for a new one: replace them now
+        now = time.monotonic()
+        keep = []
+        for conn in self.idle:
+            if not conn.lost and now - conn.idle_since < REUSE_IDLE_S / 2:
+                keep.append(conn)
+            else:
+                conn.abort()
+        self.idle = keep
         need = n - len(self.idle)
         if need <= 0:
             return 0

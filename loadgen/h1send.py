@@ -66,37 +66,38 @@ class StreamHandler:
                 return CONTINUE
             self._http_error(now)
             return CLOSE
-        state = self.state
+        state, feed = self.state, self.state.feed
+        chunk_tokens, last, chunks, result = self.chunk_tokens, self.last_token_ns, 0, CONTINUE
         try:
             for event in self.parser.feed(data):
-                state.feed(event)
+                feed(event)
                 if state.content:
-                    if rec.t_first_token_ns is None:
-                        rec.t_first_token_ns = now
+                    if last:
+                        rec.chunk_gaps_ns.append(now - last)
                     else:
-                        rec.chunk_gaps_ns.append(now - self.last_token_ns)
-                    self.last_token_ns = now
-                    rec.chunks += 1
-                    chunk_tokens = self.chunk_tokens
+                        rec.t_first_token_ns = now
+                    last = now
+                    chunks += 1
                     if chunk_tokens is not None:
                         n = state.new_tokens
                         if n is None:
-                            self.chunk_tokens = None
+                            chunk_tokens = self.chunk_tokens = None
                         else:
                             chunk_tokens.append(n)
-                elif state.new_tokens and self.chunk_tokens:
+                elif state.new_tokens and chunk_tokens:
                     # a count-only event (no text) still belongs to the last chunk
-                    self.chunk_tokens[-1] += state.new_tokens
-                if state.done:
-                    self.resolve(None, now)
-                    return DONE
-                if state.error:
-                    self.resolve(None, now)
-                    return CLOSE
+                    chunk_tokens[-1] += state.new_tokens
+                if state.done or state.error:
+                    result = DONE if state.done else CLOSE
+                    break
         except ProtocolError as exc:
+            self.last_token_ns, rec.chunks = last, rec.chunks + chunks
             self.resolve(("protocol_error", str(exc)[:SNIPPET]), now)
             return CLOSE
-        return CONTINUE
+        self.last_token_ns, rec.chunks = last, rec.chunks + chunks
+        if result != CONTINUE:
+            self.resolve(None, now)
+        return result
 
     def end(self, now: int) -> None:
         if self.status != 200:

@@ -8,7 +8,7 @@ system-wide on Linux, so times taken by the simulator in another process compare
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 
 OUTCOMES = ("ok", "http_error", "timeout", "connection_error", "protocol_error", "cancelled")
 
@@ -73,7 +73,9 @@ class Record:
         return self.outcome == "ok"
 
     def to_dict(self) -> dict:
-        d = asdict(self)
+        """The record as plain data (for JSON). Lists and `spec` are shared, not copied: `dataclasses.asdict`
+        deep-copies every element, ~140 µs for a 128-chunk record, paid once per request by every sink."""
+        d = {name: getattr(self, name) for name in _RECORD_FIELDS}
         d["cell"] = self.cell.as_dict()
         return d
 
@@ -82,6 +84,9 @@ class Record:
         d = dict(d)
         d["cell"] = CellKey(**d["cell"])
         return cls(**d)
+
+
+_RECORD_FIELDS = tuple(f.name for f in fields(Record))
 
 
 @dataclass(frozen=True, slots=True)

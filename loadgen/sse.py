@@ -30,21 +30,20 @@ class SseParser:
             if b"\r" in chunk:
                 chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         buf = self._buf + chunk if self._buf else chunk
-        cut = buf.rfind(b"\n")
-        if cut < 0:
-            self._buf = buf
-            return []
-        self._buf = buf[cut + 1:]
+        # one split, no copy of the buffer; the last piece is the unfinished line (b"" after a line break)
+        lines = buf.split(b"\n")
+        self._buf = lines.pop()
         events: list[bytes] = []
         data = self._data
-        for line in buf[:cut].split(b"\n"):
+        for line in lines:
             if not line:
                 if data:
-                    events.append(b"\n".join(data))
+                    events.append(data[0] if len(data) == 1 else b"\n".join(data))
                     data = []
+            elif line.startswith(b"data: "):
+                data.append(line[6:])
             elif line.startswith(b"data:"):
-                value = line[5:]
-                data.append(value[1:] if value[:1] == b" " else value)
+                data.append(line[5:])
             elif line == b"data":  # a field without a colon has an empty value
                 data.append(b"")
             # comment lines (":" keep-alives) and other fields (event, id, retry) carry nothing we use
