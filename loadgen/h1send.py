@@ -212,7 +212,8 @@ def configure(a: argparse.Namespace, cfg) -> None:
 
 def install(runner) -> None:
     """Measured requests go through one lean pool per run, warmed to the cell's concurrency before its load."""
-    if runner.cfg.extras.get("http_client", "h1") != "h1" or not hasattr(runner, "sender"):
+    if runner.cfg.extras.get("http_client", "h1") != "h1" or not hasattr(runner, "sender") \
+            or not hasattr(runner, "warm"):
         return
     pools: list[Pool] = []
 
@@ -237,7 +238,10 @@ def install(runner) -> None:
             if pools:
                 pools[0].close()
 
-    runner.sender, runner.drive, runner.run = sender, warm_drive, run_and_close
+    async def no_aiohttp_warm(session, cell, n_jobs) -> None:
+        pass  # measured requests do not use aiohttp's pool; ours is warmed in `warm_drive`, right before the load
+
+    runner.sender, runner.drive, runner.run, runner.warm = sender, warm_drive, run_and_close, no_aiohttp_warm
 
 
 def _register() -> None:

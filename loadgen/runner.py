@@ -200,7 +200,7 @@ class Runner:
         run = CellRun(self.run_id, cell, jobs, self.sender(session, ccfg), on_sent, on_record, deadline,
                       attempt=attempt)
         self.current = run
-        await warm_connections(session, self.url, cell.concurrency or len(jobs))
+        await self.warm(session, cell, len(jobs))
         for s in self.sinks:
             s.cell_started(cell, self.run_id)
         self.progress.reset(cell.label(), n_total if not cfg.duration_per_cell_s else 0)
@@ -235,6 +235,10 @@ class Runner:
         run.jobs = run.jobs[:self.cfg.warmup]
         await closed_loop(run, cell.concurrency, self.pause)
         run.jobs, run.next_job = measure, 0
+
+    async def warm(self, session: aiohttp.ClientSession, cell: CellKey, n_jobs: int) -> None:
+        """Open the cell's connections before its load (loadgen.h1send warms its own pool instead)."""
+        await warm_connections(session, self.url, cell.concurrency or n_jobs)
 
     def sender(self, session: aiohttp.ClientSession, ccfg: ClientConfig):
         """The measured request, `await sender(body, rec)` (loadgen.h1send replaces it with its lean path)."""
