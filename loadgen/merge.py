@@ -88,7 +88,8 @@ def merge_client(blocks: list[dict]) -> dict | None:
 
 def merge_cell(key: CellKey, entries: list[dict | None], records: list[list[Record]]) -> dict:
     """One merged cell from each shard's entry (None where a shard lacks the cell) and measured records."""
-    measured = [r for recs in records for r in recs]
+    # in end order, as one process appends them, so even float sums come out the same
+    measured = sorted((r for recs in records for r in recs), key=lambda r: r.t_end_ns)
     summary = summarize(measured)
     first = next(e for e in entries if e is not None)
     summary["client"] = merge_client([e.get("client") for e in entries if e is not None])
