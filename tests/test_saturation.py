@@ -1,0 +1,104 @@
+"""A client starved on purpose is flagged saturated: in the results (`client.saturated` with the reason), in
+the table (with the advice to add workers) and in the live exporter's gauge; an unstarved run is not.
+
+The starvation is injected through the CLI's own plug-in list into a real `loadgen` process against the
+simulator: a sink that blocks the event loop 30 ms per record, or a thread that holds the GIL in 20 ms turns.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from loadgen.files import read_json
+from tests.conftest import ROOT
+
+STARVE = r'''
+import sys, threading, time
+from loadgen import cli
+from loadgen.sinks.base import NullSink
+mode = sys.argv.pop(1)
+gauges = []
+
+class Blocking(NullSink):
+    def record(self, rec):
+        time.sleep(0.030)  # the whole event loop stops: nothing is read, every timer is late
+
+class Burning(NullSink):
+    """From the cell's start to its end, a thread that keeps the GIL 20 ms at a time."""
+    stop = False
+
+    def cell_started(self, cell, run_id):
+        sys.setswitchinterval(0.02)
+        threading.Thread(target=self.burn, daemon=True).start()
+
+    def burn(self):
+        while not self.stop:
+            pass
+
+    def cell_finished(self, cell, summary):
+        self.stop = True
+
+def starve(runner):
+    from exporters.live import LiveExporter
+    exporter = LiveExporter(runner.run_id)
+    runner.sinks.append(exporter)
+    gauges.append((exporter, runner))
+    if mode == "block":
+        runner.sinks.append(Blocking())
+    elif mode == "burn":
+        runner.sinks.insert(0, Burning())
+
+cli.RUNNER_HOOKS.insert(0, starve)
+rc = cli.main(sys.argv[1:])
+exporter, runner = gauges[0]
+print("GAUGE", exporter.registry.get_sample_value("loadgen_client_saturated", {"run": runner.run_id}))
+sys.exit(rc)
+'''
+
+
+def run_starved(sim, tmp_path, mode: str, *extra: str):
+    out = tmp_path / f"{mode}.json"
+    proc = subprocess.run([sys.executable, "-c", STARVE, mode, "--url", sim.url, "--concurrency", "4",
+                           "--contexts", "60", "--max-tokens", "64", "--requests-per-cell", "24",
+                           "--server-metrics", "off", "--out", str(out), *extra],
+                          capture_output=True, text=True, timeout=90, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    (cell,) = read_json(str(out))["cells"]
+    gauge = float(proc.stdout.split("GAUGE ")[1].split()[0])
+    return cell["client"], proc.stdout, gauge
+
+
+def test_blocked_event_loop_is_flagged(sim_factory, tmp_path):
+    sim = sim_factory("--speed", "8")
+    client, table, gauge = run_starved(sim, tmp_path, "block")
+    assert client["saturated"] is True
+    assert client["loop_lag_p99_s"] > 0.010
+    assert any(r.startswith("event-loop lag p99") for r in client["reasons"])
+    assert "CLIENT SATURATED" in table and "add --workers" in table
+    assert gauge == 1.0
+
+
+def test_gil_hog_is_flagged(sim_factory, tmp_path):
+    sim = sim_factory("--speed", "8")
+    client, table, gauge = run_starved(sim, tmp_path, "burn")
+    assert client["saturated"] is True and gauge == 1.0
+    assert client["loop_lag_p99_s"] > 0.010 or client["cpu_percent"] > 90
+
+
+def test_parent_starved_with_workers_is_flagged(sim_factory, tmp_path):
+    sim = sim_factory("--speed", "8")
+    client, _, gauge = run_starved(sim, tmp_path, "block", "--workers", "2")
+    assert client["saturated"] is True and gauge == 1.0
+    assert client["workers"] == 2 and len(client["per_worker"]) == 2
+    assert any(r.startswith("parent: event-loop lag") for r in client["reasons"])
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_unstarved_client_is_not_flagged(sim_factory, tmp_path, workers):
+    sim = sim_factory("--speed", "8")
+    client, table, gauge = run_starved(sim, tmp_path, "none", "--workers", workers)
+    assert client["saturated"] is False, client["reasons"]
+    assert gauge == 0.0 and "CLIENT SATURATED" not in table
