@@ -142,7 +142,7 @@ RUNNER_HOOKS: list = []  # plug-ins that adapt the runner (signals, exporter lif
 
 PLUGINS = ("loadgen.telemetry.options", "loadgen.telemetry.accept_length", "loadgen.openloop",
            "loadgen.sweep.cli", "loadgen.compare", "loadgen.report", "loadgen.server_down", "loadgen.interrupts",
-           "loadgen.h1send", "loadgen.workers", "loadgen.shard", "loadgen.merge")
+           "loadgen.h1send", "loadgen.workers", "loadgen.shard", "loadgen.merge", "exporters.live_cli")
 
 
 def load_plugins() -> None:
