@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections import Counter
 from pathlib import Path
@@ -21,6 +22,9 @@ def records_path(out: Path) -> str:
 
 
 def jsonl_lines(out: Path) -> list[bytes]:
+    """The records file's lines; a run rejected before any load creates no records file."""
+    if not os.path.exists(records_path(out)):
+        return []
     with open(records_path(out), "rb") as fh:
         return fh.read().splitlines()
 
