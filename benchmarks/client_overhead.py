@@ -148,6 +148,8 @@ class LoadgenClient:
             await self.warm(url, c)
             # enough jobs for any run (built before the measurement, as the runner builds a cell's jobs)
             self.jobs = [Job(seq=i, phase="measure", body=self.body) for i in range(c + 200_000)]
+            from loadgen.h1send import settle_gc
+            settle_gc()  # as the runner does before each cell
             return self
         return make
 

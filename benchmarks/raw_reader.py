@@ -27,11 +27,12 @@ class RawResult:
     gaps_ns: list[int] = field(default_factory=list)
 
 
-def request_bytes(url: str, path: str, body: dict) -> bytes:
+def request_bytes(url: str, path: str, body: dict, headers: dict | None = None) -> bytes:
     host = urlparse(url).netloc
     payload = orjson.dumps(body)
-    return (b"POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: */*\r\n"
-            b"Content-Length: %d\r\n\r\n%s" % (path.encode(), host.encode(), len(payload), payload))
+    extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items()).encode()
+    return (b"POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: */*\r\n%s"
+            b"Content-Length: %d\r\n\r\n%s" % (path.encode(), host.encode(), extra, len(payload), payload))
 
 
 class RawConnection:

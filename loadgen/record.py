@@ -8,6 +8,7 @@ system-wide on Linux, so times taken by the simulator in another process compare
 from __future__ import annotations
 
 import time
+from array import array
 from dataclasses import dataclass, field, fields
 
 OUTCOMES = ("ok", "http_error", "timeout", "connection_error", "protocol_error", "cancelled")
@@ -77,7 +78,19 @@ class Record:
         deep-copies every element, ~140 µs for a 128-chunk record, paid once per request by every sink."""
         d = {name: getattr(self, name) for name in _RECORD_FIELDS}
         d["cell"] = self.cell.as_dict()
+        for name in ("chunk_tokens", "chunk_gaps_ns"):
+            if isinstance(d[name], array):
+                d[name] = d[name].tolist()
         return d
+
+    def compact(self) -> "Record":
+        """Keep the per-chunk lists as machine integers (8 bytes a gap, 4 a count, instead of ~36 and 8 as
+        Python ints in a list), for records a cell holds until its summary; same values, same iteration."""
+        if isinstance(self.chunk_gaps_ns, list):
+            self.chunk_gaps_ns = array("q", self.chunk_gaps_ns)
+        if isinstance(self.chunk_tokens, list):
+            self.chunk_tokens = array("i", self.chunk_tokens)
+        return self
 
     @classmethod
     def from_dict(cls, d: dict) -> "Record":

@@ -187,7 +187,7 @@ class Runner:
             for s in self.sinks:
                 s.record(rec)
             if rec.phase == "measure":
-                measured.append(rec)
+                measured.append(rec.compact())  # kept until the summary: per-chunk lists as machine ints
             self.progress.add(rec)
 
         def on_sent() -> None:

@@ -293,7 +293,9 @@ class WorkerCell:
                 await asyncio.sleep(backoff_s(self.failures))
 
     async def main(self, warm) -> None:
+        from loadgen.h1send import settle_gc
         from loadgen.monitor import LoopMonitor
+        settle_gc()
         if warm is not None:
             await warm(self.slots)
         monitor = LoopMonitor()
