@@ -88,34 +88,33 @@ class StreamState:
     _running_tokens: int = 0
     running_counts: bool = field(default=False)
 
-    def feed(self, payload: bytes) -> None:
-        # Runs once per event, so the common case (an OpenAI chunk with choices) is inline; every branch sets
-        # `content` and `new_tokens` exactly once.
+    def feed(self, payload: bytes) -> bool:
+        """Read one event; returns `content` (so a caller's loop needs no attribute read for it).
+
+        Runs once per event, so the common case (an OpenAI chunk with choices) is inline, and error objects
+        are looked for only in events that are not chunks (no choices / no meta_info), which is where servers
+        put them. Every branch sets `content` and `new_tokens` exactly once; events that set `done` or `error`
+        never carry content."""
         if payload == b"[DONE]":
             self.content, self.new_tokens, self.done = False, 0, True
-            return
+            return False
         try:
             obj = orjson.loads(payload)
         except orjson.JSONDecodeError:
             raise ProtocolError(f"event is not JSON: {payload[:120]!r}") from None
-        if not isinstance(obj, dict):
+        if type(obj) is not dict:
             raise ProtocolError(f"event is not a JSON object: {payload[:120]!r}")
-        err = obj.get("error")
-        if err or obj.get("object") == "error":
-            self.content, self.new_tokens = False, 0
-            if err:
-                self.error = str(err.get("message", err) if isinstance(err, dict) else err)[:300]
-            else:  # an OpenAI-style error object sent as an event
-                self.error = str(obj.get("message", "error"))[:300]
-            return
         api = self.api
         if api == "sglang-generate":
+            if "meta_info" not in obj and self._error(obj):
+                return False
             self._feed_generate(obj)
-            return
+            return self.content
         choices = obj.get("choices")
         if not choices:
-            self._feed_openai_meta(obj, choices)
-            return
+            if not self._error(obj):
+                self._feed_openai_meta(obj, choices)
+            return False
         choice = choices[0]
         if api == "openai-chat":
             delta = choice.get("delta")
@@ -130,10 +129,23 @@ class StreamState:
             self.running_counts = True
             new = self.new_tokens = ct - self._running_tokens
             self._running_tokens = ct
-            self.content = text or new > 0
+            content = self.content = text or new > 0
+            return content
+        self.content = text
+        self.new_tokens = None if text else 0
+        return text
+
+    def _error(self, obj: dict) -> bool:
+        """An error object sent as an event (`{"error": ...}`, or OpenAI's `{"object": "error", ...}`)."""
+        err = obj.get("error")
+        if not err and obj.get("object") != "error":
+            return False
+        self.content, self.new_tokens = False, 0
+        if err:
+            self.error = str(err.get("message", err) if isinstance(err, dict) else err)[:300]
         else:
-            self.content = text
-            self.new_tokens = None if text else 0
+            self.error = str(obj.get("message", "error"))[:300]
+        return True
 
     def _feed_openai_meta(self, obj: dict, choices) -> None:
         """An OpenAI event without choices: SGLang's spec details, the final usage; no choices key is an error."""

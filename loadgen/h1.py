@@ -36,17 +36,17 @@ class HttpFormatError(Exception):
 
 def parse_head(head: bytes) -> tuple[int, dict[str, str]]:
     """Status and lower-cased headers of a response head (without the final blank line)."""
-    lines = head.split(b"\r\n")
-    parts = lines[0].split(b" ", 2)
+    cut = head.find(b"\r\n")
+    parts = (head if cut < 0 else head[:cut]).split(b" ", 2)
     if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
-        raise HttpFormatError(f"not an HTTP/1.x status line: {lines[0][:80]!r}")
+        raise HttpFormatError(f"not an HTTP/1.x status line: {head[:80]!r}")
     headers: dict[str, str] = {}
-    for line in lines[1:]:
-        name, sep, value = line.partition(b":")
-        if sep:
-            key = name.strip().lower().decode("latin-1")
-            value_s = value.strip().decode("latin-1")
-            headers[key] = headers[key] + ", " + value_s if key in headers else value_s
+    if cut >= 0:
+        for line in head[cut + 2:].decode("latin-1").split("\r\n"):
+            name, sep, value = line.partition(":")
+            if sep:
+                key, value = name.strip().lower(), value.strip()
+                headers[key] = headers[key] + ", " + value if key in headers else value
     if parts[0] == b"HTTP/1.0" and "keep-alive" not in headers.get("connection", "").lower():
         headers.setdefault("connection", "close")
     return int(parts[1]), headers

@@ -67,14 +67,13 @@ class StreamHandler:
                 return CONTINUE
             self._http_error(now)
             return CLOSE
-        state, feed = self.state, self.state.feed
+        state, feed, gap = self.state, self.state.feed, rec.chunk_gaps_ns.append
         chunk_tokens, last, chunks, result = self.chunk_tokens, self.last_token_ns, 0, CONTINUE
         try:
             for event in self.parser.feed(data):
-                feed(event)
-                if state.content:
+                if feed(event):
                     if last:
-                        rec.chunk_gaps_ns.append(now - last)
+                        gap(now - last)
                     else:
                         rec.t_first_token_ns = now
                     last = now
@@ -85,8 +84,9 @@ class StreamHandler:
                             chunk_tokens = self.chunk_tokens = None
                         else:
                             chunk_tokens.append(n)
-                elif state.new_tokens and chunk_tokens:
-                    # a count-only event (no text) still belongs to the last chunk
+                    continue
+                # events without content: count-only ones belong to the last chunk; [DONE] and errors end it
+                if state.new_tokens and chunk_tokens:
                     chunk_tokens[-1] += state.new_tokens
                 if state.done or state.error:
                     result = DONE if state.done else CLOSE

@@ -174,7 +174,25 @@ def install(runner) -> None:
             await drive(run, CellKey(cell.context_tokens, slots, cell.request_rate))
         run.jobs, run.next_job = measure, 0
 
+    assemble, run = runner.assemble, runner.run
+
+    def shard_assemble(cell: CellKey, summary: dict, results) -> dict:
+        entry = assemble(cell, summary, results)
+        if shard and cell.request_rate is None and slot_counts(cell.concurrency, shard[1])[shard[0]] == 0:
+            # a cell narrower than the shard count: the other shards send all of it
+            entry["status"] = "skipped"
+            entry["error"] = f"no slot for shard {shard[0]}/{shard[1]} in a cell of concurrency {cell.concurrency}"
+            entry["shard_has_no_slot"] = True
+        return entry
+
+    async def shard_run() -> int:
+        rc = await run()
+        if rc == 1 and runner.cells and all(c["status"] == "ok" or c.get("shard_has_no_slot") for c in runner.cells):
+            return 0  # this shard did all it had to do
+        return rc
+
     runner.setup, runner.drive, runner.warm_up = setup_with_identity, shard_drive, shard_warm_up
+    runner.assemble, runner.run = shard_assemble, shard_run
 
 
 async def wait_until(t_s: float | None, k: int) -> None:

@@ -106,19 +106,19 @@ def test_overlap():
 
 
 # ---- real shard processes ----------------------------------------------------------------------------------------
-ARGS = ("--concurrency", "1,4", "--contexts", "60", "--max-tokens", "128", "--requests-per-cell", "24",
+ARGS = ("--concurrency", "1,4", "--contexts", "60", "--max-tokens", "256", "--requests-per-cell", "24",
         "--warmup", "2", "--server-metrics", "off")
 
 
 def test_two_shards_and_merge_equal_one_process(sim_factory, tmp_path):
     sim = sim_factory("--speed", "8")
     procs = [subprocess.Popen([sys.executable, "-m", "loadgen", "--url", sim.url, *ARGS, "--shard", f"{i}/2",
-                               "--run-id", "shards", "--start-at", "+2.5", "--cell-period", "2",
+                               "--run-id", "shards", "--start-at", "+2.5", "--cell-period", "3",
                                "--out", str(tmp_path / f"s{i}.json")], cwd=ROOT, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for i in range(2)]
     for p in procs:
         _, err = p.communicate(timeout=60)
-        assert p.returncode in (0, 1), err  # a shard without a slot in the 1-slot cell reports it failed
+        assert p.returncode == 0, err  # shard 1 has no slot in the 1-slot cell: that cell is skipped, not failed
     merged = tmp_path / "m.json"
     proc = run_loadgen("merge", str(merged), str(tmp_path / "s0.json"), str(tmp_path / "s1.json"))
     assert proc.returncode == 0, proc.stderr
@@ -136,12 +136,15 @@ def test_two_shards_and_merge_equal_one_process(sim_factory, tmp_path):
         assert r["outcome"] == "ok" and r["chunk_tokens"] == truth[r["request_id"]]["chunk_tokens"]
     for cell, cell_one in zip(doc["cells"], one_doc["cells"]):
         assert cell["requests"] == cell_one["requests"] == {"ok": 24, "failed": 0, "by_outcome": {"ok": 24}}
-        assert cell["output_tokens"] == cell_one["output_tokens"] == 24 * 128
+        assert cell["output_tokens"] == cell_one["output_tokens"] == 24 * 256
         mine = [Record.from_dict(r) for r in recs
                 if r["phase"] == "measure" and r["cell"]["concurrency"] == cell["concurrency"]]
         assert cell["ttft_s"] == summarize(mine)["ttft_s"]
+    narrow = read_json(str(tmp_path / "s1.json"))["cells"][0]
+    assert narrow["status"] == "skipped" and narrow["error"].startswith("no slot for shard 1/2")
     wide = doc["cells"][1]
     assert wide["shards"]["requests"] == [12, 12]
-    assert wide["shards"]["window_overlap"] > 0.8  # both shards loaded the server together
+    # both shards loaded the server together (their start differs by the scheduling of two processes)
+    assert wide["shards"]["window_overlap"] > 0.7
     # with the load split over two processes at the same moments, aggregate throughput matches one process
     assert wide["output_tok_s"] == pytest.approx(one_doc["cells"][1]["output_tok_s"], rel=0.2)

@@ -1,0 +1,98 @@
+"""Does a long cell's memory stay bounded? RSS of a real `loadgen` run (parent + workers) sampled over a
+duration-bound cell against the paced fast server, with the growth per hour extrapolated.
+
+    python benchmarks/memory_growth.py [--seconds 60] [--concurrency 128] [--workers 1] [--events 128]
+
+What grows by design: the cell's measured records, kept until the cell's summary (exact percentiles need the
+raw values). Per chunk that is one gap (int64) and one token count (int32) after `Record.compact`, plus
+~0.5 KB per request; everything else (connections, buffers, exporter series, loop-lag samples capped at
+200k) is bounded. The report gives RSS growth per hour and per million chunks, to compare with that floor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from client_overhead import machine, start_server, stop  # noqa: E402
+
+
+def rss_kib(pid: int) -> int:
+    """RSS of `pid` and its children (the workers), KiB."""
+    total = 0
+    pids = [pid]
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as fh:
+            pids += [int(p) for p in fh.read().split()]
+    except OSError:
+        pass
+    for p in pids:
+        try:
+            with open(f"/proc/{p}/status") as fh:
+                for line in fh:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+        except OSError:
+            pass
+    return total
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--seconds", type=float, default=60.0)
+    p.add_argument("--concurrency", type=int, default=128)
+    p.add_argument("--workers", default="1")
+    p.add_argument("--events", type=int, default=128, help="content events per response (4 tokens each)")
+    p.add_argument("--step-ms", type=float, default=25.0)
+    p.add_argument("--json", help="write the samples here")
+    a = p.parse_args()
+    print("command:", " ".join(shlex.quote(x) for x in [sys.executable, *sys.argv]))
+    print("machine:", machine())
+    server, url = start_server("--mode", "paced", "--events", str(a.events), "--step-ms", str(a.step_ms))
+    tmp = tempfile.mkdtemp(prefix="mem-")
+    out = os.path.join(tmp, "r.json")
+    cmd = [sys.executable, "-m", "loadgen", "--url", url, "--concurrency", str(a.concurrency), "--contexts", "60",
+           "--max-tokens", str(a.events * 4), "--duration-per-cell", str(a.seconds), "--workers", a.workers,
+           "--server-metrics", "off", "--out", out]
+    samples = []
+    try:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                env=dict(os.environ, PYTHONPATH=str(HERE.parent)))
+        t0 = time.monotonic()
+        while proc.poll() is None:
+            samples.append((time.monotonic() - t0, rss_kib(proc.pid)))
+            time.sleep(1.0)
+    finally:
+        stop(server)
+    cell = json.load(open(out))["cells"][0]
+    chunks = cell["output_tokens"] / cell["tokens_per_chunk_mean"]
+    # the load runs from the first sample after start-up to the end of the cell; growth = slope over it
+    load = [(t, r) for t, r in samples if 5.0 <= t <= a.seconds]
+    (t1, r1), (t2, r2) = load[0], load[-1]
+    slope_kib_s = (r2 - r1) / (t2 - t1)
+    per_chunk = slope_kib_s * 1024 * cell["duration_s"] / chunks
+    print(f"cell: {cell['requests']['ok']} requests, {chunks:.0f} chunks ({chunks / cell['duration_s']:.0f}/s) "
+          f"in {cell['duration_s']:.1f} s; client saturated: {cell['client']['saturated']}")
+    print(f"RSS: {samples[1][1] / 1024:.1f} MiB at start-up, {r1 / 1024:.1f} MiB at {t1:.0f} s, "
+          f"{r2 / 1024:.1f} MiB at {t2:.0f} s, peak {max(r for _, r in samples) / 1024:.1f} MiB")
+    print(f"growth: {slope_kib_s * 3600 / 1024:.0f} MiB per hour at this rate; {per_chunk:.1f} bytes per chunk "
+          f"({per_chunk * 1e6 / 2**20:.1f} MiB per million chunks)")
+    if a.json:
+        with open(a.json, "w") as fh:
+            json.dump({"command": sys.argv, "samples": samples, "chunks": chunks, "bytes_per_chunk": per_chunk,
+                       "mib_per_hour": slope_kib_s * 3600 / 1024}, fh)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
