@@ -282,23 +282,26 @@ def scaling(workers: list[int], concurrency: int, server_procs: int, seconds: fl
                     cmd = [sys.executable, "-m", "loadgen", "--url", url, "--concurrency", str(concurrency),
                            "--contexts", "60", "--max-tokens", str(events * 4), "--duration-per-cell",
                            str(seconds), "--workers", str(n), "--out", out, "--server-metrics", "off"]
-                    env = dict(os.environ, PYTHONPATH=str(HERE.parent))
+                    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(HERE.parent), os.environ.get("PYTHONPATH")])))
                     t0 = time.perf_counter()
                     subprocess.run(cmd, check=True, capture_output=True, env=env, timeout=seconds * 4 + 120,
                                    preexec_fn=lambda: _pin(client_cpus))
                     wall = time.perf_counter() - t0
                     cell = json.load(open(out))["cells"][0]
                     chunks = cell["output_tokens"] / cell["tokens_per_chunk_mean"]
+                    client = cell["client"]
                     vals.append({"chunks_per_s": chunks / cell["duration_s"], "wall_s": wall,
-                                 "saturated": cell["client"]["saturated"],
-                                 "cpu_percent": cell["client"].get("cpu_percent"),
+                                 "saturated": client["saturated"], "reasons": client.get("reasons"),
+                                 "cpu_percent": client.get("cpu_percent"),
+                                 "cpu_percent_total": client.get("cpu_percent_total", client.get("cpu_percent")),
                                  "failed": cell["requests"]["failed"]})
             row = {"workers": n, "concurrency": concurrency,
                    "chunks_per_s": median([v["chunks_per_s"] for v in vals]), "runs": vals}
             rows.append(row)
+            cpu = median([v["cpu_percent_total"] for v in vals])
             print(f"workers {n:>3}  concurrency {concurrency}  chunks/s {row['chunks_per_s']:>10.0f}  "
-                  f"saturated {[v['saturated'] for v in vals]}  failed {sum(v['failed'] for v in vals)}",
-                  flush=True)
+                  f"client CPU {cpu:>5.0f}% (all processes)  saturated {[v['saturated'] for v in vals]}  "
+                  f"failed {sum(v['failed'] for v in vals)}", flush=True)
     finally:
         stop(proc)
     return rows

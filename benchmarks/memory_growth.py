@@ -67,7 +67,8 @@ def main() -> int:
     samples = []
     try:
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                env=dict(os.environ, PYTHONPATH=str(HERE.parent)))
+                                env=dict(os.environ, PYTHONPATH=os.pathsep.join(
+                                    filter(None, [str(HERE.parent), os.environ.get("PYTHONPATH")]))))
         t0 = time.monotonic()
         while proc.poll() is None:
             samples.append((time.monotonic() - t0, rss_kib(proc.pid)))
