@@ -190,7 +190,8 @@ class LoadgenClient:
             await self.session.close()
 
 
-CLIENTS = {"raw": RawClient.make, "loadgen": LoadgenClient.maker("h1"), "aiohttp": LoadgenClient.maker("aiohttp")}
+CLIENTS = {"raw": RawClient.make, "loadgen": LoadgenClient.maker("h1"),
+           "aiohttp": LoadgenClient.maker("aiohttp")}
 
 
 def median(values):
@@ -267,7 +268,8 @@ def machine() -> str:
 def scaling(workers: list[int], concurrency: int, server_procs: int, seconds: float, reps: int,
             events: int) -> list[dict]:
     """chunks/s of the real CLI with --workers N against a multi-process fast server."""
-    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count()))
+    cpus = (sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+            else list(range(os.cpu_count())))
     server_cpus = cpus[-server_procs:] if len(cpus) > server_procs else cpus
     client_cpus = [c for c in cpus if c not in server_cpus] or cpus
     proc, url = start_server("--mode", "burst", "--procs", str(server_procs), "--events", str(events),
@@ -282,7 +284,8 @@ def scaling(workers: list[int], concurrency: int, server_procs: int, seconds: fl
                     cmd = [sys.executable, "-m", "loadgen", "--url", url, "--concurrency", str(concurrency),
                            "--contexts", "60", "--max-tokens", str(events * 4), "--duration-per-cell",
                            str(seconds), "--workers", str(n), "--out", out, "--server-metrics", "off"]
-                    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(HERE.parent), os.environ.get("PYTHONPATH")])))
+                    path = [str(HERE.parent), os.environ.get("PYTHONPATH")]
+                    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, path)))
                     t0 = time.perf_counter()
                     subprocess.run(cmd, check=True, capture_output=True, env=env, timeout=seconds * 4 + 120,
                                    preexec_fn=lambda: _pin(client_cpus))
@@ -293,7 +296,8 @@ def scaling(workers: list[int], concurrency: int, server_procs: int, seconds: fl
                     vals.append({"chunks_per_s": chunks / cell["duration_s"], "wall_s": wall,
                                  "saturated": client["saturated"], "reasons": client.get("reasons"),
                                  "cpu_percent": client.get("cpu_percent"),
-                                 "cpu_percent_total": client.get("cpu_percent_total", client.get("cpu_percent")),
+                                 "cpu_percent_total": client.get("cpu_percent_total",
+                                                                 client.get("cpu_percent")),
                                  "failed": cell["requests"]["failed"]})
             row = {"workers": n, "concurrency": concurrency,
                    "chunks_per_s": median([v["chunks_per_s"] for v in vals]), "runs": vals}

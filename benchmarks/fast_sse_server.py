@@ -76,7 +76,8 @@ END = b"0\r\n\r\n"
 
 
 def render_writes(events: list[bytes], per_write: int) -> list[bytes]:
-    """Group the framed events into writes of `per_write` events; the head joins the first, the end the last."""
+    """Group the framed events into writes of `per_write` events (the head joins the first write, the end
+    the last)."""
     framed = [http_chunk(e) for e in events]
     writes = [b"".join(framed[i:i + per_write]) for i in range(0, len(framed), per_write)]
     writes[0] = HEAD + writes[0]
@@ -182,7 +183,8 @@ class Conn(asyncio.Protocol):
                 pt = max(1, len(body) // 4)
                 self.respond(plain("200 OK", orjson.dumps({
                     "id": "fast", "object": "chat.completion", "model": MODEL, "choices": [
-                        {"index": 0, "message": {"role": "assistant", "content": " w"}, "finish_reason": "length"}],
+                        {"index": 0, "message": {"role": "assistant", "content": " w"},
+                         "finish_reason": "length"}],
                     "usage": {"prompt_tokens": pt, "completion_tokens": 1, "total_tokens": pt + 1}})))
         else:
             self.respond(NOT_FOUND)

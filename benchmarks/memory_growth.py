@@ -61,7 +61,8 @@ def main() -> int:
     server, url = start_server("--mode", "paced", "--events", str(a.events), "--step-ms", str(a.step_ms))
     tmp = tempfile.mkdtemp(prefix="mem-")
     out = os.path.join(tmp, "r.json")
-    cmd = [sys.executable, "-m", "loadgen", "--url", url, "--concurrency", str(a.concurrency), "--contexts", "60",
+    cmd = [sys.executable, "-m", "loadgen", "--url", url, "--concurrency", str(a.concurrency),
+           "--contexts", "60",
            "--max-tokens", str(a.events * 4), "--duration-per-cell", str(a.seconds), "--workers", a.workers,
            "--server-metrics", "off", "--out", out]
     samples = []
@@ -82,15 +83,18 @@ def main() -> int:
     (t1, r1), (t2, r2) = load[0], load[-1]
     slope_kib_s = (r2 - r1) / (t2 - t1)
     per_chunk = slope_kib_s * 1024 * cell["duration_s"] / chunks
-    print(f"cell: {cell['requests']['ok']} requests, {chunks:.0f} chunks ({chunks / cell['duration_s']:.0f}/s) "
+    rate = chunks / cell["duration_s"]
+    print(f"cell: {cell['requests']['ok']} requests, {chunks:.0f} chunks ({rate:.0f}/s) "
           f"in {cell['duration_s']:.1f} s; client saturated: {cell['client']['saturated']}")
     print(f"RSS: {samples[1][1] / 1024:.1f} MiB at start-up, {r1 / 1024:.1f} MiB at {t1:.0f} s, "
           f"{r2 / 1024:.1f} MiB at {t2:.0f} s, peak {max(r for _, r in samples) / 1024:.1f} MiB")
-    print(f"growth: {slope_kib_s * 3600 / 1024:.0f} MiB per hour at this rate; {per_chunk:.1f} bytes per chunk "
+    print(f"growth: {slope_kib_s * 3600 / 1024:.0f} MiB per hour at this rate; "
+          f"{per_chunk:.1f} bytes per chunk "
           f"({per_chunk * 1e6 / 2**20:.1f} MiB per million chunks)")
     if a.json:
         with open(a.json, "w") as fh:
-            json.dump({"command": sys.argv, "samples": samples, "chunks": chunks, "bytes_per_chunk": per_chunk,
+            json.dump({"command": sys.argv, "samples": samples, "chunks": chunks,
+                       "bytes_per_chunk": per_chunk,
                        "mib_per_hour": slope_kib_s * 3600 / 1024}, fh)
     return 0
 

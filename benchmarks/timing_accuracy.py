@@ -116,7 +116,8 @@ def judge(results: list[dict], truth: dict[str, dict]) -> dict:
     ttft, lag = [], []
     for r in results:
         t = truth[r["rid"]]
-        ttft.append(((r["t_first_token_ns"] - r["t_sent_ns"]) - (t["t_first_chunk_ns"] - t["t_arrival_ns"])) / 1e6)
+        client_ns = r["t_first_token_ns"] - r["t_sent_ns"]
+        ttft.append((client_ns - (t["t_first_chunk_ns"] - t["t_arrival_ns"])) / 1e6)
         if len(r["arrivals"]) == len(t["chunk_times_ns"]):
             lag += [(a - b) / 1e6 for a, b in zip(r["arrivals"], t["chunk_times_ns"])]
     rows = [truth[r["rid"]] for r in results]
@@ -127,7 +128,8 @@ def judge(results: list[dict], truth: dict[str, dict]) -> dict:
 
     def dist(xs):
         a = np.asarray(xs)
-        return {"mean": float(a.mean()), "p50": float(np.percentile(a, 50)), "p99": float(np.percentile(a, 99)),
+        return {"mean": float(a.mean()), "p50": float(np.percentile(a, 50)),
+                "p99": float(np.percentile(a, 99)),
                 "max": float(a.max())}
 
     return {"ttft_offset_ms": dist(ttft), "chunk_lag_ms": dist(lag), "chunks_matched": len(lag),
@@ -186,7 +188,8 @@ def main() -> int:
         sim.wait(10)
     if a.json:
         with open(a.json, "w") as fh:
-            json.dump({"command": sys.argv, "machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+            json.dump({"command": sys.argv, "machine": machine(),
+                       "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
                        "rows": rows}, fh, indent=1)
     return 0
 

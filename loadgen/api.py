@@ -148,7 +148,8 @@ class StreamState:
         return True
 
     def _feed_openai_meta(self, obj: dict, choices) -> None:
-        """An OpenAI event without choices: SGLang's spec details, the final usage; no choices key is an error."""
+        """An OpenAI event without choices: SGLang's spec details or the final usage (no `choices` key at all
+        is a protocol error)."""
         self.content, self.new_tokens = False, 0
         if choices is None:
             raise ProtocolError(f"event has no 'choices': {orjson.dumps(obj)[:120]!r}")

@@ -64,7 +64,7 @@ class Connection(asyncio.Protocol):
         self.state = IDLE
         self.handler = None
         self.buf = b""
-        self.chunk_left = 0  # chunked: payload bytes left in the current chunk (+2 for its CRLF); -1 = size line
+        self.chunk_left = 0  # chunked: bytes left in the current chunk (+2 for its CRLF); -1 = at a size line
         self.body_left = 0  # content-length: bytes left
         self.mode = ""  # "chunked" | "length" | "close"
         self.keep_alive = True

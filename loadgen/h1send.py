@@ -169,7 +169,8 @@ class Sender:
             _done(rec, handler, "cancelled", "cancelled before the response ended")
             raise
         except asyncio.TimeoutError:
-            _done(rec, handler, "timeout", f"connect timeout ({self.pool.connect_timeout_s:g} s) after 0 chunks")
+            limit = self.pool.connect_timeout_s
+            _done(rec, handler, "timeout", f"connect timeout ({limit:g} s) after 0 chunks")
             return rec
         except OSError as exc:
             _done(rec, handler, "connection_error", f"{type(exc).__name__}: {exc}"[:SNIPPET])
@@ -213,7 +214,8 @@ HTTP_CLIENTS = ("h1", "aiohttp")
 def add_options(p: argparse.ArgumentParser) -> None:
     g = next((g for g in p._action_groups if g.title == "client"), None) or p.add_argument_group("client")
     g.add_argument("--http-client", choices=HTTP_CLIENTS, default="h1",
-                   help="HTTP client of the measured streaming request: h1 (default; lean HTTP/1.1 on asyncio "
+                   help="HTTP client of the measured streaming request: h1 (default; lean HTTP/1.1 on "
+                        "asyncio "
                         "protocols, see docs/performance.md) or aiohttp")
 
 
@@ -222,7 +224,8 @@ def configure(a: argparse.Namespace, cfg) -> None:
 
 
 def install(runner) -> None:
-    """Measured requests go through one lean pool per run, warmed to the cell's concurrency before its load."""
+    """Measured requests go through one lean pool per run, warmed to the cell's concurrency before its
+    load."""
     if runner.cfg.extras.get("http_client", "h1") != "h1" or not hasattr(runner, "sender") \
             or not hasattr(runner, "warm"):
         return

@@ -32,7 +32,8 @@ from loadgen.telemetry import cell as cell_telemetry
 from loadgen.telemetry.base import SourceResult
 
 SCHEMA = "loadgen.results/v1"
-TIME_FIELDS = ("t_intended_ns", "t_sent_ns", "t_first_byte_ns", "t_first_token_ns", "t_last_token_ns", "t_end_ns")
+TIME_FIELDS = ("t_intended_ns", "t_sent_ns", "t_first_byte_ns", "t_first_token_ns", "t_last_token_ns",
+               "t_end_ns")
 MIN_OVERLAP = 0.9
 CLIENT_SOURCES = ("per_request", "chunks")  # accept-length sources computed from records, so recomputed here
 
@@ -65,7 +66,7 @@ def window_ns(recs: list[Record]) -> tuple[int, int] | None:
 
 
 def overlap(windows: list[tuple[int, int]]) -> float | None:
-    """Fraction of the union of the windows that all of them cover: (min end − max start) / (max end − min start)."""
+    """Share of the windows' union that all of them cover: (min end − max start) / (max end − min start)."""
     if len(windows) < 2:
         return None
     span = max(e for _, e in windows) - min(s for s, _ in windows)
@@ -74,7 +75,7 @@ def overlap(windows: list[tuple[int, int]]) -> float | None:
 
 
 def merge_client(blocks: list[dict]) -> dict | None:
-    """Saturated when any shard was; lag p99 and CPU % of the worst shard (each shard is its own host/process)."""
+    """Saturated when any shard was; lag p99 and CPU % of the worst shard (each is its own process)."""
     blocks = [b for b in blocks if b]
     if not blocks:
         return None
@@ -112,7 +113,8 @@ def merge_cell(key: CellKey, entries: list[dict | None], records: list[list[Reco
     entry["shards"] = {"count": len(entries), "ran": sum(e is not None for e in entries),
                        "requests": [len(recs) for recs in records], "window_overlap": ov}
     if ov is not None and ov < MIN_OVERLAP:
-        entry["warnings"].append(f"shards ran this cell {ov:.0%} together (< {MIN_OVERLAP:.0%}): they did not load "
+        entry["warnings"].append(f"shards ran this cell {ov:.0%} together (< {MIN_OVERLAP:.0%}): they did "
+                                 "not load "
                                  "the server at the same time; start them with --start-at/--cell-period")
     ok = summary["requests"]["ok"]
     entry["status"] = "ok" if ok > 0 else "failed"
@@ -124,7 +126,8 @@ def _power(block: dict | None, summary: dict) -> dict | None:
     if not block or not block.get("available", True) or "cell_energy_j" not in block:
         return block
     from loadgen.telemetry.power import derive_power
-    base = {k: v for k, v in block.items() if k not in ("cell_energy_j", "j_per_output_token", "output_tokens_per_j")}
+    derived = ("cell_energy_j", "j_per_output_token", "output_tokens_per_j")
+    base = {k: v for k, v in block.items() if k not in derived}
     return derive_power(base, summary["output_tokens"], summary["duration_s"])
 
 
@@ -137,7 +140,7 @@ def load(path: str) -> tuple[dict, list[dict]]:
         raise UsageError(f"{path}: not a loadgen results file (schema {doc.get('schema')!r})")
     rpath = requests_path(path)
     if not os.path.exists(rpath):
-        raise UsageError(f"{path}: its records {rpath} are missing; merge needs them to recompute the figures")
+        raise UsageError(f"{path}: its records {rpath} are missing; merge recomputes the figures from them")
     return doc, read_jsonl(rpath)
 
 
@@ -194,10 +197,11 @@ def check_shards(docs: list[dict], paths: list[str]) -> list[str]:
 
 @subcommand("merge")
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="loadgen merge", description="Combine shard results (loadgen --shard i/N) "
+    p = argparse.ArgumentParser(prog="loadgen merge",
+                                description="Combine shard results (loadgen --shard i/N) "
                                 "into one results file, every figure recomputed from the merged records.")
     p.add_argument("out", help="merged results JSON to write (its records go to <out>.requests.jsonl)")
-    p.add_argument("inputs", nargs="+", help="results JSON files of the shards (each with its .requests.jsonl)")
+    p.add_argument("inputs", nargs="+", help="the shards' results JSON files (each with its .requests.jsonl)")
     a = p.parse_args(argv)
     check_out_path(a.out)
     if os.path.abspath(a.out) in {os.path.abspath(x) for x in a.inputs}:

@@ -97,14 +97,16 @@ def host_identity() -> dict:
     return {"hostname": socket.gethostname(), "boot_id": boot_id, "pid": os.getpid()}
 
 
-# ---- plug-in -------------------------------------------------------------------------------------------------
+# ---- plug-in -----------------------------------------------------------------------------------------------
 
 def add_options(p: argparse.ArgumentParser) -> None:
     g = next((g for g in p._action_groups if g.title == "client"), None) or p.add_argument_group("client")
-    g.add_argument("--shard", metavar="i/N", help="run part i (from 0) of N of every closed-loop cell: slot s and "
+    g.add_argument("--shard", metavar="i/N", help="run part i (from 0) of N of every closed-loop cell: slot "
+                   "s and "
                    "request j go to part s mod N and (j mod C) mod N; combine with `loadgen merge`")
     g.add_argument("--run-id", metavar="ID", help="run id (default: time + random); give shards one id")
-    g.add_argument("--start-at", metavar="T", help="wait until Unix time T (or +S seconds) before the first cell")
+    g.add_argument("--start-at", metavar="T",
+                   help="wait until Unix time T (or +S seconds) before the first cell")
     g.add_argument("--cell-period", type=float, metavar="S",
                    help="with --start-at: start cell k at T + k·S, so shards on several hosts stay aligned")
 
@@ -112,7 +114,8 @@ def add_options(p: argparse.ArgumentParser) -> None:
 def configure(a: argparse.Namespace, cfg) -> None:
     shard = parse_shard(a.shard) if a.shard else None
     if shard and (cfg.extras.get("request_rate") or cfg.extras.get("ramp")):
-        raise UsageError("--shard splits closed-loop cells only; open-loop rates are not split across shards yet")
+        raise UsageError("--shard splits closed-loop cells only; open-loop rates are not split across shards "
+                         "yet")
     if a.run_id is not None and (not a.run_id or any(c in a.run_id for c in "/\\ \n\t")):
         raise UsageError(f"--run-id {a.run_id!r}: no spaces or slashes")
     start_at = parse_start_at(a.start_at) if a.start_at else None
@@ -121,11 +124,13 @@ def configure(a: argparse.Namespace, cfg) -> None:
     if shard and shard[1] > 1:
         # shards share no coordinator: only the wall clock keeps them on the same cell at the same time
         if start_at is None:
-            raise UsageError("--shard i/N with N > 1 needs --start-at T (the same T for every shard), so that "
+            raise UsageError("--shard i/N with N > 1 needs --start-at T (the same T for every shard), so "
+                             "that "
                              "all shards start loading the server together")
         if len(cfg.contexts) * len(cfg.concurrency) > 1 and a.cell_period is None:
-            raise UsageError("--shard with more than one cell needs --cell-period S (longer than the longest cell, "
-                             "e.g. --duration-per-cell + the longest request), so shards start cell k together")
+            raise UsageError("--shard with more than one cell needs --cell-period S (longer than the longest "
+                             "cell, e.g. --duration-per-cell + the longest request), so shards start cell k "
+                             "together")
     cfg.extras.update(shard=list(shard) if shard else None, run_id=a.run_id, start_at=start_at,
                       cell_period_s=a.cell_period)
 
@@ -181,13 +186,15 @@ def install(runner) -> None:
         if shard and cell.request_rate is None and slot_counts(cell.concurrency, shard[1])[shard[0]] == 0:
             # a cell narrower than the shard count: the other shards send all of it
             entry["status"] = "skipped"
-            entry["error"] = f"no slot for shard {shard[0]}/{shard[1]} in a cell of concurrency {cell.concurrency}"
+            entry["error"] = (f"no slot for shard {shard[0]}/{shard[1]} in a cell of concurrency "
+                              f"{cell.concurrency}")
             entry["shard_has_no_slot"] = True
         return entry
 
     async def shard_run() -> int:
         rc = await run()
-        if rc == 1 and runner.cells and all(c["status"] == "ok" or c.get("shard_has_no_slot") for c in runner.cells):
+        done = all(c["status"] == "ok" or c.get("shard_has_no_slot") for c in runner.cells)
+        if rc == 1 and runner.cells and done:
             return 0  # this shard did all it had to do
         return rc
 

@@ -43,7 +43,7 @@ CANCEL_GRACE_S = 10.0
 
 
 def auto_workers(max_concurrency: int, cores: int | None = None) -> int:
-    """1 when one process suffices (≤ AUTO_STREAMS_PER_WORKER streams), else min(cores − 1, ⌈C / that⌉) ≥ 2."""
+    """1 when one process suffices (≤ AUTO_STREAMS_PER_WORKER streams), else min(cores − 1, ⌈C / that⌉)."""
     if cores is None:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     if max_concurrency <= AUTO_STREAMS_PER_WORKER or cores < 3:
@@ -52,7 +52,7 @@ def auto_workers(max_concurrency: int, cores: int | None = None) -> int:
 
 
 def prefetch(slots: int) -> int:
-    """Jobs a worker holds beyond its busy slots: enough to cover a refill's round trip at high request rates."""
+    """Jobs a worker holds beyond its busy slots: enough to cover a refill's round trip at high rates."""
     return min(64, max(2, slots // 8))
 
 
@@ -74,7 +74,8 @@ def merge_client(parent: dict | None, workers: list[dict]) -> dict:
         "cpu_percent": max(cpus + ([parent_cpu] if parent_cpu is not None else [])) if cpus else parent_cpu,
         "cpu_percent_total": sum(cpus) + (parent_cpu or 0.0),
         "workers": len(workers),
-        "per_worker": [{k: w.get(k) for k in ("worker", "slots", "loop_lag_p99_s", "cpu_percent", "saturated")}
+        "per_worker": [{k: w.get(k) for k in ("worker", "slots", "loop_lag_p99_s", "cpu_percent",
+                                              "saturated")}
                        for w in workers],
         "saturated": bool(reasons) or (p99 is not None and p99 > LAG_P99_LIMIT_S)
         or any((c or 0) > CPU_LIMIT_PERCENT for c in cpus),
@@ -391,7 +392,7 @@ def worker_entry(argv: list[str]) -> int:
     return 0
 
 
-# ---- plug-in -------------------------------------------------------------------------------------------------
+# ---- plug-in -----------------------------------------------------------------------------------------------
 
 def parse_workers(text: str) -> int | str:
     if text == "auto":
@@ -408,7 +409,8 @@ def parse_workers(text: str) -> int | str:
 def add_options(p: argparse.ArgumentParser) -> None:
     g = next((g for g in p._action_groups if g.title == "client"), None) or p.add_argument_group("client")
     g.add_argument("--workers", default="1", metavar="N|auto",
-                   help="client processes for closed-loop cells (default 1: this one); auto = cores − 1 when the "
+                   help="client processes for closed-loop cells (default 1: this one); auto = cores − 1 when "
+                        "the "
                         f"largest concurrency exceeds {AUTO_STREAMS_PER_WORKER} streams")
 
 

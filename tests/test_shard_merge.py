@@ -21,7 +21,7 @@ from loadgen.summary import summarize
 from tests.conftest import ROOT, run_loadgen
 
 
-# ---- the split ----------------------------------------------------------------------------------------------
+# ---- the split --------------------------------------------------------------------------------------------
 def test_slot_counts_and_owner():
     assert slot_counts(8, 2) == [4, 4]
     assert slot_counts(10, 4) == [3, 3, 2, 2]
@@ -53,11 +53,12 @@ def test_shard_and_start_parsing():
         parse_start_at("soon")
 
 
-# ---- merge, pure ----------------------------------------------------------------------------------------------
+# ---- merge, pure -------------------------------------------------------------------------------------------
 def _rec(run: str, seq: int, t0: int, tokens: int = 8) -> dict:
     r = Record(run_id=run, cell=CellKey(60, 2), seq=seq, request_id=f"{run}-{seq}", t_intended_ns=t0,
                t_sent_ns=t0, t_first_byte_ns=t0 + 1_000_000, t_first_token_ns=t0 + 2_000_000 + seq * 100_000,
-               t_last_token_ns=t0 + 9_000_000, t_end_ns=t0 + 10_000_000, completion_tokens=tokens, prompt_tokens=60,
+               t_last_token_ns=t0 + 9_000_000, t_end_ns=t0 + 10_000_000, completion_tokens=tokens,
+               prompt_tokens=60,
                chunks=4, chunk_tokens=[1, 2, 2, 3], chunk_gaps_ns=[2_000_000, 2_000_000, 3_000_000])
     return r.to_dict()
 
@@ -81,7 +82,8 @@ def test_clock_offset_same_boot_and_other_host():
 def test_merge_recomputes_from_the_merged_records():
     t = 10**12
     docs = [_doc("a", 0, 0, "boot-1", 0), _doc("b", 0, 0, "boot-1", 1)]
-    rows = [[_rec("a", 0, t), _rec("a", 2, t + 10**7, 12)], [_rec("b", 1, t + 5 * 10**6), _rec("b", 3, t + 10**7)]]
+    rows = [[_rec("a", 0, t), _rec("a", 2, t + 10**7, 12)],
+            [_rec("b", 1, t + 5 * 10**6), _rec("b", 3, t + 10**7)]]
     doc, merged = merge(docs, rows)
     (cell,) = doc["cells"]
     again = summarize([Record.from_dict(r) for r in merged])
@@ -105,7 +107,7 @@ def test_overlap():
     assert overlap([(0, 10)]) is None
 
 
-# ---- real shard processes ----------------------------------------------------------------------------------------
+# ---- real shard processes ----------------------------------------------------------------------------------
 ARGS = ("--concurrency", "1,4", "--contexts", "60", "--max-tokens", "256", "--requests-per-cell", "24",
         "--warmup", "2", "--server-metrics", "off")
 
@@ -118,7 +120,7 @@ def test_two_shards_and_merge_equal_one_process(sim_factory, tmp_path):
                               stderr=subprocess.PIPE, text=True) for i in range(2)]
     for p in procs:
         _, err = p.communicate(timeout=60)
-        assert p.returncode == 0, err  # shard 1 has no slot in the 1-slot cell: that cell is skipped, not failed
+        assert p.returncode == 0, err  # shard 1 has no slot in the 1-slot cell: skipped there, not failed
     merged = tmp_path / "m.json"
     proc = run_loadgen("merge", str(merged), str(tmp_path / "s0.json"), str(tmp_path / "s1.json"))
     assert proc.returncode == 0, proc.stderr
@@ -129,7 +131,8 @@ def test_two_shards_and_merge_equal_one_process(sim_factory, tmp_path):
     one_doc, one_recs = read_json(str(one)), read_jsonl(str(one)[:-5] + ".requests.jsonl")
     # the shards together sent exactly the requests one process sends: same cells, sequence numbers, tokens
     key = Counter((r["cell"]["concurrency"], r["seq"], r["phase"], r["completion_tokens"]) for r in recs)
-    assert key == Counter((r["cell"]["concurrency"], r["seq"], r["phase"], r["completion_tokens"]) for r in one_recs)
+    assert key == Counter((r["cell"]["concurrency"], r["seq"], r["phase"], r["completion_tokens"])
+                          for r in one_recs)
     assert len({r["request_id"] for r in recs}) == len(recs) == 2 * 26
     truth = {t["rid"]: t for t in sim.truth_rows()}
     for r in recs:

@@ -55,7 +55,8 @@ def test_workers_send_what_one_process_sends(sim_factory, tmp_path):
         for key in ("ttft_s", "itl_s", "e2e_s", "tpot_s", "request_tok_s", "output_tok_s", "duration_s"):
             assert cell[key] == again[key], key
         assert cell["client"]["workers"] == (2 if cell["concurrency"] == 8 else 1)
-        assert [w["slots"] for w in cell["client"]["per_worker"]] == ([4, 4] if cell["concurrency"] == 8 else [1])
+        slots = [w["slots"] for w in cell["client"]["per_worker"]]
+        assert slots == ([4, 4] if cell["concurrency"] == 8 else [1])
     # each worker's records agree with the server, token for token
     for r in recs:
         assert r["chunk_tokens"] == truth[r["request_id"]]["chunk_tokens"]
@@ -99,8 +100,8 @@ def test_auto_workers_rule():
 
 def test_merged_client_verdict():
     parent = {"loop_lag_p99_s": 0.001, "cpu_percent": 20.0, "saturated": False, "reasons": []}
-    w1 = {"worker": 1, "slots": 4, "lags": [0.001] * 50 + [0.002] * 50, "loop_lag_p99_s": 0.002, "cpu_percent": 40.0,
-          "saturated": False, "reasons": []}
+    w1 = {"worker": 1, "slots": 4, "lags": [0.001] * 50 + [0.002] * 50, "loop_lag_p99_s": 0.002,
+          "cpu_percent": 40.0, "saturated": False, "reasons": []}
     w2 = {"worker": 2, "slots": 4, "lags": [0.030] * 100, "loop_lag_p99_s": 0.030, "cpu_percent": 95.0,
           "saturated": True, "reasons": ["event-loop lag p99 30.0 ms > 10 ms", "client CPU 95% > 90%"]}
     calm = merge_client(parent, [w1])
@@ -108,6 +109,7 @@ def test_merged_client_verdict():
     assert calm["loop_lag_p99_s"] == pytest.approx(0.002, abs=1e-5)
     hot = merge_client(parent, [w1, w2])
     assert hot["saturated"] is True and hot["cpu_percent"] == 95.0 and hot["workers"] == 2
-    assert hot["reasons"] == ["worker 2: event-loop lag p99 30.0 ms > 10 ms", "worker 2: client CPU 95% > 90%"]
+    assert hot["reasons"] == ["worker 2: event-loop lag p99 30.0 ms > 10 ms",
+                              "worker 2: client CPU 95% > 90%"]
     # p99 over the raw samples of both workers (200 values), not an average of their p99s
     assert hot["loop_lag_p99_s"] == pytest.approx(0.030)
