@@ -387,7 +387,7 @@ class Pool:
         conn.start(request, handler)
         try:
             await asyncio.wait_for(handler.fut, self.connect_timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             conn.abort()
             return False
         return handler.fut.result()  # the connection went back to the idle list when its body ended

@@ -168,7 +168,7 @@ class Sender:
         except asyncio.CancelledError:
             _done(rec, handler, "cancelled", "cancelled before the response ended")
             raise
-        except asyncio.TimeoutError:
+        except TimeoutError:
             limit = self.pool.connect_timeout_s
             _done(rec, handler, "timeout", f"connect timeout ({limit:g} s) after 0 chunks")
             return rec

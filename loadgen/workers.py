@@ -132,7 +132,7 @@ class WorkerPool:
         for w in self.workers:
             try:
                 await asyncio.wait_for(w.proc.wait(), 10)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 w.proc.kill()
                 await w.proc.wait()
 
