@@ -111,6 +111,8 @@ class WorkerPool:
         self.setup = {"url": url, "api": api, "timeout_s": timeout_s, "idle_timeout_s": idle_timeout_s,
                       "headers": headers, "http_client": http_client}
         self.workers: list[Worker] = []
+        self.broken = False  # a worker died: later cells run in the parent
+        self.problems: dict[CellKey, list[str]] = {}
 
     async def start(self) -> None:
         procs = await asyncio.gather(*(asyncio.create_subprocess_exec(
@@ -162,6 +164,9 @@ class WorkerPool:
             for r in readers:
                 r.cancel()
         dispatch.give_back_unsent()
+        if dispatch.dead:
+            self.problems[run.cell] = dispatch.dead
+            self.broken = True
         return [w.result for w in active if w.result is not None]
 
 
@@ -174,6 +179,9 @@ class Dispatch:
         self.ended = False
         self.stopped = False
         self.unsent = 0
+        self.held: dict[int, dict] = {w.index: {} for w in workers}  # seq → job, handed and not yet recorded
+        self.sent: dict[int, dict[int, int]] = {w.index: {} for w in workers}  # seq → t_sent_ns, in flight
+        self.dead: list[str] = []
 
     def give(self, w: Worker) -> None:
         if self.ended:
@@ -184,6 +192,7 @@ class Dispatch:
             for other in self.workers:
                 other.send({"op": "end"})
             return
+        self.held[w.index][job.seq] = job
         w.send({"op": "job", "seq": job.seq, "phase": job.phase, "body": job.body})
 
     def prime(self) -> None:
@@ -201,19 +210,47 @@ class Dispatch:
         while True:
             msg = await w.recv()
             if msg is None:
-                raise RuntimeError(f"worker {w.index} exited during the cell (exit code {w.proc.returncode})")
+                try:
+                    await asyncio.wait_for(w.proc.wait(), 5)  # for its exit status
+                except TimeoutError:
+                    pass
+                self.died(w)
+                return
             op = msg["op"]
             if op == "sent":
+                self.sent[w.index][msg["seq"]] = msg["t_ns"]
                 run.in_flight += 1
                 run.on_sent()
                 self.give(w)
             elif op == "rec":
+                rec = Record.from_dict(msg["rec"])
+                self.held[w.index].pop(rec.seq, None)
+                self.sent[w.index].pop(rec.seq, None)
                 run.in_flight -= 1
-                run.on_record(Record.from_dict(msg["rec"]))
+                run.on_record(rec)
             elif op == "done":
                 w.result = msg["client"] | {"worker": w.index, "slots": w.slots}
                 self.unsent += msg.get("unsent", 0)
                 return
+
+    def died(self, w: Worker) -> None:
+        """A worker process is gone (killed, out of memory): its requests in flight get a record each
+        (`cancelled`, saying why), the jobs it held unsent are not taken, and the cell stops."""
+        now = time.monotonic_ns()
+        why = f"worker {w.index} exited during the cell (exit code {w.proc.returncode})"
+        self.dead.append(why)
+        for seq, job in self.held[w.index].items():
+            t_sent = self.sent[w.index].get(seq)
+            if t_sent is None:
+                self.unsent += 1
+                continue
+            rec = self.run.new_record(job, t_sent)
+            rec.t_sent_ns, rec.t_end_ns, rec.worker = t_sent, now, w.index
+            rec.outcome, rec.error = "cancelled", f"{why} with the request in flight"
+            self.run.in_flight -= 1
+            self.run.on_record(rec)
+        self.held[w.index].clear()
+        self.run.stopping = True  # the others finish what they sent; the cell is judged on what came back
 
     async def watch(self) -> None:
         """Forward a stop (first interrupt, server down) to the workers: no new requests, in flight finish."""
@@ -246,8 +283,12 @@ class WorkerCell:
         self.tasks: list[asyncio.Task] = []
         self.failures = 0
         self.dropped = 0  # jobs received but never sent (a stop); the parent counts them as not taken
-        self.run = CellRun(msg["run_id"], self.cell, [], send, lambda: out({"op": "sent"}), self.on_record,
+        self.sending = -1  # the job whose request `issue` is sending (it notifies before its first await)
+        self.run = CellRun(msg["run_id"], self.cell, [], send, self.on_sent, self.on_record,
                            self.deadline_ns, attempt=msg.get("attempt", 0))
+
+    def on_sent(self) -> None:
+        self.out({"op": "sent", "seq": self.sending, "t_ns": time.monotonic_ns()})
 
     def on_record(self, rec: Record) -> None:
         rec.worker = self.index
@@ -287,6 +328,7 @@ class WorkerCell:
                 self.jobs.appendleft(job)
                 self.end()
                 return
+            self.sending = job.seq
             rec = await self.run.issue(job, t_free)
             # back off on a refused server as the parent's slots do; the parent's guard decides when to stop
             self.failures = self.failures + 1 if rec.outcome == "connection_error" else 0
@@ -452,6 +494,9 @@ def install(runner) -> None:
             await drive(cell_run, cell)
             return
         pool = await start_pool()
+        if pool.broken:
+            await drive(cell_run, cell)  # a worker died in an earlier cell: this one runs in the parent
+            return
         results[cell_run.cell] = await pool.run_cell(cell_run, cell)
 
     def workers_assemble(cell: CellKey, summary: dict, res) -> dict:
@@ -459,7 +504,12 @@ def install(runner) -> None:
         if per_worker is not None and summary.get("client") is not None:
             summary = dict(summary)
             summary["client"] = merge_client(summary["client"], per_worker)
-        return assemble(cell, summary, res)
+        entry = assemble(cell, summary, res)
+        if pools and cell in pools[0].problems:
+            why = "; ".join(pools[0].problems.pop(cell))
+            entry["status"], entry["error"] = "failed", f"{why}: the cell stopped early"
+            entry.setdefault("warnings", []).append(f"{why}; later cells run in the main process")
+        return entry
 
     async def run_and_close() -> int:
         try:

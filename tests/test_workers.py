@@ -3,6 +3,7 @@ simulator; the merged client verdict; the worker count rule; an interrupt accoun
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -85,6 +86,46 @@ def test_interrupt_with_workers_accounts_for_every_request(sim_factory, tmp_path
     assert_accounted(doc, recs, 400)
     assert 16 <= len(recs) < 400
     assert all(r["outcome"] == "ok" for r in recs)  # the first interrupt lets requests in flight finish
+
+
+def test_a_dead_worker_costs_records_not_the_run(sim_factory, tmp_path):
+    sim = sim_factory("--speed", "8")
+    out = tmp_path / "r.json"
+    proc = subprocess.Popen([sys.executable, "-m", "loadgen", "--url", sim.url, "--concurrency", "8,4",
+                             "--contexts", "60", "--max-tokens", "32", "--requests-per-cell", "300",
+                             "--server-metrics", "off", "--workers", "2", "--out", str(out)],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    records = str(out)[:-5] + ".requests.jsonl"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # kill worker 2 once it has sent some requests
+        try:
+            if sum(r["worker"] == 2 for r in read_jsonl(records)) >= 8:
+                break
+        except OSError:
+            pass
+        time.sleep(0.05)
+    os.kill(child_of(proc.pid, b"loadgen.workers\x002"), signal.SIGKILL)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, err  # the cut cell failed; the run went on and wrote everything
+    doc, recs = read_json(str(out)), read_jsonl(records)
+    assert_accounted(doc, recs, 300)
+    first, second = doc["cells"]
+    assert first["status"] == "failed" and "worker 2 exited during the cell (exit code -9)" in first["error"]
+    lost = [r for r in recs if r["outcome"] == "cancelled"]
+    assert lost and all(r["worker"] == 2 and "with the request in flight" in r["error"] for r in lost)
+    # the next cell ran in the main process
+    assert second["status"] == "ok" and second["requests"]["ok"] == 300
+    assert {r["worker"] for r in recs if r["cell"]["concurrency"] == 4} == {0}
+
+
+def child_of(pid: int, marker: bytes) -> int:
+    """The child process of `pid` whose command line contains `marker` (NUL-separated arguments)."""
+    with open(f"/proc/{pid}/task/{pid}/children") as fh:
+        for child in fh.read().split():
+            with open(f"/proc/{child}/cmdline", "rb") as cmd:
+                if marker in cmd.read():
+                    return int(child)
+    raise AssertionError(f"no child of {pid} runs {marker!r}")
 
 
 def test_auto_workers_rule():
