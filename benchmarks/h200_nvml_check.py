@@ -25,8 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from loadgen.telemetry.dcgm import DcgmSource, parse_dcgm
-from loadgen.telemetry.nvml import NvmlSource, nvml_available
+from loadgen.telemetry.dcgm import DcgmSource, parse_dcgm  # noqa: E402  (after the sys.path insert)
+from loadgen.telemetry.nvml import NvmlSource, nvml_available  # noqa: E402
 
 LOAD = r"""
 import sys, time
@@ -60,7 +60,7 @@ def start_exporter(port: int, interval_s: float) -> subprocess.Popen:
             return proc
         except OSError:
             if proc.poll() is not None:
-                raise SystemExit(f"exporter exited {proc.returncode}: {proc.stderr.read()}")
+                raise SystemExit(f"exporter exited {proc.returncode}: {proc.stderr.read()}") from None
             time.sleep(0.1)
     raise SystemExit("exporter did not come up in 10 s")
 

@@ -12,7 +12,7 @@ import os
 import sys
 from datetime import datetime
 
-from loadgen.config import (RunConfig, check_api, check_out_path, check_url, parse_int_list, positive)
+from loadgen.config import RunConfig, check_api, check_out_path, check_url, parse_int_list, positive
 from loadgen.errors import UsageError
 
 EXAMPLES = """\
@@ -172,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def sim_main(argv: list[str]) -> int:
-    from loadgen.sim.main import add_arguments, main as sim_run
+    from loadgen.sim.main import add_arguments
+    from loadgen.sim.main import main as sim_run
     p = argparse.ArgumentParser(prog="loadgen sim", description="Serve the built-in SGLang-compatible DDTree "
                                 "simulator (OpenAI + /generate + /metrics + /server_info).")
     add_arguments(p)

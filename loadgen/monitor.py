@@ -1,6 +1,6 @@
 """Self-monitoring of the client: event-loop lag and CPU, so a saturated client is flagged, not believed.
 
-Saturation thresholds (documented in docs/accuracy.md): event-loop lag p99 > 10 ms, or client CPU > 90 %
+Saturation thresholds (documented in docs/performance.md): event-loop lag p99 > 10 ms, or client CPU > 90 %
 of one core, or (open loop) send lateness p99 > 50 ms.
 """
 

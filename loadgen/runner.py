@@ -7,7 +7,7 @@ import asyncio
 import sys
 import time
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import aiohttp
 
@@ -26,8 +26,16 @@ from loadgen.table import header, row, table
 from loadgen.target import Target, TokenCounter, discover, probe_prompt_tokens
 from loadgen.telemetry import cell as cell_telemetry
 from loadgen.telemetry.sources import build_factories
-from loadgen.workload import (Corpus, WorkloadError, chars_for, fit_prompts, load_prompts_file, seeded_rng,
-                              stdlib_corpus, unique_prefix)
+from loadgen.workload import (
+    Corpus,
+    WorkloadError,
+    chars_for,
+    fit_prompts,
+    load_prompts_file,
+    seeded_rng,
+    stdlib_corpus,
+    unique_prefix,
+)
 
 SCHEMA = "loadgen.results/v1"
 
@@ -77,7 +85,7 @@ async def warm_connections(session: aiohttp.ClientSession, url: str, n: int) -> 
         try:
             async with session.get(url + "/v1/models") as resp:
                 await resp.read()
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+        except (TimeoutError, aiohttp.ClientError, OSError):
             pass  # a server that is down shows up in the cell's records, not here
 
     await asyncio.gather(*(one() for _ in range(min(n, 1024))))
@@ -90,7 +98,7 @@ class Runner:
         self.url = url
         self.sinks = sinks
         self.results_path = results_path
-        self.run_id = run_id or datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+        self.run_id = run_id or datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
         self.anchor = RunAnchor.now()
         self.progress = Progress()
         self.cells: list[dict] = []
@@ -131,7 +139,7 @@ class Runner:
             self.chars_per_token = len(probe_text) / max(reported, 1)
         self.doc = {
             "schema": SCHEMA, "label": cfg.label, "run_id": self.run_id,
-            "started_at": datetime.now(timezone.utc).isoformat(), "loadgen_version": __version__,
+            "started_at": datetime.now(UTC).isoformat(), "loadgen_version": __version__,
             "anchor": {"mono_ns": self.anchor.mono_ns, "wall_ns": self.anchor.wall_ns},
             "args": cfg.public_args(), "target": t.as_dict(),
             "prompt_sizing": {"method": "tokenize" if self.counter else "probe-ratio",
@@ -267,7 +275,7 @@ class Runner:
 
     def save(self) -> None:
         self.doc["cells"] = self.cells
-        self.doc["updated_at"] = datetime.now(timezone.utc).isoformat()
+        self.doc["updated_at"] = datetime.now(UTC).isoformat()
         write_json_atomic(self.results_path, self.doc)
 
     async def run(self) -> int:
@@ -290,7 +298,7 @@ class Runner:
                     continue
                 try:
                     entry = await self.run_cell(session, cell, factories)
-                except (ServerError, aiohttp.ClientError, asyncio.TimeoutError) as exc:
+                except (TimeoutError, ServerError, aiohttp.ClientError) as exc:
                     # sizing the cell's prompts failed before any load: this cell fails, the run goes on
                     entry = cell.as_dict() | {"status": "failed", "error": f"before load: {exc}"[:300]}
                 self.cells.append(entry)

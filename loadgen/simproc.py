@@ -23,7 +23,7 @@ class SimProcess:
             self.proc.terminate()
             try:
                 await asyncio.wait_for(self.proc.wait(), 10)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 self.proc.kill()
                 await self.proc.wait()
 
@@ -37,7 +37,7 @@ async def start_sim(args: list[str], timeout_s: float = 30.0) -> SimProcess:
         preexec_fn=_die_with_parent)
     try:
         line = await asyncio.wait_for(proc.stdout.readline(), timeout_s)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         proc.kill()
         raise RuntimeError("the built-in simulator did not start within 30 s") from None
     m = READY.search(line)

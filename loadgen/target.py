@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import aiohttp
 import orjson
 
-from loadgen.api import RequestOptions, build_body, PATHS
+from loadgen.api import PATHS, RequestOptions, build_body
 from loadgen.client import one_line
 from loadgen.errors import ServerError, UsageError
 from loadgen.redact import redact
@@ -73,7 +73,7 @@ async def discover(session: aiohttp.ClientSession, url: str, api: str, model: st
                    api_key_env: str, key_file: str | None = None) -> Target:
     try:
         status, models = await get_json(session, url + "/v1/models")
-    except (aiohttp.ClientConnectionError, asyncio.TimeoutError, OSError) as exc:
+    except (TimeoutError, aiohttp.ClientConnectionError, OSError) as exc:
         raise UsageError(f"cannot reach {url} ({one_line(f'{type(exc).__name__}: {exc}')}); check --url and "
                          "that the server is running") from None
     if status in (401, 403):
@@ -106,7 +106,7 @@ async def _detect_engine(session: aiohttp.ClientSession, target: Target) -> None
     for path in ("/server_info", "/get_server_info"):
         try:
             status, info = await get_json(session, target.url + path)
-        except (aiohttp.ClientError, asyncio.TimeoutError):
+        except (TimeoutError, aiohttp.ClientError):
             continue
         if status == 200 and isinstance(info, dict):
             target.engine = "sglang"
@@ -119,7 +119,7 @@ async def _detect_engine(session: aiohttp.ClientSession, target: Target) -> None
         if status == 200 and isinstance(info, dict) and "version" in info:
             target.engine = "vllm"
             target.server_info = info
-    except (aiohttp.ClientError, asyncio.TimeoutError):
+    except (TimeoutError, aiohttp.ClientError):
         pass
 
 
@@ -135,7 +135,7 @@ async def _detect_tokenize(session: aiohttp.ClientSession, target: Target) -> No
                         if body.get("max_model_len") and not target.max_model_len:
                             target.max_model_len = int(body["max_model_len"])
                         return
-        except (aiohttp.ClientError, asyncio.TimeoutError, orjson.JSONDecodeError):
+        except (TimeoutError, aiohttp.ClientError, orjson.JSONDecodeError):
             continue
 
 
@@ -188,7 +188,7 @@ async def probe_prompt_tokens(session: aiohttp.ClientSession, target: Target, te
         try:
             async with session.post(target.url + path, json=body, headers=headers) as resp:
                 status, raw = resp.status, await resp.read()
-        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, asyncio.TimeoutError, OSError) as exc:
+        except (TimeoutError, aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, OSError) as exc:
             status, raw = None, one_line(f"{type(exc).__name__}: {exc}").encode()
         if status in (401, 403):
             raise unauthorised(target.url, status, "Authorization" in session.headers or bool(headers),

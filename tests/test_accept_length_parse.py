@@ -8,8 +8,15 @@ from pathlib import Path
 import pytest
 
 from loadgen.telemetry.promtext import parse_samples
-from loadgen.telemetry.server_metrics import (SG_GAUGE, SG_QUEUE, SG_RUNNING, CounterDelta, ServerMetricsSource,
-                                              counter_totals, gauge_values)
+from loadgen.telemetry.server_metrics import (
+    SG_GAUGE,
+    SG_QUEUE,
+    SG_RUNNING,
+    CounterDelta,
+    ServerMetricsSource,
+    counter_totals,
+    gauge_values,
+)
 
 SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "samples" / "sglang-metrics.txt"
 

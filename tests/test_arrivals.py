@@ -9,8 +9,15 @@ import numpy as np
 import pytest
 
 from loadgen import arrivals
-from loadgen.arrivals import (cv2, offsets_for_span_s, offsets_s, ramp_cumulative, ramp_inverse,
-                              ramp_offsets_s, realised_rate)
+from loadgen.arrivals import (
+    cv2,
+    offsets_for_span_s,
+    offsets_s,
+    ramp_cumulative,
+    ramp_inverse,
+    ramp_offsets_s,
+    realised_rate,
+)
 
 N = 10_000
 

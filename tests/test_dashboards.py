@@ -127,7 +127,7 @@ def test_layout_fits_the_grid_without_overlaps(name):
     assert len(ids) == len(set(ids))
     for p in DASHBOARDS[name]["panels"]:
         g = p["gridPos"]
-        assert 0 <= g["x"] and g["x"] + g["w"] <= 24, p["title"]
+        assert g["x"] >= 0 and g["x"] + g["w"] <= 24, p["title"]
         cells = {(x, y) for x in range(g["x"], g["x"] + g["w"]) for y in range(g["y"], g["y"] + g["h"])}
         assert not cells & taken, p["title"]
         taken |= cells
@@ -193,7 +193,7 @@ def test_every_panel_query_parses(tmp_path):
               "context_tokens": ".*", "model": ".*", "instance": ".*", "gpu": ".*"}
     rules = []
     for dash in DASHBOARDS.values():
-        for i, (title, ref, expr) in enumerate(GEN.panel_queries(dash)):
+        for i, (_title, _ref, expr) in enumerate(GEN.panel_queries(dash)):
             rules.append({"record": f"dashboard:{dash['uid'].replace('-', '_')}:q{i}",
                           "expr": GEN.substitute(expr, values)})
     path = tmp_path / "dashboards.yml"

@@ -11,8 +11,15 @@ import pytest
 from loadgen import arrivals
 from loadgen.cli import main
 from loadgen.files import read_json, read_jsonl
-from loadgen.openloop import (MIN_WINDOW_REQUESTS, Ramp, achieved_request_rate, render, schedule_request_rate,
-                              sustainable_rate, window_p99)
+from loadgen.openloop import (
+    MIN_WINDOW_REQUESTS,
+    Ramp,
+    achieved_request_rate,
+    render,
+    schedule_request_rate,
+    sustainable_rate,
+    window_p99,
+)
 from loadgen.record import CellKey, Record
 from loadgen.workload import seeded_rng
 from tests.conftest import run_loadgen

@@ -95,9 +95,9 @@ class SimServer:
             early = await self.hooks.before(request)
             if early is not None:
                 return early
-        if self.cfg.api_key and request.path.startswith("/v1/") or self.cfg.api_key and request.path == "/generate":
-            if request.headers.get("Authorization") != f"Bearer {self.cfg.api_key}":
-                return error_response("Invalid API key", 401)
+        protected = request.path.startswith("/v1/") or request.path == "/generate"
+        if self.cfg.api_key and protected and request.headers.get("Authorization") != f"Bearer {self.cfg.api_key}":
+            return error_response("Invalid API key", 401)
         return await handler(request)
 
     async def health(self, request: web.Request) -> web.Response:
@@ -109,7 +109,7 @@ class SimServer:
         self.engine.submit(req)
         try:
             await asyncio.wait_for(req.queue.get(), timeout=20)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self.engine.abort(req)
             return web.Response(status=503)
         return web.Response(status=200)

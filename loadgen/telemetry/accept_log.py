@@ -188,7 +188,7 @@ class LogReader:
             pass
         try:
             await asyncio.wait_for(self.proc.wait(), 5)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             os.killpg(self.proc.pid, signal.SIGKILL)
             await self.proc.wait()
         if self._task is not None:

@@ -7,8 +7,6 @@ under `detected_by` so results say how the engine was recognised.
 
 from __future__ import annotations
 
-import asyncio
-
 import aiohttp
 
 PREFIXES = (("sglang:", "sglang"), ("vllm:", "vllm"))
@@ -34,7 +32,7 @@ async def detect_from_metrics(session: aiohttp.ClientSession, target) -> None:
             if resp.status != 200:
                 return
             text = await resp.text()
-    except (aiohttp.ClientError, asyncio.TimeoutError, UnicodeDecodeError):
+    except (TimeoutError, aiohttp.ClientError, UnicodeDecodeError):
         return
     engine = engine_from_metrics(text)
     if engine:

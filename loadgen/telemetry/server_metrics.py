@@ -276,9 +276,9 @@ class ServerMetricsSource(PeriodicSampler):
             unavailable["gauge"] = ("vLLM exports no accept-length gauge" if VL_DRAFTS in self.seen
                                     else "the server exports no sglang:spec_accept_length gauge")
         elif mean is None:
-            unavailable["gauge"] = (f"sglang:spec_accept_length did not refresh during the cell (it refreshes "
-                                    f"every decode_log_interval steps; longer cells or a shorter "
-                                    f"--telemetry-interval help)")
+            unavailable["gauge"] = ("sglang:spec_accept_length did not refresh during the cell (it refreshes "
+                                    "every decode_log_interval steps; longer cells or a shorter "
+                                    "--telemetry-interval help)")
         elif mean <= 0:
             unavailable["gauge"] = "sglang:spec_accept_length reads 0 (speculative decoding off)"
         else:
