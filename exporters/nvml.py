@@ -76,7 +76,6 @@ def build_app(nvml: Any, interval_s: float = 1.0, hostname: str | None = None) -
         return web.Response(text="OK\n")
 
     app = web.Application()
-    app["collector"] = collector
     app.cleanup_ctx.append(collector.lifetime)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/health", health)
