@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from loadgen.aio import cancel_and_wait
 from loadgen.stats import percentile
 
 LAG_P99_LIMIT_S = 0.010
@@ -44,12 +45,7 @@ class LoopMonitor:
                 self.on_lag(lag)
 
     async def stop(self, lateness_p99_s: float | None = None) -> dict:
-        if self._task:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+        await cancel_and_wait(self._task)
         wall = time.monotonic() - self._wall0
         cpu = 100.0 * (time.process_time() - self._cpu0) / wall if wall > 0 else None
         return client_verdict(percentile(self.lags, 99), cpu, lateness_p99_s)

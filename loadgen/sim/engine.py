@@ -15,6 +15,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from loadgen.aio import cancel_and_wait
 from loadgen.sim.metrics_text import BucketHistogram
 from loadgen.sim.model import Roofline, SpecConfig, draw_accept, mean_accept_length
 
@@ -80,12 +81,7 @@ class Engine:
         self._task = asyncio.create_task(self._run())
 
     async def stop(self) -> None:
-        if self._task:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+        await cancel_and_wait(self._task)
 
     def submit(self, req: SimRequest) -> None:
         self.waiting.append(req)

@@ -195,31 +195,24 @@ class SimServer:
             return await self._unary_openai(req, chunks, want_spec)
         resp = await self._prepare_sse(request)
         truth = self._truth_row(req, "openai-chat" if chat else "openai-completions")
-        self.engine.submit(req)
-        try:
+
+        async def events():
             if chat:
-                await resp.write(sse(chunks.role()))
+                yield sse(chunks.role()), 0
             sent = 0
             while sent < req.max_tokens:
                 k = await self._maybe_fault(req, await req.queue.get(), resp)
                 chunks.prompt_tokens = req.prompt_tokens
                 finish = "length" if sent + k >= req.max_tokens else None
-                await resp.write(sse(chunks.content(text_for(sent, k), sent + k, finish)))
+                yield sse(chunks.content(text_for(sent, k), sent + k, finish)), k
                 sent += k
-                _stamp(truth, k, self.engine)
             if want_spec:
-                await resp.write(sse(chunks.spec(spec_details(req.generated, req.verify_ct,
-                                                              self.engine.spec.budget))))
+                yield sse(chunks.spec(spec_details(req.generated, req.verify_ct, self.engine.spec.budget))), 0
             if want_usage:
-                await resp.write(sse(chunks.final_usage(req.generated)))
-            await resp.write(b"data: [DONE]\n\n")
-            await resp.write_eof()
-        except (ConnectionResetError, asyncio.CancelledError):
-            self.engine.abort(req)
-            self._end(truth, req, "client_disconnected")
-            raise
-        self._end(truth, req, "ok")
-        return resp
+                yield sse(chunks.final_usage(req.generated)), 0
+
+        self.engine.submit(req)
+        return await self._stream(resp, req, truth, events())
 
     async def generate(self, request: web.Request) -> web.StreamResponse:
         t_arrival = request["t_arrival_ns"]
@@ -248,8 +241,8 @@ class SimServer:
                                                 {"type": "length", "length": req.generated},
                                                 self._final_meta(req)))
         resp = await self._prepare_sse(request)
-        self.engine.submit(req)
-        try:
+
+        async def events():
             n = 0
             text_so_far = ""  # /generate streams cumulative text; extend it rather than re-render it
             while n < req.max_tokens:
@@ -260,8 +253,20 @@ class SimServer:
                 event = generate_event(rid, text_so_far, n, req.prompt_tokens,
                                        {"type": "length", "length": n} if done else None,
                                        self._final_meta(req) if done else None)
-                await resp.write(sse(event))
-                _stamp(truth, k, self.engine)
+                yield sse(event), k
+
+        self.engine.submit(req)
+        return await self._stream(resp, req, truth, events())
+
+    # ---- helpers ---------------------------------------------------------------------------------------
+    async def _stream(self, resp: web.StreamResponse, req: SimRequest, truth: dict, events) -> web.StreamResponse:
+        """Write `events` ((bytes, tokens) pairs; content chunks are stamped in the truth), then [DONE]. A client
+        that goes away aborts the request in the engine."""
+        try:
+            async for data, k in events:
+                await resp.write(data)
+                if k:
+                    _stamp(truth, k, self.engine)
             await resp.write(b"data: [DONE]\n\n")
             await resp.write_eof()
         except (ConnectionResetError, asyncio.CancelledError):
@@ -271,7 +276,6 @@ class SimServer:
         self._end(truth, req, "ok")
         return resp
 
-    # ---- helpers ---------------------------------------------------------------------------------------
     def _prompt_size(self, chars: int, count, max_tokens) -> tuple[int | None, object]:
         """(prompt_tokens, deferred counter). Tokenizing is deferred to the engine's admission (SGLang's
         tokenizer also runs off the HTTP path) unless the prompt might exceed the context: a token is at least

@@ -13,6 +13,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from loadgen.aio import cancel_and_wait
+
 
 @dataclass
 class SourceResult:
@@ -80,12 +82,7 @@ class PeriodicSampler:
         self._task = asyncio.create_task(self._loop())
 
     async def stop(self) -> SourceResult:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+        await cancel_and_wait(self._task)
         await self._safe_sample()
         self.t_stop_ns = time.monotonic_ns()
         return self.result()
