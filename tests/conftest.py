@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -69,3 +70,18 @@ def run_loadgen(*args: str, timeout: float = 120, env: dict | None = None, cwd: 
     """Run the real CLI; returns CompletedProcess with text stdout/stderr."""
     return subprocess.run([sys.executable, "-m", "loadgen", *args], capture_output=True, text=True,
                           timeout=timeout, cwd=cwd or ROOT, env={**os.environ, **(env or {})})
+
+
+@contextlib.asynccontextmanager
+async def serve_metrics_app(app):
+    """Serve an aiohttp app on a free loopback port; yields its /metrics URL."""
+    from aiohttp import web
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}/metrics"
+    finally:
+        await runner.cleanup()

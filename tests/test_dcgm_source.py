@@ -10,21 +10,10 @@ from aiohttp import web
 from loadgen.sim.gpus import SimulatedGpus
 from loadgen.telemetry.dcgm import DcgmSource
 from loadgen.telemetry.power import derive_power
+from tests.conftest import serve_metrics_app as serve
 
 INTERVAL_S = 0.05
 
-
-@contextlib.asynccontextmanager
-async def serve(app: web.Application):
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}/metrics"
-    finally:
-        await runner.cleanup()
 
 
 def energies_j(sim: SimulatedGpus) -> list[float]:

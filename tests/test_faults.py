@@ -79,7 +79,8 @@ def test_malformed_chunks(api, client, sim_factory, tmp_path):
             assert rec["outcome"] == "protocol_error"
             assert rec["error"].startswith("event is not JSON: b'{\"choices\": [{\"delta\": {\"content\": \"x\"'")
             # /generate counts tokens in every event: what arrived before the bad event; OpenAI routes: no usage
-            partial = sum(rec["chunk_tokens"]) if api == "sglang-generate" else None
+            # (nothing at all when the bad event was the first)
+            partial = (sum(rec["chunk_tokens"]) or None) if api == "sglang-generate" else None
             assert rec["completion_tokens"] == partial
         else:
             ok_matches_truth(rec, row)

@@ -1,32 +1,18 @@
 """exporters/nvml.py: served over a real socket from a fake NVML, scraped like dcgm-exporter."""
 
 import asyncio
-import contextlib
 import importlib.util
 import subprocess
 import sys
 
 import aiohttp
 import pytest
-from aiohttp import web
 
 from exporters import nvml as exporter
 from loadgen.sim.gpus import SimulatedGpus, SimulatedNvml
 from loadgen.telemetry.dcgm import DcgmSource, parse_dcgm
 from loadgen.telemetry.promtext import parse_samples, parse_types
-
-
-@contextlib.asynccontextmanager
-async def serve(app: web.Application):
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}/metrics"
-    finally:
-        await runner.cleanup()
+from tests.conftest import serve_metrics_app as serve
 
 
 def test_serves_dcgm_names_units_and_labels():
