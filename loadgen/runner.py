@@ -105,6 +105,8 @@ class Runner:
         self.target: Target | None = None
         self.corpus: Corpus | None = None
         self.overhead_tokens = 0
+        self.counter: TokenCounter | None = None  # the server's tokenizer, when it has /v1/tokenize
+        self.chars_per_token = 4.0  # without it: measured by the setup probe
         self.stopping = False  # set by the first interrupt, or when the server went away (--on-server-down stop)
         self.stop_reason = "not measured: the run stopped early"
         self.current: CellRun | None = None
@@ -163,7 +165,7 @@ class Runner:
             chars = int(body_tokens * self.chars_per_token)
             return [p + self.corpus.window(rng, chars)[: max(0, chars - len(p))] for p in prefixes]
         bodies = [self.corpus.window(rng, chars_for(body_tokens)) for _ in range(n)]
-        texts, counts = await fit_prompts(prefixes, bodies, [body_tokens] * n, self.counter)
+        texts, _ = await fit_prompts(prefixes, bodies, [body_tokens] * n, self.counter)
         return texts
 
     # ---- cells -----------------------------------------------------------------------------------------

@@ -8,7 +8,6 @@ prefix cache unable to serve any request from an earlier one.
 
 from __future__ import annotations
 
-import os
 import random
 import sysconfig
 from collections.abc import Awaitable, Callable
@@ -173,10 +172,3 @@ def chars_for(tokens: int, chars_per_token: float = 4.0) -> int:
 
 def seeded_rng(seed: int, *parts: object) -> random.Random:
     return random.Random(f"{seed}:" + ":".join(map(str, parts)))
-
-
-def env_int(name: str, default: int) -> int:
-    try:
-        return int(os.environ.get(name, default))
-    except ValueError:
-        return default
