@@ -236,8 +236,8 @@ def run_overview() -> dict:
                     target("histogram_quantile(0.99, sum by (le) (rate(loadgen_send_lateness_seconds_bucket"
                            f"{{{CELL}}}[$__rate_interval])))", "send lateness p99")], "s", min=0),
         bargauge("Output tokens/s per finished cell", "Aggregate output tokens/s of each finished cell "
-                 "(the results JSON's output_tok_s).",
-                 [target(f"max by (run, concurrency, context_tokens) "
+                 "(the results JSON's output_tok_s; summed over the shards of a sharded run).",
+                 [target(f"sum by (run, concurrency, context_tokens) "
                          f"(loadgen_cell_output_tokens_per_second{{{CELL}}})", CELL_LEGEND, instant=True)],
                  TOK_S, w=24, min=0),
     ]
