@@ -89,22 +89,14 @@ def check_drained(lg: Loadgen, sim, name: str) -> list[dict]:
     return records
 
 
-def test_sigint_drains_in_flight_requests(loadgen, sim_factory):
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
+def test_first_signal_drains_in_flight_requests(sig, code, loadgen, sim_factory):
     sim = sim_factory("--speed", "8")
     lg = loadgen("--url", sim.url, *LONG)
     lg.wait_streaming()
-    lg.signal(signal.SIGINT)
-    assert lg.wait() == 130
-    check_drained(lg, sim, "SIGINT")
-
-
-def test_sigterm_drains_and_exits_143(loadgen, sim_factory):
-    sim = sim_factory("--speed", "8")
-    lg = loadgen("--url", sim.url, *LONG)
-    lg.wait_streaming()
-    lg.signal(signal.SIGTERM)
-    assert lg.wait() == 143
-    check_drained(lg, sim, "SIGTERM")
+    lg.signal(sig)
+    assert lg.wait() == code
+    check_drained(lg, sim, sig.name)
 
 
 def test_second_sigint_cancels_in_flight_requests(loadgen, sim_factory):
