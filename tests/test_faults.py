@@ -31,6 +31,20 @@ def measure(sim, api: str, tmp_path, *extra: str, client: str = "h1"):
     return proc, out
 
 
+def faulted_cell(sim, api, tmp_path, *extra, client):
+    """Run one cell against a faulty simulator: the run ends normally, every scheduled request has exactly one
+    record, and the records and the simulator's truth rows are the same requests. (doc, records, truth by id)"""
+    proc, out = measure(sim, api, tmp_path, *extra, client=client)
+    assert proc.returncode == 0, proc.stderr
+    doc, records = outputs(out)
+    assert_accounted(doc, records, PLANNED)
+    assert len(records) == PLANNED
+    # the truth rows of streams loadgen gave up on are written when the simulator sees it hang up
+    truth = streamed(wait_truth(sim, lambda rows: sum(r["stream"] for r in rows) >= PLANNED))
+    assert set(truth) == {r["request_id"] for r in records}
+    return doc, records, truth
+
+
 def ok_matches_truth(rec: dict, row: dict) -> None:
     assert rec["outcome"] == "ok", rec["error"]
     assert row["outcome"] == "ok"
@@ -41,13 +55,7 @@ def ok_matches_truth(rec: dict, row: dict) -> None:
 @pytest.mark.parametrize("api,client", CASES, ids=IDS)
 def test_http_errors(api, client, sim_factory, tmp_path):
     sim = sim_factory("--speed", "8", "--http-error-rate", "0.3", "--fault-seed", "3")
-    proc, out = measure(sim, api, tmp_path, client=client)
-    assert proc.returncode == 0, proc.stderr
-    doc, records = outputs(out)
-    assert_accounted(doc, records, PLANNED)
-    assert len(records) == PLANNED
-    truth = streamed(wait_truth(sim, lambda rows: sum(r["stream"] for r in rows) >= PLANNED))
-    assert set(truth) == {r["request_id"] for r in records}
+    doc, records, truth = faulted_cell(sim, api, tmp_path, client=client)
     failed = [r for r in records if "http_error" in truth[r["request_id"]]["faults"]]
     assert 0 < len(failed) < PLANNED
     for rec in records:
@@ -64,13 +72,7 @@ def test_http_errors(api, client, sim_factory, tmp_path):
 @pytest.mark.parametrize("api,client", CASES, ids=IDS)
 def test_malformed_chunks(api, client, sim_factory, tmp_path):
     sim = sim_factory("--speed", "8", "--malformed-every", "40")
-    proc, out = measure(sim, api, tmp_path, client=client)
-    assert proc.returncode == 0, proc.stderr
-    doc, records = outputs(out)
-    assert_accounted(doc, records, PLANNED)
-    assert len(records) == PLANNED
-    truth = streamed(wait_truth(sim, lambda rows: sum(r["stream"] for r in rows) >= PLANNED))
-    assert set(truth) == {r["request_id"] for r in records}
+    doc, records, truth = faulted_cell(sim, api, tmp_path, client=client)
     bad = {rid for rid, row in truth.items() if "malformed" in row["faults"]}
     assert 0 < len(bad) < PLANNED
     for rec in records:
@@ -89,14 +91,7 @@ def test_malformed_chunks(api, client, sim_factory, tmp_path):
 @pytest.mark.parametrize("api,client", CASES, ids=IDS)
 def test_stalled_streams_time_out_idle(api, client, sim_factory, tmp_path):
     sim = sim_factory("--speed", "8", "--stall-after", "12", "--stall-every", "3")
-    proc, out = measure(sim, api, tmp_path, "--idle-timeout", "0.4", client=client)
-    assert proc.returncode == 0, proc.stderr
-    doc, records = outputs(out)
-    assert_accounted(doc, records, PLANNED)
-    assert len(records) == PLANNED
-    # the truth rows of stalled streams are written when the simulator sees loadgen hang up
-    truth = streamed(wait_truth(sim, lambda rows: sum(r["stream"] for r in rows) >= PLANNED))
-    assert set(truth) == {r["request_id"] for r in records}
+    doc, records, truth = faulted_cell(sim, api, tmp_path, "--idle-timeout", "0.4", client=client)
     stalled = {rid for rid, row in truth.items() if "stall" in row["faults"]}
     assert 0 < len(stalled) < PLANNED
     for rec in records:
