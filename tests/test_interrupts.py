@@ -99,6 +99,15 @@ def test_first_signal_drains_in_flight_requests(sig, code, loadgen, sim_factory)
     check_drained(lg, sim, sig.name)
 
 
+def all_cancelled(lg) -> tuple[dict, list[dict]]:
+    """The run exited 130 and each of the 4 requests in flight is accounted for as cancelled."""
+    assert lg.wait() == 130
+    doc, records = outputs(lg.out)
+    assert_accounted(doc, records, PLANNED)
+    assert [r["outcome"] for r in records] == ["cancelled"] * 4
+    return doc, records
+
+
 def test_second_sigint_cancels_in_flight_requests(loadgen, sim_factory):
     sim = sim_factory("--speed", "8")
     lg = loadgen("--url", sim.url, *LONG)
@@ -107,10 +116,7 @@ def test_second_sigint_cancels_in_flight_requests(loadgen, sim_factory):
     time.sleep(0.2)
     t_cancel_ns = time.monotonic_ns()
     lg.signal(signal.SIGINT)
-    assert lg.wait() == 130
-    doc, records = outputs(lg.out)
-    assert_accounted(doc, records, PLANNED)
-    assert [r["outcome"] for r in records] == ["cancelled"] * 4
+    doc, records = all_cancelled(lg)
     for rec in records:
         assert rec["error"] == "cancelled before the response ended"
         assert 0 < (rec["t_end_ns"] - t_cancel_ns) / 1e9 < 0.5
@@ -130,10 +136,7 @@ def test_drain_timeout_cancels_what_is_left(loadgen, sim_factory):
     lg.wait_streaming()
     t_signal_ns = time.monotonic_ns()
     lg.signal(signal.SIGINT)
-    assert lg.wait() == 130
-    doc, records = outputs(lg.out)
-    assert_accounted(doc, records, PLANNED)
-    assert [r["outcome"] for r in records] == ["cancelled"] * 4
+    _, records = all_cancelled(lg)
     for rec in records:
         assert (rec["t_end_ns"] - t_signal_ns) / 1e9 == pytest.approx(0.3, abs=0.15)
 
