@@ -38,9 +38,9 @@ sys.path.insert(0, str(HERE))
 
 from raw_reader import RawConnection, request_bytes  # noqa: E402
 
-from loadgen.api import RequestOptions, build_body  # noqa: E402
+from loadgen.client.api import RequestOptions, build_body  # noqa: E402
 from loadgen.record import CellKey, Record  # noqa: E402
-from loadgen.scheduler import CellRun, Job, closed_loop  # noqa: E402
+from loadgen.schedule.closed import CellRun, Job, closed_loop  # noqa: E402
 
 PATH = "/v1/chat/completions"
 READY = re.compile(rb"ready on (http://\S+)")
@@ -124,18 +124,18 @@ class RawClient:
 class LoadgenClient:
     """loadgen's request path as the runner drives it: scheduler slots → sender → one Record each.
 
-    `http_client` "h1" is the default path (loadgen.h1send over loadgen.h1), "aiohttp" the alternative
-    (`--http-client aiohttp`, loadgen.client.send)."""
+    `http_client` "h1" is the default path (loadgen.client.h1_sender over loadgen.client.h1), "aiohttp" the alternative
+    (`--http-client aiohttp`, loadgen.client.aiohttp_sender.send)."""
 
     def __init__(self, url: str, c: int, http_client: str):
-        from loadgen import client
+        from loadgen.client import aiohttp_sender as client
         self.base = client
         self.cfg = client.ClientConfig(base_url=url, api="openai-chat")
         self.body = chat_body()
         self.http_client = http_client
         if http_client == "h1":
-            from loadgen.h1 import Pool
-            from loadgen.h1send import Sender
+            from loadgen.client.h1 import Pool
+            from loadgen.client.h1_sender import Sender
             self.pool = Pool(url)
             self.send = Sender(self.pool, self.cfg)
         else:
@@ -150,7 +150,7 @@ class LoadgenClient:
             # enough jobs for any run (built before the measurement, as the runner builds a cell's jobs)
             self.jobs = [Job(seq=i, phase="measure", body=self.body) for i in range(c + 200_000)]
             try:
-                from loadgen.h1send import settle_gc
+                from loadgen.client.h1_sender import settle_gc
                 settle_gc()  # as the runner does before each cell
             except ImportError:  # measuring a version from before the h1 path
                 pass

@@ -25,7 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from loadgen.telemetry.dcgm import DcgmSource, parse_dcgm  # noqa: E402  (after the sys.path insert)
+from loadgen.telemetry.dcgm import DcgmSource  # noqa: E402  (after the sys.path insert)
+from loadgen.telemetry.dcgm_format import parse_dcgm  # noqa: E402
 from loadgen.telemetry.nvml import NvmlSource, nvml_available  # noqa: E402
 
 LOAD = r"""

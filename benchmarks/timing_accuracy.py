@@ -41,7 +41,7 @@ from client_overhead import chat_body, machine, pin_self  # noqa: E402
 from raw_reader import RawConnection, request_bytes  # noqa: E402
 
 from loadgen.record import CellKey, Record  # noqa: E402
-from loadgen.scheduler import CellRun, Job, closed_loop  # noqa: E402
+from loadgen.schedule.closed import CellRun, Job, closed_loop  # noqa: E402
 from loadgen.sim.truth import read_truth  # noqa: E402
 
 READY = re.compile(rb"ready on (http://\S+)")
@@ -70,9 +70,9 @@ def body(max_tokens: int) -> dict:
 
 
 async def run_loadgen(url: str, c: int, n: int, tag: str, max_tokens: int) -> list[dict]:
-    from loadgen.client import ClientConfig
-    from loadgen.h1 import Pool
-    from loadgen.h1send import Sender
+    from loadgen.client.aiohttp_sender import ClientConfig
+    from loadgen.client.h1 import Pool
+    from loadgen.client.h1_sender import Sender
     pool = Pool(url)
     await pool.warm(c)
     recs: list[Record] = []

@@ -21,6 +21,7 @@ from typing import Any
 
 from aiohttp import web
 
+from loadgen.aio import cancel_and_wait
 from loadgen.telemetry.nvml import dcgm_text, load_nvml, nvml_available, open_devices
 
 
@@ -58,11 +59,7 @@ class NvmlCollector:
         await self.collect()  # the first scrape already has data
         task = asyncio.create_task(self._loop())
         yield
-        task.cancel()
-        try:
-            await task
-        except asyncio.CancelledError:
-            pass
+        await cancel_and_wait(task)
         await asyncio.to_thread(self.nvml.nvmlShutdown)
 
 

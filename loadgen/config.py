@@ -1,109 +1,105 @@
-"""Run configuration, parsed and validated at the edge (every bad value → UsageError with the fix)."""
+"""Run configuration: typed settings, each default written once.
+
+`RunConfig` holds the matrix and the request options, and one sub-config per feature (open loop, telemetry,
+faults, parallelism, live exporter). The CLI (`loadgen.cli`) fills them from the command line after checking
+every value; everything else only reads them.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
-import tempfile
 from dataclasses import dataclass, field
-from urllib.parse import urlparse
 
-from loadgen.api import APIS
 from loadgen.errors import UsageError
+from loadgen.record import CellKey
 
-
-def parse_int_list(flag: str, text: str, minimum: int = 1) -> list[int]:
-    """'1,32,64' → [1, 32, 64]; empty items, non-integers and values below `minimum` are errors."""
-    items = text.split(",")
-    out = []
-    for item in items:
-        item = item.strip()
-        if not item:
-            raise UsageError(f"{flag}: empty item in {text!r}; give comma-separated integers like 1,32,64")
-        try:
-            value = int(item)
-        except ValueError:
-            raise UsageError(f"{flag}: {item!r} is not an integer; give comma-separated integers like 1,32,64") \
-                from None
-        if value < minimum:
-            raise UsageError(f"{flag}: {value} is below {minimum}; every value must be ≥ {minimum}")
-        if value in out:
-            raise UsageError(f"{flag}: {value} appears twice in {text!r}; give each value once")
-        out.append(value)
-    return out
-
-
-def parse_float_list(flag: str, text: str) -> list[float]:
-    out = []
-    for item in text.split(","):
-        item = item.strip()
-        try:
-            value = float(item)
-        except ValueError:
-            raise UsageError(f"{flag}: {item!r} is not a number; give comma-separated numbers like 5,10,20") \
-                from None
-        if not (value > 0 and math.isfinite(value)):
-            raise UsageError(f"{flag}: {item} must be a finite number > 0, e.g. 5,10,20")
-        out.append(value)
-    return out
-
-
-def positive(flag: str, value: float | int | None, allow_zero: bool = False):
-    if value is None:
-        return None
-    if isinstance(value, float) and not math.isfinite(value):
-        raise UsageError(f"{flag}: {value} is not a finite number; give a number {'≥ 0' if allow_zero else '> 0'}")
-    if value < 0 or (value == 0 and not allow_zero):
-        raise UsageError(f"{flag}: {value} must be {'≥ 0' if allow_zero else '> 0'}")
-    return value
-
-
-def check_url(url: str) -> str:
-    parsed = urlparse(url)
-    if "@" in parsed.netloc:  # never echo it: it may hold a password
-        raise UsageError("--url must not carry credentials (user:password@host); put the API key in the "
-                         "environment variable named by --api-key-env (default OPENAI_API_KEY) or in --api-key-file")
-    if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise UsageError(f"--url {url!r} needs a scheme and host, e.g. http://gpu-host:30000")
-    try:
-        port = parsed.port
-    except ValueError:
-        port = 0
-    if port == 0:
-        raise UsageError(f"--url {url!r}: the port must be a number from 1 to 65535, e.g. http://gpu-host:30000")
-    if parsed.path.rstrip("/").endswith("/v1"):
-        root = url.rstrip("/")[: -len("/v1")]
-        raise UsageError(f"--url {url!r} ends in /v1; give the server's root ({root}), loadgen adds the API path")
-    return url.rstrip("/")
-
-
-def check_api(api: str) -> str:
-    if api not in APIS:
-        raise UsageError(f"--api {api!r} is unknown; choose one of {', '.join(APIS)}")
-    return api
-
-
-def check_out_path(path: str) -> str:
-    """The results path, checked by creating (and removing) a file beside it: the only test that holds for
-    root, read-only mounts and ACLs alike."""
-    directory = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
-        raise UsageError(f"--out {path} is a directory; give a file name, e.g. {os.path.join(path, 'run.json')}")
-    if not os.path.isdir(directory):
-        what = "is not a directory" if os.path.exists(directory) else "does not exist"
-        raise UsageError(f"--out {path}: {directory} {what}; create the directory or choose another path")
-    try:
-        with tempfile.NamedTemporaryFile(dir=directory, prefix=".loadgen-check-"):
-            pass
-    except OSError as exc:
-        raise UsageError(f"--out {path}: cannot write in {directory} ({exc.strerror}); choose another path") \
-            from None
-    return path
+DEFAULT_SPAN_S = 10.0  # default measured requests of a rate cell: max(16, ⌈10 s × rate⌉)
 
 
 def default_requests_per_cell(concurrency: int) -> int:
     """Two full waves of the concurrency, at least 16: enough for stable means at every level."""
     return max(16, 2 * concurrency)
+
+
+def default_requests_per_rate(rate: float) -> int:
+    """Measured requests of a rate cell without --requests-per-cell: max(16, ⌈10 s × rate⌉)."""
+    return max(16, math.ceil(DEFAULT_SPAN_S * rate))
+
+
+@dataclass(frozen=True)
+class RampSpec:
+    """`--ramp R0:R1:S`: the target rate rises linearly from r0 to r1 req/s over duration_s seconds."""
+
+    r0: float
+    r1: float
+    duration_s: float
+
+
+@dataclass
+class OpenLoopConfig:
+    """Open-loop load (`--request-rate`, `--ramp`); off when neither is given."""
+
+    request_rate: list[float] | None = None
+    arrival: str | None = None  # constant | poisson | gamma; None when open loop is off
+    burstiness: float | None = None
+    max_concurrency: int | None = None
+    ramp: RampSpec | None = None
+    slo_ttft_ms: float | None = None
+    ramp_window_s: float | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.request_rate or self.ramp)
+
+    @property
+    def slo_ttft_s(self) -> float | None:
+        return self.slo_ttft_ms / 1e3 if self.slo_ttft_ms else None
+
+
+@dataclass
+class TelemetryConfig:
+    """Where each cell's accept length and power come from (`--server-metrics`, `--accept-log-cmd`, …)."""
+
+    server_metrics: str = "auto"  # auto | off | a /metrics URL
+    accept_log_cmd: str | None = None  # as given; run as accept_log_argv, without a shell
+    accept_log_argv: list[str] | None = None
+    dcgm: list[str] = field(default_factory=list)
+    nvml: bool = False
+    telemetry_interval_s: float = 1.0
+
+
+@dataclass
+class FaultsConfig:
+    """What to do when the server goes away (`--on-server-down`) or the user interrupts (`--drain-timeout`)."""
+
+    on_server_down: str = "stop"  # stop | wait | skip
+    server_down_after: int = 3
+    server_wait_timeout_s: float = 600.0
+    cell_attempts: int = 3
+    drain_timeout_s: float = 30.0
+
+
+@dataclass
+class ParallelConfig:
+    """Client processes and shards (`--workers`, `--shard`, `--start-at`, `--cell-period`, `--run-id`)."""
+
+    http_client: str = "h1"  # h1 | aiohttp
+    workers: int = 1
+    shard: tuple[int, int] | None = None  # (index, count)
+    run_id: str | None = None
+    start_at: float | None = None
+    cell_period_s: float | None = None
+
+
+@dataclass
+class ExporterConfig:
+    """The live Prometheus exporter (`--metrics-port`); off when port is None."""
+
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
+    metrics_linger_s: float = 10.0
 
 
 @dataclass
@@ -128,10 +124,23 @@ class RunConfig:
     temperature: float = 0.0
     ignore_eos: bool = True
     sim_args: list[str] = field(default_factory=list)
-    extras: dict = field(default_factory=dict)  # options owned by plug-ins (telemetry, exporter, open loop)
+    open_loop: OpenLoopConfig = field(default_factory=OpenLoopConfig)
+    telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
+    faults: FaultsConfig = field(default_factory=FaultsConfig)
+    parallel: ParallelConfig = field(default_factory=ParallelConfig)
+    exporter: ExporterConfig = field(default_factory=ExporterConfig)
 
     def requests_for(self, concurrency: int) -> int:
         return self.requests_per_cell or default_requests_per_cell(concurrency)
+
+    def cells(self) -> list[CellKey]:
+        """The matrix, in order: for each prompt length, each concurrency (closed loop) or each rate (open
+        loop, concurrency = the cap or 0; a ramp is one cell at its top rate)."""
+        o = self.open_loop
+        if not o.enabled:
+            return [CellKey(ctx, c) for ctx in self.contexts for c in self.concurrency]
+        rates = [o.ramp.r1] if o.ramp else o.request_rate
+        return [CellKey(ctx, o.max_concurrency or 0, request_rate=r) for ctx in self.contexts for r in rates]
 
     def api_key(self) -> str | None:
         """The key from --api-key-file, else from the environment variable; never from the command line."""
@@ -149,8 +158,31 @@ class RunConfig:
             return key
         return os.environ.get(self.api_key_env) or None
 
+    def auth_headers(self) -> dict:
+        key = self.api_key()
+        return {"Authorization": f"Bearer {key}"} if key else {}
+
     def public_args(self) -> dict:
-        """The arguments as stored in results: never the key itself."""
-        d = {k: v for k, v in self.__dict__.items() if k not in ("extras",)}
-        d.update({k: v for k, v in self.extras.items() if "key" not in k.lower()})
+        """The arguments as stored in results, one flat mapping (the key itself is never part of them)."""
+        subs = ("open_loop", "telemetry", "faults", "parallel", "exporter")
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in subs}
+        for name in subs:
+            d.update(_public(getattr(self, name)))
+        if self.exporter.metrics_port is None:
+            for k in dataclasses.asdict(self.exporter):
+                d.pop(k)
+        if self.telemetry.accept_log_argv is None:
+            d.pop("accept_log_argv")
         return d
+
+
+def _public(sub) -> dict:
+    out = {}
+    for f in dataclasses.fields(sub):
+        value = getattr(sub, f.name)
+        if dataclasses.is_dataclass(value):
+            value = dataclasses.asdict(value)
+        elif isinstance(value, tuple):
+            value = list(value)
+        out[f.name] = value
+    return out

@@ -43,7 +43,7 @@ class Record:
     `chunk_tokens[i]` is the number of tokens the i-th content chunk carried (from the server's cumulative
     counts; None when the server gives only a final total). `chunk_gaps_ns[i]` is the time between content
     chunk i and i+1, so per-token inter-token latency is `chunk_gaps_ns[i] / chunk_tokens[i+1]`, repeated
-    `chunk_tokens[i+1]` times.
+    `chunk_tokens[i+1]` times; a chunk with no tokens hands its gap on to the next (`metrics.request.itl_pairs`).
     """
 
     run_id: str

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loadgen.api import ProtocolError, StreamState
+from loadgen.client.api import ProtocolError, StreamState
+from loadgen.client.sse import SseParser
 from loadgen.sim.render import OpenAIChunks, generate_event, sse
-from loadgen.sse import SseParser
 
 STREAMS = Path(__file__).parent / "fixtures" / "streams"
 SAMPLE_API = {"sglang-chat-stream.txt": "openai-chat", "sglang-chat-stream-spec-details.txt": "openai-chat",

@@ -8,8 +8,8 @@ from itertools import pairwise
 import numpy as np
 import pytest
 
-from loadgen import arrivals
-from loadgen.arrivals import (
+from loadgen.schedule import arrivals
+from loadgen.schedule.arrivals import (
     cv2,
     offsets_for_span_s,
     offsets_s,

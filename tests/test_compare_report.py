@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.compare import comparison, load_inputs, render_text
-from loadgen.report import accept_series, series_vs_concurrency, write_plots
+from loadgen.results.compare import comparison, load_inputs, render_text
+from loadgen.results.report import accept_series, series_vs_concurrency, write_plots
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

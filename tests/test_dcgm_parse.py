@@ -2,7 +2,8 @@
 
 import pytest
 
-from loadgen.telemetry.dcgm import normalize_url, parse_dcgm
+from loadgen.telemetry.dcgm import normalize_url
+from loadgen.telemetry.dcgm_format import parse_dcgm
 
 # Two GPUs from a real 8×H200 node's answer (dcgm-exporter 4.x default CSV, trimmed).
 REAL = """\

@@ -10,7 +10,8 @@ import pytest
 
 from exporters import nvml as exporter
 from loadgen.sim.gpus import SimulatedGpus, SimulatedNvml
-from loadgen.telemetry.dcgm import DcgmSource, parse_dcgm
+from loadgen.telemetry.dcgm import DcgmSource
+from loadgen.telemetry.dcgm_format import parse_dcgm
 from loadgen.telemetry.promtext import parse_samples, parse_types
 from tests.conftest import serve_metrics_app as serve
 

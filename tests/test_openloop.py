@@ -8,20 +8,20 @@ import math
 import numpy as np
 import pytest
 
-from loadgen import arrivals
-from loadgen.cli import main
+from loadgen.cli.main import main
 from loadgen.files import read_json, read_jsonl
-from loadgen.openloop import (
+from loadgen.metrics.open_loop import (
     MIN_WINDOW_REQUESTS,
     Ramp,
     achieved_request_rate,
-    render,
     schedule_request_rate,
     sustainable_rate,
     window_p99,
 )
 from loadgen.record import CellKey, Record
-from loadgen.workload import seeded_rng
+from loadgen.results.open_table import render
+from loadgen.schedule import arrivals
+from loadgen.workload.corpus import seeded_rng
 from tests.conftest import run_loadgen
 
 MS = 1_000_000

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from loadgen.telemetry.power import GpuPowerStats, cell_energy_j, derive_power, summarize_power
+from loadgen.metrics.power import GpuPowerStats, cell_energy_j, derive_power, summarize_power
 from loadgen.telemetry.promtext import parse_samples, parse_text, parse_types, render_family
 
 S = 1_000_000_000  # ns per s

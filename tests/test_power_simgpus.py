@@ -3,7 +3,7 @@
 import pytest
 
 from loadgen.sim.gpus import SimulatedGpus
-from loadgen.telemetry.dcgm import ENERGY, MGMT_LIMIT, POWER, parse_dcgm
+from loadgen.telemetry.dcgm_format import ENERGY, MGMT_LIMIT, POWER, parse_dcgm
 from loadgen.telemetry.promtext import parse_samples, parse_types
 
 S = 1_000_000_000

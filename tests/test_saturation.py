@@ -1,7 +1,7 @@
 """A client starved on purpose is flagged saturated: in the results (`client.saturated` with the reason), in
 the table (with the advice to add workers) and in the live exporter's gauge; an unstarved run is not.
 
-The starvation is injected through the CLI's own plug-in list into a real `loadgen` process against the
+The starvation is injected as extra sinks of the CLI's `main` into a real `loadgen` process against the
 simulator: a sink that blocks the event loop 30 ms per record, or a thread that holds the GIL in 20 ms turns.
 """
 
@@ -17,10 +17,9 @@ from tests.conftest import ROOT
 
 STARVE = r'''
 import sys, threading, time
-from loadgen import cli
+from loadgen.cli import main as cli
 from loadgen.sinks.base import NullSink
 mode = sys.argv.pop(1)
-gauges = []
 
 class Blocking(NullSink):
     def record(self, rec):
@@ -41,20 +40,11 @@ class Burning(NullSink):
     def cell_finished(self, cell, summary):
         self.stop = True
 
-def starve(runner):
-    from exporters.live import LiveExporter
-    exporter = LiveExporter(runner.run_id)
-    runner.sinks.append(exporter)
-    gauges.append((exporter, runner))
-    if mode == "block":
-        runner.sinks.append(Blocking())
-    elif mode == "burn":
-        runner.sinks.insert(0, Burning())
-
-cli.RUNNER_HOOKS.insert(0, starve)
-rc = cli.main(sys.argv[1:])
-exporter, runner = gauges[0]
-print("GAUGE", exporter.registry.get_sample_value("loadgen_client_saturated", {"run": runner.run_id}))
+from exporters.live import LiveExporter
+probes = {"block": [Blocking()], "burn": [Burning()]}.get(mode, [])
+exporter = LiveExporter("")
+rc = cli.main(sys.argv[1:], extra_sinks=[*probes, exporter])
+print("GAUGE", exporter.registry.get_sample_value("loadgen_client_saturated", {"run": exporter.run_id}))
 sys.exit(rc)
 '''
 

@@ -11,13 +11,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from loadgen.cli.checks import parse_start_at
+from loadgen.cli.run_config import parse_shard
 from loadgen.errors import UsageError
 from loadgen.files import read_json, read_jsonl
-from loadgen.merge import clock_offset_ns, merge, overlap
+from loadgen.metrics.cell import summarize
 from loadgen.record import CellKey, Record
-from loadgen.scheduler import JobList
-from loadgen.shard import ShardJobs, parse_shard, parse_start_at, part_of, slot_counts
-from loadgen.summary import summarize
+from loadgen.results.merge import clock_offset_ns, merge, overlap
+from loadgen.schedule.closed import JobList
+from loadgen.schedule.split import ShardJobs, part_of, slot_counts
 from tests.conftest import ROOT, run_loadgen
 
 

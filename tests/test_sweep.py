@@ -385,3 +385,30 @@ def test_interrupt_while_measuring_keeps_the_cells_and_stops(bench):
     again = bench.sweep(path)
     assert again.returncode == 0, again.stderr[-2000:]
     assert f"[budget8_topk4] resuming: {len(done)} of 3 cells already measured" in again.stderr
+
+
+def test_resume_keeps_open_loop_rate_cells(bench):
+    """Rate cells share concurrency 0: they are told apart by their rate, so a resumed sweep measures only
+    the rate cell that did not finish and keeps the other one, its records included."""
+    path = bench.write('[[configs]]\nbudget = 8\ntopk = 4\n', concurrency="[1]")
+    text = path.read_text().replace("concurrency = [1]", 'concurrency = [1]\nargs = ["--request-rate", "20,40"]')
+    path.write_text(text)
+    first = bench.sweep(path)
+    assert first.returncode == 0, first.stderr[-3000:]
+    results = bench.out / "budget8_topk4.json"
+    doc = json.loads(results.read_text())
+    assert [(c["request_rate"], c["status"]) for c in doc["cells"]] == [(20.0, "ok"), (40.0, "ok")]
+    kept, redo = doc["cells"]
+    redo.update(status="failed", error="made to fail by the test")  # as if the cell had failed
+    results.write_text(json.dumps(doc))
+
+    again = bench.sweep(path)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "[budget8_topk4] resuming: 1 of 2 cells already measured" in again.stderr
+    cells = bench.doc("budget8_topk4")["cells"]
+    assert [c["request_rate"] for c in cells] == [20.0, 40.0] and all(c["status"] == "ok" for c in cells)
+    assert (cells[0]["run_id"], cells[0]["output_tok_s"]) == (kept["run_id"], kept["output_tok_s"])
+    assert cells[1]["run_id"] != redo["run_id"]
+    recs = bench.records("budget8_topk4")
+    by_rate = {rate: {r["run_id"] for r in recs if r["cell"].get("request_rate") == rate} for rate in (20.0, 40.0)}
+    assert by_rate == {20.0: {kept["run_id"]}, 40.0: {cells[1]["run_id"]}}

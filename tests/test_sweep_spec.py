@@ -13,9 +13,9 @@ import pytest
 from aiohttp import web
 
 from loadgen.errors import UsageError
-from loadgen.readiness import wait_ready
 from loadgen.sweep.spec import load_spec, parse_spec
 from loadgen.sweep.template import render
+from loadgen.target.readiness import wait_ready
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "docs" / "examples" / "ddtree_budget_sweep.toml"
@@ -34,9 +34,8 @@ def spec_of(**changes):
 
 
 def test_docs_example_parses_and_every_configuration_validates(tmp_path):
-    from loadgen.cli import load_plugins
+    from loadgen.cli.sweep import CommandLineRuns
     from loadgen.sweep.runner import plan_sweep
-    load_plugins()
     spec = load_spec(str(EXAMPLE))
     assert [c.name for c in spec.configs] == ["b16_t8", "b32_t8", "b64_t8"]
     b32 = spec.configs[1]
@@ -44,7 +43,7 @@ def test_docs_example_parses_and_every_configuration_validates(tmp_path):
     assert b32.expect == {"speculative_ddtree_budget": "32", "speculative_eagle_topk": "8"}
     assert b32.timeout_s == 900
     spec.out_dir = str(tmp_path)
-    plans = plan_sweep(spec, force=False, only=None)
+    plans = plan_sweep(spec, force=False, only=None, runs=CommandLineRuns(spec.path))
     cfg = plans[0].run_cfg
     assert (cfg.contexts, cfg.concurrency, cfg.max_tokens, cfg.url) == ([60, 1024], [1, 32, 64], 512,
                                                                         "http://gpu-host:30000")

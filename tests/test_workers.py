@@ -12,10 +12,12 @@ from collections import Counter
 
 import pytest
 
+from loadgen.cli.checks import parse_workers
 from loadgen.files import read_json, read_jsonl
+from loadgen.metrics.cell import summarize
+from loadgen.metrics.client_health import merge_client
+from loadgen.parallel.workers import auto_workers, prefetch
 from loadgen.record import Record
-from loadgen.summary import summarize
-from loadgen.workers import auto_workers, merge_client, parse_workers, prefetch
 from tests.conftest import ROOT, run_loadgen
 from tests.faults_util import assert_accounted
 
@@ -104,7 +106,7 @@ def test_a_dead_worker_costs_records_not_the_run(sim_factory, tmp_path):
         except OSError:
             pass
         time.sleep(0.05)
-    os.kill(child_of(proc.pid, b"loadgen.workers\x002"), signal.SIGKILL)
+    os.kill(child_of(proc.pid, b"loadgen.parallel.worker\x002"), signal.SIGKILL)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 1, err  # the cut cell failed; the run went on and wrote everything
     doc, recs = read_json(str(out)), read_jsonl(records)

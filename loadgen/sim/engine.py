@@ -16,7 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from loadgen.aio import cancel_and_wait
-from loadgen.sim.metrics_text import BucketHistogram
 from loadgen.sim.model import Roofline, SpecConfig, draw_accept, mean_accept_length
 
 
@@ -31,7 +30,7 @@ class SimRequest:
     verify_ct: int = 0
     started: bool = False
     aborted: bool = False
-    count_prompt: Callable[[], int] | None = None  # deferred tokenization (see SimServer._prompt_size)
+    count_prompt: Callable[[], int] | None = None  # deferred tokenization (see Generations.prompt_size)
 
     @property
     def finished(self) -> bool:
@@ -51,7 +50,7 @@ class WindowStats:
 class Engine:
     def __init__(self, spec: SpecConfig, roofline: Roofline | None = None, speed: float = 1.0,
                  max_running: int = 256, seed: int = 0, decode_log_interval: int = 40,
-                 on_step: Callable[["Engine", int, int, int], None] | None = None):
+                 on_utilization: Callable[[float], None] | None = None):
         self.spec = spec
         self.roofline = roofline or Roofline()
         self.speed = speed
@@ -63,11 +62,11 @@ class Engine:
         self.running: list[SimRequest] = []
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
-        self.on_step = on_step  # (engine, batch, accepted_tokens, verify_reqs) after each step
-        self.step_listeners: list[Callable[["Engine", int, int, int], None]] = []  # same signature as on_step
+        # (engine, batch, accepted_tokens, verify_reqs) after each step
+        self.step_listeners: list[Callable[["Engine", int, int, int], None]] = []
         self.window_listeners: list[Callable[["Engine", WindowStats], None]] = []  # at each decode-log refresh
-        self.on_utilization: Callable[[float], None] | None = None
-        # counters (SGLang names in the metrics module)
+        self.on_utilization = on_utilization  # GPU busy fraction (see `utilization`) whenever the batch changes
+        # SGLang's tokenizer-side counters (their /metrics names are in sglang_metrics)
         self.prompt_tokens_total = 0
         self.generation_tokens_total = 0
         self.num_requests_total = 0
@@ -75,7 +74,6 @@ class Engine:
         self.window = WindowStats()
         self.gauge_accept_length = 0.0
         self.gauge_gen_throughput = 0.0
-        self.ttft_hist = BucketHistogram()
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
@@ -145,8 +143,6 @@ class Engine:
                 for fn in self.window_listeners:
                     fn(self, w)
                 self.window = WindowStats()
-        if self.on_step:
-            self.on_step(self, len(new) + len(decoding), accepted, len(decoding))
         for fn in self.step_listeners:
             fn(self, len(new) + len(decoding), accepted, len(decoding))
 

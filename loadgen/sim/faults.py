@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 import orjson
 from aiohttp import web
 
+from loadgen.sim.responses import error_response
+
 GENERATION_PATHS = {"/v1/chat/completions": "openai-chat", "/v1/completions": "openai-completions",
                     "/generate": "sglang-generate"}
 MALFORMED = b'data: {"choices": [{"delta": {"content": "x"\n\n'  # an event whose JSON is cut short
@@ -226,6 +228,5 @@ def usage_exit(message: str) -> None:
 
 
 def hooks_from_args(a: argparse.Namespace, engine, truth) -> FaultHooks | None:
-    from loadgen.sim.server import error_response
     cfg = config_from_args(a)
     return FaultHooks(cfg, engine, truth, error_response) if cfg.any() else None

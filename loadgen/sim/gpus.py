@@ -37,7 +37,7 @@ from types import SimpleNamespace
 
 from aiohttp import web
 
-from loadgen.telemetry.dcgm import ENERGY, MGMT_LIMIT, POWER, dcgm_labels, render_dcgm
+from loadgen.telemetry.dcgm_format import ENERGY, MGMT_LIMIT, POWER, dcgm_labels, render_dcgm
 
 _OFFSETS_W = (-3.0, 2.0, 0.0, -2.0, 3.0, 1.0, -1.0, 2.5)  # fixed per-GPU spread, as real boards differ
 _SM_CLOCK_IDLE_MHZ, _SM_CLOCK_MAX_MHZ = 345, 1965

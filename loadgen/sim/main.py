@@ -13,9 +13,10 @@ from aiohttp import web
 
 from loadgen.sim import faults
 from loadgen.sim.arrival import stamp_arrivals
+from loadgen.sim.config import SimConfig
 from loadgen.sim.engine import Engine
 from loadgen.sim.model import Roofline, SpecConfig
-from loadgen.sim.server import SimConfig, SimServer
+from loadgen.sim.server import SimServer
 from loadgen.sim.truth import TruthLog
 
 
@@ -46,64 +47,85 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="append SGLang 'Decode batch ... accept len: X' lines to FILE ('-' = stdout)")
 
 
-async def serve(args: argparse.Namespace, extra_setup=None) -> None:
-    spec = SpecConfig(budget=args.budget, topk=args.topk, block_size=args.block_size, algorithm=args.algorithm)
-    engine = Engine(spec, Roofline(), speed=args.speed, max_running=args.max_running, seed=args.seed)
-    api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
-    cfg = SimConfig(model=args.model, context_length=args.context_length, api_key=api_key,
-                    engine_name=getattr(args, "engine", "sglang"))
+async def serve(args: argparse.Namespace) -> None:
+    """Serve until SIGINT or SIGTERM, then stop the engine, the sites and the logs."""
+    gpus = _simulated_gpus(args)
+    engine = _engine(args, gpus)
     truth = TruthLog(args.truth)
-    server = SimServer(engine, cfg, truth, hooks=faults.hooks_from_args(args, engine, truth))
-    decode_log = None
-    if getattr(args, "log_file", None):
-        from loadgen.sim.logs import DecodeLog
-        decode_log = DecodeLog(engine, args.log_file)
+    server = SimServer(engine, _sim_config(args), truth, hooks=faults.hooks_from_args(args, engine, truth))
+    decode_log = _decode_log(engine, args.log_file)
     app = server.app()
-    runners: list[web.AppRunner] = []
-    if extra_setup is not None:
-        runners += await extra_setup(args, engine, server)
-    dcgm_note = ""
-    if getattr(args, "dcgm_port", None) is not None:
-        url = await _serve_dcgm(args, engine, runners)
-        dcgm_note = f" dcgm={url}"
+    dcgm = None if gpus is None else await _serve_dcgm(gpus, args)
     # Freeze what start-up made: a full collection over it (15-25 ms) would otherwise stall the first burst of
     # requests before their arrival is stamped, and the truth would miss that queueing.
     gc.collect()
     gc.freeze()
     engine.start()
-    # streams still open at shutdown are cut after 1 s: they wait on an engine that has stopped
-    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
-    await runner.setup()
-    stamp_arrivals(runner)
-    site = web.TCPSite(runner, args.host, args.port, reuse_address=True)
-    await site.start()
-    port = runner.addresses[0][1]
-    print(f"loadgen-sim ready on http://{args.host}:{port} (budget={spec.budget} topk={spec.topk} "
-          f"block={spec.block_size} accept_mean={engine.accept_mean:.3f} speed={args.speed:g}){dcgm_note}", flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+    runner = await _serve_api(app, args)
+    dcgm_note = f" dcgm=http://{args.host}:{dcgm.addresses[0][1]}/metrics" if dcgm is not None else ""
+    print(f"loadgen-sim ready on http://{args.host}:{runner.addresses[0][1]} (budget={args.budget} "
+          f"topk={args.topk} block={args.block_size} accept_mean={engine.accept_mean:.3f} "
+          f"speed={args.speed:g}){dcgm_note}", flush=True)
+    await _until_signalled()
     await engine.stop()
     await runner.cleanup()
-    for r in runners:
-        await r.cleanup()
+    if dcgm is not None:
+        await dcgm.cleanup()
     truth.close()
     if decode_log is not None:
         decode_log.close()
 
 
-async def _serve_dcgm(args: argparse.Namespace, engine: Engine, runners: list) -> str:
-    """A dcgm-exporter-compatible endpoint whose power follows the engine's load (energy = its integral)."""
+def _engine(args: argparse.Namespace, gpus) -> Engine:
+    spec = SpecConfig(budget=args.budget, topk=args.topk, block_size=args.block_size, algorithm=args.algorithm)
+    return Engine(spec, Roofline(), speed=args.speed, max_running=args.max_running, seed=args.seed,
+                  on_utilization=gpus.set_utilization if gpus is not None else None)
+
+
+def _sim_config(args: argparse.Namespace) -> SimConfig:
+    api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
+    return SimConfig(model=args.model, context_length=args.context_length, api_key=api_key,
+                     engine_name=args.engine)
+
+
+def _decode_log(engine: Engine, path: str | None):
+    if not path:
+        return None
+    from loadgen.sim.logs import DecodeLog
+    return DecodeLog(engine, path)
+
+
+def _simulated_gpus(args: argparse.Namespace):
+    """The GPUs behind `--dcgm-port` (None without it): their power follows the engine's load."""
+    if args.dcgm_port is None:
+        return None
     from loadgen.sim.gpus import SimulatedGpus
-    gpus = SimulatedGpus(n=args.gpus, idle_w=args.idle_w, load_w=args.load_w, limit_w=args.limit_w)
-    engine.on_utilization = gpus.set_utilization
+    return SimulatedGpus(n=args.gpus, idle_w=args.idle_w, load_w=args.load_w, limit_w=args.limit_w)
+
+
+async def _serve_dcgm(gpus, args: argparse.Namespace) -> web.AppRunner:
+    """A dcgm-exporter-compatible endpoint over `gpus` (energy = the integral of their power)."""
     runner = web.AppRunner(gpus.make_app(), access_log=None, handle_signals=False)
     await runner.setup()
     await web.TCPSite(runner, args.host, args.dcgm_port, reuse_address=True).start()
-    runners.append(runner)
-    return f"http://{args.host}:{runner.addresses[0][1]}/metrics"
+    return runner
+
+
+async def _serve_api(app: web.Application, args: argparse.Namespace) -> web.AppRunner:
+    # streams still open at shutdown are cut after 1 s: they wait on an engine that has stopped
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
+    await runner.setup()
+    stamp_arrivals(runner)
+    await web.TCPSite(runner, args.host, args.port, reuse_address=True).start()
+    return runner
+
+
+async def _until_signalled() -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
 
 
 def main(args: argparse.Namespace) -> int:

@@ -13,10 +13,6 @@ CHAT_OPEN = "<|im_start|>user\n"
 CHAT_CLOSE = "<|im_end|>\n<|im_start|>assistant\n"
 
 
-def pieces(text: str) -> list[str]:
-    return PIECE.findall(text)
-
-
 def count(text: str) -> int:
     return len(PIECE.findall(text))
 

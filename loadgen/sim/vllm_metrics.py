@@ -1,4 +1,4 @@
-"""`loadgen sim --engine vllm`: the simulator with vLLM's metric names and routes.
+"""`loadgen sim --engine vllm`: vLLM's `/metrics` names, read from the `Engine` and step-level counters.
 
 vLLM (v1 engine, `vllm/v1/spec_decode/metrics.py`) keeps cumulative speculative-decoding counters that move at
 every engine step, not at request completion:
@@ -9,16 +9,17 @@ every engine step, not at request completion:
 
 so mean acceptance length over a window = 1 + Δaccepted / Δdrafts, acceptance rate = Δaccepted / Δdraft_tokens.
 Here a verify step that commits k tokens accepted k − 1 drafts, and num_speculative_tokens is the budget.
-A vLLM server answers `/version` and has no `/server_info`, and returns no per-request SGLang spec details.
+Every series carries `model_name, engine`.
 """
 
 from __future__ import annotations
 
-from aiohttp import web
+from collections.abc import Iterator
+
+from prometheus_client.metrics_core import Metric
 
 from loadgen.sim.engine import Engine
-
-VERSION = "0.11.0-sim"
+from loadgen.sim.metrics import TtftHistogram, counter, gauge
 
 
 class VllmCounters:
@@ -38,31 +39,28 @@ class VllmCounters:
         self.generation_tokens += committed + (batch - verify_reqs)  # prefills commit one token each
 
 
-def render_vllm_metrics(engine: Engine, counters: VllmCounters, model: str) -> str:
-    """vLLM's exposition: counters declared without `_total` in TYPE, sampled with it (prometheus_client)."""
-    labels = f'model_name="{model}",engine="0"'
-    fams = [
-        ("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.",
-         len(engine.running)),
-        ("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.", len(engine.waiting)),
-        ("vllm:prompt_tokens", "counter", "Number of prefill tokens processed.", engine.prompt_tokens_total),
-        ("vllm:generation_tokens", "counter", "Number of generation tokens processed.", counters.generation_tokens),
-        ("vllm:spec_decode_num_drafts", "counter", "Number of spec decoding drafts.", counters.drafts),
-        ("vllm:spec_decode_num_draft_tokens", "counter", "Number of draft tokens.", counters.draft_tokens),
-        ("vllm:spec_decode_num_accepted_tokens", "counter", "Number of accepted tokens.", counters.accepted_tokens),
-    ]
-    lines: list[str] = []
-    for name, kind, help_text, value in fams:
-        sample = name + "_total" if kind == "counter" else name
-        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", f"{sample}{{{labels}}} {float(value)}"]
-    lines += ["# HELP vllm:time_to_first_token_seconds Histogram of time to first token in seconds.",
-              "# TYPE vllm:time_to_first_token_seconds histogram"]
-    lines += engine.ttft_hist.lines("vllm:time_to_first_token_seconds", labels)
-    return "\n".join(lines) + "\n"
+class VllmCollector:
+    """Yields vLLM's metric families from `engine`, its step counters and the TTFT histogram at each scrape."""
 
+    def __init__(self, engine: Engine, model: str, ttft: TtftHistogram):
+        self.engine = engine
+        self.model = model
+        self.ttft = ttft
+        self.counters = VllmCounters(engine)
 
-def add_vllm_routes(router: web.UrlDispatcher) -> None:
-    async def version(request: web.Request) -> web.Response:
-        return web.json_response({"version": VERSION})
-
-    router.add_get("/version", version)
+    def collect(self) -> Iterator[Metric]:
+        labels = {"model_name": self.model, "engine": "0"}
+        e, c = self.engine, self.counters
+        yield gauge("vllm:num_requests_running", "Number of requests in model execution batches.", labels,
+                    len(e.running))
+        yield gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", labels,
+                    len(e.waiting))
+        for name, help_text, value in (
+            ("prompt_tokens", "Number of prefill tokens processed.", e.prompt_tokens_total),
+            ("generation_tokens", "Number of generation tokens processed.", c.generation_tokens),
+            ("spec_decode_num_drafts", "Number of spec decoding drafts.", c.drafts),
+            ("spec_decode_num_draft_tokens", "Number of draft tokens.", c.draft_tokens),
+            ("spec_decode_num_accepted_tokens", "Number of accepted tokens.", c.accepted_tokens),
+        ):
+            yield counter(f"vllm:{name}", help_text, labels, value)
+        yield self.ttft.family("vllm:time_to_first_token_seconds", labels)

@@ -11,7 +11,7 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 
-from loadgen.api import APIS
+from loadgen.client.api import APIS
 from loadgen.errors import UsageError
 from loadgen.sweep.template import render, render_argv, value_text
 
@@ -20,10 +20,9 @@ TOP_KEYS = {"name", "out_dir", "reconfigure", "diagnostics", "server", "readines
 SERVER_KEYS = {"url", "api", "model", "api_key_env", "api_key_file"}
 READINESS_KEYS = {"timeout_s", "poll_s", "successes", "reconfigure_timeout_s", "diagnostics_timeout_s",
                   "request_timeout_s"}
-CONFIG_RESERVED = {"name", "timeout_s"}
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
-# matrix key → (run flag, kind); kinds: ints (list), int, float, str, path
+# key → (run flag, kind); each kind is checked and turned into argv words by `_FLAG_ARGS`
 MATRIX_FLAGS = {
     "contexts": ("--contexts", "ints"), "concurrency": ("--concurrency", "ints"),
     "max_tokens": ("--max-tokens", "int"), "requests_per_cell": ("--requests-per-cell", "int"),
@@ -164,7 +163,7 @@ def _config_params(doc: dict, path: str) -> list[tuple[dict, str]]:
 def _config(params: dict, where: str, url: str, reconfigure, diagnostics, expect, readiness) -> Config:
     name = params.pop("name", None)
     timeout_s = params.pop("timeout_s", readiness.timeout_s)
-    if not isinstance(timeout_s, (int, float)) or isinstance(timeout_s, bool) or timeout_s <= 0:
+    if not _is_number(timeout_s) or timeout_s <= 0:
         raise UsageError(f"{where}: timeout_s = {timeout_s!r} must be a number of seconds > 0")
     values = {k: value_text(k, v, where) for k, v in params.items()}
     if name is None:
@@ -192,7 +191,7 @@ def _readiness(t: dict, where: str) -> Readiness:
     for key in READINESS_KEYS:
         if key in t:
             v = t[key]
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+            if not _is_number(v) or v <= 0:
                 raise UsageError(f"{where}: {key} = {v!r} must be a number > 0")
             if key == "successes" and not isinstance(v, int):
                 raise UsageError(f"{where}: successes = {v!r} must be a whole number, e.g. 3")
@@ -201,44 +200,40 @@ def _readiness(t: dict, where: str) -> Readiness:
 
 
 def _flags(t: dict, spec: dict, where: str, base: str) -> list[str]:
+    """The run flags for table `t`, each key checked against its kind in `spec` (key → (flag, kind))."""
     _keys(t, set(spec), where)
     out: list[str] = []
     for key, value in t.items():
         flag, kind = spec[key]
-        bad = UsageError(f"{where}: {key} = {value!r} must be {_KIND_TEXT[kind]}")
-        if kind == "ints":
-            if not isinstance(value, list) or not value or not all(_is_int(v) for v in value):
-                raise bad
-            text = ",".join(map(str, value))
-        elif kind == "int":
-            if not _is_int(value):
-                raise bad
-            text = str(value)
-        elif kind == "float":
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise bad
-            text = repr(float(value))
-        elif kind == "bool":
-            if not isinstance(value, bool):
-                raise bad
-            out += [flag] if value else []
-            continue
-        elif kind == "strs":
-            value = [value] if isinstance(value, str) and flag else value
-            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                raise bad
-            if flag is None:
-                out += value
-                continue
-            text = ",".join(value)
-        else:
-            if not isinstance(value, str):
-                raise bad
-            text = os.path.join(base, value) if kind == "path" else value
-        out += [flag, text]
+        args = _FLAG_ARGS[kind](flag, value, base)
+        if args is None:
+            raise UsageError(f"{where}: {key} = {value!r} must be {_KIND_TEXT[kind]}")
+        out += args
     return out
 
 
+def _ints_args(flag, v, base):
+    return [flag, ",".join(map(str, v))] if isinstance(v, list) and v and all(map(_is_int, v)) else None
+
+
+def _strs_args(flag, v, base):
+    v = [v] if isinstance(v, str) and flag else v
+    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+        return None
+    return v if flag is None else [flag, ",".join(v)]
+
+
+# kind → (flag, TOML value, sweep file's folder) → the argv words, or None when the value has the wrong type.
+# A flag of None (matrix `args`) passes the strings through as they are.
+_FLAG_ARGS = {
+    "ints": _ints_args,
+    "int": lambda flag, v, base: [flag, str(v)] if _is_int(v) else None,
+    "float": lambda flag, v, base: [flag, repr(float(v))] if _is_number(v) else None,
+    "bool": lambda flag, v, base: ([flag] if v else []) if isinstance(v, bool) else None,
+    "strs": _strs_args,
+    "str": lambda flag, v, base: [flag, v] if isinstance(v, str) else None,
+    "path": lambda flag, v, base: [flag, os.path.join(base, v)] if isinstance(v, str) else None,
+}
 _KIND_TEXT = {"ints": "a non-empty list of whole numbers, e.g. [1, 32, 64]", "int": "a whole number",
               "float": "a number", "bool": "true or false", "strs": "a list of strings",
               "str": "a string", "path": "a file path (relative to the sweep file)"}
@@ -246,6 +241,10 @@ _KIND_TEXT = {"ints": "a non-empty list of whole numbers, e.g. [1, 32, 64]", "in
 
 def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def _keys(t: dict, allowed: set, where: str) -> None:

@@ -16,8 +16,7 @@ import orjson
 
 from loadgen.errors import UsageError
 from loadgen.files import read_json, read_jsonl, write_atomic
-
-SWEEP_SCHEMA = "loadgen.sweep/v1"
+from loadgen.results.document import cell_key as results_cell_key
 
 
 def paths(out_dir: str, name: str) -> dict[str, str]:
@@ -26,8 +25,9 @@ def paths(out_dir: str, name: str) -> dict[str, str]:
             "reconfigure": base + ".reconfigure.log", "diagnostics": base + ".diagnostics.txt"}
 
 
-def cell_key(cell: dict) -> tuple[int, int]:
-    return cell["context_tokens"], cell["concurrency"]
+def cell_key(cell: dict) -> tuple:
+    """(prompt length, concurrency, request rate or None): open-loop cells differ by their rate."""
+    return results_cell_key(cell)
 
 
 def load_doc(path: str) -> dict | None:
@@ -61,7 +61,7 @@ def settings_diff(doc: dict, settings: dict) -> list[str]:
     return diffs
 
 
-def finished_cells(doc: dict | None, wanted: list[tuple[int, int]] | None) -> list[dict]:
+def finished_cells(doc: dict | None, wanted: list[tuple] | None) -> list[dict]:
     """Stored cells that need no new measurement: status ok and part of the matrix (`wanted`; None: any)."""
     if not doc:
         return []
@@ -85,7 +85,7 @@ def prune_records(path: str, kept: list[dict]) -> int:
     return dropped
 
 
-def config_status(cells: list[dict], wanted: list[tuple[int, int]], attempted: bool) -> str:
+def config_status(cells: list[dict], wanted: list[tuple], attempted: bool) -> str:
     """ok: every cell measured; partial: some; failed: tried and none; pending: not tried yet."""
     ok = {cell_key(c) for c in cells if c.get("status") == "ok"} & set(wanted)
     if len(ok) == len(wanted):

@@ -34,10 +34,6 @@ def value_text(key: str, value, where: str) -> str:
     return text
 
 
-def placeholders(template: str) -> list[str]:
-    return [m.group(1) for m in TOKEN.finditer(template) if m.group(1)]
-
-
 def render(template: str, values: dict[str, str], where: str) -> str:
     """`template` with each {name} replaced by values[name] (already checked by `value_text`)."""
     def sub(m: re.Match) -> str:

@@ -71,8 +71,6 @@ def split_command(cmd: str) -> list[str]:
 class LogWindow:
     """Running sums of the decode lines that arrived while one cell was open."""
 
-    t_open_ns: int
-    t_close_ns: int | None = None
     lines: int = 0
     weighted_sum: float = 0.0
     weight: float = 0.0
@@ -169,14 +167,12 @@ class LogReader:
     async def open_window(self) -> LogWindow:
         await self.ensure_started()
         await asyncio.sleep(0.01)  # lines already in the pipe were written before the cell: read them first
-        self.window = LogWindow(time.monotonic_ns())
+        self.window = LogWindow()
         return self.window
 
     async def close_window(self) -> LogWindow:
         await asyncio.sleep(0.01)  # lines written in the cell's last moments are still in the pipe
-        w = self.window
-        self.window = None
-        w.t_close_ns = time.monotonic_ns()
+        w, self.window = self.window, None
         return w
 
     async def close(self) -> None:

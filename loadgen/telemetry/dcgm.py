@@ -1,8 +1,8 @@
 """GPU power per cell from NVIDIA dcgm-exporter, one `/metrics` URL per node.
 
 `DcgmSource(urls, interval_s=1.0)` scrapes every URL concurrently each `interval_s` during the cell and
-keeps, per GPU (node URL + `gpu` + `UUID`), only running sums (`power.GpuPowerStats`), so memory does not
-grow with the cell's length. Figures (see `power.summarize_power` for the formulas):
+keeps, per GPU (node URL + `gpu` + `UUID`), only running sums (`loadgen.metrics.power.GpuPowerStats`), so
+memory does not grow with the cell's length. Figures (formulas in `loadgen.metrics.power.summarize_power`):
 
 - power: `DCGM_FI_DEV_POWER_USAGE` (W); mean is time-weighted over the readings, max is the highest reading.
 - energy: Δ`DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION` (mJ counter since boot) over the window, restarts handled;
@@ -14,14 +14,12 @@ Warnings: a node that stopped answering (which URL, since when; its data from be
 unchanged between samples (dcgm-exporter collects every 30 s by default: run it with `-c 1000` or less),
 DCGM blank sentinels (values ≥ 1e18 for fields a GPU does not support, ignored).
 
-The module also holds the DCGM metric catalogue and a renderer, so the simulator and the NVML exporter
-serve the same names, units and labels as the real exporter.
+The exporter's metric names, labels and text format (parsing and rendering) are in `dcgm_format`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,102 +27,9 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
+from loadgen.metrics.power import STALE_AFTER_S, GpuPowerStats, summarize_power
 from loadgen.telemetry.base import PeriodicSampler, SourceResult
-from loadgen.telemetry.power import STALE_AFTER_S, GpuPowerStats, summarize_power
-from loadgen.telemetry.promtext import parse_text, render_family
-
-POWER = "DCGM_FI_DEV_POWER_USAGE"
-ENERGY = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
-MGMT_LIMIT = "DCGM_FI_DEV_POWER_MGMT_LIMIT"
-ENFORCED_LIMIT = "DCGM_FI_DEV_ENFORCED_POWER_LIMIT"
-BLANK_THRESHOLD = 1e18  # DCGM int64 "blank" sentinels start at 0x7ffffffffffffff0
-
-# name -> (type, help) as dcgm-exporter's counters CSV declares them; the order is the rendering order.
-DCGM_FIELDS: dict[str, tuple[str, str]] = {
-    "DCGM_FI_DEV_SM_CLOCK": ("gauge", "SM clock frequency (in MHz)."),
-    "DCGM_FI_DEV_GPU_TEMP": ("gauge", "GPU temperature (in C)."),
-    POWER: ("gauge", "Power draw (in W)."),
-    ENERGY: ("counter", "Total energy consumption since boot (in mJ)."),
-    "DCGM_FI_DEV_GPU_UTIL": ("gauge", "GPU utilization (in %)."),
-    "DCGM_FI_DEV_FB_USED": ("gauge", "Framebuffer memory used (in MiB)."),
-    MGMT_LIMIT: ("gauge", "Power management limit (in W)."),
-    ENFORCED_LIMIT: ("gauge", "Enforced power limit (in W)."),
-}
-
-
-def dcgm_labels(gpu: int, uuid: str, pci_bus_id: str, model: str, hostname: str, driver_version: str,
-                hostname_label: str = "Hostname") -> dict[str, str]:
-    """dcgm-exporter's label set, in its order. `hostname_label` is "hostname" for builds after 4.5.3-4.8.2."""
-    return {
-        "gpu": str(gpu), "UUID": uuid, "pci_bus_id": pci_bus_id, "device": f"nvidia{gpu}",
-        "modelName": model, hostname_label: hostname, "DCGM_FI_DRIVER_VERSION": driver_version,
-    }
-
-
-def render_dcgm(rows: dict[str, list[tuple[dict[str, str], float]]]) -> str:
-    """Exposition text for {metric name: [(labels, value), ...]}, metrics in `DCGM_FIELDS` order."""
-    return "".join(
-        render_family(name, kind, help_text, rows[name])
-        for name, (kind, help_text) in DCGM_FIELDS.items()
-        if rows.get(name)
-    )
-
-
-@dataclass
-class GpuReading:
-    """One GPU's power-related values in one scrape."""
-
-    gpu: str
-    uuid: str
-    hostname: str | None
-    model: str | None
-    power_w: float | None = None
-    energy_mj: float | None = None
-    limit_w: float | None = None
-
-
-@dataclass
-class ParsedScrape:
-    readings: list[GpuReading]
-    blank_fields: set[str] = field(default_factory=set)
-    skipped_lines: int = 0
-
-
-_WANTED = (POWER, ENERGY, MGMT_LIMIT, ENFORCED_LIMIT)
-
-
-def parse_dcgm(text: str) -> ParsedScrape:
-    """The power-related values per GPU in one dcgm-exporter answer; blank sentinels and NaN dropped.
-
-    A GPU is keyed by (`gpu`, `UUID`|`uuid`); the first sample of a metric per GPU wins, so series that
-    repeat a device-level field per MIG instance are not counted twice.
-    """
-    parsed = parse_text(text, _WANTED)
-    gpus: dict[tuple[str, str], GpuReading] = {}
-    blanks: set[str] = set()
-    seen: set[tuple] = set()
-    for name, labels, value in parsed.samples:
-        if math.isnan(value):
-            continue
-        if abs(value) >= BLANK_THRESHOLD:
-            blanks.add(name)
-            continue
-        key = (labels.get("gpu", ""), labels.get("UUID") or labels.get("uuid", ""))
-        if (key, name) in seen:
-            continue
-        seen.add((key, name))
-        r = gpus.get(key)
-        if r is None:
-            r = gpus[key] = GpuReading(gpu=key[0], uuid=key[1],
-                                       hostname=labels.get("Hostname") or labels.get("hostname"),
-                                       model=labels.get("modelName"))
-        if name == POWER:
-            r.power_w = value
-        elif name == ENERGY:
-            r.energy_mj = value
-        elif name == ENFORCED_LIMIT or (name == MGMT_LIMIT and r.limit_w is None):
-            r.limit_w = value  # the enforced limit is what actually caps the GPU: it wins
-    return ParsedScrape(list(gpus.values()), blanks, parsed.skipped_lines)
+from loadgen.telemetry.dcgm_format import ENERGY, ENFORCED_LIMIT, MGMT_LIMIT, POWER, parse_dcgm
 
 
 def normalize_url(url: str) -> str:
@@ -141,7 +46,6 @@ class _Node:
     url: str
     ok: int = 0
     failed: int = 0
-    last_ok_ns: int | None = None
     failing_since_ns: int | None = None  # first failure after the last success
     last_error: str | None = None
     blank_fields: set[str] = field(default_factory=set)
@@ -153,9 +57,8 @@ class _Node:
         if self.failing_since_ns is None:
             self.failing_since_ns = t_ns
 
-    def success(self, t_ns: int) -> None:
+    def success(self) -> None:
         self.ok += 1
-        self.last_ok_ns = t_ns
         self.failing_since_ns = None
 
 
@@ -225,7 +128,7 @@ class DcgmSource(PeriodicSampler):
         except (TimeoutError, aiohttp.ClientError, ValueError, UnicodeDecodeError) as exc:
             node.failure(t0, f"{type(exc).__name__}: {exc}"[:160] if str(exc) else type(exc).__name__)
             return None
-        node.success(t_ns)
+        node.success()
         node.blank_fields |= scrape.blank_fields
         node.skipped_lines += scrape.skipped_lines
         total_w = 0.0
@@ -270,31 +173,41 @@ def _per_gpu(g: _Gpu) -> dict[str, Any]:
 
 
 def _node_warnings(node: _Node, gpus: list[_Gpu], t_start_ns: int, window_s: float) -> list[str]:
-    out = []
+    """Every one-line note about one node's cell: how it answered, how fresh its values were, what it lacks."""
+    return [*_answer_warnings(node, gpus, t_start_ns, window_s), *_staleness_warnings(node, gpus),
+            *_energy_warnings(node, gpus), *_field_warnings(node, gpus)]
+
+
+def _answer_warnings(node: _Node, gpus: list[_Gpu], t_start_ns: int, window_s: float) -> list[str]:
     err = f"last error: {node.last_error}"
     if node.ok == 0:
-        out.append(f"dcgm: {node.url} did not answer during the cell ({node.failed} tries; {err})")
-    elif node.failing_since_ns is not None:
+        return [f"dcgm: {node.url} did not answer during the cell ({node.failed} tries; {err})"]
+    if node.failing_since_ns is not None:
         since_s = (node.failing_since_ns - t_start_ns) / 1e9
         covered_s = max((g.stats.covered_s for g in gpus), default=0.0)
-        out.append(
-            f"dcgm: {node.url} stopped answering {since_s:.1f} s into the cell ({node.failed} failed scrapes; "
-            f"{err}); its {len(gpus)} GPUs' figures cover {covered_s:.1f} s of {window_s:.1f} s, and energy "
-            f"per token extrapolates them at the power they drew before")
-    elif node.failed:
-        out.append(f"dcgm: {node.failed} of {node.ok + node.failed} scrapes of {node.url} failed ({err})")
+        return [f"dcgm: {node.url} stopped answering {since_s:.1f} s into the cell ({node.failed} failed scrapes; "
+                f"{err}); its {len(gpus)} GPUs' figures cover {covered_s:.1f} s of {window_s:.1f} s, and energy "
+                f"per token extrapolates them at the power they drew before"]
+    if node.failed:
+        return [f"dcgm: {node.failed} of {node.ok + node.failed} scrapes of {node.url} failed ({err})"]
+    return []
+
+
+def _staleness_warnings(node: _Node, gpus: list[_Gpu]) -> list[str]:
     if gpus and all(g.stats.never_changed for g in gpus):
         span_s = max(g.stats.covered_s for g in gpus)
-        out.append(
-            f"dcgm: {node.url} served identical values for the whole cell ({span_s:.1f} s, "
-            f"{max(g.stats.n for g in gpus)} samples): its collect interval is longer than the cell, so these "
-            f"power and energy figures mean nothing; run dcgm-exporter with -c 1000 or less")
-    else:
-        longest_s = max((g.stats.longest_unchanged_ns / 1e9 for g in gpus), default=0.0)
-        if longest_s >= STALE_AFTER_S:
-            out.append(
-                f"dcgm: {node.url} values stayed unchanged for up to {longest_s:.1f} s: dcgm-exporter collects "
-                f"that rarely (default -c 30000), so figures are coarse; run it with -c 1000 or less")
+        return [f"dcgm: {node.url} served identical values for the whole cell ({span_s:.1f} s, "
+                f"{max(g.stats.n for g in gpus)} samples): its collect interval is longer than the cell, so these "
+                f"power and energy figures mean nothing; run dcgm-exporter with -c 1000 or less"]
+    longest_s = max((g.stats.longest_unchanged_ns / 1e9 for g in gpus), default=0.0)
+    if longest_s >= STALE_AFTER_S:
+        return [f"dcgm: {node.url} values stayed unchanged for up to {longest_s:.1f} s: dcgm-exporter collects "
+                f"that rarely (default -c 30000), so figures are coarse; run it with -c 1000 or less"]
+    return []
+
+
+def _energy_warnings(node: _Node, gpus: list[_Gpu]) -> list[str]:
+    out = []
     integrated = [g for g in gpus if g.stats.figures()["energy_method"] == "integrated"]
     if integrated:
         every_s = integrated[0].stats.covered_s / max(1, integrated[0].stats.n - 1)
@@ -305,6 +218,11 @@ def _node_warnings(node: _Node, gpus: list[_Gpu], t_start_ns: int, window_s: flo
     if resets:
         out.append(f"dcgm: energy counter restarted during the cell on {node.url} ({', '.join(resets)}): "
                    f"the segments before and after were added")
+    return out
+
+
+def _field_warnings(node: _Node, gpus: list[_Gpu]) -> list[str]:
+    out = []
     if gpus and all(g.stats.limit_w is None for g in gpus):
         out.append(f"dcgm: {node.url} exports no power limit: add {MGMT_LIMIT} (or {ENFORCED_LIMIT}) to "
                    f"dcgm-exporter's counters CSV (-f) to get power as a fraction of the limit")

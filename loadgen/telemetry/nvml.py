@@ -1,7 +1,7 @@
 """GPU power per cell from NVML (the `nvidia-ml-py` package, module `pynvml`) on the local machine.
 
 For hosts without dcgm-exporter (sandboxes, laptops, a single box). `NvmlSource(interval_s=1.0)` gives
-the same `values` as `DcgmSource` (see `power.summarize_power`), with `source` "nvml" and each GPU's
+the same `values` as `dcgm.DcgmSource` (see `power.summarize_power`), with `source` "nvml" and each GPU's
 `node` "nvml://<hostname>". NVML units: power and limits in mW, energy in mJ (a counter since the driver
 loaded, the same one DCGM's `DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION` exports). Every NVML call runs in a
 worker thread (`asyncio.to_thread`): a call can block for tens of ms, longer on a busy or sick GPU, and
@@ -20,16 +20,16 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from loadgen.metrics.power import GpuPowerStats, summarize_power
 from loadgen.telemetry.base import PeriodicSampler, SourceResult
-from loadgen.telemetry.dcgm import ENERGY, ENFORCED_LIMIT, MGMT_LIMIT, POWER, dcgm_labels, render_dcgm
-from loadgen.telemetry.power import GpuPowerStats, summarize_power
+from loadgen.telemetry.dcgm_format import ENERGY, ENFORCED_LIMIT, MGMT_LIMIT, POWER, dcgm_labels, render_dcgm
 
 INSTALL_HINT = "pip install nvidia-ml-py"
 
 
 def load_nvml() -> ModuleType:
     """The `pynvml` module from nvidia-ml-py; ImportError when it is not installed."""
-    import pynvml
+    import pynvml  # optional dependency (the `nvml` extra): imported only when NVML is asked for
 
     return pynvml
 

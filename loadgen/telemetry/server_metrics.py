@@ -12,8 +12,8 @@ Figures (all over the cell's window [first scrape, last scrape]):
 - `counters` (vLLM): 1 + Δvllm:spec_decode_num_accepted_tokens_total / Δvllm:spec_decode_num_drafts_total
   (accepted drafts per verify step, plus the bonus token). Also `accept_rate` = Δaccepted / Δdraft_tokens.
 - `gauge` (SGLang): time-average of `sglang:spec_accept_length`, a mean over the scheduler's last
-  `decode_log_interval` (40) decode steps. Each reading describes the steps before it, so reading i is weighted
-  by the time since reading i−1: gauge = Σ v_i·(t_i − t_{i−1}) / Σ (t_i − t_{i−1}). Readings taken before the
+  `decode_log_interval` (40) decode steps. Each reading describes the steps before it, so reading i is
+  weighted by the time since reading i−1: gauge = Σ v_i·(t_i − t_{i−1}) / Σ (t_i − t_{i−1}). Readings taken before the
   gauge first changes within the cell are ignored: until its first refresh the gauge still shows a window from
   before the cell (the previous cell, or 0 after start-up). A refresh to the identical value cannot be seen;
   the first window counted may still hold up to 39 steps from before the cell.
@@ -21,7 +21,8 @@ Figures (all over the cell's window [first scrape, last scrape]):
   num_queue_reqs, vLLM num_requests_running / num_requests_waiting), summed over DP ranks.
 
 Counter resets (the server restarted during the cell) are handled like Prometheus' increase(): a drop
-starts a new segment, and the cell carries a warning.
+starts a new segment, and the cell carries a warning. The metric names, and how one scrape is reduced
+(sums over label sets, one reading per DP group), are in `engine_metrics`.
 """
 
 from __future__ import annotations
@@ -29,80 +30,20 @@ from __future__ import annotations
 import aiohttp
 
 from loadgen.telemetry.base import PeriodicSampler, SourceResult
+from loadgen.telemetry.engine_metrics import (
+    COUNTERS,
+    QUEUE_GAUGES,
+    SG_GAUGE,
+    SG_GEN,
+    SG_VERIFY,
+    VL_ACCEPTED,
+    VL_DRAFT_TOKENS,
+    VL_DRAFTS,
+    WANTED,
+    counter_totals,
+    gauge_values,
+)
 from loadgen.telemetry.promtext import Sample, parse_samples
-
-SG_GEN = "sglang:generation_tokens_total"
-SG_VERIFY = "sglang:spec_verify_calls_total"
-SG_GAUGE = "sglang:spec_accept_length"
-SG_RUNNING = "sglang:num_running_reqs"
-SG_QUEUE = "sglang:num_queue_reqs"
-VL_DRAFTS = "vllm:spec_decode_num_drafts_total"
-VL_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
-VL_ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
-VL_RUNNING = "vllm:num_requests_running"
-VL_QUEUE = "vllm:num_requests_waiting"
-COUNTERS = (SG_GEN, SG_VERIFY, VL_DRAFTS, VL_DRAFT_TOKENS, VL_ACCEPTED)
-GAUGES = (SG_GAUGE, SG_RUNNING, SG_QUEUE, VL_RUNNING, VL_QUEUE)
-# Per-rank copies of one scheduler's gauges: with --enable-metrics-for-all-schedulers every TP/PP/EP rank of
-# a DP group reports the same value, so one reading per group (the lowest rank) is kept; DP groups (told
-# apart by dp_rank and any other label) are then summed.
-_RANK_LABELS = ("tp_rank", "pp_rank", "moe_ep_rank")
-
-
-def counter_totals(samples: list[Sample]) -> dict[str, float]:
-    """Σ over label sets of each counter in COUNTERS (a name without `_total` counts as the same counter).
-
-    When a counter carries `priority` labels and one of them is "" (SGLang's all-priorities total), only the
-    "" series are summed, so the per-priority series are not counted twice."""
-    by_name: dict[str, list[Sample]] = {}
-    for s in samples:
-        name = s.name if s.name.endswith("_total") else s.name + "_total"
-        if name in COUNTERS:
-            by_name.setdefault(name, []).append(s)
-    totals = {}
-    for name, rows in by_name.items():
-        if any(r.labels.get("priority") == "" for r in rows):
-            rows = [r for r in rows if r.labels.get("priority", "") == ""]
-        totals[name] = sum(r.value for r in rows)
-    return totals
-
-
-def _group(s: Sample) -> tuple:
-    return s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k not in _RANK_LABELS))
-
-
-def _rank(s: Sample) -> tuple:
-    return tuple(int(s.labels.get(k, "0")) if s.labels.get(k, "0").isdigit() else 0 for k in _RANK_LABELS)
-
-
-def one_per_group(samples: list[Sample]) -> list[Sample]:
-    """The lowest-rank sample of each (name, labels without TP/PP/EP rank) group."""
-    best: dict[tuple, Sample] = {}
-    for s in samples:
-        g = _group(s)
-        if g not in best or _rank(s) < _rank(best[g]):
-            best[g] = s
-    return list(best.values())
-
-
-def gauge_values(samples: list[Sample]) -> dict[str, float]:
-    """Queue gauges summed over DP groups; the accept-length gauge averaged over DP groups, weighted by each
-    group's running requests (a plain mean when none is running)."""
-    rows = one_per_group([s for s in samples if s.name in GAUGES])
-    out = {}
-    for name in (SG_RUNNING, SG_QUEUE, VL_RUNNING, VL_QUEUE):
-        vals = [s.value for s in rows if s.name == name]
-        if vals:
-            out[name] = sum(vals)
-    accept = [s for s in rows if s.name == SG_GAUGE]
-    if accept:
-        running = {_group(s)[1]: s.value for s in rows if s.name == SG_RUNNING}
-        weights = [running.get(_group(s)[1], 0.0) for s in accept]
-        if sum(weights) > 0:
-            out[SG_GAUGE] = sum(s.value * w for s, w in zip(accept, weights)) / sum(weights)
-        else:
-            out[SG_GAUGE] = sum(s.value for s in accept) / len(accept)
-    return out
 
 
 class CounterDelta:
@@ -162,7 +103,7 @@ class ServerMetricsSource(PeriodicSampler):
         self.gauge_start: float | None = None  # the value shown when the cell opened
         self.gauge_refreshed = False
         self.gauge_ignored = 0
-        self.queues = {name: TimeWeighted() for name in (SG_RUNNING, SG_QUEUE, VL_RUNNING, VL_QUEUE)}
+        self.queues = {name: TimeWeighted() for name in QUEUE_GAUGES}
         self.last_t_ns: int | None = None
         self.first_t_ns: int | None = None
         self._session: aiohttp.ClientSession | None = None
@@ -182,7 +123,7 @@ class ServerMetricsSource(PeriodicSampler):
             if resp.status != 200:
                 raise RuntimeError(f"HTTP {resp.status}")
             text = await resp.text()
-        self.ingest(parse_samples(text, _WANTED), t_ns)
+        self.ingest(parse_samples(text, WANTED), t_ns)
 
     def ingest(self, samples: list[Sample], t_ns: int) -> None:
         """Fold one scrape (taken at `t_ns`) into the running sums."""
@@ -284,8 +225,6 @@ class ServerMetricsSource(PeriodicSampler):
         else:
             per_source["gauge"] = mean
 
-
-_WANTED = frozenset(COUNTERS) | frozenset(GAUGES) | frozenset(n[: -len("_total")] for n in COUNTERS)
 
 
 class Unavailable:

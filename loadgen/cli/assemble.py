@@ -1,0 +1,83 @@
+"""Building a run from its configuration: the one place that chooses each part of the request path.
+
+    driver     ClosedLoop | OpenLoop, wrapped by WorkerDriver (--workers), ShardPart (--shard),
+               AlignedStart (--start-at)
+    transport  H1Transport (default) | AiohttpTransport (--http-client aiohttp)
+    sinks      JSONL records, the server-down guard, the live exporter (--metrics-port)
+    policies   ServerDownPolicy (--on-server-down), Interrupts (--drain-timeout)
+    telemetry  TelemetryPlan (server metrics, log lines, DCGM/NVML)
+    services   the log command, the worker pool, the exporter: they live as long as the run
+
+A new part is one class in its stage's folder and one choice here.
+"""
+
+from __future__ import annotations
+
+from loadgen.cli.exporter import live_exporter
+from loadgen.cli.telemetry import TelemetryPlan
+from loadgen.client.aiohttp_sender import ClientConfig
+from loadgen.config import RunConfig
+from loadgen.console import log
+from loadgen.parallel.shard import AlignedStart, ShardPart
+from loadgen.parallel.workers import WorkerDriver, WorkerPool
+from loadgen.results.document import ResultsFile
+from loadgen.run.control import RunControl
+from loadgen.run.drivers import ClosedLoop, Driver, OpenLoop
+from loadgen.run.interrupts import Interrupts
+from loadgen.run.runner import CellCheck, Runner, RunParts, Service, new_run_id
+from loadgen.run.server_down import ServerDownPolicy, ServerGuard
+from loadgen.run.transport import AiohttpTransport, H1Transport, Transport
+from loadgen.sinks.base import Sink
+from loadgen.sinks.jsonl import JsonlSink, requests_path
+
+
+def make_transport(cfg: RunConfig, url: str, headers: dict) -> Transport:
+    ccfg = ClientConfig(base_url=url, api=cfg.api, timeout_s=cfg.timeout_s, idle_timeout_s=cfg.idle_timeout_s,
+                        headers=headers)
+    return H1Transport(ccfg) if cfg.parallel.http_client == "h1" else AiohttpTransport(ccfg)
+
+
+def make_driver(cfg: RunConfig, url: str, headers: dict, transport: Transport, guard: ServerGuard,
+                services: list[Service]) -> Driver:
+    par = cfg.parallel
+    if cfg.open_loop.enabled:
+        if par.workers > 1:
+            log("--workers: open-loop cells run in the main process")
+        driver: Driver = OpenLoop(cfg, transport)
+    else:
+        driver = ClosedLoop(cfg, transport, pause=guard.pause)
+        if par.workers > 1:
+            pool = WorkerPool(par.workers, cfg, url, headers)
+            services.append(pool)
+            driver = WorkerDriver(driver, pool)
+        if par.shard:
+            driver = ShardPart(driver, *par.shard)
+    if par.start_at is not None:
+        driver = AlignedStart(driver, par.start_at, par.cell_period_s)
+    return driver
+
+
+def build_runner(cfg: RunConfig, url: str, *, sinks: list[Sink] | None = None, results: ResultsFile | None = None,
+                 checks: list[CellCheck] | None = None) -> Runner:
+    """The runner of `cfg` against `url`. `sinks` default to the JSONL records beside `cfg.out`; a sweep
+    passes its own sinks, results file and checks."""
+    run_id = cfg.parallel.run_id or new_run_id()
+    headers = cfg.auth_headers()
+    control = RunControl()
+    guard = ServerGuard(url, control, cfg.faults.server_down_after)
+    sinks = [JsonlSink(requests_path(cfg.out))] if sinks is None else list(sinks)
+    sinks.append(guard)
+    telemetry = TelemetryPlan(cfg.telemetry)
+    services: list[Service] = [telemetry.log_command] if telemetry.log_command else []
+    transport = make_transport(cfg, url, headers)
+    driver = make_driver(cfg, url, headers, transport, guard, services)
+    exporter = live_exporter(run_id, cfg.exporter)
+    if exporter is not None:
+        sinks.append(exporter[0])
+        services.append(exporter[1])
+    parts = RunParts(
+        driver=driver, transport=transport, control=control, sinks=sinks, telemetry=telemetry,
+        server_down=ServerDownPolicy(cfg.faults, guard, control, timed_cells=bool(cfg.duration_per_cell_s)),
+        services=services, checks=checks or [],
+        interrupts=Interrupts(control, cfg.faults.drain_timeout_s, cfg.out))
+    return Runner(cfg, url, parts, results or ResultsFile(cfg.out), run_id, headers)

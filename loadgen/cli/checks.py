@@ -1,0 +1,129 @@
+"""Checks of single command-line values: a bad value raises UsageError saying what is wrong and how to fix
+it."""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+import time
+from datetime import datetime
+from urllib.parse import urlparse
+
+from loadgen.client.api import APIS
+from loadgen.errors import UsageError
+
+
+def parse_int_list(flag: str, text: str, minimum: int = 1) -> list[int]:
+    """'1,32,64' → [1, 32, 64]; empty items, non-integers and values below `minimum` are errors."""
+    items = text.split(",")
+    out = []
+    for item in items:
+        item = item.strip()
+        if not item:
+            raise UsageError(f"{flag}: empty item in {text!r}; give comma-separated integers like 1,32,64")
+        try:
+            value = int(item)
+        except ValueError:
+            raise UsageError(f"{flag}: {item!r} is not an integer; give comma-separated integers like 1,32,64") \
+                from None
+        if value < minimum:
+            raise UsageError(f"{flag}: {value} is below {minimum}; every value must be ≥ {minimum}")
+        if value in out:
+            raise UsageError(f"{flag}: {value} appears twice in {text!r}; give each value once")
+        out.append(value)
+    return out
+
+
+def parse_float_list(flag: str, text: str) -> list[float]:
+    out = []
+    for item in text.split(","):
+        item = item.strip()
+        try:
+            value = float(item)
+        except ValueError:
+            raise UsageError(f"{flag}: {item!r} is not a number; give comma-separated numbers like 5,10,20") \
+                from None
+        if not (value > 0 and math.isfinite(value)):
+            raise UsageError(f"{flag}: {item} must be a finite number > 0, e.g. 5,10,20")
+        out.append(value)
+    return out
+
+
+def positive(flag: str, value: float | int | None, allow_zero: bool = False):
+    if value is None:
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise UsageError(f"{flag}: {value} is not a finite number; give a number {'≥ 0' if allow_zero else '> 0'}")
+    if value < 0 or (value == 0 and not allow_zero):
+        raise UsageError(f"{flag}: {value} must be {'≥ 0' if allow_zero else '> 0'}")
+    return value
+
+
+def check_url(url: str) -> str:
+    parsed = urlparse(url)
+    if "@" in parsed.netloc:  # never echo it: it may hold a password
+        raise UsageError("--url must not carry credentials (user:password@host); put the API key in the "
+                         "environment variable named by --api-key-env (default OPENAI_API_KEY) or in --api-key-file")
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise UsageError(f"--url {url!r} needs a scheme and host, e.g. http://gpu-host:30000")
+    try:
+        port = parsed.port
+    except ValueError:
+        port = 0
+    if port == 0:
+        raise UsageError(f"--url {url!r}: the port must be a number from 1 to 65535, e.g. http://gpu-host:30000")
+    if parsed.path.rstrip("/").endswith("/v1"):
+        root = url.rstrip("/")[: -len("/v1")]
+        raise UsageError(f"--url {url!r} ends in /v1; give the server's root ({root}), loadgen adds the API path")
+    return url.rstrip("/")
+
+
+def check_api(api: str) -> str:
+    if api not in APIS:
+        raise UsageError(f"--api {api!r} is unknown; choose one of {', '.join(APIS)}")
+    return api
+
+
+def check_out_path(path: str) -> str:
+    """The results path, checked by creating (and removing) a file beside it: the only test that holds for
+    root, read-only mounts and ACLs alike."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise UsageError(f"--out {path} is a directory; give a file name, e.g. {os.path.join(path, 'run.json')}")
+    if not os.path.isdir(directory):
+        what = "is not a directory" if os.path.exists(directory) else "does not exist"
+        raise UsageError(f"--out {path}: {directory} {what}; create the directory or choose another path")
+    try:
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".loadgen-check-"):
+            pass
+    except OSError as exc:
+        raise UsageError(f"--out {path}: cannot write in {directory} ({exc.strerror}); choose another path") \
+            from None
+    return path
+
+
+def parse_start_at(text: str, now_s: float | None = None) -> float:
+    """'+30' → now + 30 s; '1767225600' → that Unix time; '2026-01-01T00:00:00+00:00' → that instant."""
+    now_s = time.time() if now_s is None else now_s
+    try:
+        if text.startswith("+"):
+            return now_s + float(text[1:])
+        try:
+            return float(text)
+        except ValueError:
+            return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        raise UsageError(f"--start-at {text!r}: give a Unix time, +SECONDS, or an ISO 8601 time") from None
+
+
+def parse_workers(text: str) -> int | str:
+    if text == "auto":
+        return "auto"
+    try:
+        n = int(text)
+    except ValueError:
+        raise UsageError(f"--workers {text!r}: give a number ≥ 1 or auto") from None
+    if n < 1:
+        raise UsageError(f"--workers {n}: must be ≥ 1 (1 = this process only)")
+    return n

@@ -1,0 +1,76 @@
+"""Command line: `loadgen [run options]`, `loadgen sim`, and the other subcommands.
+
+Every input is parsed here, at the edge; a bad one ends the program with a one-line message and exit 2
+before any load is sent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from loadgen.cli.assemble import build_runner
+from loadgen.cli.loop import install_uvloop
+from loadgen.cli.run_config import config_from_args
+from loadgen.cli.run_options import run_parser
+from loadgen.cli.sweep import sweep_main
+from loadgen.config import RunConfig
+from loadgen.console import log
+from loadgen.errors import UsageError
+from loadgen.results.compare import compare_main
+from loadgen.results.merge import main as merge_main
+from loadgen.results.report import report_main
+from loadgen.sim.main import add_arguments as add_sim_arguments
+from loadgen.sim.main import main as sim_run
+from loadgen.sim.process import start_sim
+from loadgen.sinks.base import Sink
+
+SUBCOMMANDS = {"sweep": sweep_main, "compare": compare_main, "report": report_main, "merge": merge_main}
+
+
+async def run_async(cfg: RunConfig, extra_sinks: list[Sink] | None = None) -> int:
+    """One run of the matrix; without --url against the built-in simulator, started here and stopped after.
+    `extra_sinks` come before the run's own (a test's probes)."""
+    sim = None
+    url = cfg.url
+    if url is None:
+        sim = await start_sim(cfg.sim_args)
+        url = sim.url
+        log(f"no --url given: started the built-in simulator at {url} ({sim.banner.split('(', 1)[-1].rstrip(')')})")
+    try:
+        runner = build_runner(cfg, url)
+        runner.parts.sinks[:0] = extra_sinks or []
+        return await runner.run()
+    finally:
+        if sim is not None:
+            await sim.stop()
+
+
+def main(argv: list[str] | None = None, extra_sinks: list[Sink] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        if argv and argv[0] in SUBCOMMANDS:
+            return SUBCOMMANDS[argv[0]](argv[1:])
+        if argv and argv[0] == "sim":
+            return sim_main(argv[1:])
+        cfg = config_from_args(run_parser().parse_args(argv))
+        install_uvloop()
+        return asyncio.run(run_async(cfg, extra_sinks))
+    except UsageError as exc:
+        print(f"loadgen: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:  # before the run's own handlers are installed (starting up)
+        print("loadgen: interrupted", file=sys.stderr)
+        return 130
+
+
+def sim_main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="loadgen sim", description="Serve the built-in SGLang-compatible DDTree "
+                                "simulator (OpenAI + /generate + /metrics + /server_info).")
+    add_sim_arguments(p)
+    return sim_run(p.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,178 @@
+"""The flags of `loadgen [run options]`, one group per feature. Defaults come from the config dataclasses
+(`loadgen.config`), so each is written once; `loadgen.cli.run_config` checks the values."""
+
+from __future__ import annotations
+
+import argparse
+
+from loadgen.config import ExporterConfig, FaultsConfig, ParallelConfig, RunConfig, TelemetryConfig
+from loadgen.parallel.workers import AUTO_STREAMS_PER_WORKER
+from loadgen.schedule import arrivals
+
+D = RunConfig(url=None)
+HTTP_CLIENTS = ("h1", "aiohttp")
+SIM_DEFAULTS = {"speed": 4.0, "budget": 8, "topk": 4}
+
+EXAMPLES = """\
+examples:
+  loadgen --concurrency 1,32,64,128
+      no --url: starts the built-in DDTree simulator on a free loopback port and measures it
+  loadgen --url http://gpu-host:30000 --concurrency 1,32,64 --contexts 60,1024 --max-tokens 512 \\
+          --label B300_b16t8 --out results/B300_b16t8.json
+  loadgen --url http://gpu-host:30000 --api sglang-generate --duration-per-cell 60 --warmup 8
+  loadgen sim --port 30000 --budget 16 --topk 8        serve the simulator
+  loadgen sweep sweep.toml                              reconfigure, prove readiness, measure, resume
+  loadgen compare a.json b.json                         compare runs cell by cell
+  loadgen report results/my-sweep --plots plots/        the comparison as PNG plots
+"""
+
+
+def _ints(values: list[int]) -> str:
+    return ",".join(map(str, values))
+
+
+def run_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="loadgen", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLES,
+        description="Measure an LLM server over a matrix of concurrency × prompt length "
+                    "(subcommands: sim, sweep, compare, report, merge).")
+    for add in (target_options, matrix_options, output_options, sim_options, telemetry_options,
+                open_loop_options, server_down_options, interrupt_options, client_options, exporter_options):
+        add(p)
+    return p
+
+
+def target_options(p: argparse.ArgumentParser) -> None:
+    t = p.add_argument_group("target")
+    t.add_argument("--url", help="server base URL, e.g. http://gpu-host:30000 (default: built-in simulator)")
+    t.add_argument("--api", default=D.api, help="openai-chat (default) | openai-completions | sglang-generate")
+    t.add_argument("--model", help="model name (default: the first id from /v1/models)")
+    t.add_argument("--api-key-env", default=D.api_key_env, metavar="VAR",
+                   help="environment variable holding the API key (default %(default)s)")
+    t.add_argument("--api-key-file", metavar="FILE", help="read the API key from this file instead")
+
+
+def matrix_options(p: argparse.ArgumentParser) -> None:
+    m = p.add_argument_group("matrix")
+    m.add_argument("--concurrency", default=_ints(D.concurrency),
+                   help="comma list of concurrencies (default %(default)s)")
+    m.add_argument("--contexts", default=_ints(D.contexts),
+                   help="comma list of prompt lengths in tokens (default %(default)s)")
+    m.add_argument("--max-tokens", type=int, default=D.max_tokens,
+                   help="output tokens per request (default %(default)s)")
+    m.add_argument("--requests-per-cell", type=int, help="measured requests per cell (default max(16, 2×C))")
+    m.add_argument("--duration-per-cell", type=float, metavar="S", help="send for S seconds per cell instead")
+    m.add_argument("--warmup", type=int, default=D.warmup,
+                   help="requests per cell sent first and excluded (default %(default)s)")
+    m.add_argument("--prompts", metavar="FILE", help="JSONL (text/prompt/messages) or text file of prompts")
+    m.add_argument("--temperature", type=float, default=D.temperature,
+                   help="sampling temperature (default %(default)g)")
+    m.add_argument("--ignore-eos", action=argparse.BooleanOptionalAction, default=D.ignore_eos,
+                   help="make every request produce --max-tokens (default on)")
+    m.add_argument("--seed", type=int, default=D.seed, help="seed of prompt selection (default %(default)s)")
+    m.add_argument("--timeout", type=float, default=D.timeout_s,
+                   help="total seconds per request (default %(default)g)")
+    m.add_argument("--idle-timeout", type=float, default=D.idle_timeout_s,
+                   help="seconds without a byte before a stream counts as stalled (default %(default)g)")
+
+
+def output_options(p: argparse.ArgumentParser) -> None:
+    o = p.add_argument_group("output")
+    o.add_argument("--label", help="name of this run in results and tables")
+    o.add_argument("--out", help="results JSON path (default results/<label or time>.json); records go to "
+                                 "<out>.requests.jsonl")
+
+
+def sim_options(p: argparse.ArgumentParser) -> None:
+    s = p.add_argument_group("built-in simulator (without --url)")
+    s.add_argument("--sim-speed", type=float, default=SIM_DEFAULTS["speed"],
+                   help="simulator time compression (default %(default)g)")
+    s.add_argument("--sim-budget", type=int, default=SIM_DEFAULTS["budget"],
+                   help="simulated DDTree budget (default %(default)s)")
+    s.add_argument("--sim-topk", type=int, default=SIM_DEFAULTS["topk"], help="simulated top-k (default %(default)s)")
+
+
+def telemetry_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("telemetry (sampled during each cell, cut to its window)")
+    g.add_argument("--server-metrics", default=TelemetryConfig.server_metrics, metavar="auto|off|URL",
+                   help="server Prometheus /metrics for accept length and queue (default auto: the target's "
+                        "/metrics if it answers)")
+    g.add_argument("--accept-log-cmd", metavar="CMD",
+                   help="command whose output carries SGLang 'Decode batch ... accept len: X' lines, e.g. "
+                        "'journalctl -f -u sglang.service -o cat' (split like a shell, run without one)")
+    g.add_argument("--dcgm", metavar="URL[,URL...]", help="dcgm-exporter /metrics URLs, one per node")
+    g.add_argument("--nvml", action="store_true", help="read local GPU power through NVML (nvidia-ml-py)")
+    g.add_argument("--telemetry-interval", type=float, default=TelemetryConfig.telemetry_interval_s, metavar="S",
+                   help="sampling interval of every source in seconds (default %(default)g)")
+
+
+def open_loop_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("open loop (requests arrive at a rate; replaces --concurrency)")
+    g.add_argument("--request-rate", metavar="R[,R...]",
+                   help="requests per second; a list makes one cell per rate per context")
+    g.add_argument("--arrival", choices=arrivals.LAWS,
+                   help="arrival law: constant | poisson (default) | gamma (needs --burstiness)")
+    g.add_argument("--burstiness", type=float, metavar="B",
+                   help="gamma arrivals: CV² of the gaps = 1/B (B<1 burstier than Poisson, 1 = Poisson, >1 "
+                        "more regular)")
+    g.add_argument("--max-concurrency", type=int, metavar="N",
+                   help="cap on requests in flight; a due request waits for a slot and counts as late")
+    g.add_argument("--ramp", metavar="R0:R1:S",
+                   help="raise the rate linearly from R0 to R1 req/s over S seconds and report the "
+                        "sustainable rate (needs --slo-ttft-ms)")
+    g.add_argument("--slo-ttft-ms", type=float, metavar="MS",
+                   help="ramp: the TTFT p99 (from the intended send) the sustainable rate must meet")
+    g.add_argument("--ramp-window", type=float, metavar="S",
+                   help="ramp: sliding window of the TTFT p99 in seconds (default S/10)")
+
+
+def server_down_options(p: argparse.ArgumentParser) -> None:
+    f = FaultsConfig
+    g = p.add_argument_group("server going away (see docs/faults.md)")
+    g.add_argument("--on-server-down", default=f.on_server_down, metavar="stop|wait|skip",
+                   help="when the server goes away mid-cell: stop the run (default), wait for it to come back and "
+                        "measure the cell again, or skip to the next cell; the cell is failed in every case")
+    g.add_argument("--server-down-after", type=int, default=f.server_down_after, metavar="N",
+                   help="consecutive connection errors before checking whether the server is gone "
+                        "(default %(default)s)")
+    g.add_argument("--server-wait-timeout", type=float, default=f.server_wait_timeout_s, metavar="S",
+                   help="with --on-server-down wait: seconds to wait for the server to come back "
+                        "(default %(default)g)")
+    g.add_argument("--cell-attempts", type=int, default=f.cell_attempts, metavar="N",
+                   help="with --on-server-down wait: measure a cell at most N times (default %(default)s)")
+
+
+def interrupt_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("interrupts")
+    g.add_argument("--drain-timeout", type=float, default=FaultsConfig.drain_timeout_s, metavar="S",
+                   help="after a first Ctrl-C/SIGTERM, let requests in flight finish for at most S seconds, then "
+                        "cancel them (default %(default)g); a second Ctrl-C cancels them at once")
+
+
+def client_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("client")
+    g.add_argument("--http-client", choices=HTTP_CLIENTS, default=ParallelConfig.http_client,
+                   help="HTTP client of the measured streaming request: h1 (default; lean HTTP/1.1 on asyncio "
+                        "protocols, see docs/performance.md) or aiohttp")
+    g.add_argument("--workers", default=str(ParallelConfig.workers), metavar="N|auto",
+                   help="client processes for closed-loop cells (default 1: this one); auto = cores − 1 when the "
+                        f"largest concurrency exceeds {AUTO_STREAMS_PER_WORKER} streams")
+    g.add_argument("--shard", metavar="i/N", help="run part i (from 0) of N of every closed-loop cell: slot s and "
+                   "request j go to part s mod N and (j mod C) mod N; combine with `loadgen merge`")
+    g.add_argument("--run-id", metavar="ID", help="run id (default: time + random); give shards one id")
+    g.add_argument("--start-at", metavar="T", help="wait until Unix time T (or +S seconds) before the first cell")
+    g.add_argument("--cell-period", type=float, metavar="S",
+                   help="with --start-at: start cell k at T + k·S, so shards on several hosts stay aligned")
+
+
+def exporter_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("live metrics (Prometheus; see docs/metrics.md and docs/observability.md)")
+    g.add_argument("--metrics-port", type=int, metavar="PORT",
+                   help="serve live Prometheus metrics on http://HOST:PORT/metrics during the run (0 = a free "
+                        "port, logged)")
+    g.add_argument("--metrics-host", metavar="HOST",
+                   help=f"address the metrics endpoint binds (default {ExporterConfig.metrics_host}; 0.0.0.0 for "
+                        "all interfaces)")
+    g.add_argument("--linger", type=float, metavar="S",
+                   help=f"keep serving metrics S seconds after the run (default {ExporterConfig.metrics_linger_s:g}: "
+                        "two 5 s scrape intervals)")

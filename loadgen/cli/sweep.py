@@ -1,0 +1,92 @@
+"""`loadgen sweep FILE.toml`: the subcommand's arguments, its dry run, and how the sweep builds each
+configuration's run (the same parser and parts as a plain run)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shlex
+
+from loadgen.cli.assemble import build_runner
+from loadgen.cli.loop import install_uvloop
+from loadgen.cli.run_config import config_from_args
+from loadgen.cli.run_options import run_parser
+from loadgen.config import RunConfig
+from loadgen.errors import UsageError
+from loadgen.results.document import ResultsFile
+from loadgen.run.runner import CellCheck, Runner
+from loadgen.sinks.base import Sink
+from loadgen.sweep import state
+from loadgen.sweep.runner import run_sweep
+from loadgen.sweep.spec import SweepSpec, load_spec
+
+
+def sweep_main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(
+        prog="loadgen sweep", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="For each configuration of FILE.toml: run the reconfigure command, wait until the new "
+                    "server is proven ready, measure the matrix. Re-running resumes: finished cells are "
+                    "kept.",
+        epilog="format and a worked example: docs/sweep.md")
+    p.add_argument("file", metavar="FILE.toml", help="the sweep file")
+    p.add_argument("--out-dir", metavar="DIR", help="results folder (default: the file's out_dir, else "
+                   "results/<name>)")
+    p.add_argument("--force", action="store_true", help="measure every cell again, ignoring stored results")
+    p.add_argument("--only", metavar="NAME[,NAME]", help="run only these configurations")
+    p.add_argument("--dry-run", action="store_true", help="print what each configuration would run, and stop")
+    a = p.parse_args(argv)
+    spec = load_spec(a.file)
+    out_dir = a.out_dir or spec.out_dir
+    if out_dir == os.path.join("results", spec.name):
+        os.makedirs("results", exist_ok=True)  # the default place, as for a plain run
+    parent = os.path.dirname(os.path.abspath(out_dir))
+    if not os.path.isdir(parent):
+        raise UsageError(f"results folder {out_dir}: {parent} does not exist; create it or pass --out-dir")
+    spec.out_dir = out_dir
+    only = [n.strip() for n in a.only.split(",") if n.strip()] if a.only else None
+    if a.dry_run:
+        return dry_run(spec, only)
+    install_uvloop()
+    return asyncio.run(run_sweep(spec, CommandLineRuns(spec.path), force=a.force, only=only))
+
+
+def dry_run(spec: SweepSpec, only: list[str] | None) -> int:
+    print(f"sweep {spec.name}: results in {spec.out_dir}")
+    for cfg in spec.configs:
+        if only and cfg.name not in only:
+            continue
+        paths = state.paths(spec.out_dir, cfg.name)
+        doc = state.load_doc(paths["results"])
+        done = sum(c.get("status") == "ok" for c in (doc or {}).get("cells", []))
+        print(f"[{cfg.name}] params {cfg.params}")
+        print(f"  reconfigure: {shlex.join(cfg.reconfigure)}")
+        if cfg.diagnostics:
+            print(f"  diagnostics: {shlex.join(cfg.diagnostics)}")
+        print(f"  expect: {cfg.expect or '(none: readiness needs the server seen going away)'}")
+        run = shlex.join(spec.run_argv(cfg, paths["results"]))
+        print(f"  ready within {cfg.timeout_s:g} s; measure: loadgen {run}")
+        print(f"  stored: {done} finished cells")
+    return 0
+
+
+class CommandLineRuns:
+    """The sweep's `RunBuilder`: a configuration's run is parsed and built exactly as `loadgen ARGS` would."""
+
+    def __init__(self, path: str = "the sweep file"):
+        self.path = path
+
+    def config(self, argv: list[str]) -> RunConfig:
+        try:
+            args, unknown = run_parser().parse_known_args(argv)
+        except SystemExit:
+            raise UsageError(f"{self.path} [matrix] args: rejected by the run options (see the message "
+                             "above)") from None
+        if unknown:
+            raise UsageError(f"{self.path} [matrix] args: unknown option(s) {' '.join(unknown)}; "
+                             "see loadgen --help")
+        return config_from_args(args)
+
+    def runner(self, cfg: RunConfig, url: str, *, sinks: list[Sink], results: ResultsFile,
+               checks: list[CellCheck]) -> Runner:
+        return build_runner(cfg, url, sinks=sinks, results=results, checks=checks)

@@ -1,0 +1,246 @@
+"""One keep-alive HTTP/1.1 connection as an asyncio protocol: writes a request, decodes its response inside
+`data_received` and hands it to the request's handler (see `loadgen.client.h1` for why and for the scope).
+
+A handler gets `head(status, headers, now_ns)`, which returns the body's reader: `body(data, now_ns)` is
+called with each read's decoded bytes and returns CONTINUE, DONE (it has its answer: the rest of the body is
+drained and the connection reused) or CLOSE (drop the connection). Then at most one of `end(now_ns)` (the
+body is complete, or the reader said DONE or CLOSE) or `fail(kind, message, now_ns)`: kind
+"connection_error" when the connection broke, "protocol_error" when the peer spoke no HTTP/1.1 or the reader
+raised `ValueError` (bytes it cannot read). `now_ns` is `time.monotonic_ns()` when the read's bytes
+arrived, before any parsing. The reader is called directly, one call per read: it is the client's hot path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from loadgen.client.h1_parse import MAX_HEAD, MAX_SIZE_LINE, HttpFormatError, body_framing, chunk_size, parse_head
+
+HEAD, BODY, TRAILER, DRAIN, IDLE = range(5)
+CONTINUE, DONE, CLOSE = 0, 1, 2  # what a handler's body() asks for
+MAX_DRAIN = 1 << 20  # a body that goes on after the handler is done is cut after 1 MiB
+monotonic_ns = time.monotonic_ns
+
+
+class Connection(asyncio.Protocol):
+    """One keep-alive connection of a pool; at most one response in progress.
+
+    The pool is told `_put(conn)` when a response ended and the connection can be reused, `_forget(conn)`
+    when it is lost."""
+
+    __slots__ = ("pool", "transport", "state", "handler", "body", "buf", "chunk_left", "body_left", "mode",
+                 "keep_alive", "lost", "last_rx_ns", "drained", "idle_since")
+
+    def __init__(self, pool):
+        self.pool = pool
+        self.transport: asyncio.Transport | None = None
+        self.state = IDLE
+        self.handler = None
+        self.body = None  # the handler's reader of the body in progress
+        self.buf = b""
+        self.chunk_left = -1  # chunked: bytes left of a chunk begun in an earlier read, its CRLF included; -1: none
+        self.body_left = 0  # content-length: bytes left
+        self.mode = ""  # "chunked" | "length" | "close"
+        self.keep_alive = True
+        self.lost = False
+        self.last_rx_ns = 0
+        self.drained = 0
+        self.idle_since = 0.0
+
+    # ---- asyncio callbacks ------------------------------------------------------------------------
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def connection_lost(self, exc) -> None:
+        self.lost = True
+        self.pool._forget(self)
+        state, handler = self.state, self.handler
+        self.state, self.handler = IDLE, None
+        if handler is None or state == DRAIN:
+            return
+        now = monotonic_ns()
+        if (state == BODY and self.mode == "close") or state == TRAILER:
+            handler.end(now)
+            return
+        where = "before the response head" if state == HEAD else "mid-body"
+        reason = f"{type(exc).__name__}: {exc}" if exc else "server closed the connection"
+        handler.fail("connection_error", f"{reason} ({where})", now)
+
+    def data_received(self, data: bytes) -> None:
+        now = monotonic_ns()
+        self.last_rx_ns = now
+        try:
+            if self.state == BODY and self.mode == "chunked":
+                self._chunked(data, now)
+            else:
+                self._feed(data, now)
+        except ValueError as exc:  # HttpFormatError, or the body's reader could not read its bytes
+            self._fail_format(str(exc), now)
+
+    # ---- requests -----------------------------------------------------------------------------------
+    def start(self, request: bytes, handler) -> int:
+        """Write `request`; the response goes to `handler`. Returns the time the bytes were handed over."""
+        self.handler = handler
+        self.state = HEAD
+        self.buf = b""
+        self.drained = 0
+        self.transport.write(request)
+        return monotonic_ns()
+
+    def abort(self) -> None:
+        """Drop the response in progress (cancelled, timed out): the connection cannot be reused."""
+        self.handler = None
+        self.state = IDLE
+        if self.transport is not None:
+            self.transport.abort()
+
+    # ---- parsing -------------------------------------------------------------------------------------
+    def _feed(self, data: bytes, now: int) -> None:
+        """A read outside a chunked body: the head, a Content-Length or close-delimited body, the trailer."""
+        if self.state == HEAD:
+            data = self._head(data, now)
+            if not data:
+                return
+        state = self.state
+        if state in (BODY, DRAIN):
+            if self.mode == "chunked":
+                self._chunked(data, now)
+            elif self.mode == "length":
+                take = data[:self.body_left]
+                self.body_left -= len(take)
+                self._deliver(take, now)
+                if self.body_left == 0 and self.state in (BODY, DRAIN):
+                    self._body_done(now)
+            else:
+                self._deliver(data, now)
+        elif state == TRAILER:
+            self._trailer(data, now)
+        elif state == IDLE:
+            self.abort()  # bytes nobody asked for: a server talking out of turn is not reused
+
+    def _head(self, data: bytes, now: int) -> bytes:
+        """Read the response head (1xx answers skipped); returns the bytes after it when its body is to be read."""
+        buf = self.buf + data if self.buf else data
+        end = buf.find(b"\r\n\r\n")
+        if end < 0:
+            if len(buf) > MAX_HEAD:
+                raise HttpFormatError("response head larger than 64 KiB")
+            self.buf = buf
+            return b""
+        status, headers = parse_head(buf[:end])
+        rest, self.buf = buf[end + 4:], b""
+        if 100 <= status < 200:
+            return self._head(rest, now) if rest else b""
+        self.mode, self.body_left, self.keep_alive = body_framing(headers)
+        self.chunk_left = -1
+        self.state = BODY
+        self.body = self.handler.head(status, headers, now)
+        if self.handler is None or self.state not in (BODY, DRAIN):
+            return b""
+        if self.mode == "length" and self.body_left == 0:
+            self._body_done(now)
+            return b""
+        return rest
+
+    def _chunked(self, data: bytes, now: int) -> None:
+        """Decode chunked framing; all chunk payload of a read, whole or partial, goes to the handler at once."""
+        if self.buf:
+            data, self.buf = self.buf + data, b""
+        pieces: list[bytes] = []
+        pos, n, find = 0, len(data), data.find
+        if self.chunk_left >= 0:
+            pos = self._chunk_rest(data, pieces)
+        while pos < n:
+            nl = find(b"\r\n", pos)
+            if nl < 0:
+                self._hold_size_line(data[pos:])
+                break
+            try:
+                size = int(data[pos:nl], 16)
+            except ValueError:
+                size = chunk_size(data[pos:nl])
+            pos = nl + 2
+            if size <= 0:
+                self._last_chunk(size, data[pos:], pieces, now)
+                return
+            end = pos + size
+            pieces.append(data[pos:end])
+            if end + 2 > n:  # the chunk goes on in the next read
+                self.chunk_left = end + 2 - n
+                break
+            pos = end + 2
+        if pieces:
+            self._deliver(pieces[0] if len(pieces) == 1 else b"".join(pieces), now)
+
+    def _chunk_rest(self, data: bytes, pieces: list[bytes]) -> int:
+        """Take the rest of a chunk begun in an earlier read; returns where it ends in `data`."""
+        left = self.chunk_left
+        if left > 2:
+            pieces.append(data[:left - 2])
+        if left > len(data):
+            self.chunk_left = left - len(data)
+            return len(data)
+        self.chunk_left = -1
+        return left
+
+    def _hold_size_line(self, part: bytes) -> None:
+        if len(part) > MAX_SIZE_LINE:
+            raise HttpFormatError("chunk size line too long")
+        self.buf = part
+
+    def _last_chunk(self, size: int, rest: bytes, pieces: list[bytes], now: int) -> None:
+        """The zero-size chunk: what the read held before it goes to the handler, then the trailer is read."""
+        if size < 0:
+            raise HttpFormatError(f"negative chunk size {size}")
+        if pieces:
+            self._deliver(b"".join(pieces), now)
+        if self.state in (BODY, DRAIN):
+            self.state = TRAILER
+            self._trailer(rest, now)
+
+    def _trailer(self, data: bytes, now: int) -> None:
+        buf = self.buf + data if self.buf else data
+        if buf.startswith(b"\r\n"):
+            rest = buf[2:]
+        else:
+            end = buf.find(b"\r\n\r\n")
+            if end < 0:
+                self.buf = buf
+                return
+            rest = buf[end + 4:]
+        self.buf = b""
+        if rest:
+            self.keep_alive = False  # pipelined bytes we never asked for
+        self._body_done(now)
+
+    def _deliver(self, payload: bytes, now: int) -> None:
+        if self.state == BODY:
+            said = self.body(payload, now)
+            if said:
+                handler = self.handler
+                if said == CLOSE:
+                    self.abort()
+                else:  # the handler has its answer ([DONE]); decode to the body's end, then reuse the connection
+                    self.handler, self.state = None, DRAIN
+                handler.end(now)
+        elif self.state == DRAIN:
+            self.drained += len(payload)
+            if self.drained > MAX_DRAIN:
+                self.abort()
+
+    def _body_done(self, now: int) -> None:
+        handler = self.handler
+        self.handler, self.state = None, IDLE
+        if handler is not None:
+            handler.end(now)
+        if self.keep_alive and not self.lost:
+            self.pool._put(self)
+        else:
+            self.abort()
+
+    def _fail_format(self, message: str, now: int) -> None:
+        handler = self.handler
+        self.abort()
+        if handler is not None:
+            handler.fail("protocol_error", message, now)

@@ -1,0 +1,111 @@
+"""One streamed answer into its `Record`: body bytes in as they arrive, chunk times and token counts out.
+
+Both senders (`h1_sender` over the lean HTTP/1.1 client, `aiohttp_sender`) hand every read's body bytes to
+`StreamRecorder.feed` with `now`, the monotonic ns at which the read returned, and end with `finish`:
+
+- `t_first_byte_ns`: `now` of the first read with body bytes; `t_first_token_ns`: of the first content event;
+- each event with content is one chunk: `chunks += 1`, `chunk_gaps_ns += [now − now of the previous chunk]`,
+  `chunk_tokens += [new_tokens]` (the server's running count; one chunk without a count makes the list None:
+  only the final total is known); an event that adds tokens without content joins the previous chunk;
+- `finish`: the server's prompt/completion counts and spec details; outcome "ok" only for a complete stream
+  (`StreamState.incomplete_reason`), and when the running counts do not add up to the final completion count
+  the final count wins and `chunk_tokens` is None.
+
+`feed` is the per-read hot path of the client (docs/performance.md): events are handled inline, one
+`StreamState.feed` call each, and nothing else is called per event.
+"""
+
+from __future__ import annotations
+
+import time
+
+from loadgen.client.api import StreamState
+from loadgen.client.sse import SseParser
+from loadgen.record import Record
+
+MORE, END, STOP = 0, 1, 2  # what `feed` says: read on; the answer is complete ([DONE]); stop (error event)
+SNIPPET = 200
+ERROR_BODY_MAX = 4096  # bytes of a non-200 body read for its error message
+CANCELLED = "cancelled before the response ended"
+
+
+def one_line(text: str) -> str:
+    """An error snippet for a record: one line, at most SNIPPET characters."""
+    return " ".join(text.split())[:SNIPPET]
+
+
+def http_error(status: int, body: bytes) -> str:
+    """The error of a non-200 answer: `HTTP <status>: <start of the body>`, one line."""
+    return one_line(f"HTTP {status}: {body[:ERROR_BODY_MAX].decode('utf-8', 'replace')}")
+
+
+class StreamRecorder:
+    """Fills one request's record from its streamed body."""
+
+    __slots__ = ("rec", "state", "parser", "chunk_tokens", "last_token_ns")
+
+    def __init__(self, rec: Record, api: str):
+        self.rec = rec
+        self.state = StreamState(api=api)
+        self.parser = SseParser()
+        self.chunk_tokens: list[int] | None = []
+        self.last_token_ns = 0
+
+    def feed(self, data: bytes, now: int) -> int:
+        """Record the events of one read of body bytes; MORE, END or STOP. Raises `ProtocolError` (what came
+        before the bad event stays recorded)."""
+        rec = self.rec
+        if rec.t_first_byte_ns is None:
+            rec.t_first_byte_ns = now
+        state, feed, gap = self.state, self.state.feed, rec.chunk_gaps_ns.append
+        chunk_tokens, last, chunks, said = self.chunk_tokens, self.last_token_ns, 0, MORE
+        try:
+            for event in self.parser.feed(data):
+                if feed(event):
+                    if last:
+                        gap(now - last)
+                    else:
+                        rec.t_first_token_ns = now
+                    last = now
+                    chunks += 1
+                    if chunk_tokens is not None:
+                        n = state.new_tokens
+                        if n is None:
+                            chunk_tokens = self.chunk_tokens = None
+                        else:
+                            chunk_tokens.append(n)
+                    continue
+                # events without content: count-only ones belong to the last chunk; [DONE] and errors end it
+                if state.new_tokens and chunk_tokens:
+                    chunk_tokens[-1] += state.new_tokens
+                if state.done or state.error:
+                    said = END if state.done else STOP
+                    break
+        finally:
+            self.last_token_ns, rec.chunks = last, rec.chunks + chunks
+        return said
+
+    def finish(self, outcome: str | None, error: str | None) -> Record:
+        """End the record: `outcome` and `error` when the request failed, None to judge it by the stream.
+        `t_end_ns` is now unless the sender has set it."""
+        rec, state, chunk_tokens = self.rec, self.state, self.chunk_tokens
+        if not rec.t_end_ns:
+            rec.t_end_ns = time.monotonic_ns()
+        rec.t_last_token_ns = self.last_token_ns or None
+        rec.prompt_tokens = state.prompt_tokens
+        rec.completion_tokens = state.completion_tokens
+        rec.spec = state.spec
+        rec.chunk_tokens = chunk_tokens
+        if outcome is None:
+            reason = state.incomplete_reason()
+            if reason is None:
+                rec.outcome = "ok"
+                if chunk_tokens is not None and sum(chunk_tokens) != state.completion_tokens:
+                    # running counts disagree with the final usage: the final total wins, per-chunk data is dropped
+                    rec.chunk_tokens = None
+                return rec
+            outcome = "protocol_error" if state.error is None else "http_error"
+            error = reason
+        rec.outcome = outcome
+        rec.error = error
+        return rec

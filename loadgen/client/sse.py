@@ -1,0 +1,51 @@
+"""Server-sent events framing over raw bytes, incremental.
+
+We split bytes ourselves rather than iterating lines through the HTTP library: a single SSE line can be
+longer than a read buffer (aiohttp raises on long lines), and one TCP read often holds several events or a
+fraction of one. The parser accepts LF, CRLF and CR line endings, comment lines (keep-alives), multi-line
+`data:` fields, and events split anywhere across reads. It yields the `data` payload of each event as bytes.
+"""
+
+from __future__ import annotations
+
+
+class SseParser:
+    """Feed bytes as they arrive; get back the complete events' data payloads."""
+
+    __slots__ = ("_buf", "_data", "_skip_lf")
+
+    def __init__(self) -> None:
+        self._buf = b""
+        self._data: list[bytes] = []
+        self._skip_lf = False
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        # A CR ends a line at once, even at the end of a read (holding it back would hold back the last event
+        # of a CR-only stream forever); an LF right after it, in the next read, is the rest of a CRLF.
+        if self._skip_lf and chunk[:1] == b"\n":
+            chunk = chunk[1:]
+            self._skip_lf = False
+        if chunk:
+            self._skip_lf = chunk.endswith(b"\r")
+            if b"\r" in chunk:
+                chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        buf = self._buf + chunk if self._buf else chunk
+        # one split, no copy of the buffer; the last piece is the unfinished line (b"" after a line break)
+        lines = buf.split(b"\n")
+        self._buf = lines.pop()
+        events: list[bytes] = []
+        data = self._data
+        for line in lines:
+            if not line:
+                if data:
+                    events.append(data[0] if len(data) == 1 else b"\n".join(data))
+                    data = []
+            elif line.startswith(b"data: "):
+                data.append(line[6:])
+            elif line.startswith(b"data:"):
+                data.append(line[5:])
+            elif line == b"data":  # a field without a colon has an empty value
+                data.append(b"")
+            # comment lines (":" keep-alives) and other fields (event, id, retry) carry nothing we use
+        self._data = data
+        return events

@@ -1,0 +1,153 @@
+"""Cell figures from records. One small function per metric; the formula is in its docstring.
+
+All inputs are measure-phase records; "ok" records only, except for the request counts. Times in records
+are integer ns; every figure here is in seconds (or tokens per second).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from loadgen.metrics.open_loop import achieved_request_rate, schedule_request_rate
+from loadgen.metrics.request import (
+    e2e_from_intended_s,
+    e2e_s,
+    itl_pairs,
+    prefill_tok_s,
+    request_tok_s,
+    send_lateness_s,
+    tpot_s,
+    ttft_from_intended_s,
+    ttft_s,
+)
+from loadgen.metrics.stats import distribution, mean, percentile, weighted_distribution
+from loadgen.record import OUTCOMES, Record
+
+NS = 1e9
+
+
+def measured_window_s(recs: Sequence[Record]) -> float:
+    """Window = max(t_end) − min(t_sent) over the measured requests (all outcomes), in seconds."""
+    if not recs:
+        return 0.0
+    return (max(r.t_end_ns for r in recs) - min(r.t_sent_ns for r in recs)) / NS
+
+
+def output_tokens(ok: Sequence[Record]) -> int:
+    """Σ completion_tokens of the ok requests (the server's usage counts)."""
+    return sum(r.completion_tokens or 0 for r in ok)
+
+
+def output_tok_s(ok: Sequence[Record], window_s: float) -> float | None:
+    """Aggregate output throughput = Σ completion_tokens(ok) / measured window."""
+    return output_tokens(ok) / window_s if window_s > 0 else None
+
+
+def tokens_per_chunk(ok: Sequence[Record]) -> float | None:
+    """Mean tokens per content chunk = Σ completion_tokens / Σ chunks (token-weighted, over ok requests).
+
+    With speculative decoding one chunk is one verify step, so this is the client's estimate of accept
+    length (it counts the prefill token's chunk too, so it reads slightly low)."""
+    chunks = sum(r.chunks for r in ok)
+    return output_tokens(ok) / chunks if chunks else None
+
+
+def accept_length_chunks(ok: Sequence[Record]) -> float | None:
+    """Client estimate of accept length = Σ completion_tokens / Σ (chunks − 1), over ok requests with ≥ 2 chunks.
+
+    The first content chunk is the prefill's single token; every later chunk is one verify step, so
+    chunks − 1 estimates the server's verify count (exact when the server streams every step; it reads high
+    when the server merges steps into one chunk, e.g. stream_interval > 1), and the ratio is comparable with Σcompletion/Σverify."""
+    multi = [r for r in ok if r.chunks >= 2 and r.completion_tokens]
+    steps = sum(r.chunks - 1 for r in multi)
+    return sum(r.completion_tokens for r in multi) / steps if steps else None
+
+
+def accept_length_per_request(ok: Sequence[Record]) -> float | None:
+    """Server per-request accept length, verify-weighted = Σ completion_tokens / Σ spec_verify_ct
+    (not a mean of per-request means)."""
+    verify = sum(int(r.spec["spec_verify_ct"]) for r in ok if r.spec and r.spec.get("spec_verify_ct"))
+    tokens = sum(r.completion_tokens or 0 for r in ok if r.spec and r.spec.get("spec_verify_ct"))
+    return tokens / verify if verify else None
+
+
+def _present(values) -> list:
+    return [x for x in values if x is not None]
+
+
+def itl_distribution(ok: Sequence[Record]) -> dict:
+    """Per-token ITL over the cell: the (value, weight) pairs of every ok request (`itl_pairs`), exact
+    weighted percentiles (`weighted_distribution`)."""
+    values: list[float] = []
+    weights: list[int] = []
+    for r in ok:
+        v, w = itl_pairs(r)
+        values += v
+        weights += w
+    return weighted_distribution(values, weights)
+
+
+def achieved_concurrency(recs: Sequence[Record], window_s: float) -> float | None:
+    """Little's law: Σ e2e over the measured requests (all outcomes) / measured window."""
+    return sum(e2e_s(r) for r in recs) / window_s if window_s > 0 else None
+
+
+def request_counts(recs: Sequence[Record], ok: Sequence[Record]) -> dict:
+    """{ok, failed, by_outcome}: every measured request counts once, under its outcome."""
+    by_outcome = Counter(r.outcome for r in recs)
+    return {"ok": len(ok), "failed": len(recs) - len(ok),
+            "by_outcome": {o: by_outcome[o] for o in OUTCOMES if by_outcome[o]}}
+
+
+def send_lateness(recs: Sequence[Record]) -> dict:
+    """Send lateness (s) over every measured request that was sent: p50, p99, max."""
+    lateness = _present(send_lateness_s(r) for r in recs)
+    return distribution(lateness, (50, 99)) | {"max": max(lateness) if lateness else None}
+
+
+def latencies(ok: Sequence[Record]) -> dict:
+    """The latency distributions (s) over ok requests: TTFT, TPOT, ITL, E2E (from the actual and the
+    intended send)."""
+    return {
+        "ttft_s": distribution(_present(ttft_s(r) for r in ok)),
+        "ttft_from_intended_s": distribution(_present(ttft_from_intended_s(r) for r in ok)),
+        "tpot_s": distribution(_present(tpot_s(r) for r in ok)),
+        "itl_s": itl_distribution(ok),
+        "e2e_s": distribution([e2e_s(r) for r in ok]),
+        "e2e_from_intended_s": distribution([e2e_from_intended_s(r) for r in ok]),
+    }
+
+
+def rate_figures(recs: Sequence[Record]) -> dict:
+    """Open-loop cells only: the schedule's realised rate and the achieved request rate (`open_loop`)."""
+    if not recs or recs[0].cell.request_rate is None:
+        return {}
+    return {"schedule_request_rate": schedule_request_rate(recs), "achieved_request_rate": achieved_request_rate(recs)}
+
+
+def summarize(recs: Sequence[Record]) -> dict:
+    """The cell's client-side figures (DESIGN.md §4), from its measure-phase records."""
+    ok = [r for r in recs if r.ok]
+    window = measured_window_s(recs)
+    rates = _present(request_tok_s(r) for r in ok)
+    prompt = [r.prompt_tokens for r in ok if r.prompt_tokens is not None]
+    return {
+        "prompt_tokens_mean": mean(prompt),
+        "prompt_tokens_min": min(prompt) if prompt else None,
+        "prompt_tokens_max": max(prompt) if prompt else None,
+        "duration_s": window,
+        "requests": request_counts(recs, ok),
+        "output_tokens": output_tokens(ok),
+        "output_tok_s": output_tok_s(ok, window),
+        "request_tok_s": {"mean": mean(rates), "p10": percentile(rates, 10), "p50": percentile(rates, 50),
+                          "p90": percentile(rates, 90)},
+        **latencies(ok),
+        "prefill_tok_s": mean(_present(prefill_tok_s(r) for r in ok)),
+        "tokens_per_chunk_mean": tokens_per_chunk(ok),
+        "accept_length_per_request": accept_length_per_request(ok),
+        "accept_length_chunks": accept_length_chunks(ok),
+        "send_lateness_s": send_lateness(recs),
+        "achieved_concurrency": achieved_concurrency(recs, window),
+        **rate_figures(recs),
+    }

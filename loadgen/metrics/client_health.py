@@ -1,0 +1,65 @@
+"""Client health: whether the load generator itself kept up (event-loop lag, CPU, send lateness).
+
+Saturation thresholds (docs/performance.md): event-loop lag p99 > 10 ms, or client CPU > 90 % of one core, or
+(open loop) send lateness p99 > 50 ms. A saturated client's figures measure the client, not the server.
+One process's block comes from `client_verdict`; blocks of several processes (worker processes of one run,
+shards of a merged run) are combined by `combine`, and only there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from loadgen.metrics.stats import percentile
+
+LAG_P99_LIMIT_S = 0.010
+CPU_LIMIT_PERCENT = 90.0
+LATENESS_P99_LIMIT_S = 0.050
+
+
+def client_verdict(lag_p99_s: float | None, cpu_percent: float | None, lateness_p99_s: float | None) -> dict:
+    """`saturated` = lag p99 > 10 ms or CPU > 90 % or send lateness p99 > 50 ms (with the reasons)."""
+    reasons = []
+    if lag_p99_s is not None and lag_p99_s > LAG_P99_LIMIT_S:
+        reasons.append(f"event-loop lag p99 {lag_p99_s * 1e3:.1f} ms > {LAG_P99_LIMIT_S * 1e3:.0f} ms")
+    if cpu_percent is not None and cpu_percent > CPU_LIMIT_PERCENT:
+        reasons.append(f"client CPU {cpu_percent:.0f}% > {CPU_LIMIT_PERCENT:.0f}%")
+    if lateness_p99_s is not None and lateness_p99_s > LATENESS_P99_LIMIT_S:
+        reasons.append(f"send lateness p99 {lateness_p99_s * 1e3:.0f} ms > {LATENESS_P99_LIMIT_S * 1e3:.0f} ms")
+    return {"loop_lag_p99_s": lag_p99_s, "cpu_percent": cpu_percent, "saturated": bool(reasons),
+            "reasons": reasons}
+
+
+def pooled_lag_p99_s(blocks: Sequence[dict]) -> float | None:
+    """Lag p99 over several processes = the larger of the p99 over the pooled raw samples of the blocks that
+    kept them (`lags`) and the own p99 of each block that did not (never an average of p99s)."""
+    pooled = [lag for b in blocks if "lags" in b for lag in b["lags"]]
+    own = [b.get("loop_lag_p99_s") for b in blocks if "lags" not in b]
+    return max([x for x in (percentile(pooled, 99), *own) if x is not None], default=None)
+
+
+def combine(parts: Sequence[tuple[str, dict]]) -> dict:
+    """The client block over several processes, from (label, block) pairs.
+
+    loop_lag_p99_s: `pooled_lag_p99_s`; cpu_percent: the busiest process's; cpu_percent_total: their sum
+    (None when no process reported CPU); reasons: every block's, prefixed with its label; saturated when
+    any block was or gave a reason, the lag p99 > 10 ms, or any process's CPU > 90 %."""
+    blocks = [b for _, b in parts]
+    p99 = pooled_lag_p99_s(blocks)
+    cpus = [b["cpu_percent"] for b in blocks if b.get("cpu_percent") is not None]
+    reasons = [f"{label}: {r}" for label, b in parts for r in b.get("reasons", [])]
+    saturated = (any(b.get("saturated") for b in blocks) or bool(reasons)
+                 or (p99 is not None and p99 > LAG_P99_LIMIT_S) or any(c > CPU_LIMIT_PERCENT for c in cpus))
+    return {"loop_lag_p99_s": p99, "cpu_percent": max(cpus) if cpus else None,
+            "cpu_percent_total": float(sum(cpus)) if cpus else None, "saturated": saturated, "reasons": reasons}
+
+
+def merge_client(parent: dict | None, workers: list[dict]) -> dict:
+    """The cell's `client` block over the parent process and its workers (`combine`), with the parent's
+    other fields, the worker count and each worker's own figures."""
+    parts = ([("parent", parent)] if parent else []) + [(f"worker {w['worker']}", w) for w in workers]
+    return dict(parent or {}) | combine(parts) | {
+        "workers": len(workers),
+        "per_worker": [{k: w.get(k) for k in ("worker", "slots", "loop_lag_p99_s", "cpu_percent", "saturated")}
+                       for w in workers],
+    }

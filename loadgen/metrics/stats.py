@@ -1,0 +1,63 @@
+"""Exact statistics over raw values (never averages of percentiles)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The q-th percentile (0..100) with linear interpolation between order statistics; None when empty."""
+    if len(values) == 0:
+        return None
+    return float(np.percentile(np.asarray(values, dtype=float), q))
+
+
+def mean(values: Sequence[float]) -> float | None:
+    """Arithmetic mean Σx / n; None when empty."""
+    if len(values) == 0:
+        return None
+    return float(np.mean(np.asarray(values, dtype=float)))
+
+
+def weighted_percentiles(values: Sequence[float], weights: Sequence[float], qs: Sequence[float]) -> list[float]:
+    """Percentiles (0..100) of a distribution where `values[i]` occurs `weights[i]` times (weights > 0).
+
+    Used for per-token ITL: a chunk of n tokens after a gap g contributes the value g/n with weight n, which
+    is exactly the distribution of `[g/n] * n` without materialising it. Definition (inverted CDF): the
+    smallest value v such that the cumulative weight of values ≤ v reaches q % of the total weight.
+    """
+    out = np.percentile(np.asarray(values, dtype=float), list(qs), weights=np.asarray(weights, dtype=float),
+                        method="inverted_cdf")
+    return [float(x) for x in out]
+
+
+def weighted_percentile(values: Sequence[float], weights: Sequence[float], q: float) -> float | None:
+    """One weighted percentile (see `weighted_percentiles`); None when there is no weight."""
+    if len(values) == 0 or float(np.sum(weights)) <= 0:
+        return None
+    return weighted_percentiles(values, weights, [q])[0]
+
+
+def distribution(values: Sequence[float], qs: Sequence[int] = (50, 90, 99)) -> dict:
+    """{mean, p50, p90, p99, ...} of raw values; every field None when there are none."""
+    out = {"mean": mean(values)}
+    if len(values):
+        arr = np.asarray(values, dtype=float)
+        for q, v in zip(qs, np.percentile(arr, list(qs))):
+            out[f"p{q}"] = float(v)
+    else:
+        out.update({f"p{q}": None for q in qs})
+    return out
+
+
+def weighted_distribution(values: Sequence[float], weights: Sequence[float],
+                          qs: Sequence[int] = (50, 90, 99)) -> dict:
+    """{mean, p50, ...} of a weighted distribution: mean = Σ value·weight / Σ weight, percentiles by
+    `weighted_percentiles`; every field None when the total weight is 0."""
+    total = float(np.sum(weights)) if len(weights) else 0.0
+    if total <= 0:
+        return {"mean": None, **{f"p{q}": None for q in qs}}
+    m = float(np.dot(np.asarray(values, dtype=float), np.asarray(weights, dtype=float)) / total)
+    return {"mean": m, **{f"p{q}": v for q, v in zip(qs, weighted_percentiles(values, weights, qs))}}

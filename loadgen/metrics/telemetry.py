@@ -1,0 +1,66 @@
+"""Folding a cell's telemetry into its results entry: accept length (best source first, the others kept for
+cross-checking) and power (with energy per token)."""
+
+from __future__ import annotations
+
+from loadgen.metrics.power import derive_power
+from loadgen.telemetry.base import SourceResult
+
+# Best first: per-request server data, counter deltas, the windowed gauge, log lines, client chunks.
+ACCEPT_ORDER = ("per_request", "counters", "gauge", "log", "chunks")
+DISAGREE_RATIO = 0.10
+
+
+def _server_sources(results: list[SourceResult], per_source: dict[str, float], unavailable: dict[str, str]) -> None:
+    """Add each accept-length source's values to `per_source`, and why a source gave none to `unavailable`."""
+    for res in results:
+        if res.kind != "accept_length":
+            continue
+        for src, value in (res.values.get("per_source") or {}).items():
+            if value is not None:
+                per_source[src] = value
+        for src, why in (res.values.get("unavailable") or {}).items():
+            unavailable.setdefault(src, why)
+        if not res.available and res.reason and not res.values.get("unavailable"):
+            unavailable.setdefault(res.name, res.reason)
+
+
+def disagreement(per_source: dict[str, float], best: str) -> str | None:
+    """"best=x vs s=y, …" for the sources with |value − best| / best > 10 %; None when all agree."""
+    ref = per_source[best]
+    far = [f"{s}={v:.2f}" for s, v in per_source.items() if ref and abs(v - ref) / ref > DISAGREE_RATIO]
+    return f"{best}={ref:.2f} vs " + ", ".join(far) if far else None
+
+
+def accept_length(client_summary: dict, results: list[SourceResult]) -> dict:
+    """{value, source, per_source, unavailable, disagreement}: value from the best available source in
+    ACCEPT_ORDER; `disagreement` names any source more than 10 % away from the best one (`disagreement`)."""
+    per_source: dict[str, float] = {}
+    unavailable: dict[str, str] = {}
+    if client_summary.get("accept_length_per_request") is not None:
+        per_source["per_request"] = client_summary["accept_length_per_request"]
+    else:
+        unavailable["per_request"] = "the server returned no per-request speculative details"
+    _server_sources(results, per_source, unavailable)
+    chunks = client_summary.get("accept_length_chunks", client_summary.get("tokens_per_chunk_mean"))
+    if chunks is not None:
+        per_source["chunks"] = chunks
+    best = next((s for s in ACCEPT_ORDER if s in per_source), None)
+    out = {"value": per_source.get(best) if best else None, "source": best,
+           "per_source": per_source, "unavailable": {k: v for k, v in unavailable.items() if k not in per_source}}
+    far = disagreement(per_source, best) if best else None
+    if far:
+        out["disagreement"] = far
+    return out
+
+
+def power(results: list[SourceResult], output_tokens: int, duration_s: float) -> dict | None:
+    """The first available power source's values with the per-token figures (`derive_power`); else why the
+    first power source had none; None without a power source."""
+    for res in results:
+        if res.kind == "power" and res.available:
+            return derive_power(dict(res.values), output_tokens, duration_s)
+    for res in results:
+        if res.kind == "power":
+            return {"source": res.name, "available": False, "reason": res.reason}
+    return None

@@ -1,0 +1,75 @@
+"""This process's part of every cell (`--shard i/N`), and cells started on the wall clock (`--start-at`,
+`--cell-period`), as drivers that wrap another one.
+
+N processes, on one host or many, each started with the same arguments and its own i, together send the
+load of one process (the split: `loadgen.schedule.split`). Shards share no coordinator: `--start-at T` waits
+before the first cell and `--cell-period S` starts cell k at T + k·S, so they load the server together;
+`loadgen merge` combines their results (docs/performance.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+
+from loadgen.console import log
+from loadgen.record import CellKey, Record
+from loadgen.run.drivers import Driver, Wrapper
+from loadgen.schedule.closed import CellRun
+from loadgen.schedule.split import ShardJobs, slot_counts
+
+
+class ShardPart(Wrapper):
+    """Part `index` of `count` of every closed-loop cell: its slots, and the requests those slots own."""
+
+    def __init__(self, inner: Driver, index: int, count: int):
+        super().__init__(inner)
+        self.index, self.count = index, count
+
+    def slots(self, cell: CellKey) -> int:
+        return slot_counts(cell.concurrency, self.count)[self.index]
+
+    async def load(self, run: CellRun, cell: CellKey) -> None:
+        run.jobs = ShardJobs(run.jobs, cell.concurrency, self.count, self.index)
+        slots = self.slots(cell)
+        if slots == 0 or not len(run.jobs):
+            return  # this part has no slot in a cell narrower than the shard count
+        await self.inner.load(run, CellKey(cell.context_tokens, slots, cell.request_rate))
+
+    def finish(self, cell: CellKey, entry: dict, measured: Sequence[Record]) -> None:
+        self.inner.finish(cell, entry, measured)
+        if self.slots(cell) == 0:
+            # a cell narrower than the shard count: the other shards send all of it
+            entry["status"] = "skipped"
+            entry["error"] = f"no slot for shard {self.index}/{self.count} in a cell of concurrency {cell.concurrency}"
+            entry["shard_has_no_slot"] = True
+
+
+class AlignedStart(Wrapper):
+    """Cell k's measured load starts at `start_at` + k·`period_s` (Unix time); without a period, only the
+    first cell waits for `start_at`."""
+
+    def __init__(self, inner: Driver, start_at: float, period_s: float | None):
+        super().__init__(inner)
+        self.start_at, self.period_s = start_at, period_s
+        self.cells_started = 0
+
+    async def warm_up(self, run: CellRun, cell: CellKey) -> None:
+        await self.inner.warm_up(run, cell)
+
+    async def drive(self, run: CellRun, cell: CellKey) -> None:
+        k = self.cells_started
+        self.cells_started += 1
+        if self.period_s or k == 0:
+            await wait_until(self.start_at + k * (self.period_s or 0), k)
+        await self.inner.drive(run, cell)
+
+
+async def wait_until(t_s: float, k: int) -> None:
+    delay = t_s - time.time()
+    if delay < 0:
+        if k:
+            log(f"cell {k} starts {-delay:.1f} s after its --cell-period slot: the previous cell ran over")
+        return
+    await asyncio.sleep(delay)

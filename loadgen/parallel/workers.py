@@ -1,0 +1,265 @@
+"""`--workers N`: a closed-loop cell's slots spread over N worker processes, each with its own event loop.
+
+The parent keeps everything that is not the requests themselves: setup, prompts, the job list, the sinks
+(JSONL, live exporter), telemetry and the summary. Per cell it tells each worker its number of slots
+(`loadgen.parallel.shard.slot_counts`) and feeds it jobs on demand: a worker holds a few jobs ahead of its free slots
+and asks for one more each time it sends, so requests go out in sequence order across workers, the first
+`--warmup` first, as one process would send them. Every record comes back to the parent as the request ends
+and goes to the parent's sinks, so there is one JSONL, one live exporter and one results file, and the cell
+is summarised from the merged raw records (exact percentiles, as one process). Monotonic times compare
+across processes (CLOCK_MONOTONIC is per host). `Record.worker` is the worker's number (1..N; 0 = the parent).
+
+Client self-monitoring merges too: event-loop lag p99 over the raw lag samples of every process, CPU % of
+the busiest process (saturation is per core), and the cell is saturated when any process was.
+
+The worker process itself and its wire are in `loadgen.parallel.worker`.
+
+`--workers auto` = 1 (in-process) while the largest concurrency is ≤ AUTO_STREAMS_PER_WORKER, else
+min(cores − 1, ⌈C / AUTO_STREAMS_PER_WORKER⌉). Open-loop cells run in the parent (documented gap).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import sys
+import time
+from collections.abc import Sequence
+
+import orjson
+
+from loadgen.config import RunConfig
+from loadgen.metrics.client_health import merge_client
+from loadgen.record import CellKey, Record
+from loadgen.run.drivers import Driver, Wrapper
+from loadgen.schedule.closed import CellRun
+from loadgen.schedule.split import slot_counts
+from loadgen.target.discover import Target
+
+AUTO_STREAMS_PER_WORKER = 256
+LINE_LIMIT = 1 << 27  # a record of a 100k-token stream is a few MB of JSON
+CANCEL_GRACE_S = 10.0
+START_TIMEOUT_S = 60.0
+
+
+def auto_workers(max_concurrency: int, cores: int | None = None) -> int:
+    """1 when one process suffices (≤ AUTO_STREAMS_PER_WORKER streams), else min(cores − 1, ⌈C / that⌉)."""
+    if cores is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if max_concurrency <= AUTO_STREAMS_PER_WORKER or cores < 3:
+        return 1
+    return max(2, min(cores - 1, math.ceil(max_concurrency / AUTO_STREAMS_PER_WORKER)))
+
+
+def prefetch(slots: int) -> int:
+    """Jobs a worker holds beyond its busy slots: enough to cover a refill's round trip at high rates."""
+    return min(64, max(2, slots // 8))
+
+
+class Worker:
+    def __init__(self, index: int, proc: asyncio.subprocess.Process):
+        self.index = index
+        self.proc = proc
+        self.slots = 0
+        self.result: dict | None = None
+
+    def send(self, msg: dict) -> None:
+        if self.proc.returncode is None and not self.proc.stdin.is_closing():
+            self.proc.stdin.write(orjson.dumps(msg) + b"\n")
+
+    async def recv(self) -> dict | None:
+        line = await self.proc.stdout.readline()
+        return orjson.loads(line) if line else None
+
+
+class WorkerPool:
+    """N worker processes for the whole run, started at the first cell that uses them."""
+
+    def __init__(self, n: int, cfg: RunConfig, url: str, headers: dict):
+        self.n = n
+        self.setup = {"url": url, "api": cfg.api, "timeout_s": cfg.timeout_s, "idle_timeout_s": cfg.idle_timeout_s,
+                      "headers": headers, "http_client": cfg.parallel.http_client}
+        self.workers: list[Worker] = []
+        self.broken = False  # a worker died: later cells run in the parent
+        self.problems: dict[CellKey, list[str]] = {}
+
+    async def start(self, target: Target | None = None) -> None:
+        """Start the workers before the first cell, so no cell's window holds their start-up."""
+        procs = await asyncio.gather(*(asyncio.create_subprocess_exec(
+            sys.executable, "-m", "loadgen.parallel.worker", str(i + 1), stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE, limit=LINE_LIMIT, start_new_session=True) for i in range(self.n)))
+        self.workers = [Worker(i + 1, p) for i, p in enumerate(procs)]
+        for w in self.workers:
+            w.send({"op": "setup", **self.setup})
+        for w in self.workers:
+            msg = await asyncio.wait_for(w.recv(), START_TIMEOUT_S)
+            if not msg or msg.get("op") != "ready":
+                raise RuntimeError(f"worker {w.index} did not start: {msg}")
+
+    async def close(self, finished: bool = True) -> None:
+        for w in self.workers:
+            w.send({"op": "exit"})
+            if w.proc.stdin is not None:
+                w.proc.stdin.close()
+        for w in self.workers:
+            try:
+                await asyncio.wait_for(w.proc.wait(), 10)
+            except TimeoutError:
+                w.proc.kill()
+                await w.proc.wait()
+
+    async def run_cell(self, run: CellRun, cell: CellKey) -> list[dict]:
+        """Drive one closed-loop cell over the workers; returns each active worker's client figures."""
+        counts = slot_counts(cell.concurrency, self.n)
+        active = [w for w, k in zip(self.workers, counts) if k > 0]
+        for w, k in zip(self.workers, counts):
+            w.slots, w.result = k, None
+        dispatch = Dispatch(run, active)
+        for w in active:
+            w.send({"op": "cell", "run_id": run.run_id, "cell": cell.as_dict(), "attempt": run.attempt,
+                    "slots": w.slots, "deadline_ns": run.deadline_ns})
+        dispatch.prime()
+        readers = [asyncio.ensure_future(dispatch.read(w)) for w in active]
+        watcher = asyncio.ensure_future(dispatch.watch())
+        try:
+            await asyncio.gather(*readers)
+        except asyncio.CancelledError:
+            # a second interrupt: the workers cancel their requests, whose records still come back
+            for w in active:
+                w.send({"op": "cancel"})
+            await asyncio.wait(readers, timeout=CANCEL_GRACE_S)
+            raise
+        finally:
+            watcher.cancel()
+            for r in readers:
+                r.cancel()
+        dispatch.give_back_unsent()
+        if dispatch.dead:
+            self.problems[run.cell] = dispatch.dead
+            self.broken = True
+        return [w.result for w in active if w.result is not None]
+
+
+class Dispatch:
+    """Jobs to workers on demand, records and 'sent' notices back to the cell's callbacks."""
+
+    def __init__(self, run: CellRun, workers: list[Worker]):
+        self.run = run
+        self.workers = workers
+        self.ended = False
+        self.stopped = False
+        self.unsent = 0
+        self.held: dict[int, dict] = {w.index: {} for w in workers}  # seq → job, handed and not yet recorded
+        self.sent: dict[int, dict[int, int]] = {w.index: {} for w in workers}  # seq → t_sent_ns, in flight
+        self.dead: list[str] = []
+
+    def give(self, w: Worker) -> None:
+        if self.ended:
+            return
+        job = self.run.take()
+        if job is None:
+            self.ended = True
+            for other in self.workers:
+                other.send({"op": "end"})
+            return
+        self.held[w.index][job.seq] = job
+        w.send({"op": "job", "seq": job.seq, "phase": job.phase, "body": job.body})
+
+    def prime(self) -> None:
+        # slot by slot across workers first, so the first jobs (warmup) are spread as one process spreads them
+        for k in range(max(w.slots for w in self.workers)):
+            for w in self.workers:
+                if k < w.slots:
+                    self.give(w)
+        for w in self.workers:
+            for _ in range(prefetch(w.slots)):
+                self.give(w)
+
+    async def read(self, w: Worker) -> None:
+        run = self.run
+        while True:
+            msg = await w.recv()
+            if msg is None:
+                try:
+                    await asyncio.wait_for(w.proc.wait(), 5)  # for its exit status
+                except TimeoutError:
+                    pass
+                self.died(w)
+                return
+            op = msg["op"]
+            if op == "sent":
+                self.sent[w.index][msg["seq"]] = msg["t_ns"]
+                run.in_flight += 1
+                run.on_sent()
+                self.give(w)
+            elif op == "rec":
+                rec = Record.from_dict(msg["rec"])
+                self.held[w.index].pop(rec.seq, None)
+                self.sent[w.index].pop(rec.seq, None)
+                run.in_flight -= 1
+                run.on_record(rec)
+            elif op == "done":
+                w.result = msg["client"] | {"worker": w.index, "slots": w.slots}
+                self.unsent += msg.get("unsent", 0)
+                return
+
+    def died(self, w: Worker) -> None:
+        """A worker process is gone (killed, out of memory): its requests in flight get a record each
+        (`cancelled`, saying why), the jobs it held unsent are not taken, and the cell stops."""
+        now = time.monotonic_ns()
+        why = f"worker {w.index} exited during the cell (exit code {w.proc.returncode})"
+        self.dead.append(why)
+        for seq, job in self.held[w.index].items():
+            t_sent = self.sent[w.index].get(seq)
+            if t_sent is None:
+                self.unsent += 1
+                continue
+            rec = self.run.new_record(job, t_sent)
+            rec.t_sent_ns, rec.t_end_ns, rec.worker = t_sent, now, w.index
+            rec.outcome, rec.error = "cancelled", f"{why} with the request in flight"
+            self.run.in_flight -= 1
+            self.run.on_record(rec)
+        self.held[w.index].clear()
+        self.run.stopping = True  # the others finish what they sent; the cell is judged on what came back
+
+    async def watch(self) -> None:
+        """Forward a stop (first interrupt, server down) to the workers: no new requests, in flight finish."""
+        while not self.run.stopping:
+            await asyncio.sleep(0.05)
+        self.stopped = True
+        for w in self.workers:
+            w.send({"op": "stop"})
+
+    def give_back_unsent(self) -> None:
+        # Jobs handed to a worker but never sent (dropped at a stop or the deadline) count as not taken, so
+        # `requests_not_sent` stays planned − sent. They were among the last taken: step the cursor back.
+        self.run.next_job = max(0, self.run.next_job - self.unsent)
+
+
+
+
+class WorkerDriver(Wrapper):
+    """Closed-loop cells over the pool's worker processes; after a worker died, later cells run in this
+    process through the inner driver."""
+
+    def __init__(self, inner: Driver, pool: WorkerPool):
+        super().__init__(inner)
+        self.pool = pool
+        self.per_worker: dict[CellKey, list[dict]] = {}
+
+    async def load(self, run: CellRun, cell: CellKey) -> None:
+        if self.pool.broken:
+            await self.inner.load(run, cell)
+            return
+        self.per_worker[run.cell] = await self.pool.run_cell(run, cell)
+
+    def finish(self, cell: CellKey, entry: dict, measured: Sequence[Record]) -> None:
+        self.inner.finish(cell, entry, measured)
+        per_worker = self.per_worker.pop(cell, None)
+        if per_worker is not None and entry.get("client") is not None:
+            entry["client"] = merge_client(entry["client"], per_worker)
+        if cell in self.pool.problems:
+            why = "; ".join(self.pool.problems.pop(cell))
+            entry["status"], entry["error"] = "failed", f"{why}: the cell stopped early"
+            entry.setdefault("warnings", []).append(f"{why}; later cells run in the main process")

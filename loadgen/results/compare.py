@@ -1,0 +1,268 @@
+"""`loadgen compare A.json B.json …`: every configuration × cell side by side, the best marked, speed-ups
+against a baseline. Inputs are results files (loadgen.results/v1) or sweep folders / sweep.json files,
+which stand for their configurations in sweep order. Pure functions from documents to rows to text."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import os
+from dataclasses import dataclass, field
+
+import orjson
+
+from loadgen.cli.checks import check_out_path
+from loadgen.errors import UsageError
+from loadgen.files import read_json
+from loadgen.results import text_table as tt
+from loadgen.results.schema import SWEEP_SCHEMA
+from loadgen.results.text_table import Column
+
+# metric → (column title, how to read it from a cell, better: "high" | "low")
+METRICS = {
+    "out_tok_s": ("out tok/s", lambda c: c.get("output_tok_s"), "high"),
+    "req_tok_s": ("req tok/s", lambda c: (c.get("request_tok_s") or {}).get("mean"), "high"),
+    "ttft_p50_s": ("TTFT p50 ms", lambda c: (c.get("ttft_s") or {}).get("p50"), "low"),
+    "accept": ("accept", lambda c: (c.get("accept_length") or {}).get("value"), "high"),
+    "power_w": ("W", lambda c: (c.get("power") or {}).get("mean_w_total"), "low"),
+    "j_per_token": ("J/tok", lambda c: (c.get("power") or {}).get("j_per_output_token"), "low"),
+}
+SPEEDUPS = ("out_tok_s", "req_tok_s")
+
+
+@dataclass
+class Run:
+    """One configuration's results: its display name, the document, its cells by (context, concurrency)."""
+
+    name: str
+    path: str
+    doc: dict
+    cells: dict = field(default_factory=dict)
+
+    @property
+    def params(self) -> dict:
+        return (self.doc.get("sweep") or {}).get("params") or {}
+
+    @property
+    def server_info(self) -> dict:
+        return (self.doc.get("target") or {}).get("server_info") or {}
+
+
+def cell_key(cell: dict) -> tuple:
+    """(context, concurrency, request rate or 0): open-loop cells of one context differ only by their rate."""
+    return (cell["context_tokens"], cell["concurrency"], cell.get("request_rate") or 0.0)
+
+
+def load_inputs(paths: list[str]) -> list[Run]:
+    """Runs from results files, sweep folders and sweep.json files, in the order given."""
+    runs: list[Run] = []
+    for path in paths:
+        for p in _expand(path):
+            doc = _read(p)
+            name = (doc.get("sweep") or {}).get("config") or doc.get("label") or _stem(p)
+            cells = {cell_key(c): c for c in doc.get("cells", []) if "context_tokens" in c and "concurrency" in c}
+            runs.append(Run(name=name, path=p, doc=doc, cells=cells))
+    seen: dict[str, int] = {}
+    for r in runs:
+        seen[r.name] = seen.get(r.name, 0) + 1
+        if seen[r.name] > 1:
+            r.name = f"{r.name}#{seen[r.name]}"
+    return runs
+
+
+def _expand(path: str) -> list[str]:
+    sweep_json = os.path.join(path, "sweep.json") if os.path.isdir(path) else path
+    if os.path.isdir(path) and not os.path.exists(sweep_json):
+        raise UsageError(f"{path} is a folder without sweep.json; give results files or a sweep's folder")
+    doc = _read(sweep_json)
+    if doc.get("schema") != SWEEP_SCHEMA:
+        return [path]
+    base = os.path.dirname(os.path.abspath(sweep_json))
+    files = [os.path.join(base, c["results"]) for c in doc.get("configs", [])]
+    return [f for f in files if os.path.exists(f)]
+
+
+def _read(path: str) -> dict:
+    try:
+        doc = read_json(path)
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file; give results JSON files (loadgen --out) or sweep folders") \
+            from None
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise UsageError(f"{path}: cannot read it as JSON ({exc})") from None
+    if not isinstance(doc, dict) or ("cells" not in doc and doc.get("schema") != SWEEP_SCHEMA):
+        raise UsageError(f"{path}: not a loadgen results or sweep file (no 'cells'); give loadgen --out "
+                         "files")
+    return doc
+
+
+def _stem(path: str) -> str:
+    return os.path.splitext(os.path.basename(path))[0]
+
+
+def pick_baseline(runs: list[Run], baseline: str | None) -> int:
+    """Index of the baseline: a name, a results path, or a 1-based position; default the first input."""
+    if baseline is None:
+        return 0
+    for i, r in enumerate(runs):
+        if baseline in (r.name, r.path) or os.path.abspath(baseline) == os.path.abspath(r.path):
+            return i
+    if baseline.isdigit() and 1 <= int(baseline) <= len(runs):
+        return int(baseline) - 1
+    raise UsageError(f"--baseline {baseline}: no such configuration; choose one of "
+                     f"{', '.join(r.name for r in runs)} (or a position 1..{len(runs)})")
+
+
+def comparison(runs: list[Run], base: int = 0) -> list[dict]:
+    """One row per cell × configuration, cells in (context, concurrency) order.
+
+    Each row: context_tokens, concurrency, config, status, error, one value per METRICS key (None when the
+    cell lacks it or failed), `<metric>_x` = value / baseline's value for SPEEDUPS, and `best`: the metrics
+    in which this configuration is the best of the cell (high or low per METRICS)."""
+    keys = sorted({k for r in runs for k in r.cells})
+    rows = []
+    for key in keys:
+        group = []
+        for r in runs:
+            cell = r.cells.get(key)
+            if cell is None:
+                continue
+            ok = cell.get("status", "ok") == "ok"
+            row = {"context_tokens": key[0], "concurrency": key[1], "request_rate": key[2] or None, "config": r.name,
+                   "status": cell.get("status", "ok"), "error": None if ok else cell.get("error"),
+                   "baseline": r is runs[base], "best": []}
+            for m, (_, get, _) in METRICS.items():
+                row[m] = get(cell) if ok else None
+            base_cell = runs[base].cells.get(key)
+            for m in SPEEDUPS:
+                b = METRICS[m][1](base_cell) if base_cell and base_cell.get("status", "ok") == "ok" else None
+                row[m + "_x"] = row[m] / b if row[m] is not None and b else None
+            group.append(row)
+        for m, (_, _, better) in METRICS.items():
+            values = [r[m] for r in group if r[m] is not None]
+            if len(values) < 2:
+                continue
+            top = max(values) if better == "high" else min(values)
+            for r in group:
+                if r[m] == top:
+                    r["best"].append(m)
+        rows += group
+    return rows
+
+
+SHOWN = {"accept": ".2f", "j_per_token": ".3f", "power_w": ".0f"}  # format spec; TTFT in ms; else ".1f"
+
+
+def _metric(m: str):
+    """The text of metric `m` in a comparison row, marked "*" when it is the best of its cell."""
+    def text(row: dict) -> str:
+        v = row.get(m)
+        if v is None:
+            return tt.MISSING
+        shown = tt.fmt_ms(v) if m == "ttft_p50_s" else format(v, SHOWN.get(m, ".1f"))
+        return shown + ("*" if m in row["best"] else " ")
+    return text
+
+
+def _speedup(m: str):
+    """The text of `<m>_x`, the speed-up against the baseline."""
+    return lambda row: tt.MISSING if row.get(m + "_x") is None else f"{row[m + '_x']:.2f}x"
+
+
+def _load(row: dict) -> str:
+    return f"{row['request_rate']:g}/s" if row.get("request_rate") else str(row["concurrency"])
+
+
+def _note(row: dict) -> str:
+    return "" if row["status"] == "ok" else f"{row['status'].upper()}: {row['error'] or ''}"
+
+
+COLUMNS = [
+    Column("ctx", 6, lambda row: str(row["context_tokens"])),
+    Column("conc", 5, _load),
+    Column("configuration", -24, lambda row: row["config"] + (" (base)" if row["baseline"] else "")),
+    Column("out tok/s", 10, _metric("out_tok_s")),
+    Column("vs base", 8, _speedup("out_tok_s")),
+    Column("req tok/s", 10, _metric("req_tok_s")),
+    Column("vs base", 8, _speedup("req_tok_s")),
+    Column("TTFT p50 ms", 12, _metric("ttft_p50_s")),
+    Column("accept", 7, _metric("accept")),
+    Column("W", 6, _metric("power_w")),
+    Column("J/tok", 7, _metric("j_per_token")),
+    Column("note", 0, _note),
+]
+
+
+def render_text(rows: list[dict]) -> str:
+    """Rows grouped by cell (a blank line between cells; a cell's context and load shown on its first row)."""
+    out = [tt.header(COLUMNS).rstrip()]
+    prev = None
+    for row in rows:
+        key = (row["context_tokens"], row["concurrency"], row.get("request_rate"))
+        cells = tt.texts(COLUMNS, row)
+        if key == prev:
+            cells[0] = cells[1] = ""
+        elif prev is not None:
+            out.append("")
+        prev = key
+        out.append(tt.join(COLUMNS, cells).rstrip())
+    out.append("* best of the cell (highest tok/s and accept length; lowest TTFT, W and J/token); "
+               "vs base = value / the baseline's")
+    return "\n".join(out)
+
+
+def render_markdown(rows: list[dict]) -> str:
+    head = [c.header for c in COLUMNS]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in rows:
+        cells = [c.strip().replace("*", "**best**") if c.strip().endswith("*") else c.strip()
+                 for c in tt.texts(COLUMNS, row)]
+        out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(out)
+
+
+def render_csv(rows: list[dict]) -> str:
+    fields = ["context_tokens", "concurrency", "config", "status", *METRICS, *(m + "_x" for m in SPEEDUPS),
+              "best", "error"]
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    for row in rows:
+        w.writerow(row | {"best": " ".join(row["best"])})
+    return buf.getvalue()
+
+
+def compare_table(runs: list[Run], baseline: str | None, fmt: str = "text") -> str:
+    rows = comparison(runs, pick_baseline(runs, baseline))
+    return {"text": render_text, "md": render_markdown, "csv": render_csv}[fmt](rows)
+
+
+def add_input_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("inputs", nargs="+", metavar="RESULTS",
+                   help="results JSON files (loadgen --out) or sweep folders / sweep.json files")
+    p.add_argument("--baseline", metavar="NAME", help="configuration the speed-ups are relative to: its "
+                   "name, results path or 1-based position (default: the first)")
+
+
+def compare_main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="loadgen compare", description="Compare runs or sweep configurations "
+                                "cell by cell: output tok/s, per-request tok/s, TTFT, accept length, power, "
+                                "J/token.")
+    add_input_arguments(p)
+    p.add_argument("--format", default="text", choices=("text", "md", "csv"),
+                   help="table format (default text)")
+    p.add_argument("--out", metavar="FILE", help="also write the table to FILE")
+    a = p.parse_args(argv)
+    if a.out:
+        check_out_path(a.out)
+    runs = load_inputs(a.inputs)
+    if not runs:
+        raise UsageError(f"{' '.join(a.inputs)}: no results to compare (the sweep has not measured anything "
+                         "yet)")
+    text = compare_table(runs, a.baseline, a.format)
+    print(text)
+    if a.out:
+        with open(a.out, "w", encoding="utf-8") as fh:
+            fh.write(text + "\n")
+    return 0

@@ -1,0 +1,214 @@
+"""`loadgen merge OUT.json SHARD.json …`: shard results (`--shard i/N`, one file each) into one results file.
+
+Every cell is summarised again from the merged raw records with `loadgen.metrics.cell.summarize`, so merged
+percentiles are exact (never averages of the shards' percentiles) and totals are the sums. Records keep
+their values; their times are moved onto the first input's monotonic clock: inputs from the same boot of
+one host (same `host.boot_id`) share CLOCK_MONOTONIC and are not moved; others are placed through each run's
+wall-clock anchor (their error is the hosts' clock offset, ms with NTP; intervals within a record, such as
+TTFT, are unaffected). The merged records go to OUT's `.requests.jsonl`, in end order.
+
+Server-side telemetry (accept-length counters, power) was sampled by every shard against the same server;
+the merged cell takes the first shard's, with the per-token figures recomputed from the merged tokens.
+Each merged cell lists its shards' windows and warns when they overlap less than 90 % (shards that did not
+run a cell at the same time did not load the server together).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import orjson
+
+from loadgen.cli.checks import check_out_path
+from loadgen.errors import UsageError
+from loadgen.files import read_json, read_jsonl, write_atomic, write_json_atomic
+from loadgen.metrics import telemetry as cell_telemetry
+from loadgen.metrics.cell import summarize
+from loadgen.metrics.client_health import combine
+from loadgen.record import CellKey, Record
+from loadgen.results.schema import RESULTS_SCHEMA as SCHEMA
+from loadgen.sinks.jsonl import requests_path
+from loadgen.telemetry.base import SourceResult
+
+TIME_FIELDS = ("t_intended_ns", "t_sent_ns", "t_first_byte_ns", "t_first_token_ns", "t_last_token_ns",
+               "t_end_ns")
+MIN_OVERLAP = 0.9
+CLIENT_SOURCES = ("per_request", "chunks")  # accept-length sources computed from records, so recomputed here
+
+
+def clock_offset_ns(doc: dict, ref: dict) -> int:
+    """What to add to `doc`'s monotonic times to put them on `ref`'s clock (0 on the same boot)."""
+    boot, ref_boot = (doc.get("host") or {}).get("boot_id"), (ref.get("host") or {}).get("boot_id")
+    if boot and boot == ref_boot:
+        return 0
+    a, r = doc["anchor"], ref["anchor"]
+    return (a["wall_ns"] - a["mono_ns"]) - (r["wall_ns"] - r["mono_ns"])
+
+
+def shift(rec: dict, offset_ns: int) -> dict:
+    if offset_ns:
+        rec = dict(rec)
+        for f in TIME_FIELDS:
+            if rec.get(f):
+                rec[f] += offset_ns
+    return rec
+
+
+def cell_key(d: dict) -> CellKey:
+    return CellKey(d["context_tokens"], d["concurrency"], d.get("request_rate"))
+
+
+def window_ns(recs: list[Record]) -> tuple[int, int] | None:
+    sent = [r.t_sent_ns for r in recs if r.t_sent_ns]
+    return (min(sent), max(r.t_end_ns for r in recs)) if sent else None
+
+
+def overlap(windows: list[tuple[int, int]]) -> float | None:
+    """Share of the windows' union that all of them cover: (min end − max start) / (max end − min start)."""
+    if len(windows) < 2:
+        return None
+    span = max(e for _, e in windows) - min(s for s, _ in windows)
+    common = min(e for _, e in windows) - max(s for s, _ in windows)
+    return max(0.0, common / span) if span > 0 else 1.0
+
+
+def merge_client(blocks: list[dict]) -> dict | None:
+    """The shards' client blocks combined (`client_health.combine`: each shard is its own process), with
+    every shard's block under `per_shard`; None when no shard has one."""
+    blocks = [b for b in blocks if b]
+    if not blocks:
+        return None
+    return combine([(f"shard {i}", b) for i, b in enumerate(blocks)]) | {"per_shard": blocks}
+
+
+def merge_cell(key: CellKey, entries: list[dict | None], records: list[list[Record]]) -> dict:
+    """One merged cell from each shard's entry (None where a shard lacks the cell) and measured records."""
+    # in end order, as one process appends them, so even float sums come out the same
+    measured = sorted((r for recs in records for r in recs), key=lambda r: r.t_end_ns)
+    summary = summarize(measured)
+    first = next(e for e in entries if e is not None)
+    summary["client"] = merge_client([e.get("client") for e in entries if e is not None])
+    others = {k: v for k, v in ((first.get("accept_length") or {}).get("per_source") or {}).items()
+              if k not in CLIENT_SOURCES}
+    unavailable = {k: v for k, v in ((first.get("accept_length") or {}).get("unavailable") or {}).items()
+                   if k not in CLIENT_SOURCES}
+    server = SourceResult("shard-0", "accept_length", bool(others),
+                          {"per_source": others, "unavailable": unavailable})
+    entry = key.as_dict() | summary
+    entry["accept_length"] = cell_telemetry.accept_length(summary, [server])
+    entry["power"] = _power(first.get("power"), summary)
+    entry["telemetry"] = first.get("telemetry", {})
+    entry["warnings"] = [f"shard {i}: {w}" for i, e in enumerate(entries) if e for w in e.get("warnings", [])]
+    not_sent = [e.get("requests_not_sent") for e in entries if e is not None]
+    if not_sent and all(isinstance(n, int) for n in not_sent):
+        entry["requests_not_sent"] = sum(not_sent)
+    windows = [w for w in (window_ns(recs) for recs in records) if w]
+    ov = overlap(windows)
+    entry["shards"] = {"count": len(entries), "ran": sum(e is not None for e in entries),
+                       "requests": [len(recs) for recs in records], "window_overlap": ov}
+    if ov is not None and ov < MIN_OVERLAP:
+        entry["warnings"].append(f"shards ran this cell {ov:.0%} together (< {MIN_OVERLAP:.0%}): they did "
+                                 "not load "
+                                 "the server at the same time; start them with --start-at/--cell-period")
+    ok = summary["requests"]["ok"]
+    entry["status"] = "ok" if ok > 0 else "failed"
+    entry["error"] = None if ok else f"no request succeeded ({summary['requests']['failed']} failed)"
+    return entry
+
+
+def _power(block: dict | None, summary: dict) -> dict | None:
+    if not block or not block.get("available", True) or "cell_energy_j" not in block:
+        return block
+    from loadgen.metrics.power import derive_power
+    derived = ("cell_energy_j", "j_per_output_token", "output_tokens_per_j")
+    base = {k: v for k, v in block.items() if k not in derived}
+    return derive_power(base, summary["output_tokens"], summary["duration_s"])
+
+
+def load(path: str) -> tuple[dict, list[dict]]:
+    try:
+        doc = read_json(path)
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise UsageError(f"{path}: cannot read results ({exc})") from None
+    if doc.get("schema") != SCHEMA:
+        raise UsageError(f"{path}: not a loadgen results file (schema {doc.get('schema')!r})")
+    rpath = requests_path(path)
+    if not os.path.exists(rpath):
+        raise UsageError(f"{path}: its records {rpath} are missing; merge recomputes the figures from them")
+    return doc, read_jsonl(rpath)
+
+
+def merge(docs: list[dict], rows: list[list[dict]]) -> tuple[dict, list[dict]]:
+    """(merged results document, merged record rows)."""
+    ref = docs[0]
+    keys: list[CellKey] = []
+    for doc in docs:
+        for c in doc.get("cells", []):
+            if cell_key(c) not in keys:
+                keys.append(cell_key(c))
+    merged_rows: list[dict] = []
+    cells = []
+    per_doc: list[dict[CellKey, list[Record]]] = []
+    for doc, recs in zip(docs, rows):
+        offset = clock_offset_ns(doc, ref)
+        attempt = {cell_key(c): c.get("attempt", 0) for c in doc.get("cells", [])}
+        by_cell: dict[CellKey, list[Record]] = {}
+        for row in recs:
+            row = shift(row, offset)
+            merged_rows.append(row)
+            key = cell_key(row["cell"])
+            if row.get("phase") == "measure" and row.get("attempt", 0) == attempt.get(key, 0):
+                by_cell.setdefault(key, []).append(Record.from_dict(row))
+        per_doc.append(by_cell)
+    for key in keys:
+        entries = [next((c for c in doc.get("cells", []) if cell_key(c) == key), None) for doc in docs]
+        cells.append(merge_cell(key, entries, [d.get(key, []) for d in per_doc]))
+    out = dict(ref)
+    out["cells"] = cells
+    out["merged_from"] = [{"run_id": d.get("run_id"), "label": d.get("label"), "shard": d.get("shard"),
+                           "host": d.get("host"), "clock_offset_ns": clock_offset_ns(d, ref)} for d in docs]
+    out.pop("shard", None)
+    merged_rows.sort(key=lambda r: r.get("t_end_ns") or 0)
+    return out, merged_rows
+
+
+def check_shards(docs: list[dict], paths: list[str]) -> list[str]:
+    """Warnings about inputs that do not look like the shards of one run."""
+    notes = []
+    shards = [d.get("shard") for d in docs]
+    if all(shards):
+        counts = {s["count"] for s in shards}
+        indices = sorted(s["index"] for s in shards)
+        if len(counts) != 1 or indices != list(range(next(iter(counts)))):
+            notes.append(f"shards {indices} of {sorted(counts)}: not one complete set of i/N")
+    keys = ("api", "contexts", "concurrency", "max_tokens", "requests_per_cell", "duration_per_cell_s", "url")
+    for d, p in zip(docs[1:], paths[1:]):
+        diff = [k for k in keys if (d.get("args") or {}).get(k) != (docs[0].get("args") or {}).get(k)]
+        if diff:
+            notes.append(f"{p}: arguments differ from {paths[0]}: {', '.join(diff)}")
+    return notes
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="loadgen merge",
+                                description="Combine shard results (loadgen --shard i/N) "
+                                "into one results file, every figure recomputed from the merged records.")
+    p.add_argument("out", help="merged results JSON to write (its records go to <out>.requests.jsonl)")
+    p.add_argument("inputs", nargs="+", help="the shards' results JSON files (each with its .requests.jsonl)")
+    a = p.parse_args(argv)
+    check_out_path(a.out)
+    if os.path.abspath(a.out) in {os.path.abspath(x) for x in a.inputs}:
+        raise UsageError(f"{a.out}: the output must not be one of the inputs")
+    loaded = [load(x) for x in a.inputs]
+    docs, rows = [d for d, _ in loaded], [r for _, r in loaded]
+    for note in check_shards(docs, a.inputs):
+        print(f"loadgen merge: warning: {note}", file=sys.stderr)
+    doc, records = merge(docs, rows)
+    write_atomic(requests_path(a.out), b"".join(orjson.dumps(r) + b"\n" for r in records))
+    write_json_atomic(a.out, doc)
+    from loadgen.results.table import table
+    print(table(doc["cells"]))
+    print(f"merged {len(docs)} results ({len(records)} records): {a.out}", file=sys.stderr)
+    return 0

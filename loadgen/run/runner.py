@@ -1,0 +1,183 @@
+"""Runs the matrix: for each prompt length, for each load level, one cell; records flow to the sinks,
+telemetry is cut to the cell's window, and the results file is replaced after every cell.
+
+The runner is given all its parts (`RunParts`, built by the CLI): the cell driver (closed loop, open loop,
+worker processes, shard), the transport of the measured requests (h1 or aiohttp), the sinks, the telemetry
+sources, the server-down policy, the interrupt handler and the services that live as long as the run
+(live exporter, log command, worker pool). It knows none of them by name.
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Protocol
+
+import aiohttp
+
+from loadgen.client.aiohttp_sender import ClientConfig, make_session
+from loadgen.config import RunConfig
+from loadgen.console import log
+from loadgen.errors import ServerError
+from loadgen.record import CellKey, RunAnchor
+from loadgen.results.document import ResultsFile, cell_key
+from loadgen.results.table import header, row, table
+from loadgen.run.cell import CellMeasurer, SourceFactory
+from loadgen.run.control import RunControl
+from loadgen.run.drivers import Driver
+from loadgen.run.interrupts import Interrupts
+from loadgen.run.progress import Progress
+from loadgen.run.server_down import ServerDownPolicy
+from loadgen.run.setup import find_target, size_prompts
+from loadgen.run.transport import Transport
+from loadgen.sinks.base import Sink
+from loadgen.target.discover import Target
+
+
+class Service(Protocol):
+    """Something that lives as long as the run's measurements: started after setup, closed at the end
+    (`finished` is False when the run crashed or was interrupted: nobody waits for a last scrape)."""
+
+    async def start(self, target: Target) -> None: ...
+
+    async def close(self, finished: bool) -> None: ...
+
+
+class CellCheck(Protocol):
+    """A judgement of each measured cell that may fail it and stop the run (e.g. a sweep's check that the
+    server still runs the configuration under test)."""
+
+    async def check(self, session: aiohttp.ClientSession, entry: dict, control: RunControl) -> None: ...
+
+
+TelemetryPlan = Callable[[Target], list[SourceFactory]]  # the sources each cell samples, once the target is known
+
+
+@dataclass
+class RunParts:
+    driver: Driver
+    transport: Transport
+    server_down: ServerDownPolicy
+    control: RunControl
+    sinks: list[Sink] = field(default_factory=list)
+    telemetry: TelemetryPlan = lambda target: []
+    services: list[Service] = field(default_factory=list)
+    interrupts: Interrupts | None = None
+    checks: list[CellCheck] = field(default_factory=list)
+
+
+def new_run_id() -> str:
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+
+
+class Runner:
+    def __init__(self, cfg: RunConfig, url: str, parts: RunParts, results: ResultsFile, run_id: str,
+                 headers: dict):
+        self.cfg = cfg
+        self.url = url
+        self.parts = parts
+        self.results = results
+        self.run_id = run_id
+        self.headers = headers
+        self.anchor = RunAnchor.now()
+        self.control = parts.control
+        self.target: Target | None = None
+
+    @property
+    def cells(self) -> list[dict]:
+        return self.results.cells
+
+    def cells_to_run(self) -> list[CellKey]:
+        """The matrix less the cells already in the results (kept from an earlier, resumed run)."""
+        done = {cell_key(c) for c in self.results.cells}
+        return [c for c in self.cfg.cells() if cell_key(c.as_dict()) not in done]
+
+    async def run(self) -> int:
+        banner = self.parts.driver.banner()
+        if banner:
+            log(banner)
+        if self.parts.interrupts is None:
+            return await self._run()
+        return await self.parts.interrupts.guard(self._run)
+
+    async def _run(self) -> int:
+        cfg = self.cfg
+        ccfg = ClientConfig(base_url=self.url, api=cfg.api, timeout_s=cfg.timeout_s,
+                            idle_timeout_s=cfg.idle_timeout_s, headers=self.headers)
+        async with make_session(ccfg) as session:
+            measurer = await self.setup(session)
+            started: list[Service] = []
+            finished = False
+            try:
+                for svc in self.parts.services:
+                    await svc.start(self.target)
+                    started.append(svc)
+                await self.measure_matrix(session, measurer)
+                for s in self.parts.sinks:
+                    s.close()
+                finished = self.control.interrupted_by is None
+            finally:
+                for svc in reversed(started):
+                    await svc.close(finished)
+                await self.parts.transport.close()
+        print(table(self.cells))
+        for text in self.parts.driver.tables(self.cells):
+            if text:
+                print(text)
+        print(f"results: {self.results.path}", file=sys.stderr)
+        return self.exit_code()
+
+    async def setup(self, session: aiohttp.ClientSession) -> CellMeasurer:
+        cfg = self.cfg
+        t = self.target = await find_target(session, cfg, self.url)
+        prompts = await size_prompts(session, cfg, t, self.run_id, self.headers)
+        self.results.begin(cfg, self.run_id, self.anchor, t.as_dict(),
+                           {"method": prompts.method, "template_overhead_tokens": prompts.overhead_tokens})
+        spec = t.spec_settings()
+        log(f"target {t.url}  engine={t.engine}  model={t.model}  api={t.api}  fingerprint={t.fingerprint()}")
+        if spec:
+            log("speculative: " + "  ".join(f"{k.replace('speculative_', '')}={v}" for k, v in spec.items()))
+        log(f"prompts: {'tokenize-exact' if prompts.counter else 'estimated from a probe (no /v1/tokenize)'}, "
+            f"template overhead {prompts.overhead_tokens} tokens; run {self.run_id}")
+        p = self.parts
+        return CellMeasurer(cfg, self.run_id, prompts, p.driver, p.transport, p.sinks, p.telemetry(t),
+                            self.control, Progress())
+
+    async def measure_matrix(self, session: aiohttp.ClientSession, measurer: CellMeasurer) -> None:
+        log(header())
+        for cell in self.cells_to_run():
+            if self.control.stopping:
+                self.results.add(cell.as_dict() | {"status": "skipped", "error": self.control.stop_reason})
+                continue
+            entry = await self.measure_cell(session, measurer, cell)
+            self.results.add(entry)
+            for s in self.parts.sinks:
+                s.cell_finished(cell, entry)
+            self.results.save()
+            log(row(entry))
+        if self.control.stopping:
+            self.results.save()  # with the cells that were not measured, marked skipped
+
+    async def measure_cell(self, session: aiohttp.ClientSession, measurer: CellMeasurer, cell: CellKey) -> dict:
+        async def attempt(c: CellKey, n: int) -> dict:
+            return await measurer.measure(session, c, n)
+
+        try:
+            entry = await self.parts.server_down.run_cell(session, cell, attempt,
+                                                          self.parts.driver.planned_requests(cell),
+                                                          self.target, self.headers)
+        except (TimeoutError, ServerError, aiohttp.ClientError) as exc:
+            # sizing the cell's prompts failed before any load: this cell fails, the run goes on
+            entry = cell.as_dict() | {"status": "failed", "error": f"before load: {exc}"[:300]}
+        entry["run_id"] = self.run_id
+        for check in self.parts.checks:
+            await check.check(session, entry, self.control)
+        return entry
+
+    def exit_code(self) -> int:
+        """0 when every cell is ok (a shard's cell without a slot counts: the other shards sent it), else 1."""
+        done = all(c["status"] == "ok" or c.get("shard_has_no_slot") for c in self.cells)
+        return 0 if done else 1

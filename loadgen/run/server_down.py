@@ -1,0 +1,237 @@
+"""The server going away in the middle of a run: notice it, mark the cell failed with the reason, then stop,
+wait for the server and measure the cell again, or skip to the next cell (`--on-server-down`).
+
+Detection: `--server-down-after N` consecutive connection errors (refused, reset, closed mid-stream), then a
+fresh TCP connection to the target's port that fails. The second step tells a dead server from a few
+connections reset by a proxy. Either way, after every connection error a closed-loop slot backs off for
+min(0.05 s × 2^(k−1), 2 s), where k counts the consecutive errors, so a run never hammers a refused port
+at full speed.
+
+Policies:
+- stop (default): the cell is failed; the cells after it are recorded as skipped; results are written; exit 1.
+- wait: the cell is failed; `readiness.wait_ready` waits for the server to come back (same speculative
+  settings, health 200, real generations succeed) for at most `--server-wait-timeout` seconds, then the cell
+  is measured again from the start, up to `--cell-attempts` times. Records of every attempt stay in the
+  JSONL (`attempt` 0, 1, …); the results keep the last attempt, with the earlier ones under `attempts`.
+  A server that does not come back in time ends the run as `stop` does.
+- skip: the cell is failed; the run goes on to the next cell.
+
+Every cell entry also gets `requests_not_sent`: measured requests that were never sent because the cell
+stopped early (server down or interrupt), so planned = requests.ok + requests.failed + requests_not_sent
+(None for a cell measured for a duration, which plans no number of requests).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from urllib.parse import urlparse
+
+import aiohttp
+
+from loadgen.client.aiohttp_sender import one_line
+from loadgen.config import FaultsConfig
+from loadgen.console import log
+from loadgen.record import CellKey, Record
+from loadgen.run.cell import empty_entry
+from loadgen.run.control import RunControl
+from loadgen.sinks.base import NullSink
+from loadgen.target.discover import Target
+from loadgen.target.readiness import wait_ready
+
+POLICIES = ("stop", "wait", "skip")
+BACKOFF_FIRST_S = 0.05
+BACKOFF_MAX_S = 2.0
+CONNECT_CHECK_S = 2.0
+WAIT_POLL_S = 0.2
+
+Measure = Callable[[CellKey, int], Awaitable[dict]]  # (cell, attempt) → the attempt's entry
+
+
+def backoff_s(consecutive: int) -> float:
+    """Pause after the k-th consecutive connection error: min(0.05 × 2^(k−1), 2) seconds (0 when k = 0)."""
+    if consecutive <= 0:
+        return 0.0
+    return min(BACKOFF_FIRST_S * 2 ** min(consecutive - 1, 16), BACKOFF_MAX_S)
+
+
+async def port_open(url: str, timeout_s: float = CONNECT_CHECK_S) -> bool:
+    """Whether a new TCP connection to the URL's host and port succeeds."""
+    u = urlparse(url)
+    port = u.port or (443 if u.scheme == "https" else 80)
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(u.hostname, port), timeout_s)
+    except (OSError, TimeoutError):
+        return False
+    writer.close()
+    return True
+
+
+class ServerGuard(NullSink):
+    """Watches every record (it is a sink) and paces closed-loop slots (`pause`, given to the driver)."""
+
+    def __init__(self, url: str, control: RunControl, threshold: int):
+        self.url = url
+        self.control = control
+        self.threshold = threshold
+        self.consecutive = 0
+        self.last_error: str | None = None
+        self.down: str | None = None
+        self.down_event = asyncio.Event()
+        self._check: asyncio.Task | None = None
+
+    def arm(self) -> None:
+        self.consecutive = 0
+        self.down = None
+        self.down_event = asyncio.Event()
+
+    def record(self, rec: Record) -> None:
+        if rec.outcome == "connection_error":
+            self.consecutive += 1
+            self.last_error = rec.error
+            if self.consecutive % self.threshold == 0 and self.down is None and self._check is None:
+                self._check = asyncio.get_running_loop().create_task(self._confirm())
+        elif rec.outcome != "cancelled":
+            self.consecutive = 0
+
+    async def _confirm(self) -> None:
+        try:
+            if not await port_open(self.url):
+                self.mark_down(f"{self.consecutive} consecutive connection errors, then a new connection to "
+                               f"{self.url} failed; last error: {self.last_error}")
+        finally:
+            self._check = None
+
+    def mark_down(self, reason: str) -> None:
+        self.down = reason
+        self.down_event.set()
+        if self.control.current is not None:
+            self.control.current.stopping = True
+
+    async def pause(self, rec: Record) -> None:
+        if rec.outcome == "connection_error" and self.down is None:
+            try:
+                await asyncio.wait_for(self.down_event.wait(), backoff_s(self.consecutive))
+            except TimeoutError:
+                pass
+
+    async def settle(self) -> None:
+        """Let a reachability check still running decide before the cell is judged."""
+        if self._check is not None:
+            await asyncio.wait([self._check])
+
+
+class ServerDownPolicy:
+    """Measures a cell, judges each attempt and applies `--on-server-down`."""
+
+    def __init__(self, faults: FaultsConfig, guard: ServerGuard, control: RunControl, timed_cells: bool):
+        self.policy = faults.on_server_down
+        self.wait_timeout_s = faults.server_wait_timeout_s
+        self.attempts = faults.cell_attempts
+        self.guard = guard
+        self.control = control
+        self.timed_cells = timed_cells  # --duration-per-cell: a cell plans no number of requests
+
+    async def run_cell(self, session: aiohttp.ClientSession, cell: CellKey, measure: Measure, planned: int,
+                       target: Target, headers: dict) -> dict:
+        history: list[dict] = []
+        for attempt in range(self.attempts):
+            entry = await self._attempt(cell, measure, attempt, planned)
+            if self.guard.down is None:
+                break
+            entry["status"] = "failed"
+            entry["error"] = f"the server went away: {self.guard.down}"
+            log(f"{cell.label()}: the server went away (attempt {attempt + 1}): {self.guard.down}")
+            if not await self._after_down(session, cell, entry, target, headers) or attempt + 1 == self.attempts:
+                break
+            history.append(_brief(entry, attempt))
+        if history:
+            entry["attempts"] = history
+        return entry
+
+    async def _after_down(self, session, cell: CellKey, entry: dict, target: Target, headers: dict) -> bool:
+        """Apply the policy to a cell whose server went away; True when the cell is to be measured again."""
+        if self.policy == "stop":
+            self.control.stop(f"not measured: the server went away during {cell.label()} (--on-server-down stop)")
+            return False
+        if self.policy == "skip":
+            log(f"{cell.label()}: failed; going on to the next cell (--on-server-down skip)")
+            return False
+        return await self._wait(session, entry, target, headers)
+
+    async def _attempt(self, cell: CellKey, measure: Measure, attempt: int, planned: int) -> dict:
+        self.guard.arm()
+        self.control.current = None
+        try:
+            entry = await measure(cell, attempt)
+        except (aiohttp.ClientConnectionError, OSError, TimeoutError) as exc:
+            # preparing the cell talks to the server (tokenizing prompts): it may already be gone
+            if await port_open(self.guard.url):
+                raise
+            why = one_line(f"{type(exc).__name__}: {exc}")
+            self.guard.mark_down(f"unreachable while preparing the cell ({why})")
+            entry = empty_entry(cell)
+        await self.guard.settle()
+        entry["attempt"] = attempt
+        self._account(entry, planned)
+        return entry
+
+    def _account(self, entry: dict, planned: int) -> None:
+        """requests_not_sent, and a warning when the cell stopped before sending all it planned."""
+        run = self.control.current
+        if self.timed_cells:
+            entry["requests_not_sent"] = None
+            return
+        if run is None:  # the cell ended while it was being prepared
+            entry["requests_not_sent"] = planned
+            return
+        not_sent = sum(1 for job in run.jobs[run.next_job:] if job.phase == "measure")
+        entry["requests_not_sent"] = not_sent
+        if not_sent and self.guard.down is None:
+            entry.setdefault("warnings", []).append(
+                f"stopped early ({self.control.stop_reason.removeprefix('not measured: ')}): "
+                f"{not_sent} of {not_sent + entry['requests']['ok'] + entry['requests']['failed']} "
+                "measured requests not sent")
+
+    async def _wait(self, session, entry: dict, target: Target, headers: dict) -> bool:
+        """Wait for the server to come back (the readiness gate of sweeps); False when the run must stop."""
+        log(f"waiting up to {self.wait_timeout_s:g} s for the server to come back (--on-server-down wait)")
+        task = asyncio.ensure_future(wait_ready(
+            session, self.guard.url, api=target.api, model=target.model, timeout_s=self.wait_timeout_s,
+            poll_s=1.0, successes=2, expect=target.spec_settings() or None, saw_down=True,
+            progress=_StateLog(), headers=headers))
+        while not task.done():
+            await asyncio.wait([task], timeout=WAIT_POLL_S)
+            if self.control.stopping and not task.done():  # interrupted while waiting
+                task.cancel()
+                await asyncio.wait([task])
+                return False
+        ready = task.result()
+        entry["recovery"] = {"ready": ready.ready, "elapsed_s": ready.elapsed_s, "reason": ready.reason}
+        if not ready.ready:
+            entry["error"] += f"; it did not come back: {ready.reason}"
+            self.control.stop("not measured: the server went away and did not come back "
+                              f"within --server-wait-timeout {self.wait_timeout_s:g} s")
+            return False
+        log(f"the server is back: {ready.reason}")
+        return True
+
+
+class _StateLog:
+    """Readiness progress: one line each time the gate's state changes."""
+
+    def __init__(self) -> None:
+        self.last: str | None = None
+
+    def __call__(self, elapsed_s: float, state: str) -> None:
+        if state != self.last:
+            self.last = state
+            log(f"  {elapsed_s:6.1f} s  {state}")
+
+
+def _brief(entry: dict, attempt: int) -> dict:
+    req = entry.get("requests") or {}
+    return {"attempt": attempt, "status": entry["status"], "error": entry["error"],
+            "requests": {k: req.get(k) for k in ("ok", "failed", "by_outcome")},
+            "requests_not_sent": entry.get("requests_not_sent"),
+            "recovery": entry.get("recovery")}

@@ -1,0 +1,92 @@
+"""How the measured requests travel: the lean HTTP/1.1 pool (`--http-client h1`, default) or aiohttp.
+
+A transport gives the cell its sender (`await sender(body, rec)`), prepares each cell before its clocks
+start, opens the connections a load needs right before it, and closes what it opened when the run ends.
+Both senders fill records through the same stream recorder (`loadgen.client`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Protocol
+
+import aiohttp
+
+from loadgen.client.aiohttp_sender import CONNECT_TIMEOUT_S, ClientConfig, send
+from loadgen.client.h1 import Pool
+from loadgen.client.h1_sender import Sender, settle_gc
+from loadgen.record import CellKey
+from loadgen.schedule.closed import SendFn
+
+MAX_WARM_CONNECTIONS = 1024
+
+
+class Transport(Protocol):
+    def sender(self, session: aiohttp.ClientSession) -> SendFn: ...
+
+    async def before_cell(self, session: aiohttp.ClientSession, cell: CellKey, n_jobs: int) -> None: ...
+
+    async def warm(self, connections: int) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class H1Transport:
+    """One lean pool per run, warmed to the cell's concurrency right before its load."""
+
+    def __init__(self, ccfg: ClientConfig):
+        self.ccfg = ccfg
+        self._pool: Pool | None = None
+
+    def pool(self) -> Pool:
+        if self._pool is None:
+            self._pool = Pool(self.ccfg.base_url, connect_timeout_s=CONNECT_TIMEOUT_S)
+        return self._pool
+
+    def sender(self, session: aiohttp.ClientSession) -> SendFn:
+        return Sender(self.pool(), self.ccfg)
+
+    async def before_cell(self, session: aiohttp.ClientSession, cell: CellKey, n_jobs: int) -> None:
+        # the pool is warmed in `warm`, right before the load; what this step does is settle the garbage
+        # collector before the cell's clocks start
+        settle_gc()
+
+    async def warm(self, connections: int) -> None:
+        await self.pool().warm(min(max(connections, 1), MAX_WARM_CONNECTIONS))
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+
+
+class AiohttpTransport:
+    """aiohttp's session (the run's), with its keep-alive connections opened before each cell."""
+
+    def __init__(self, ccfg: ClientConfig):
+        self.ccfg = ccfg
+
+    def sender(self, session: aiohttp.ClientSession) -> SendFn:
+        ccfg = self.ccfg
+        return lambda body, rec: send(session, ccfg, body, rec)
+
+    async def before_cell(self, session: aiohttp.ClientSession, cell: CellKey, n_jobs: int) -> None:
+        await warm_connections(session, self.ccfg.base_url, cell.concurrency or n_jobs)
+
+    async def warm(self, connections: int) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+
+async def warm_connections(session: aiohttp.ClientSession, url: str, n: int) -> None:
+    """Open `n` keep-alive connections before the cell, so no measured request pays for a TCP handshake
+    (production clients keep connections open; a cold connect would be charged to the first wave's TTFT)."""
+    async def one() -> None:
+        try:
+            async with session.get(url + "/v1/models") as resp:
+                await resp.read()
+        except (TimeoutError, aiohttp.ClientError, OSError):
+            pass  # a server that is down shows up in the cell's records, not here
+
+    await asyncio.gather(*(one() for _ in range(min(n, MAX_WARM_CONNECTIONS))))

@@ -1,0 +1,62 @@
+"""The sweep on disk as a whole: the lock on its folder and `sweep.json`, the summary of every
+configuration; and the summary printed at the end."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from datetime import UTC, datetime
+
+from loadgen.errors import UsageError
+from loadgen.files import write_json_atomic
+from loadgen.results.compare import compare_table, load_inputs
+from loadgen.results.schema import SWEEP_SCHEMA
+from loadgen.sweep import state
+from loadgen.sweep.spec import SweepSpec
+
+
+def lock_dir(out_dir: str):
+    fh = open(os.path.join(out_dir, ".lock"), "a+")  # noqa: SIM115 - held open: the lock lives as long as it
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        fh.close()
+        raise UsageError(f"another sweep is writing to {out_dir}; wait for it to end or choose another "
+                         "--out-dir") from None
+    return fh
+
+
+def write_summary(spec: SweepSpec, order: list[tuple[int, int]], started_at: str) -> dict:
+    configs = []
+    for cfg in spec.configs:
+        paths = state.paths(spec.out_dir, cfg.name)
+        doc = state.load_doc(paths["results"]) or {}
+        attempts = (doc.get("sweep") or {}).get("attempts", [])
+        cells = doc.get("cells", [])
+        last = attempts[-1] if attempts else {}
+        ready = (last.get("readiness") or {})
+        configs.append({
+            "name": cfg.name, "params": cfg.params,
+            "status": state.config_status(cells, order, attempted=bool(attempts)),
+            "reason": last.get("reason"), "cells_ok": sum(c.get("status") == "ok" for c in cells),
+            "cells_total": len(order), "attempts": len(attempts), "ready_s": ready.get("elapsed_s"),
+            "results": os.path.basename(paths["results"]), "records": os.path.basename(paths["records"]),
+            "diagnostics": (os.path.basename(paths["diagnostics"]) if os.path.exists(paths["diagnostics"])
+                            else None),
+        })
+    summary = {"schema": SWEEP_SCHEMA, "name": spec.name, "file": os.path.abspath(spec.path),
+               "source": spec.text, "started_at": started_at,
+               "updated_at": datetime.now(UTC).isoformat(), "matrix": spec.matrix, "configs": configs}
+    write_json_atomic(os.path.join(spec.out_dir, "sweep.json"), summary)
+    return summary
+
+
+def print_summary(spec: SweepSpec, summary: dict) -> None:
+    print(f"\nsweep {spec.name} ({spec.out_dir}):")
+    for c in summary["configs"]:
+        note = f"  {c['reason']}" if c["status"] != "ok" and c["reason"] else ""
+        print(f"  {c['name']:<20} {c['status']:<8} {c['cells_ok']}/{c['cells_total']} cells{note}")
+    runs = load_inputs([spec.out_dir])
+    if any(r.cells for r in runs):
+        print()
+        print(compare_table(runs, baseline=None))

@@ -1,0 +1,214 @@
+"""Discovering what the target is: its model, engine, limits and fingerprint, before any load is sent."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from dataclasses import dataclass, field
+
+import aiohttp
+import orjson
+
+from loadgen.client.aiohttp_sender import one_line
+from loadgen.client.api import PATHS, RequestOptions, build_body
+from loadgen.errors import ServerError, UsageError
+from loadgen.redact import redact
+from loadgen.target.engine_detect import detect_from_metrics
+
+PROBE_TRIES = 3
+PROBE_RETRY_S = 1.0
+
+SPEC_KEYS = ("speculative_algorithm", "speculative_ddtree_budget", "speculative_num_draft_tokens",
+             "speculative_eagle_topk", "speculative_dflash_block_size", "speculative_num_steps",
+             "speculative_draft_model_path")
+
+
+@dataclass
+class Target:
+    url: str
+    api: str
+    model: str
+    engine: str = "openai"
+    server_info: dict = field(default_factory=dict)
+    max_model_len: int | None = None
+    tokenize_path: str | None = None
+
+    def spec_settings(self) -> dict:
+        return {k: self.server_info[k] for k in SPEC_KEYS if self.server_info.get(k) is not None}
+
+    def fingerprint(self) -> str:
+        """Hash of the server's configuration (server info without volatile fields)."""
+        stable = {k: v for k, v in self.server_info.items()
+                  if k not in ("internal_states", "sim_started_at") and not k.startswith("last_")}
+        return hashlib.sha256(orjson.dumps(stable, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+
+    def as_dict(self) -> dict:
+        return {"url": self.url, "api": self.api, "engine": self.engine, "model": self.model,
+                "server_info": self.server_info, "fingerprint": self.fingerprint(),
+                "spec": self.spec_settings()}
+
+
+async def get_json(session: aiohttp.ClientSession, url: str, timeout_s: float = 10.0):
+    """(status, parsed JSON or None). Connection problems raise aiohttp errors."""
+    async with session.get(url, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+        raw = await resp.read()
+        try:
+            return resp.status, orjson.loads(raw) if raw else None
+        except orjson.JSONDecodeError:
+            return resp.status, None
+
+
+def unauthorised(url: str, status: int, key_sent: bool, api_key_env: str, key_file: str | None) -> UsageError:
+    """The one-line error for a 401/403: where the key is read from, and whether one was sent at all."""
+    if not key_sent:
+        return UsageError(f"{url} answered {status} (unauthorised) and no API key was sent: put the key in the "
+                          f"environment variable {api_key_env} (or name another with --api-key-env, or use "
+                          "--api-key-file)")
+    source = f"the file {key_file} (--api-key-file)" if key_file else f"the environment variable {api_key_env}"
+    return UsageError(f"{url} answered {status} (unauthorised) to the API key from {source}; check that it is "
+                      "this server's key")
+
+
+async def discover(session: aiohttp.ClientSession, url: str, api: str, model: str | None,
+                   api_key_env: str, key_file: str | None = None) -> Target:
+    try:
+        status, models = await get_json(session, url + "/v1/models")
+    except (TimeoutError, aiohttp.ClientConnectionError, OSError) as exc:
+        raise UsageError(f"cannot reach {url} ({one_line(f'{type(exc).__name__}: {exc}')}); check --url and "
+                         "that the server is running") from None
+    if status in (401, 403):
+        raise unauthorised(url, status, "Authorization" in session.headers, api_key_env, key_file)
+    served = [m.get("id") for m in (models or {}).get("data", []) if isinstance(m, dict)] if status == 200 else []
+    if model is None:
+        if not served:
+            raise UsageError(f"{url}/v1/models answered {status} with no model; pass --model NAME")
+        model = served[0]
+    elif served and model not in served:
+        raise UsageError(f"model {model!r} is not served by {url}; it serves: {', '.join(served)}")
+    target = Target(url=url, api=api, model=model)
+    for m in (models or {}).get("data", []):
+        if isinstance(m, dict) and m.get("id") == model and m.get("max_model_len"):
+            target.max_model_len = int(m["max_model_len"])
+    await _detect_engine(session, target)
+    await _detect_tokenize(session, target)
+    target.server_info = redact(target.server_info, _sent_key(session))
+    return target
+
+
+def _sent_key(session: aiohttp.ClientSession) -> str | None:
+    auth = session.headers.get("Authorization", "")
+    return auth.removeprefix("Bearer ").strip() or None
+
+
+async def _detect_engine(session: aiohttp.ClientSession, target: Target) -> None:
+    for path in ("/server_info", "/get_server_info"):
+        try:
+            status, info = await get_json(session, target.url + path)
+        except (TimeoutError, aiohttp.ClientError):
+            continue
+        if status == 200 and isinstance(info, dict):
+            target.engine = "sglang"
+            target.server_info = info
+            if not target.max_model_len and info.get("context_length"):
+                target.max_model_len = int(info["context_length"])
+            return
+    try:
+        status, info = await get_json(session, target.url + "/version")
+        if status == 200 and isinstance(info, dict) and "version" in info:
+            target.engine = "vllm"
+            target.server_info = info
+            return
+    except (TimeoutError, aiohttp.ClientError):
+        pass
+    engine = await detect_from_metrics(session, target.url)  # no info endpoint: metric name prefixes tell
+    if engine:
+        target.engine = engine
+        target.server_info = {**target.server_info, "detected_by": "/metrics"}
+
+
+async def _detect_tokenize(session: aiohttp.ClientSession, target: Target) -> None:
+    for path in ("/v1/tokenize", "/tokenize"):
+        try:
+            async with session.post(target.url + path, json={"prompt": "hello world", "model": target.model},
+                                    timeout=aiohttp.ClientTimeout(total=10)) as resp:
+                if resp.status == 200:
+                    body = orjson.loads(await resp.read())
+                    if isinstance(body, dict) and "count" in body:
+                        target.tokenize_path = path
+                        if body.get("max_model_len") and not target.max_model_len:
+                            target.max_model_len = int(body["max_model_len"])
+                        return
+        except (TimeoutError, aiohttp.ClientError, orjson.JSONDecodeError):
+            continue
+
+
+class TokenCounter:
+    """Counts tokens with the server's own tokenizer; batches when the server accepts a list."""
+
+    def __init__(self, session: aiohttp.ClientSession, target: Target, batch: int = 256):
+        self.session = session
+        self.target = target
+        self.batch = batch
+        self.list_ok: bool | None = None
+
+    async def _post(self, prompt):
+        async with self.session.post(self.target.url + self.target.tokenize_path,
+                                     json={"prompt": prompt, "model": self.target.model}) as resp:
+            if resp.status != 200:
+                raise ServerError(f"{self.target.tokenize_path} answered {resp.status} while sizing prompts")
+            return orjson.loads(await resp.read())
+
+    async def __call__(self, texts: list[str]) -> list[int]:
+        out: list[int] = []
+        for i in range(0, len(texts), self.batch):
+            part = texts[i:i + self.batch]
+            if self.list_ok is not False:
+                body = await self._post(part)
+                counts = body.get("count")
+                if isinstance(counts, list) and len(counts) == len(part):
+                    self.list_ok = True
+                    out += [int(c) for c in counts]
+                    continue
+                self.list_ok = False
+            out += await asyncio.gather(*(self._one(t) for t in part))
+        return out
+
+    async def _one(self, text: str) -> int:
+        return int((await self._post(text))["count"])
+
+
+async def probe_prompt_tokens(session: aiohttp.ClientSession, target: Target, text: str,
+                              headers: dict | None = None, tries: int = PROBE_TRIES,
+                              api_key_env: str = "OPENAI_API_KEY", key_file: str | None = None) -> int:
+    """usage.prompt_tokens the server reports for `text` sent through the run's API (1 output token).
+
+    A 5xx or a dropped connection is tried again (`tries` in all, PROBE_RETRY_S apart): one overloaded
+    moment must not end a run before it starts."""
+    opts = RequestOptions(model=target.model, max_tokens=1, ignore_eos=False, spec_details=False)
+    body = build_body(target.api, text, opts, stream=False)
+    path = PATHS[target.api]
+    for attempt in range(1, tries + 1):
+        try:
+            async with session.post(target.url + path, json=body, headers=headers) as resp:
+                status, raw = resp.status, await resp.read()
+        except (TimeoutError, aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, OSError) as exc:
+            status, raw = None, one_line(f"{type(exc).__name__}: {exc}").encode()
+        if status in (401, 403):
+            raise unauthorised(target.url, status, "Authorization" in session.headers or bool(headers),
+                               api_key_env, key_file)
+        if status == 200 or (status is not None and status < 500) or attempt == tries:
+            break
+        await asyncio.sleep(PROBE_RETRY_S)
+    snippet = one_line(raw.decode("utf-8", "replace"))
+    if status != 200:
+        what = f"HTTP {status}: {snippet}" if status else snippet
+        raise UsageError(f"a 1-token probe request to {path} failed ({what}); check that the server can "
+                         "generate (e.g. /health_generate answers 200), then run again")
+    try:
+        obj = orjson.loads(raw)
+        meta = obj["meta_info"] if target.api == "sglang-generate" else obj["usage"]
+        return int(meta["prompt_tokens"])
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        where = "meta_info.prompt_tokens" if target.api == "sglang-generate" else "usage.prompt_tokens"
+        raise UsageError(f"the probe answer from {path} has no {where} ({snippet[:80]}); is --api "
+                         f"{target.api} the right API for this server?") from None

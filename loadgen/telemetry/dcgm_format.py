@@ -1,0 +1,107 @@
+"""dcgm-exporter's exposition text, both ways: the metric catalogue and label set it serves, a renderer, and
+the parser `dcgm.DcgmSource` reads a scrape with.
+
+The simulator and the NVML exporter render through `render_dcgm`, so they serve the same names, units and
+labels as the real exporter. Units as dcgm-exporter serves them: power and limits in W, energy in mJ (a
+counter since boot). DCGM writes a "blank" sentinel (an int64 ≥ 0x7ffffffffffffff0, so ≥ `BLANK_THRESHOLD`)
+for a field a GPU does not support; the parser drops those and says which fields sent them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from loadgen.telemetry.promtext import parse_text, render_family
+
+POWER = "DCGM_FI_DEV_POWER_USAGE"
+ENERGY = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
+MGMT_LIMIT = "DCGM_FI_DEV_POWER_MGMT_LIMIT"
+ENFORCED_LIMIT = "DCGM_FI_DEV_ENFORCED_POWER_LIMIT"
+BLANK_THRESHOLD = 1e18
+
+# name -> (type, help) as dcgm-exporter's counters CSV declares them; the order is the rendering order.
+DCGM_FIELDS: dict[str, tuple[str, str]] = {
+    "DCGM_FI_DEV_SM_CLOCK": ("gauge", "SM clock frequency (in MHz)."),
+    "DCGM_FI_DEV_GPU_TEMP": ("gauge", "GPU temperature (in C)."),
+    POWER: ("gauge", "Power draw (in W)."),
+    ENERGY: ("counter", "Total energy consumption since boot (in mJ)."),
+    "DCGM_FI_DEV_GPU_UTIL": ("gauge", "GPU utilization (in %)."),
+    "DCGM_FI_DEV_FB_USED": ("gauge", "Framebuffer memory used (in MiB)."),
+    MGMT_LIMIT: ("gauge", "Power management limit (in W)."),
+    ENFORCED_LIMIT: ("gauge", "Enforced power limit (in W)."),
+}
+_WANTED = (POWER, ENERGY, MGMT_LIMIT, ENFORCED_LIMIT)
+
+
+def dcgm_labels(gpu: int, uuid: str, pci_bus_id: str, model: str, hostname: str, driver_version: str,
+                hostname_label: str = "Hostname") -> dict[str, str]:
+    """dcgm-exporter's label set, in its order. `hostname_label` is "hostname" for builds after 4.5.3-4.8.2."""
+    return {
+        "gpu": str(gpu), "UUID": uuid, "pci_bus_id": pci_bus_id, "device": f"nvidia{gpu}",
+        "modelName": model, hostname_label: hostname, "DCGM_FI_DRIVER_VERSION": driver_version,
+    }
+
+
+def render_dcgm(rows: dict[str, list[tuple[dict[str, str], float]]]) -> str:
+    """Exposition text for {metric name: [(labels, value), ...]}, metrics in `DCGM_FIELDS` order."""
+    return "".join(
+        render_family(name, kind, help_text, rows[name])
+        for name, (kind, help_text) in DCGM_FIELDS.items()
+        if rows.get(name)
+    )
+
+
+@dataclass
+class GpuReading:
+    """One GPU's power-related values in one scrape (W, mJ, W)."""
+
+    gpu: str
+    uuid: str
+    hostname: str | None
+    model: str | None
+    power_w: float | None = None
+    energy_mj: float | None = None
+    limit_w: float | None = None
+
+    def put(self, name: str, value: float) -> None:
+        if name == POWER:
+            self.power_w = value
+        elif name == ENERGY:
+            self.energy_mj = value
+        elif name == ENFORCED_LIMIT or (name == MGMT_LIMIT and self.limit_w is None):
+            self.limit_w = value  # the enforced limit is what actually caps the GPU: it wins
+
+
+@dataclass
+class ParsedScrape:
+    readings: list[GpuReading]
+    blank_fields: set[str] = field(default_factory=set)
+    skipped_lines: int = 0
+
+
+def parse_dcgm(text: str) -> ParsedScrape:
+    """The power-related values per GPU in one dcgm-exporter answer; blank sentinels and NaN dropped.
+
+    A GPU is keyed by (`gpu`, `UUID`|`uuid`); the first sample of a metric per GPU wins, so series that
+    repeat a device-level field per MIG instance are not counted twice.
+    """
+    parsed = parse_text(text, _WANTED)
+    gpus: dict[tuple[str, str], GpuReading] = {}
+    blanks: set[str] = set()
+    seen: set[tuple] = set()
+    for name, labels, value in parsed.samples:
+        if math.isnan(value):
+            continue
+        if abs(value) >= BLANK_THRESHOLD:
+            blanks.add(name)
+            continue
+        key = (labels.get("gpu", ""), labels.get("UUID") or labels.get("uuid", ""))
+        if (key, name) in seen:
+            continue
+        seen.add((key, name))
+        if key not in gpus:
+            gpus[key] = GpuReading(gpu=key[0], uuid=key[1], hostname=labels.get("Hostname") or labels.get("hostname"),
+                                   model=labels.get("modelName"))
+        gpus[key].put(name, value)
+    return ParsedScrape(list(gpus.values()), blanks, parsed.skipped_lines)

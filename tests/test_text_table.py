@@ -1,0 +1,85 @@
+"""The one text-table renderer: the matrix, the open-loop table and compare print what they printed before
+they shared it (the expected strings were rendered by the former per-table code)."""
+
+from __future__ import annotations
+
+from loadgen.results import compare, open_table, table
+from loadgen.results.text_table import Column, field, header, line, pad
+
+CLOSED = {"context_tokens": 1024, "concurrency": 32, "requests": {"ok": 63, "failed": 1}, "output_tok_s": 4723.25,
+          "request_tok_s": {"mean": 147.61, "p10": 120.04}, "ttft_s": {"mean": 0.2514, "p50": 0.2, "p99": 1.0375},
+          "prefill_tok_s": 4072.9, "e2e_s": {"mean": 1.9}, "tokens_per_chunk_mean": 3.86,
+          "accept_length": {"value": 3.912, "source": "counters", "disagreement": "counters=3.91 vs log=4.50"},
+          "power": {"mean_w_total": 3612.4, "j_per_output_token": 0.7648},
+          "client": {"saturated": True, "reasons": ["client CPU 95% > 90%"]}, "warnings": ["w"], "status": "ok"}
+OPEN = {"context_tokens": 60, "concurrency": 0, "request_rate": 40.0, "requests": {"ok": 24},
+        "schedule_request_rate": 40.0, "achieved_request_rate": 29.31,
+        "ttft_s": {"p50": 0.0123, "p99": 0.05}, "ttft_from_intended_s": {"p50": 0.2, "p99": None},
+        "e2e_s": {"p50": 0.054, "p99": 0.06}, "e2e_from_intended_s": {"p50": 0.3, "p99": 0.5},
+        "send_lateness_s": {"p50": 0.4466, "p99": 0.8673, "max": 0.8758}, "status": "failed", "error": "x"}
+
+
+def test_matrix_table():
+    assert table.header() == (
+        '   ctx  conc   ok/fail  out tok/s  req tok/s     p10  TTFT ms      p50      p99  pp tok/s   E2E '
+        's tok/chk         accept       W   J/tok note')
+    assert table.row(CLOSED) == (
+        '  1024    32      63/1     4723.2      147.6   120.0    251.4    200.0   1037.5      4073    1.9'
+        '0    3.86  3.91 counters    3612   0.765 sources disagree: counters=3.91 vs log=4.50 | CLIENT SA'
+        'TURATED (client CPU 95% > 90%) add --workers | w')
+    assert table.row({"context_tokens": 60, "concurrency": 1}) == (
+        '    60     1       0/0          -          -       -        -        -        -         -       '
+        '-       -              -       -       - ')
+
+
+def test_open_loop_table():
+    assert open_table.render([OPEN, CLOSED]) == "\n".join([
+        'open loop — snd: from the actual send (uncorrected); int: from the intended send (corrected). TT'
+        'FT and lateness in ms, E2E in s',
+        '   ctx      rate/s  cap  sched/s  achvd/s   ok/fail TTFT50 snd      int TTFT99 snd      int E2E5'
+        '0 snd     int E2E99 snd     int  late50  late99  lateMax note',
+        '    60          40    -    40.00    29.31      24/0       12.3    200.0       50.0        -     '
+        '0.054   0.300     0.060   0.500   446.6   867.3    875.8 FAILED: x',
+    ])
+
+
+def _runs():
+    return [compare.Run("base", "a.json", {}, {compare.cell_key(CLOSED): CLOSED}),
+            compare.Run("other-configuration-name", "b.json", {},
+                        {compare.cell_key(CLOSED): dict(CLOSED, output_tok_s=5000.0), compare.cell_key(OPEN): OPEN})]
+
+
+def test_compare_text_and_markdown():
+    rows = compare.comparison(_runs(), 0)
+    assert compare.render_text(rows) == "\n".join([
+        '   ctx  conc configuration             out tok/s  vs base  req tok/s  vs base  TTFT p50 ms  acce'
+        'pt      W   J/tok note',
+        '    60  40/s other-configuration-name          -        -          -        -            -      '
+        ' -      -       - FAILED: x',
+        '',
+        '  1024    32 base (base)                 4723.2     1.00x     147.6*    1.00x       200.0*   3.9'
+        '1*  3612*  0.765*',
+        '             other-configuration-name    5000.0*    1.06x     147.6*    1.00x       200.0*   3.9'
+        '1*  3612*  0.765*',
+        '* best of the cell (highest tok/s and accept length; lowest TTFT, W and J/token); vs base = valu'
+        "e / the baseline's",
+    ])
+    assert compare.render_markdown(rows) == "\n".join([
+        '| ctx | conc | configuration | out tok/s | vs base | req tok/s | vs base | TTFT p50 ms | accept '
+        '| W | J/tok | note |',
+        '|---|---|---|---|---|---|---|---|---|---|---|---|',
+        '| 60 | 40/s | other-configuration-name | - | - | - | - | - | - | - | - | FAILED: x |',
+        '| 1024 | 32 | base (base) | 4723.2 | 1.00x | 147.6**best** | 1.00x | 200.0**best** | 3.91**best*'
+        '* | 3612**best** | 0.765**best** |  |',
+        '| 1024 | 32 | other-configuration-name | 5000.0**best** | 1.06x | 147.6**best** | 1.00x | 200.0*'
+        '*best** | 3.91**best** | 3612**best** | 0.765**best** |  |',
+    ])
+
+
+def test_alignment_and_missing_fields():
+    cols = [Column("a", 4, str), Column("b", -4, str), Column("c", 0, str)]
+    assert header(cols) == "   a b    c"
+    assert line(cols, "x") == "   x x    x"
+    assert pad("long text", 3) == "long text"  # a text wider than its column is never cut
+    assert field({"a": {"b": 0}}, "a.b") == 0
+    assert field({"a": None}, "a.b") is None and field({"a": 5}, "a.b") is None and field({}, "a") is None

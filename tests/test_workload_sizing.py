@@ -1,0 +1,50 @@
+"""Exact prompt lengths and unique prefixes, with fake tokenizers in place of the server's."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import pytest
+
+from loadgen.workload.prefix import relabel, unique_prefix
+from loadgen.workload.sizing import fit_prompts
+
+
+async def words(texts: list[str]) -> list[int]:
+    return [len(re.findall(r"\w+|[^\w\s]", t)) for t in texts]
+
+
+async def heavy_x(texts: list[str]) -> list[int]:
+    """One token per visible character, two for an "x": a cut that takes one more "x" jumps by two tokens."""
+    return [len(re.findall(r"\S", t)) + t.count("x") for t in texts]
+
+
+BODY = "alpha beta, gamma (delta) epsilon; " * 40
+
+
+@pytest.mark.parametrize("count", [words, heavy_x])
+@pytest.mark.parametrize("target", [30, 77, 150])
+def test_every_prompt_counts_exactly_its_target(count, target):
+    prefixes = [unique_prefix("run", 60, 1, i) for i in range(3)]
+    texts, counts = asyncio.run(fit_prompts(prefixes, [BODY, BODY[5:], "x " * 300], [target] * 3, count))
+    assert counts == [target] * 3
+    assert all(t.startswith(p) for t, p in zip(texts, prefixes))
+
+
+def test_a_body_too_short_gives_all_it_has():
+    texts, counts = asyncio.run(fit_prompts(["p "], ["x y z"], [50], words))
+    assert texts == ["p x y z"] and counts == [4]
+
+
+def test_relabel_keeps_the_length_and_changes_only_the_number():
+    body = {"messages": [{"role": "user", "content": unique_prefix("run", 60, 4, 3) + "text"}], "model": "m"}
+    out = relabel(body, 3, 1234)
+    assert out["messages"][0]["content"] == unique_prefix("run", 60, 4, 1234) + "text"
+    assert len(out["messages"][0]["content"]) == len(body["messages"][0]["content"])
+    assert body["messages"][0]["content"].endswith("#00000003]\ntext")  # the original is not changed
+
+
+def test_a_cut_that_jumps_past_the_target_is_padded():
+    texts, counts = asyncio.run(fit_prompts(["p"], ["x " * 50], [10], heavy_x))  # p=1, each x=2: 9 or 11
+    assert counts == [10] and texts[0].endswith(" .")
