@@ -8,8 +8,8 @@ import asyncio
 import os
 import shlex
 
+from loadgen.aio import install_uvloop
 from loadgen.cli.assemble import build_runner
-from loadgen.cli.loop import install_uvloop
 from loadgen.cli.run_config import config_from_args
 from loadgen.cli.run_options import run_parser
 from loadgen.config import RunConfig

@@ -1,7 +1,9 @@
 """Cell figures from records. One small function per metric; the formula is in its docstring.
 
-All inputs are measure-phase records; "ok" records only, except for the request counts. Times in records
-are integer ns; every figure here is in seconds (or tokens per second).
+All inputs are measure-phase records; "ok" records only, except for the request counts and send lateness.
+The per-request figures a cell aggregates (TTFT, E2E, decode rate, ITL pairs, lateness) come from
+`loadgen.metrics.request`, which the live exporter reads too. Times in records are integer ns; every figure
+here is in seconds (or tokens per second).
 """
 
 from __future__ import annotations

@@ -19,7 +19,6 @@ from loadgen.record import Record
 from loadgen.schedule import arrivals
 
 NS = 1e9
-DEFAULT_SPAN_S = 10.0  # default measured requests of a rate cell: max(16, ⌈10 s × rate⌉)
 MIN_WINDOW_REQUESTS = 10  # a ramp window with fewer requests is not judged (its p99 would be its max)
 MIN_RAMP_REQUESTS = 2 * MIN_WINDOW_REQUESTS
 
@@ -134,8 +133,3 @@ def ramp_series(t_s: Sequence[float], ttft_s: Sequence[float], ramp: Ramp, windo
                     "ttft_p99_s": p99 if math.isfinite(p99) else None})
         end += window_s / 2
     return out
-
-
-def default_requests(rate: float) -> int:
-    """Measured requests of a rate cell without --requests-per-cell: max(16, ⌈10 s × rate⌉)."""
-    return max(16, math.ceil(DEFAULT_SPAN_S * rate))

@@ -16,6 +16,7 @@ from collections import deque
 
 import orjson
 
+from loadgen.aio import install_uvloop
 from loadgen.client.aiohttp_sender import CONNECT_TIMEOUT_S, ClientConfig, make_session, send
 from loadgen.client.h1 import Pool
 from loadgen.client.h1_sender import Sender, settle_gc
@@ -174,11 +175,7 @@ class WorkerMain:
 def worker_entry(argv: list[str]) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)
-    try:
-        import uvloop
-        uvloop.install()
-    except ImportError:
-        pass
+    install_uvloop()
     asyncio.run(WorkerMain(int(argv[0])).main())
     return 0
 

@@ -19,10 +19,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from loadgen.config import RunConfig, default_requests_per_rate
 from loadgen.metrics.open_loop import (
     Ramp,
-    achieved_request_rate,
     corrected_ttft_s,
     ramp_series,
-    schedule_request_rate,
     sustainable_rate,
 )
 from loadgen.record import CellKey, Record
@@ -167,8 +165,6 @@ class OpenLoop(Driver):
         recs = sorted(measured, key=lambda r: r.t_intended_ns)
         o, ramp = self.opts, self.ramp
         entry["target_request_rate"] = ramp.mean_rate if ramp else cell.request_rate
-        entry["schedule_request_rate"] = schedule_request_rate(recs)
-        entry["achieved_request_rate"] = achieved_request_rate(recs)
         entry["arrival"] = {"law": o.arrival, "burstiness": o.burstiness, "max_concurrency": o.max_concurrency}
         if ramp:
             t0 = self.t0_ns.get(cell, 0)

@@ -11,6 +11,7 @@ import sys
 
 from aiohttp import web
 
+from loadgen.aio import install_uvloop
 from loadgen.sim import faults
 from loadgen.sim.arrival import stamp_arrivals
 from loadgen.sim.config import SimConfig
@@ -129,11 +130,7 @@ async def _until_signalled() -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    try:
-        import uvloop
-        uvloop.install()
-    except ImportError:
-        pass
+    install_uvloop()
     try:
         asyncio.run(serve(args))
     except OSError as exc:
