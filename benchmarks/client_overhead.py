@@ -139,7 +139,7 @@ class LoadgenClient:
             self.pool = Pool(url)
             self.send = Sender(self.pool, self.cfg)
         else:
-            self.session = client.make_session(c, self.cfg)
+            self.session = client.make_session(self.cfg)
             self.send = lambda body, rec: client.send(self.session, self.cfg, body, rec)
 
     @classmethod

@@ -57,10 +57,14 @@ def rebindings(path: pathlib.Path) -> list[str]:
                 if isinstance(target, ast.Attribute) and not _own_callback(target) \
                         and _is_behaviour(value, functions):
                     found.append(f"{_rel(path)}:{node.lineno}: {ast.unparse(target)} = {ast.unparse(value)}")
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr":
-            if len(node.args) == 3 and _is_behaviour(node.args[2], functions):
-                found.append(f"{_rel(path)}:{node.lineno}: {ast.unparse(node)}")
+        elif _is_setattr(node) and _is_behaviour(node.args[2], functions):
+            found.append(f"{_rel(path)}:{node.lineno}: {ast.unparse(node)}")
     return found
+
+
+def _is_setattr(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr"
+            and len(node.args) == 3)
 
 
 def _own_callback(target: ast.Attribute) -> bool:

@@ -21,9 +21,18 @@ from tests.conftest import ROOT
 from tests.faults_util import assert_accounted, jsonl_lines, outputs, records_path, wait_truth
 
 PLANNED = 8
-# ~1 s per request at --speed 8: signals land while the first wave of 4 is streaming
-LONG = ("--concurrency", "4,8", "--contexts", "60", "--max-tokens", "1500", "--requests-per-cell", str(PLANNED),
-        "--server-metrics", "off")
+
+
+def load(max_tokens: int) -> tuple[str, ...]:
+    return ("--concurrency", "4,8", "--contexts", "60", "--max-tokens", str(max_tokens), "--requests-per-cell",
+            str(PLANNED), "--server-metrics", "off")
+
+
+# ~0.7 s per request at --speed 8: signals land while the first wave of 4 is streaming, and a drain ends soon
+LONG = load(1500)
+# The cancelling tests never wait for a stream to end: ~3 s streams keep the cancellation mid-stream however
+# late a busy machine lets the test send its signals (with LONG, a 0.3 s drain ended ~0.1 s before the streams).
+LONGER = load(6000)
 
 
 class Loadgen:
@@ -45,6 +54,16 @@ class Loadgen:
 
     def signal(self, sig: int) -> None:
         self.proc.send_signal(sig)
+
+    def wait_logged(self, text: str, timeout_s: float = 20) -> None:
+        """Until `text` is in the process's stderr (e.g. it has handled a signal)."""
+        deadline = time.monotonic() + timeout_s
+        while text not in self.stderr():
+            assert self.proc.poll() is None and time.monotonic() < deadline, self.stderr()
+            time.sleep(0.005)
+
+    def records_on_disk(self) -> list[dict]:
+        return [orjson.loads(line) for line in jsonl_lines(self.out)]
 
     def wait(self, timeout_s: float = 30) -> int:
         return self.proc.wait(timeout_s)
@@ -110,9 +129,11 @@ def all_cancelled(lg) -> tuple[dict, list[dict]]:
 
 def test_second_sigint_cancels_in_flight_requests(loadgen, sim_factory):
     sim = sim_factory("--speed", "8")
-    lg = loadgen("--url", sim.url, *LONG)
+    lg = loadgen("--url", sim.url, *LONGER)
     lg.wait_streaming()
     lg.signal(signal.SIGINT)
+    # a second SIGINT sent before the first was handled would merge with it (signals are not queued)
+    lg.wait_logged("SIGINT: no new requests")
     time.sleep(0.2)
     t_cancel_ns = time.monotonic_ns()
     lg.signal(signal.SIGINT)
@@ -132,7 +153,7 @@ def test_second_sigint_cancels_in_flight_requests(loadgen, sim_factory):
 
 def test_drain_timeout_cancels_what_is_left(loadgen, sim_factory):
     sim = sim_factory("--speed", "8")
-    lg = loadgen("--url", sim.url, *LONG, "--drain-timeout", "0.3")
+    lg = loadgen("--url", sim.url, *LONGER, "--drain-timeout", "0.3")
     lg.wait_streaming()
     t_signal_ns = time.monotonic_ns()
     lg.signal(signal.SIGINT)
@@ -178,7 +199,12 @@ def child_pids(pid: int) -> list[int]:
 def test_sigkill_loses_at_most_the_requests_in_flight(loadgen):
     lg = loadgen(*LONG, "--sim-speed", "8", "--requests-per-cell", "12")
     lg.wait_streaming()
-    time.sleep(1.2)  # the first wave has ended, the second is streaming
+    deadline = time.monotonic() + 30
+    while len(first := lg.records_on_disk()) < 4:  # the first wave has ended ...
+        assert lg.proc.poll() is None and time.monotonic() < deadline, lg.stderr()
+        time.sleep(0.01)
+    # ... and the second, sent as it ended, is a third of the way through the time a wave takes
+    time.sleep(min(r["t_end_ns"] - r["t_sent_ns"] for r in first) / 3e9)
     sims = child_pids(lg.proc.pid)
     assert len(sims) == 1
     lg.proc.kill()

@@ -17,6 +17,8 @@ CONNECT_TIMEOUT_S = 10.0
 
 @dataclass(frozen=True)
 class ClientConfig:
+    """Where and how a sender sends: `base_url` + the API's path, extra `headers`, limits in seconds."""
+
     base_url: str
     api: str
     timeout_s: float = 600.0

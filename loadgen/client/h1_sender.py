@@ -22,7 +22,6 @@ import orjson
 
 from loadgen import __version__
 from loadgen.client.api import PATHS
-from loadgen.client.config import CONNECT_TIMEOUT_S as CONNECT_TIMEOUT_S
 from loadgen.client.config import ClientConfig, timeout_error
 from loadgen.client.h1 import Pool
 from loadgen.client.h1_connection import CLOSE, CONTINUE, DONE, Connection

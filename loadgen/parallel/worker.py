@@ -17,12 +17,12 @@ from collections import deque
 import orjson
 
 from loadgen.aio import install_uvloop
-from loadgen.client.aiohttp_sender import CONNECT_TIMEOUT_S, ClientConfig, make_session, send
-from loadgen.client.h1 import Pool
-from loadgen.client.h1_sender import Sender, settle_gc
+from loadgen.client.aiohttp_sender import ClientConfig, make_session
+from loadgen.client.h1_sender import settle_gc
 from loadgen.record import CellKey, Record
 from loadgen.run.monitor import LoopMonitor
 from loadgen.run.server_down import backoff_s
+from loadgen.run.transport import AiohttpTransport, H1Transport
 from loadgen.schedule.closed import CellRun, Job
 
 LINE_LIMIT = 1 << 27  # a record of a 100k-token stream is a few MB of JSON
@@ -122,14 +122,12 @@ class WorkerMain:
     async def setup(self, msg: dict) -> None:
         ccfg = ClientConfig(base_url=msg["url"], api=msg["api"], timeout_s=msg["timeout_s"],
                             idle_timeout_s=msg["idle_timeout_s"], headers=msg.get("headers") or {})
-        if msg.get("http_client", "h1") == "h1":
-            pool = Pool(ccfg.base_url, connect_timeout_s=CONNECT_TIMEOUT_S)
-            self.sender = Sender(pool, ccfg)
-            self.warm = lambda n: pool.warm(min(n, 1024))
-            self.closers.append(pool.close)
-        else:
-            session = make_session(ccfg)
-            self.sender = lambda body, rec: send(session, ccfg, body, rec)
+        transport = H1Transport(ccfg) if msg.get("http_client", "h1") == "h1" else AiohttpTransport(ccfg)
+        session = make_session(ccfg) if isinstance(transport, AiohttpTransport) else None
+        self.sender = transport.sender(session)
+        self.warm = transport.warm
+        self.closers.append(transport.close)
+        if session is not None:
             self.closers.append(session.close)
 
     async def main(self) -> None:

@@ -27,8 +27,10 @@ from loadgen.files import read_json, read_jsonl, write_atomic, write_json_atomic
 from loadgen.metrics import telemetry as cell_telemetry
 from loadgen.metrics.cell import summarize
 from loadgen.metrics.client_health import combine
+from loadgen.metrics.power import derive_power
 from loadgen.record import CellKey, Record
 from loadgen.results.schema import RESULTS_SCHEMA as SCHEMA
+from loadgen.results.table import table
 from loadgen.sinks.jsonl import requests_path
 from loadgen.telemetry.base import SourceResult
 
@@ -121,7 +123,6 @@ def merge_cell(key: CellKey, entries: list[dict | None], records: list[list[Reco
 def _power(block: dict | None, summary: dict) -> dict | None:
     if not block or not block.get("available", True) or "cell_energy_j" not in block:
         return block
-    from loadgen.metrics.power import derive_power
     derived = ("cell_energy_j", "j_per_output_token", "output_tokens_per_j")
     base = {k: v for k, v in block.items() if k not in derived}
     return derive_power(base, summary["output_tokens"], summary["duration_s"])
@@ -208,7 +209,6 @@ def main(argv: list[str]) -> int:
     doc, records = merge(docs, rows)
     write_atomic(requests_path(a.out), b"".join(orjson.dumps(r) + b"\n" for r in records))
     write_json_atomic(a.out, doc)
-    from loadgen.results.table import table
     print(table(doc["cells"]))
     print(f"merged {len(docs)} results ({len(records)} records): {a.out}", file=sys.stderr)
     return 0

@@ -16,6 +16,8 @@ from loadgen.sim import faults
 from loadgen.sim.arrival import stamp_arrivals
 from loadgen.sim.config import SimConfig
 from loadgen.sim.engine import Engine
+from loadgen.sim.gpus import SimulatedGpus
+from loadgen.sim.logs import DecodeLog
 from loadgen.sim.model import Roofline, SpecConfig
 from loadgen.sim.server import SimServer
 from loadgen.sim.truth import TruthLog
@@ -92,7 +94,6 @@ def _sim_config(args: argparse.Namespace) -> SimConfig:
 def _decode_log(engine: Engine, path: str | None):
     if not path:
         return None
-    from loadgen.sim.logs import DecodeLog
     return DecodeLog(engine, path)
 
 
@@ -100,7 +101,6 @@ def _simulated_gpus(args: argparse.Namespace):
     """The GPUs behind `--dcgm-port` (None without it): their power follows the engine's load."""
     if args.dcgm_port is None:
         return None
-    from loadgen.sim.gpus import SimulatedGpus
     return SimulatedGpus(n=args.gpus, idle_w=args.idle_w, load_w=args.load_w, limit_w=args.limit_w)
 
 

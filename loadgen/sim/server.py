@@ -20,7 +20,9 @@ from loadgen.sim.info_routes import InfoRoutes
 from loadgen.sim.metrics import MetricsEndpoint, TtftHistogram
 from loadgen.sim.openai_routes import OpenAIRoutes
 from loadgen.sim.responses import error_response
+from loadgen.sim.sglang_metrics import SglangCollector
 from loadgen.sim.truth import TruthLog
+from loadgen.sim.vllm_metrics import VllmCollector
 
 MAX_BODY_BYTES = 64 * 2**20
 
@@ -59,7 +61,5 @@ class SimServer:
 
 def _collector(engine: Engine, cfg: SimConfig, ttft: TtftHistogram):
     if cfg.engine_name == "vllm":
-        from loadgen.sim.vllm_metrics import VllmCollector
         return VllmCollector(engine, cfg.model, ttft)
-    from loadgen.sim.sglang_metrics import SglangCollector
     return SglangCollector(engine, cfg.model, ttft)
