@@ -85,3 +85,50 @@ async def serve_metrics_app(app):
         yield f"http://127.0.0.1:{port}/metrics"
     finally:
         await runner.cleanup()
+
+
+# ---- the machine's own lag, as a reference for client-health verdicts --------------------------------------
+_PROBE = r'''
+import asyncio, sys, time
+async def main():
+    loop = asyncio.get_running_loop()
+    done, lags = asyncio.Event(), []
+    loop.add_reader(sys.stdin.fileno(), done.set)  # the test closes stdin when the run is over
+    while not done.is_set():
+        t0 = time.monotonic()
+        await asyncio.sleep(0.005)
+        lags.append(time.monotonic() - t0 - 0.005)
+    print(max(lags), len(lags))
+asyncio.run(main())
+'''
+
+
+@contextlib.contextmanager
+def machine_lag():
+    """How late the machine itself wakes an event loop while the block runs: a process with nothing to do but
+    5 ms sleeps (200 samples a second; loadgen's own sampler takes 20). Yields a dict, filled at the end with
+    max_s (the worst lateness) and samples. A client's timers on this machine are at least this late."""
+    probe = subprocess.Popen([sys.executable, "-c", _PROBE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True)
+    seen: dict = {}
+    try:
+        yield seen
+    finally:
+        out, _ = probe.communicate(timeout=30)
+        max_s, samples = out.split()
+        seen.update(max_s=float(max_s), samples=int(samples))
+
+
+def machine_flagged(client: dict, machine: dict) -> str | None:
+    """Why a client-health verdict of saturated is a fact about the machine, or None when it is the client's:
+    it was flagged for event-loop lag alone (no process over the CPU limit), while an idle event loop beside
+    it was held up at least half the lag limit."""
+    from loadgen.metrics.client_health import CPU_LIMIT_PERCENT, LAG_P99_LIMIT_S
+    cpus = [client.get("cpu_percent")] + [w.get("cpu_percent") for w in client.get("per_worker", [])]
+    lag_only = all("event-loop lag" in r for r in client["reasons"]) and all(
+        c is None or c <= CPU_LIMIT_PERCENT for c in cpus)
+    if not (client["saturated"] and lag_only and machine["max_s"] >= LAG_P99_LIMIT_S / 2):
+        return None
+    return (f"this machine stalls idle event loops: {machine['max_s'] * 1e3:.1f} ms beside the run (the "
+            f"client's lag p99 {client['loop_lag_p99_s'] * 1e3:.1f} ms, limit {LAG_P99_LIMIT_S * 1e3:.0f} ms: "
+            f"{client['reasons']}); whether this client kept up cannot be told here")

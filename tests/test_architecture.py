@@ -2,7 +2,8 @@
 
 - Composition, not patching: no module assigns a function, lambda or bound method to an attribute of an
   object (`runner.run = self.run`) and nothing calls `setattr` with behaviour. Data attributes are fine.
-- The core (`loadgen/` outside `loadgen/cli/`) never imports `exporters/`; the CLI wires exporters in.
+- The core (`loadgen/` outside `loadgen/cli/`) never imports `exporters/`; the CLI wires exporters in, and
+  nothing outside the CLI imports it.
 - Sizes: a product module ≤ 300 lines, a function ≤ 40 lines, unless the module docstring names it under
   "Size exception:" with the reason.
 """
@@ -98,6 +99,15 @@ def _imports(tree: ast.AST) -> set[str]:
 def test_the_core_never_imports_exporters():
     core = [p for p in PRODUCT if _rel(p).startswith("loadgen/") and not _rel(p).startswith("loadgen/cli/")]
     found = [f"{_rel(p)} imports {m}" for p in core for m in _imports(_tree(p)) if m.split(".")[0] == "exporters"]
+    assert found == []
+
+
+def test_only_the_cli_knows_the_cli():
+    """Dependencies point inward: nothing outside loadgen/cli/ imports it (the sweep gets the CLI's run builder
+    as an argument)."""
+    outside = [p for p in PRODUCT if not _rel(p).startswith("loadgen/cli/") and _rel(p) != "loadgen/__main__.py"]
+    found = [f"{_rel(p)} imports {m}" for p in outside for m in _imports(_tree(p))
+             if m == "loadgen.cli" or m.startswith("loadgen.cli.")]
     assert found == []
 
 

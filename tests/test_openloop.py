@@ -22,7 +22,7 @@ from loadgen.record import CellKey, Record
 from loadgen.results.open_table import render
 from loadgen.schedule import arrivals
 from loadgen.workload.corpus import seeded_rng
-from tests.conftest import run_loadgen
+from tests.conftest import machine_flagged, machine_lag, run_loadgen
 
 MS = 1_000_000
 CELL = CellKey(60, 0, request_rate=10.0)
@@ -201,8 +201,9 @@ def test_capped_client_queues_and_the_lateness_is_the_servers_view(sim_factory, 
 def test_server_keeps_up_and_achieved_matches_the_schedule(sim_factory, tmp_path):
     """Poisson at 30 req/s, no cap, short answers: every request leaves on time."""
     sim = sim_factory("--speed", "4")
-    _, doc, records, truth = measure(sim, tmp_path, "--api", "openai-chat", "--request-rate", "30",
-                                        "--requests-per-cell", "60", "--max-tokens", "16", "--seed", "3")
+    with machine_lag() as machine:
+        _, doc, records, truth = measure(sim, tmp_path, "--api", "openai-chat", "--request-rate", "30",
+                                         "--requests-per-cell", "60", "--max-tokens", "16", "--seed", "3")
     assert len(records) == 60
     # the schedule is the pure function's, seeded by --seed, law and rate, placed at one absolute t0
     offs = arrivals.offsets_s("poisson", 30.0, 60, seeded_rng(3, "arrivals", "poisson", None, 30.0, None))
@@ -215,9 +216,13 @@ def test_server_keeps_up_and_achieved_matches_the_schedule(sim_factory, tmp_path
     arrivals_ns = sorted(truth[r["request_id"]]["t_arrival_ns"] for r in records)
     server_rate = 59 / ((arrivals_ns[-1] - arrivals_ns[0]) / 1e9)
     assert server_rate == pytest.approx(cell["schedule_request_rate"], rel=0.02)
-    assert cell["send_lateness_s"]["p99"] < 0.010 and not cell["client"]["saturated"]
+    # on time: later than 10 ms only by as much as the machine itself woke an idle event loop late meanwhile
+    assert cell["send_lateness_s"]["p99"] < 0.010 + machine["max_s"], machine
     assert cell["arrival"] == {"law": "poisson", "burstiness": None, "max_concurrency": None}
     assert doc["args"]["request_rate"] == [30.0] and doc["args"]["arrival"] == "poisson"
+    if reason := machine_flagged(cell["client"], machine):
+        pytest.skip(reason)  # all else held; the saturation verdict would be about the machine
+    assert not cell["client"]["saturated"], (cell["client"]["reasons"], machine)
 
 
 def test_ramp_finds_the_sustainable_rate(sim_factory, tmp_path):

@@ -12,15 +12,13 @@ import sys
 
 from loadgen.aio import install_uvloop
 from loadgen.cli.assemble import build_runner
+from loadgen.cli.results_commands import compare_main, merge_main, report_main
 from loadgen.cli.run_config import config_from_args
 from loadgen.cli.run_options import run_parser
 from loadgen.cli.sweep import sweep_main
 from loadgen.config import RunConfig
 from loadgen.console import log
 from loadgen.errors import UsageError
-from loadgen.results.compare import compare_main
-from loadgen.results.merge import main as merge_main
-from loadgen.results.report import report_main
 from loadgen.sim.main import add_arguments as add_sim_arguments
 from loadgen.sim.main import main as sim_run
 from loadgen.sim.process import start_sim

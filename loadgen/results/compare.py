@@ -4,7 +4,6 @@ which stand for their configurations in sweep order. Pure functions from documen
 
 from __future__ import annotations
 
-import argparse
 import csv
 import io
 import os
@@ -12,7 +11,6 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from loadgen.cli.checks import check_out_path
 from loadgen.errors import UsageError
 from loadgen.files import read_json
 from loadgen.results import text_table as tt
@@ -236,33 +234,3 @@ def render_csv(rows: list[dict]) -> str:
 def compare_table(runs: list[Run], baseline: str | None, fmt: str = "text") -> str:
     rows = comparison(runs, pick_baseline(runs, baseline))
     return {"text": render_text, "md": render_markdown, "csv": render_csv}[fmt](rows)
-
-
-def add_input_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("inputs", nargs="+", metavar="RESULTS",
-                   help="results JSON files (loadgen --out) or sweep folders / sweep.json files")
-    p.add_argument("--baseline", metavar="NAME", help="configuration the speed-ups are relative to: its "
-                   "name, results path or 1-based position (default: the first)")
-
-
-def compare_main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="loadgen compare", description="Compare runs or sweep configurations "
-                                "cell by cell: output tok/s, per-request tok/s, TTFT, accept length, power, "
-                                "J/token.")
-    add_input_arguments(p)
-    p.add_argument("--format", default="text", choices=("text", "md", "csv"),
-                   help="table format (default text)")
-    p.add_argument("--out", metavar="FILE", help="also write the table to FILE")
-    a = p.parse_args(argv)
-    if a.out:
-        check_out_path(a.out)
-    runs = load_inputs(a.inputs)
-    if not runs:
-        raise UsageError(f"{' '.join(a.inputs)}: no results to compare (the sweep has not measured anything "
-                         "yet)")
-    text = compare_table(runs, a.baseline, a.format)
-    print(text)
-    if a.out:
-        with open(a.out, "w", encoding="utf-8") as fh:
-            fh.write(text + "\n")
-    return 0

@@ -15,22 +15,18 @@ run a cell at the same time did not load the server together).
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
 
 import orjson
 
-from loadgen.cli.checks import check_out_path
 from loadgen.errors import UsageError
-from loadgen.files import read_json, read_jsonl, write_atomic, write_json_atomic
+from loadgen.files import read_json, read_jsonl
 from loadgen.metrics import telemetry as cell_telemetry
 from loadgen.metrics.cell import summarize
 from loadgen.metrics.client_health import combine
 from loadgen.metrics.power import derive_power
 from loadgen.record import CellKey, Record
 from loadgen.results.schema import RESULTS_SCHEMA as SCHEMA
-from loadgen.results.table import table
 from loadgen.sinks.jsonl import requests_path
 from loadgen.telemetry.base import SourceResult
 
@@ -190,25 +186,3 @@ def check_shards(docs: list[dict], paths: list[str]) -> list[str]:
         if diff:
             notes.append(f"{p}: arguments differ from {paths[0]}: {', '.join(diff)}")
     return notes
-
-
-def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="loadgen merge",
-                                description="Combine shard results (loadgen --shard i/N) "
-                                "into one results file, every figure recomputed from the merged records.")
-    p.add_argument("out", help="merged results JSON to write (its records go to <out>.requests.jsonl)")
-    p.add_argument("inputs", nargs="+", help="the shards' results JSON files (each with its .requests.jsonl)")
-    a = p.parse_args(argv)
-    check_out_path(a.out)
-    if os.path.abspath(a.out) in {os.path.abspath(x) for x in a.inputs}:
-        raise UsageError(f"{a.out}: the output must not be one of the inputs")
-    loaded = [load(x) for x in a.inputs]
-    docs, rows = [d for d, _ in loaded], [r for _, r in loaded]
-    for note in check_shards(docs, a.inputs):
-        print(f"loadgen merge: warning: {note}", file=sys.stderr)
-    doc, records = merge(docs, rows)
-    write_atomic(requests_path(a.out), b"".join(orjson.dumps(r) + b"\n" for r in records))
-    write_json_atomic(a.out, doc)
-    print(table(doc["cells"]))
-    print(f"merged {len(docs)} results ({len(records)} records): {a.out}", file=sys.stderr)
-    return 0

@@ -13,11 +13,9 @@ report says which and why.
 
 from __future__ import annotations
 
-import argparse
 import os
 
-from loadgen.errors import UsageError
-from loadgen.results.compare import Run, add_input_arguments, compare_table, load_inputs
+from loadgen.results.compare import Run
 
 BUDGET_KEYS = ("speculative_ddtree_budget", "speculative_num_draft_tokens")
 BUDGET_PARAMS = ("budget", "ddtree_budget", "num_draft_tokens")
@@ -186,28 +184,10 @@ def write_plots(runs: list[Run], out_dir: str) -> tuple[list[str], list[str]]:
     return written, notes
 
 
-def report_main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="loadgen report", description="Comparison table and PNG plots of runs "
-                                "or sweeps: tok/s vs concurrency, accept length vs budget, tokens per joule.")
-    add_input_arguments(p)
-    p.add_argument("--plots", default="plots", metavar="DIR",
-                   help="folder for the PNG files (default ./plots)")
-    a = p.parse_args(argv)
-    runs = load_inputs(a.inputs)
-    if not runs:
-        raise UsageError(f"{' '.join(a.inputs)}: no results to report (the sweep has not measured anything "
-                         "yet)")
-    parent = os.path.dirname(os.path.abspath(a.plots))
-    if not os.path.isdir(parent):
-        raise UsageError(f"--plots {a.plots}: folder {parent} does not exist; create it or choose another")
+def plots_available() -> bool:
+    """Whether matplotlib (the `plots` extra) is installed."""
     try:
-        import matplotlib  # noqa: F401
+        import matplotlib  # noqa: F401  (optional: only the plots need it)
     except ImportError:
-        raise UsageError("plots need matplotlib: pip install 'loadgen[plots]'") from None
-    print(compare_table(runs, a.baseline))
-    written, notes = write_plots(runs, a.plots)
-    for path in written:
-        print(f"plot: {path}")
-    for note in notes:
-        print(f"note: {note}")
-    return 0
+        return False
+    return True

@@ -1,5 +1,9 @@
 """The sink interface. Records flow one way: the scheduler hands each finished `Record` to every sink.
 
+The run's sinks, chosen in `loadgen/cli/assemble.py`: the JSONL records (`loadgen/sinks/jsonl.py`), the
+server-down guard (`loadgen/run/server_down.py`, which watches outcomes) and the live exporter
+(`exporters/live.py`).
+
 Sinks must be cheap per call (they run on the event loop between requests) and must raise when a write
 fails: a benchmark that silently stops writing is worse than one that stops.
 """
