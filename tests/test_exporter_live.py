@@ -328,7 +328,8 @@ def test_cli_service_serves_during_the_run_and_lingers_unless_interrupted(finish
 
     seen, elapsed = asyncio.run(scenario())
     assert seen["status"] == 200 and 'loadgen_in_flight_requests{run="r9"} 0.0' in seen["text"]
-    assert (elapsed >= 0.4) == lingers
+    # the linger is an asyncio sleep of 0.4 s (its timer may fire a clock tick early); no linger is far below
+    assert elapsed >= 0.39 if lingers else elapsed < 0.2
 
 
 def test_cli_service_reports_a_busy_port_as_a_usage_error():

@@ -6,7 +6,6 @@ before any load is sent.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import sys
 
@@ -15,11 +14,11 @@ from loadgen.cli.assemble import build_runner
 from loadgen.cli.results_commands import compare_main, merge_main, report_main
 from loadgen.cli.run_config import config_from_args
 from loadgen.cli.run_options import run_parser
+from loadgen.cli.sim_options import sim_parser
 from loadgen.cli.sweep import sweep_main
 from loadgen.config import RunConfig
 from loadgen.console import log
 from loadgen.errors import UsageError
-from loadgen.sim.main import add_arguments as add_sim_arguments
 from loadgen.sim.main import main as sim_run
 from loadgen.sim.process import start_sim
 from loadgen.sinks.base import Sink
@@ -64,10 +63,7 @@ def main(argv: list[str] | None = None, extra_sinks: list[Sink] | None = None) -
 
 
 def sim_main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="loadgen sim", description="Serve the built-in SGLang-compatible DDTree "
-                                "simulator (OpenAI + /generate + /metrics + /server_info).")
-    add_sim_arguments(p)
-    return sim_run(p.parse_args(argv))
+    return sim_run(sim_parser().parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ Times are wall-clock seconds of this process (not divided by `--speed`): readine
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextvars
 import os
@@ -22,11 +21,15 @@ import signal
 import sys
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import orjson
 from aiohttp import web
 
 from loadgen.sim.responses import error_response
+
+if TYPE_CHECKING:
+    import argparse
 
 GENERATION_PATHS = {"/v1/chat/completions": "openai-chat", "/v1/completions": "openai-completions",
                     "/generate": "sglang-generate"}
@@ -173,32 +176,7 @@ def crash(why: str) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-# ---- command line ------------------------------------------------------------------------------------------
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("fault injection (see docs/faults.md)")
-    g.add_argument("--crash-after", type=int, metavar="N",
-                   help="serve N generation requests, then die (SIGKILL) when the next one arrives")
-    g.add_argument("--crash-above", type=int, metavar="M",
-                   help="die when a generation request arrives while M are already running or waiting")
-    g.add_argument("--slow-start", type=float, default=0.0, metavar="S",
-                   help="for the first S seconds /health answers 200 but generation is broken (loading weights)")
-    g.add_argument("--stale-health", action="store_true",
-                   help="/health answers 200 but generation is broken for good (a stale process)")
-    g.add_argument("--broken-mode", choices=("fail", "hang"), default="fail",
-                   help="how broken generation looks: fail = HTTP 503 at once (default), hang = never answers")
-    g.add_argument("--stall-after", type=int, metavar="N",
-                   help="stop sending a stream after N tokens, keeping the connection open")
-    g.add_argument("--stall-every", type=int, default=1, metavar="K",
-                   help="with --stall-after, only every K-th generation request stalls (default 1: all)")
-    g.add_argument("--malformed-every", type=int, metavar="N",
-                   help="insert an event that is not JSON before every N-th content chunk (counted server-wide)")
-    g.add_argument("--http-error-rate", type=float, default=0.0, metavar="P",
-                   help="answer a fraction P of generation requests with an HTTP error at once (seeded)")
-    g.add_argument("--http-error-status", type=int, default=503, metavar="CODE",
-                   help="status of those errors (default 503)")
-    g.add_argument("--fault-seed", type=int, default=0, help="seed of the random faults (default 0)")
-
-
+# ---- from parsed flags (the flags: loadgen/cli/sim_options.py) ---------------------------------------
 def config_from_args(a: argparse.Namespace) -> FaultConfig:
     """The fault settings; a bad value ends the simulator with a one-line message (exit 2)."""
     def at_least(flag: str, value, low):

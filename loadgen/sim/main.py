@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import gc
 import os
 import signal
 import sys
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -22,32 +22,8 @@ from loadgen.sim.model import Roofline, SpecConfig
 from loadgen.sim.server import SimServer
 from loadgen.sim.truth import TruthLog
 
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=30000, help="port (0 = a free one; the ready line says which)")
-    p.add_argument("--model", default="Kimi-K2.6-sim", help="served model name")
-    p.add_argument("--budget", type=int, default=8, help="DDTree draft budget (candidate tokens per step)")
-    p.add_argument("--topk", type=int, default=4, help="DDTree top-k branching factor")
-    p.add_argument("--block-size", type=int, default=16, help="drafter block size (accept length saturates here)")
-    p.add_argument("--algorithm", default="DDTREE", help="speculative algorithm name reported in /server_info")
-    p.add_argument("--speed", type=float, default=1.0, help="time compression: 4 = every step 4x faster")
-    p.add_argument("--max-running", type=int, default=256, help="max running requests; the rest queue")
-    p.add_argument("--context-length", type=int, default=32768, help="max model length (prompt + output)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the accept-length draws")
-    p.add_argument("--truth", metavar="FILE", help="write one ground-truth JSONL line per request")
-    p.add_argument("--api-key-env", metavar="VAR", help="require 'Authorization: Bearer $VAR' on API routes")
-    faults.add_arguments(p)
-    p.add_argument("--engine", choices=("sglang", "vllm"), default="sglang",
-                   help="which server to imitate: sglang (default) or vllm (vllm: metric names, /version)")
-    p.add_argument("--dcgm-port", type=int, metavar="PORT",
-                   help="also serve a dcgm-exporter-compatible /metrics on PORT (0 = a free one)")
-    p.add_argument("--gpus", type=int, default=8, help="simulated GPUs behind the DCGM endpoint (default 8)")
-    p.add_argument("--idle-w", type=float, default=120.0, help="simulated idle power per GPU in W (default 120)")
-    p.add_argument("--load-w", type=float, default=450.0, help="simulated power per GPU at full load (default 450)")
-    p.add_argument("--limit-w", type=float, default=1100.0, help="simulated power limit per GPU (default 1100)")
-    p.add_argument("--log-file", metavar="FILE",
-                   help="append SGLang 'Decode batch ... accept len: X' lines to FILE ('-' = stdout)")
+if TYPE_CHECKING:
+    import argparse
 
 
 async def serve(args: argparse.Namespace) -> None:

@@ -1,0 +1,64 @@
+"""The flags of `loadgen sim` (the simulator's server, its fault injection, its GPUs and log)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def sim_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="loadgen sim", description="Serve the built-in SGLang-compatible DDTree "
+                                "simulator (OpenAI + /generate + /metrics + /server_info).")
+    sim_options(p)
+    return p
+
+
+def sim_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=30000, help="port (0 = a free one; the ready line says which)")
+    p.add_argument("--model", default="Kimi-K2.6-sim", help="served model name")
+    p.add_argument("--budget", type=int, default=8, help="DDTree draft budget (candidate tokens per step)")
+    p.add_argument("--topk", type=int, default=4, help="DDTree top-k branching factor")
+    p.add_argument("--block-size", type=int, default=16, help="drafter block size (accept length saturates here)")
+    p.add_argument("--algorithm", default="DDTREE", help="speculative algorithm name reported in /server_info")
+    p.add_argument("--speed", type=float, default=1.0, help="time compression: 4 = every step 4x faster")
+    p.add_argument("--max-running", type=int, default=256, help="max running requests; the rest queue")
+    p.add_argument("--context-length", type=int, default=32768, help="max model length (prompt + output)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the accept-length draws")
+    p.add_argument("--truth", metavar="FILE", help="write one ground-truth JSONL line per request")
+    p.add_argument("--api-key-env", metavar="VAR", help="require 'Authorization: Bearer $VAR' on API routes")
+    fault_options(p)
+    p.add_argument("--engine", choices=("sglang", "vllm"), default="sglang",
+                   help="which server to imitate: sglang (default) or vllm (vllm: metric names, /version)")
+    p.add_argument("--dcgm-port", type=int, metavar="PORT",
+                   help="also serve a dcgm-exporter-compatible /metrics on PORT (0 = a free one)")
+    p.add_argument("--gpus", type=int, default=8, help="simulated GPUs behind the DCGM endpoint (default 8)")
+    p.add_argument("--idle-w", type=float, default=120.0, help="simulated idle power per GPU in W (default 120)")
+    p.add_argument("--load-w", type=float, default=450.0, help="simulated power per GPU at full load (default 450)")
+    p.add_argument("--limit-w", type=float, default=1100.0, help="simulated power limit per GPU (default 1100)")
+    p.add_argument("--log-file", metavar="FILE",
+                   help="append SGLang 'Decode batch ... accept len: X' lines to FILE ('-' = stdout)")
+
+
+def fault_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("fault injection (see docs/faults.md)")
+    g.add_argument("--crash-after", type=int, metavar="N",
+                   help="serve N generation requests, then die (SIGKILL) when the next one arrives")
+    g.add_argument("--crash-above", type=int, metavar="M",
+                   help="die when a generation request arrives while M are already running or waiting")
+    g.add_argument("--slow-start", type=float, default=0.0, metavar="S",
+                   help="for the first S seconds /health answers 200 but generation is broken (loading weights)")
+    g.add_argument("--stale-health", action="store_true",
+                   help="/health answers 200 but generation is broken for good (a stale process)")
+    g.add_argument("--broken-mode", choices=("fail", "hang"), default="fail",
+                   help="how broken generation looks: fail = HTTP 503 at once (default), hang = never answers")
+    g.add_argument("--stall-after", type=int, metavar="N",
+                   help="stop sending a stream after N tokens, keeping the connection open")
+    g.add_argument("--stall-every", type=int, default=1, metavar="K",
+                   help="with --stall-after, only every K-th generation request stalls (default 1: all)")
+    g.add_argument("--malformed-every", type=int, metavar="N",
+                   help="insert an event that is not JSON before every N-th content chunk (counted server-wide)")
+    g.add_argument("--http-error-rate", type=float, default=0.0, metavar="P",
+                   help="answer a fraction P of generation requests with an HTTP error at once (seeded)")
+    g.add_argument("--http-error-status", type=int, default=503, metavar="CODE",
+                   help="status of those errors (default 503)")
+    g.add_argument("--fault-seed", type=int, default=0, help="seed of the random faults (default 0)")
