@@ -1,0 +1,67 @@
+"""The results file of a run (`--out`, schema loadgen.results/v1): written at setup, replaced atomically
+after every cell, so a failure never loses a cell already measured."""
+
+from __future__ import annotations
+
+import os
+import socket
+from datetime import UTC, datetime
+
+from loadgen import __version__
+from loadgen.config import RunConfig
+from loadgen.files import write_json_atomic
+from loadgen.record import RunAnchor
+from loadgen.results.schema import RESULTS_SCHEMA
+
+
+def cell_key(cell: dict) -> tuple:
+    """What identifies a cell in a results file: (prompt length, concurrency, request rate or None)."""
+    return cell["context_tokens"], cell["concurrency"], cell.get("request_rate")
+
+
+def host_identity() -> dict:
+    """Which clock the records' monotonic times are on: same boot_id = same CLOCK_MONOTONIC."""
+    boot_id = None
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as fh:
+            boot_id = fh.read().strip()
+    except OSError:
+        pass
+    return {"hostname": socket.gethostname(), "boot_id": boot_id, "pid": os.getpid()}
+
+
+class ResultsFile:
+    """The document and its cells. `kept` are cells measured earlier (a resumed sweep) and stay; `sections`
+    are extra top-level parts (a sweep's own); with `order`, cells are saved in that order of `cell_key`."""
+
+    def __init__(self, path: str, kept: list[dict] | None = None, sections: dict | None = None,
+                 order: list[tuple] | None = None):
+        self.path = path
+        self.cells: list[dict] = list(kept or [])
+        self.sections = sections or {}
+        self.order = order
+        self.doc: dict = {}
+
+    def begin(self, cfg: RunConfig, run_id: str, anchor: RunAnchor, target: dict, prompt_sizing: dict) -> None:
+        self.doc = {
+            "schema": RESULTS_SCHEMA, "label": cfg.label, "run_id": run_id,
+            "started_at": datetime.now(UTC).isoformat(), "loadgen_version": __version__,
+            "anchor": {"mono_ns": anchor.mono_ns, "wall_ns": anchor.wall_ns},
+            "args": cfg.public_args(), "target": target, "prompt_sizing": prompt_sizing,
+            "cells": self.cells, "host": host_identity(),
+        }
+        if cfg.parallel.shard:
+            self.doc["shard"] = {"index": cfg.parallel.shard[0], "count": cfg.parallel.shard[1]}
+        self.save()
+
+    def add(self, entry: dict) -> None:
+        self.cells.append(entry)
+
+    def save(self) -> None:
+        if self.order is not None:
+            rank = {k: i for i, k in enumerate(self.order)}
+            self.cells.sort(key=lambda c: rank.get(cell_key(c), len(rank)))
+        self.doc.update(self.sections)
+        self.doc["cells"] = self.cells
+        self.doc["updated_at"] = datetime.now(UTC).isoformat()
+        write_json_atomic(self.path, self.doc)

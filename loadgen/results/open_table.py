@@ -1,0 +1,81 @@
+"""The open-loop table: latency from the actual send and from the intended send, rates and lateness."""
+
+from __future__ import annotations
+
+from loadgen.metrics.open_loop import MIN_WINDOW_REQUESTS
+from loadgen.results import text_table as tt
+from loadgen.results.text_table import Column, millis, number
+
+
+def _load(cell: dict) -> str:
+    ramp = cell.get("ramp")
+    return f"{ramp['r0']:g}→{ramp['r1']:g}" if ramp else f"{cell['request_rate']:g}"
+
+
+def _notes(cell: dict) -> str:
+    client = cell.get("client") or {}
+    notes = []
+    if client.get("saturated"):
+        notes.append("CLIENT-BOUND: " + "; ".join(client.get("reasons", [])))
+    if cell.get("status", "ok") != "ok":
+        notes.append(f"{cell['status'].upper()}: {cell.get('error') or ''}")
+    return " | ".join(notes)
+
+
+COLUMNS = [
+    Column("ctx", 6, lambda c: str(c["context_tokens"])),
+    Column("rate/s", 11, _load),
+    Column("cap", 4, lambda c: str(c["concurrency"] or "-")),
+    Column("sched/s", 8, number("schedule_request_rate", ".2f")),
+    Column("achvd/s", 8, number("achieved_request_rate", ".2f")),
+    Column("ok/fail", 9, tt.ok_failed),
+    Column("TTFT50 snd", 10, millis("ttft_s.p50")),
+    Column("int", 8, millis("ttft_from_intended_s.p50")),
+    Column("TTFT99 snd", 10, millis("ttft_s.p99")),
+    Column("int", 8, millis("ttft_from_intended_s.p99")),
+    Column("E2E50 snd", 9, number("e2e_s.p50", ".3f")),
+    Column("int", 7, number("e2e_from_intended_s.p50", ".3f")),
+    Column("E2E99 snd", 9, number("e2e_s.p99", ".3f")),
+    Column("int", 7, number("e2e_from_intended_s.p99", ".3f")),
+    Column("late50", 7, millis("send_lateness_s.p50")),
+    Column("late99", 7, millis("send_lateness_s.p99")),
+    Column("lateMax", 8, millis("send_lateness_s.max")),
+    Column("note", 0, _notes),
+]
+
+
+def render_row(cell: dict) -> str:
+    return tt.line(COLUMNS, cell)
+
+
+def ramp_line(cell: dict) -> str:
+    """The one number people ask for, with how it was found."""
+    r = cell["ramp"]
+    head = (f"ramp ctx={cell['context_tokens']} {r['r0']:g}→{r['r1']:g} req/s over {r['duration_s']:g} s, "
+            f"SLO TTFT p99 ≤ {r['slo_ttft_s'] * 1e3:g} ms "
+            f"(from intended send, {r['window_s']:g} s windows): ")
+    if r["windows_judged"] == 0:
+        return head + f"no window held {MIN_WINDOW_REQUESTS} requests; lengthen --ramp-window or the ramp"
+    if r["held"]:
+        return head + (f"never crossed; sustainable request rate ≥ {r['sustainable_request_rate']:.2f} req/s "
+                       f"(raise R1)")
+    at_cross = r["ttft_p99_at_cross_s"]
+    p99 = "a failed request" if at_cross is None else f"{at_cross * 1e3:.0f} ms"
+    if r["sustainable_request_rate"] is None:
+        return head + f"crossed in the first window ({p99} at {r['rate_at_cross']:.2f} req/s); lower R0"
+    return head + (f"sustainable request rate {r['sustainable_request_rate']:.2f} req/s "
+                   f"(crossed at t={r['crossed_at_s']:.2f} s, {r['rate_at_cross']:.2f} req/s: p99 {p99})")
+
+
+def render(cells: list[dict]) -> str:
+    """The open-loop table: latency from the actual send (snd, uncorrected) and from the intended send (int,
+    corrected for client queueing), achieved vs scheduled rate, and lateness; then one line per ramp."""
+    rows = [c for c in cells if c.get("request_rate") is not None]
+    if not rows:
+        return ""
+    lines = [("open loop — snd: from the actual send (uncorrected); int: from the intended send (corrected). "
+              "TTFT and lateness in ms, E2E in s"),
+             tt.header(COLUMNS)]
+    lines += [render_row(c) for c in rows]
+    lines += [ramp_line(c) for c in rows if c.get("ramp")]
+    return "\n".join(lines)

@@ -1,0 +1,84 @@
+"""The one text-table renderer (the matrix, the open-loop table, compare): pure, dicts in, text out.
+
+A table is a list of `Column`s. A line is each column's text padded to its width, joined by one space:
+width > 0 right-aligns to that width, width < 0 left-aligns to −width, width 0 leaves the text as is (the
+last column, free-form notes). Missing figures show as "-"; times are shown in ms where a column says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+MISSING = "-"
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: its header, its width (see the module docstring) and how an item becomes its text."""
+
+    header: str
+    width: int
+    text: Callable[[Any], str]
+
+
+def pad(text: str, width: int) -> str:
+    if width < 0:
+        return text.ljust(-width)
+    return text.rjust(width) if width else text
+
+
+def join(columns: Sequence[Column], texts: Sequence[str]) -> str:
+    """One line from one text per column."""
+    return " ".join(pad(t, c.width) for t, c in zip(texts, columns))
+
+
+def header(columns: Sequence[Column]) -> str:
+    return join(columns, [c.header for c in columns])
+
+
+def texts(columns: Sequence[Column], item: Any) -> list[str]:
+    """Each column's text of one item, unpadded."""
+    return [c.text(item) for c in columns]
+
+
+def line(columns: Sequence[Column], item: Any) -> str:
+    return join(columns, texts(columns, item))
+
+
+# ---- formatters --------------------------------------------------------------------------------------------
+def field(item: dict, path: str) -> Any:
+    """`item["a"]["b"]` for path "a.b"; None when a step is missing or None."""
+    node: Any = item
+    for key in path.split("."):
+        node = node.get(key) if isinstance(node, dict) else None
+        if node is None:
+            return None
+    return node
+
+
+def fmt(x: Any, spec: str) -> str:
+    """`format(x, spec)`, or "-" for a missing figure."""
+    return MISSING if x is None else format(x, spec)
+
+
+def fmt_ms(x: float | None) -> str:
+    """Seconds shown as ms with one decimal, or "-"."""
+    return MISSING if x is None else f"{x * 1e3:.1f}"
+
+
+def number(path: str, spec: str) -> Callable[[dict], str]:
+    """The text of the figure at `path` formatted by `spec`."""
+    return lambda item: fmt(field(item, path), spec)
+
+
+def millis(path: str) -> Callable[[dict], str]:
+    """The text of the figure at `path` (seconds) in ms."""
+    return lambda item: fmt_ms(field(item, path))
+
+
+def ok_failed(cell: dict) -> str:
+    """"ok/failed" request counts of a cell."""
+    req = cell.get("requests") or {}
+    return f"{req.get('ok', 0)}/{req.get('failed', 0)}"
