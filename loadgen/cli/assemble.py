@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from loadgen.cli.exporter import live_exporter
 from loadgen.cli.telemetry import TelemetryPlan
-from loadgen.client.aiohttp_sender import ClientConfig
+from loadgen.client.config import ClientConfig
 from loadgen.config import RunConfig
 from loadgen.console import log
 from loadgen.parallel.shard import AlignedStart, ShardPart
@@ -58,14 +58,14 @@ def make_driver(cfg: RunConfig, url: str, headers: dict, transport: Transport, g
 
 
 def build_runner(cfg: RunConfig, url: str, *, sinks: list[Sink] | None = None, results: ResultsFile | None = None,
-                 checks: list[CellCheck] | None = None) -> Runner:
+                 checks: list[CellCheck] | None = None, extra_sinks: list[Sink] | None = None) -> Runner:
     """The runner of `cfg` against `url`. `sinks` default to the JSONL records beside `cfg.out`; a sweep
-    passes its own sinks, results file and checks."""
+    passes its own sinks, results file and checks. `extra_sinks` come first (a test's probes)."""
     run_id = cfg.parallel.run_id or new_run_id()
     headers = cfg.auth_headers()
     control = RunControl()
     guard = ServerGuard(url, control, cfg.faults.server_down_after)
-    sinks = [JsonlSink(requests_path(cfg.out))] if sinks is None else list(sinks)
+    sinks = [*(extra_sinks or []), *([JsonlSink(requests_path(cfg.out))] if sinks is None else sinks)]
     sinks.append(guard)
     telemetry = TelemetryPlan(cfg.telemetry)
     services: list[Service] = [telemetry.log_command] if telemetry.log_command else []

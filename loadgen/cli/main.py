@@ -36,9 +36,7 @@ async def run_async(cfg: RunConfig, extra_sinks: list[Sink] | None = None) -> in
         url = sim.url
         log(f"no --url given: started the built-in simulator at {url} ({sim.banner.split('(', 1)[-1].rstrip(')')})")
     try:
-        runner = build_runner(cfg, url)
-        runner.parts.sinks[:0] = extra_sinks or []
-        return await runner.run()
+        return await build_runner(cfg, url, extra_sinks=extra_sinks).run()
     finally:
         if sim is not None:
             await sim.stop()

@@ -18,7 +18,6 @@ import orjson
 from loadgen.client.api import PATHS, ProtocolError
 from loadgen.client.config import CONNECT_TIMEOUT_S, ClientConfig, timeout_error
 from loadgen.client.recorder import CANCELLED, ERROR_BODY_MAX, StreamRecorder, http_error, one_line
-from loadgen.client.recorder import SNIPPET as SNIPPET
 from loadgen.record import Record
 
 

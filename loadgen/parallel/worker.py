@@ -17,7 +17,8 @@ from collections import deque
 import orjson
 
 from loadgen.aio import install_uvloop
-from loadgen.client.aiohttp_sender import ClientConfig, make_session
+from loadgen.client.aiohttp_sender import make_session
+from loadgen.client.config import ClientConfig
 from loadgen.client.h1_sender import settle_gc
 from loadgen.record import CellKey, Record
 from loadgen.run.monitor import LoopMonitor

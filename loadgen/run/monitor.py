@@ -12,16 +12,9 @@ import time
 from collections.abc import Callable
 
 from loadgen.aio import cancel_and_wait
-from loadgen.metrics.client_health import (
-    CPU_LIMIT_PERCENT,
-    LAG_P99_LIMIT_S,
-    LATENESS_P99_LIMIT_S,
-    client_verdict,
-)
+from loadgen.metrics.client_health import client_verdict
 from loadgen.metrics.stats import percentile
 
-__all__ = ["CPU_LIMIT_PERCENT", "LAG_P99_LIMIT_S", "LATENESS_P99_LIMIT_S", "LoopMonitor", "client_verdict",
-           "watch_loop_lag"]
 MAX_SAMPLES = 200_000  # 2.8 h at 50 ms: a cell's verdict needs no more, and memory stays bounded
 
 

@@ -29,7 +29,7 @@ from urllib.parse import urlparse
 
 import aiohttp
 
-from loadgen.client.aiohttp_sender import one_line
+from loadgen.client.recorder import one_line
 from loadgen.config import FaultsConfig
 from loadgen.console import log
 from loadgen.record import CellKey, Record

@@ -12,7 +12,8 @@ from typing import Protocol
 
 import aiohttp
 
-from loadgen.client.aiohttp_sender import CONNECT_TIMEOUT_S, ClientConfig, send
+from loadgen.client.aiohttp_sender import send
+from loadgen.client.config import CONNECT_TIMEOUT_S, ClientConfig
 from loadgen.client.h1 import Pool
 from loadgen.client.h1_sender import Sender, settle_gc
 from loadgen.record import CellKey

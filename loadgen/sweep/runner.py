@@ -19,7 +19,8 @@ from typing import Protocol
 
 import aiohttp
 
-from loadgen.client.aiohttp_sender import ClientConfig, make_session
+from loadgen.client.aiohttp_sender import make_session
+from loadgen.client.config import ClientConfig
 from loadgen.config import RunConfig
 from loadgen.console import log
 from loadgen.errors import UsageError

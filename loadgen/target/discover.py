@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 import aiohttp
 import orjson
 
-from loadgen.client.aiohttp_sender import one_line
 from loadgen.client.api import PATHS, RequestOptions, build_body
+from loadgen.client.recorder import one_line
 from loadgen.errors import ServerError, UsageError
 from loadgen.redact import redact
 from loadgen.target.engine_detect import detect_from_metrics

@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 import aiohttp
 import orjson
 
-from loadgen.client.aiohttp_sender import ClientConfig, send
+from loadgen.client.aiohttp_sender import send
 from loadgen.client.api import RequestOptions, build_body
+from loadgen.client.config import ClientConfig
 from loadgen.record import CellKey, Record
 
 HEALTH_PATHS = ("/health_generate", "/health", "/v1/models")
