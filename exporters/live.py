@@ -13,12 +13,15 @@ from __future__ import annotations
 import asyncio
 import collections
 import math
+import time
 
 import prometheus_client
 from prometheus_client import CollectorRegistry
 
-from exporters.live_metrics import CELL_SUMMARY_GAUGES, CellSeries, LiveMetrics, summary_value
+from exporters.cell_results import CELL_RESULTS, per_gpu_limit_w, summary_value
+from exporters.live_metrics import CellSeries, LiveMetrics
 from exporters.metrics_server import MetricsServer
+from exporters.run_info import run_info_labels
 from exporters.token_histogram import TokenWeightedHistogram
 from loadgen.aio import cancel_and_wait
 from loadgen.metrics.open_loop import achieved_request_rate_of
@@ -41,7 +44,8 @@ class LiveExporter(LiveMetrics):
     """
 
     def __init__(self, run_id: str, host: str = "127.0.0.1", port: int = 0, linger_s: float = 10.0,
-                 registry: CollectorRegistry | None = None):
+                 registry: CollectorRegistry | None = None, label: str | None = None,
+                 gpu_power_limit_w: float | None = None):
         prometheus_client.disable_created_metrics()
         super().__init__(registry if registry is not None else CollectorRegistry(auto_describe=True))
         self.run_id = run_id
@@ -54,18 +58,48 @@ class LiveExporter(LiveMetrics):
         self._server: MetricsServer | None = None
         self._lag_task: asyncio.Task | None = None
         self._closed = False
+        self.label = label or ""
+        self.gpu_power_limit_w = gpu_power_limit_w
+        self._target: dict = {}
+        self._info: tuple[str, ...] | None = None
+        self._limit_source: str | None = None
         self._init_run_gauges(run_id)
 
     def _init_run_gauges(self, run: str) -> None:
         self.in_flight.labels(run).set(self._in_flight)
         self.saturated.labels(run).set(0)
         self.loop_lag.labels(run).set(0)
+        self.run_active.labels(run).set(1)
+        self._set_run_info()
+        if self.gpu_power_limit_w is not None:
+            self._set_power_limit(self.gpu_power_limit_w, "flag")
+
+    def describe_target(self, target: dict) -> None:
+        """The target is known (`Target.as_dict()`): its model, engine and speculative settings go on
+        loadgen_run_info."""
+        self._target = target
+        self._set_run_info()
+
+    def _set_run_info(self) -> None:
+        if self._info is not None:
+            self.remove(self.run_info, *self._info)
+        self._info = run_info_labels(self.run_id, self.label, self._target)
+        self.run_info.labels(*self._info).set(1)
+
+    def _set_power_limit(self, watts: float, source: str) -> None:
+        if self._limit_source is not None and self._limit_source != source:
+            self.remove(self.power_limit, self.run_id, self._limit_source)
+        self._limit_source = source
+        self.power_limit.labels(self.run_id, source).set(watts)
 
     def _switch_run(self, run: str) -> None:
         """A new run id (the CLI may name the run only once it starts; a sweep runs several): the run-level
         gauges describe the current run, so the old run's are dropped rather than left frozen."""
         for gauge in self.run_gauges():
             self.remove(gauge, self.run_id)
+        if self._limit_source is not None:
+            self.remove(self.power_limit, self.run_id, self._limit_source)
+            self._limit_source = None
         self.run_id = run
         self._init_run_gauges(run)
 
@@ -78,6 +112,7 @@ class LiveExporter(LiveMetrics):
         series = self.series(self.run_id, cell)
         self._active = series.key
         self.cell_active.labels(*series.key).set(1)
+        self.cell_start.labels(*series.key).set(time.time())
         self.target_concurrency.labels(self.run_id).set(cell.concurrency)
         self.context_tokens.labels(self.run_id).set(cell.context_tokens)
         if cell.request_rate is not None:
@@ -105,10 +140,14 @@ class LiveExporter(LiveMetrics):
 
     def cell_finished(self, cell: CellKey, summary: dict) -> None:
         key = self.key(self.run_id, cell)
-        for path, attr in CELL_SUMMARY_GAUGES.items():
+        for attr, (path, _name, _doc) in CELL_RESULTS.items():
             value = summary_value(summary, path)
             if value is not None:
                 self.cell_gauges[attr].labels(*key).set(value)
+        self.cell_end.labels(*key).set(time.time())
+        limit = per_gpu_limit_w(summary)
+        if limit is not None and self.gpu_power_limit_w is None:
+            self._set_power_limit(*limit)
         saturated = summary_value(summary, "client.saturated")
         if saturated is not None:
             self.saturated.labels(self.run_id).set(saturated)
@@ -124,6 +163,7 @@ class LiveExporter(LiveMetrics):
         """The run is over: nothing is in flight and no cell is active (the values stay for the linger)."""
         self._closed = True
         self._deactivate()
+        self.run_active.labels(self.run_id).set(0)
         self._in_flight = 0
         self.in_flight.labels(self.run_id).set(0)
 

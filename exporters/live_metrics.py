@@ -6,11 +6,11 @@ created at zero on first use, so rates and ratios exist from the first scrape.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from exporters.cell_results import CELL_RESULTS
 from exporters.token_histogram import TokenWeightedHistogram
 from loadgen.record import OUTCOMES, CellKey
 
@@ -22,55 +22,29 @@ ITL_BUCKETS_S = (0.001, 0.002, 0.003, 0.004, 0.005, 0.006, 0.007, 0.008, 0.009, 
                  0.2, 0.3, 0.5, 1.0, 2.0, 5.0)
 E2E_BUCKETS_S = (0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 45.0,
                  60.0, 90.0, 120.0, 180.0, 300.0, 600.0)
+# up to 20,000 tok/s: the simulator at --speed 8 and a B300 with a long accept length both exceed 2,000
 REQUEST_RATE_BUCKETS = (1.0, 2.5, 5.0, 10.0, 15.0, 20.0, 25.0, 30.0, 40.0, 50.0, 60.0, 75.0, 100.0, 125.0,
-                        150.0, 200.0, 250.0, 300.0, 400.0, 500.0, 750.0, 1000.0, 1500.0, 2000.0)
+                        150.0, 200.0, 250.0, 300.0, 400.0, 500.0, 750.0, 1000.0, 1500.0, 2000.0, 3000.0, 4000.0,
+                        5000.0, 7500.0, 10000.0, 15000.0, 20000.0)
 LATENESS_BUCKETS_S = (0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
                       5.0)
 
-CELL_LABELS = ("run", "concurrency", "context_tokens")
-
-# summary path -> gauge attribute, for the per-cell gauges set when a cell's summary is final
-CELL_SUMMARY_GAUGES = {
-    "accept_length.value": "accept_length",
-    "power.mean_w_total": "gpu_power",
-    "power.j_per_output_token": "j_per_token",
-    "power.output_tokens_per_j": "tokens_per_j",
-    "output_tok_s": "cell_tok_s",
-    "client.loop_lag_p99_s": "cell_loop_lag_p99",
-}
-CELL_GAUGE_DOCS = {
-    "accept_length": ("loadgen_accept_length", "Last finished cell's accept length (best source)."),
-    "gpu_power": ("loadgen_gpu_power_watts", "Last finished cell's mean total GPU power."),
-    "j_per_token": ("loadgen_energy_per_output_token_joules", "Last finished cell's GPU energy per output token."),
-    "tokens_per_j": ("loadgen_output_tokens_per_joule", "Last finished cell's output tokens per joule."),
-    "cell_tok_s": ("loadgen_cell_output_tokens_per_second", "Last finished cell's aggregate output tokens/s."),
-    "cell_loop_lag_p99": ("loadgen_cell_event_loop_lag_p99_seconds",
-                          "Last finished cell's p99 event-loop lag of the client."),
-}
-
-
-def summary_value(summary: dict, path: str) -> float | None:
-    """`summary["a"]["b"]` for path "a.b" as a finite float; None when any step is missing, None or NaN.
-
-    Booleans count as 0/1 (`client.saturated`).
-    """
-    node = summary
-    for key in path.split("."):
-        if not isinstance(node, dict) or node.get(key) is None:
-            return None
-        node = node[key]
-    if isinstance(node, bool):
-        return float(node)
-    if not isinstance(node, (int, float)) or not math.isfinite(node):
-        return None
-    return float(node)
+# request_rate is "" for closed-loop cells (Prometheus drops empty labels) and the rate for open-loop ones, so
+# two open-loop cells of one prompt length never share a series
+CELL_LABELS = ("run", "concurrency", "context_tokens", "request_rate")
+# the run's identity on loadgen_run_info: label, target and speculative settings (server_info keys)
+RUN_INFO_LABELS = ("run", "label", "model", "engine", "fingerprint", "spec_algorithm", "spec_budget", "spec_topk",
+                   "spec_draft_tokens", "spec_steps", "spec_block_size")
+SPEC_INFO_KEYS = {"spec_algorithm": "speculative_algorithm", "spec_budget": "speculative_ddtree_budget",
+                  "spec_topk": "speculative_eagle_topk", "spec_draft_tokens": "speculative_num_draft_tokens",
+                  "spec_steps": "speculative_num_steps", "spec_block_size": "speculative_dflash_block_size"}
 
 
 @dataclass
 class CellSeries:
     """The label children of one cell, looked up once per cell instead of once per record."""
 
-    key: tuple[str, str, str]
+    key: tuple[str, str, str, str]
     requests: dict
     prompt_tokens: Counter
     output_tokens: Counter
@@ -86,11 +60,11 @@ class LiveMetrics:
 
     def __init__(self, registry: CollectorRegistry):
         self.registry = registry
-        self._cells: dict[tuple[str, str, str], CellSeries] = {}
+        self._cells: dict[tuple[str, str, str, str], CellSeries] = {}
         self._per_request(registry)
         self._per_run(registry)
         self.cell_gauges = {attr: Gauge(name, doc, CELL_LABELS, registry=registry)
-                            for attr, (name, doc) in CELL_GAUGE_DOCS.items()}
+                            for attr, (_path, name, doc) in CELL_RESULTS.items()}
 
     def _per_request(self, r: CollectorRegistry) -> None:
         cell = CELL_LABELS
@@ -127,19 +101,30 @@ class LiveMetrics:
                               "last second.", run, registry=r)
         self.saturated = Gauge("loadgen_client_saturated", "1 when the last finished cell's client was saturated "
                                "(its results are invalid).", run, registry=r)
-        self.target_rate = Gauge("loadgen_target_request_rate", "Open loop: the cell's target request rate "
-                                 "(requests/s).", run, registry=r)
-        self.achieved_rate = Gauge("loadgen_achieved_request_rate", "Open loop: the last finished cell's "
-                                   "achieved request rate (requests/s).", run, registry=r)
+        self.target_rate = Gauge("loadgen_target_requests_per_second", "Open loop: the cell's target request "
+                                 "rate.", run, registry=r)
+        self.achieved_rate = Gauge("loadgen_achieved_requests_per_second", "Open loop: the last finished cell's "
+                                   "achieved request rate.", run, registry=r)
+        self.run_active = Gauge("loadgen_run_active", "1 while the run measures, 0 once it has ended (the "
+                                "exporter lingers).", run, registry=r)
+        self.run_info = Gauge("loadgen_run_info", "The run's label, target and speculative settings (always 1).",
+                              RUN_INFO_LABELS, registry=r)
+        self.power_limit = Gauge("loadgen_gpu_power_limit_watts", "Power limit per GPU known to loadgen, by "
+                                 "source (flag = --gpu-power-limit, nvml, dcgm).", run + ("source",), registry=r)
+        self.cell_start = Gauge("loadgen_cell_start_timestamp_seconds", "Unix time the cell's load began.",
+                                CELL_LABELS, registry=r)
+        self.cell_end = Gauge("loadgen_cell_end_timestamp_seconds", "Unix time the cell's summary was final.",
+                              CELL_LABELS, registry=r)
 
     def run_gauges(self) -> tuple[Gauge, ...]:
         """The families labelled by run only: they describe the current run."""
         return (self.in_flight, self.saturated, self.loop_lag, self.target_concurrency, self.context_tokens,
-                self.target_rate, self.achieved_rate)
+                self.target_rate, self.achieved_rate, self.run_active)
 
     @staticmethod
-    def key(run: str, cell: CellKey) -> tuple[str, str, str]:
-        return (run, str(cell.concurrency), str(cell.context_tokens))
+    def key(run: str, cell: CellKey) -> tuple[str, str, str, str]:
+        rate = "" if cell.request_rate is None else f"{cell.request_rate:g}"
+        return (run, str(cell.concurrency), str(cell.context_tokens), rate)
 
     def series(self, run: str, cell: CellKey) -> CellSeries:
         """The cell's children; on first use every label set of the cell is created at zero."""
@@ -160,7 +145,7 @@ class LiveMetrics:
             self.itl.touch(key)
         return s
 
-    def known(self, key: tuple[str, str, str]) -> bool:
+    def known(self, key: tuple[str, str, str, str]) -> bool:
         return key in self._cells
 
     @staticmethod

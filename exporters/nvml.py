@@ -80,7 +80,7 @@ def build_app(nvml: Any, interval_s: float = 1.0, hostname: str | None = None) -
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m exporters.nvml", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m exporters.nvml", allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("--port", type=int, default=9400, help="port to serve /metrics on (default 9400)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; 0.0.0.0 for all)")
     p.add_argument("--interval", type=float, default=1.0, help="seconds between NVML collections (default 1)")

@@ -26,7 +26,8 @@ CELL = 'run=~"$run", concurrency=~"$concurrency", context_tokens=~"$context_toke
 RUN = 'run=~"$run"'
 MODEL = 'model_name=~"$model"'
 GPU = 'instance=~"$instance", gpu=~"$gpu"'
-CELL_LEGEND = "{{run}} c={{concurrency}} ctx={{context_tokens}}"
+CELL_BY = "run, concurrency, context_tokens, request_rate"
+CELL_LEGEND = "{{run}} c={{concurrency}} ctx={{context_tokens}} {{request_rate}}"
 
 TOK_S = "suffix: tok/s"
 TOK_J = "suffix: tok/J"
@@ -42,7 +43,7 @@ def target(expr: str, legend: str = "", instant: bool = False, fmt: str = "time_
 
 def _panel(kind: str, title: str, description: str, targets: list[dict], unit: str, w: int, h: int,
            options: dict, custom: dict | None = None, **defaults) -> dict:
-    for ref, t in zip("ABCDEFGH", targets):
+    for ref, t in zip("ABCDEFGHIJKLMNOPQRSTUVWXYZ", targets):
         t["refId"] = ref
     field_defaults = {"unit": unit, **defaults}
     if custom is not None:
@@ -63,10 +64,10 @@ def timeseries(title: str, description: str, targets: list[dict], unit: str, w: 
 
 
 def stat(title: str, description: str, targets: list[dict], unit: str, w: int = 6, h: int = 4,
-         **defaults) -> dict:
+         text_mode: str = "auto", **defaults) -> dict:
     options = {"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
                "colorMode": "value", "graphMode": "area", "justifyMode": "auto", "orientation": "auto",
-               "textMode": "auto"}
+               "textMode": text_mode}
     return _panel("stat", title, description, targets, unit, w, h, options, **defaults)
 
 
@@ -91,6 +92,57 @@ def heatmap(title: str, description: str, bucket_metric: str, matchers: str, uni
                "exemplars": {"color": "rgba(255,0,255,0.7)"}}
     return _panel("heatmap", title, description, [target(expr, "{{le}}", fmt="heatmap")], unit, w, h, options,
                   custom={"scaleDistribution": {"type": "linear"}})
+
+
+def table(title: str, description: str, columns: list[tuple[str, str, str]], w: int = 24, h: int = 10,
+          keep: tuple[str, ...] = ()) -> dict:
+    """One instant query per (column name, expr, unit), merged on their labels into one row per series.
+
+    `keep` names the label columns shown before the value columns (the others are hidden)."""
+    targets = [target(expr, instant=True, fmt="table") for _, expr, _ in columns]
+    panel = _panel("table", title, description, targets, "none", w, h,
+                   {"showHeader": True, "cellHeight": "sm", "footer": {"show": False, "reducer": ["sum"]}})
+    refs = [t["refId"] for t in targets]
+    rename = {f"Value #{ref}": name for ref, (name, _, _) in zip(refs, columns)}
+    order = {name: i for i, name in enumerate([*keep, *rename])}  # organize orders by the original names
+    panel["transformations"] = [
+        {"id": "merge", "options": {}},
+        {"id": "organize", "options": {"excludeByName": {"Time": True, "__name__": True, "job": True,
+                                                         "instance": True},
+                                       "indexByName": order, "renameByName": rename}}]
+    panel["fieldConfig"]["overrides"] = [
+        {"matcher": {"id": "byName", "options": name}, "properties": [{"id": "unit", "value": unit}]}
+        for name, _, unit in columns]
+    return panel
+
+
+def barchart(title: str, description: str, expr: str, x: str, series: str, unit: str, w: int = 24,
+             h: int = 9) -> dict:
+    """Bars per `x` label value (one group per bar), one bar colour per `series` label value."""
+    panel = _panel("barchart", title, description, [target(expr, instant=True, fmt="table")], unit, w, h,
+                   {"xField": x, "orientation": "vertical", "showValue": "auto", "stacking": "none",
+                    "groupWidth": 0.7, "barWidth": 0.9, "legend": {"showLegend": True, "displayMode": "list",
+                                                                    "placement": "bottom"},
+                    "tooltip": {"mode": "multi", "sort": "none"}, "xTickLabelRotation": 0},
+                   min=0)
+    panel["transformations"] = [{"id": "groupingToMatrix", "options": {"columnField": series, "rowField": x,
+                                                                        "valueField": "Value"}},
+                                {"id": "convertFieldType", "options": {"conversions": [
+                                    {"targetField": f"{x}\\{series}", "destinationType": "string"}]}}]
+    return panel
+
+
+def last_cell(metric: str, agg: str = "sum") -> str:
+    """A finished cell's gauge over the dashboard's range, summed over the shards of a sharded run."""
+    return f"{agg} by ({CELL_BY}) (last_over_time({metric}{{{CELL}}}[$__range]))"
+
+
+def cell_annotation() -> dict:
+    """Each cell of the selected runs as a region: from its first to its last second with loadgen_cell_active 1."""
+    return {"name": "Cells", "datasource": DS, "enable": True, "hide": False, "iconColor": "rgba(255, 152, 48, 1)",
+            "expr": f"max by ({CELL_BY}) (loadgen_cell_active{{{CELL}}}) == 1", "step": "5s",
+            "titleFormat": "cell c={{concurrency}} ctx={{context_tokens}} {{request_rate}}",
+            "textFormat": "run {{run}}", "tagKeys": "run", "useValueForTime": False}
 
 
 def row(title: str) -> dict:
@@ -144,7 +196,8 @@ def query_variable(name: str, label: str, query: str, sort: int = 1) -> dict:
 
 
 CELL_VARIABLES = [
-    query_variable("run", "Run", "label_values(loadgen_requests_total, run)"),
+    query_variable("label", "Run label", "label_values(loadgen_run_info, label)"),
+    query_variable("run", "Run", 'label_values(loadgen_run_info{label=~"$label"}, run)'),
     query_variable("concurrency", "Concurrency", 'label_values(loadgen_requests_total{run=~"$run"}, concurrency)',
                    sort=3),
     query_variable("context_tokens", "Prompt tokens",
@@ -165,7 +218,7 @@ def dashboard(uid: str, title: str, description: str, panels: list[dict], variab
         "weekStart": "", "time": {"from": "now-30m", "to": "now"}, "timepicker": {},
         "annotations": {"list": [{"builtIn": 1, "datasource": {"type": "grafana", "uid": "-- Grafana --"},
                                   "enable": True, "hide": True, "iconColor": "rgba(0, 211, 255, 1)",
-                                  "name": "Annotations & Alerts", "type": "dashboard"}]},
+                                  "name": "Annotations & Alerts", "type": "dashboard"}, cell_annotation()]},
         "links": [{"type": "dashboards", "tags": ["loadgen"], "asDropdown": False, "includeVars": True,
                    "keepTime": True, "title": "loadgen dashboards", "icon": "external link", "targetBlank": False,
                    "tooltip": "", "url": ""}],
@@ -179,45 +232,55 @@ def dashboard(uid: str, title: str, description: str, panels: list[dict], variab
 
 def run_overview() -> dict:
     tokens = f"rate(loadgen_output_tokens_total{{{CELL}}}[$__rate_interval])"
+    saturated_map = [{"type": "value", "options": {"0": {"text": "OK", "color": "green", "index": 0},
+                                                   "1": {"text": "SATURATED", "color": "red", "index": 1}}}]
     panels = [
         row("Throughput"),
-        stat("Output tokens/s now", "Aggregate output tokens per second of the selected cells, counted from the "
-             "server's usage figures of ok requests.", [target(f"sum({tokens})")], TOK_S),
-        stat("Requests in flight", "Requests sent and not yet ended, over the selected runs.",
+        stat("Output tokens/s (last seen)", "Aggregate output tokens per second of the selected cells over the "
+             "last rate interval; after a run, the last value the run had.", [target(f"sum({tokens})")], TOK_S),
+        stat("Requests in flight (last seen)", "Requests sent and not yet ended, over the selected runs.",
              [target(f"sum(loadgen_in_flight_requests{{{RUN}}})")], "short"),
         stat("Requests by outcome (time range)", "Requests ended over the dashboard's time range, by outcome.",
-             [target(f"sum by (outcome) (increase(loadgen_requests_total{{{CELL}}}[$__range]))", "{{outcome}}")],
-             "short"),
-        stat("Client saturated", "1 when loadgen flagged its last cell as saturated (event-loop lag p99 > 10 ms, "
-             "CPU > 90 % or late sends): that cell's figures are invalid.",
-             [target(f"max(loadgen_client_saturated{{{RUN}}})")], "none",
-             mappings=[{"type": "value", "options": {"0": {"text": "OK", "color": "green", "index": 0},
-                                                     "1": {"text": "SATURATED", "color": "red", "index": 1}}}],
-             thresholds=thresholds(("green", None), ("red", 1))),
+             [target(f"sum by (outcome) (increase(loadgen_requests_total{{{CELL}}}[$__range]))", "{{outcome}}",
+                     instant=True)], "short"),
+        stat("Any cell saturated", "1 when loadgen flagged a cell of the time range as saturated (event-loop lag "
+             "p99 > 10 ms, CPU > 90 % or late sends): that cell's figures are invalid.",
+             [target(f"max(last_over_time(loadgen_cell_client_saturated{{{CELL}}}[$__range]))", instant=True)],
+             "none", mappings=saturated_map, thresholds=thresholds(("green", None), ("red", 1))),
         timeseries("Output tokens/s", "Aggregate output tokens per second per cell (client), next to the "
                    "server's own generation counter.",
-                   [target(f"sum by (run, concurrency, context_tokens) ({tokens})", CELL_LEGEND),
+                   [target(f"sum by ({CELL_BY}) ({tokens})", CELL_LEGEND),
                     target(f"sum by (model_name) (rate(sglang:generation_tokens_total{{{MODEL}}}[$__rate_interval]))",
                            "server {{model_name}}")], TOK_S, min=0),
         timeseries("Request rate by outcome", "Requests ended per second, by outcome.",
                    [target(f"sum by (outcome) (rate(loadgen_requests_total{{{CELL}}}[$__rate_interval]))",
                            "{{outcome}}")], "reqps", stack=True, min=0),
+        bargauge("Output tokens/s per finished cell", "Aggregate output tokens/s of each finished cell of the time "
+                 "range (the results JSON's output_tok_s; summed over the shards of a sharded run).",
+                 [target(last_cell("loadgen_cell_output_tokens_per_second"), CELL_LEGEND, instant=True)],
+                 TOK_S, w=24, min=0),
         row("Latency"),
-        timeseries("TTFT p50 / p90 / p99", "Time to first token from the actual send (client), and the "
-                   "server's p99 from its own histogram.",
+        timeseries("TTFT p50 / p90 / p99", "Time to first token from the actual send (client), and the server's "
+                   "p99 from its own histogram. Caveat: SGLang's first TTFT bucket is 0.1 s, so below 0.1 s the "
+                   "server line reads ~0.099 s whatever the truth; the client histogram is 10 ms fine there.",
                    [*quantiles("loadgen_ttft_seconds", CELL),
                     target("histogram_quantile(0.99, sum by (le) (rate(sglang:time_to_first_token_seconds_bucket"
-                           f"{{{MODEL}}}[$__rate_interval])))", "server p99")], "s", min=0),
+                           f"{{{MODEL}}}[$__rate_interval])))", "server p99 (0.1 s resolution)")], "s", min=0),
         heatmap("TTFT distribution", "Requests per TTFT bucket and interval (client).", "loadgen_ttft_seconds_bucket",
                 CELL, "s"),
         timeseries("Per-request output tokens/s", "Decode rate of each request, (completion_tokens-1) / "
                    "(last token - first token): p10 / p50 / p90.",
                    quantiles("loadgen_request_output_tokens_per_second", CELL, qs=(0.1, 0.5, 0.9)), TOK_S, min=0),
         timeseries("Inter-token latency", "Per-token latency: each chunk's gap spread over the tokens it carried "
-                   "(speculative decoding sends several per chunk).",
-                   [*quantiles("loadgen_itl_seconds", CELL), mean_of("loadgen_itl_seconds", CELL)], "s", min=0),
-        timeseries("End-to-end latency", "Send to the end of the stream, ok requests.",
-                   quantiles("loadgen_e2e_latency_seconds", CELL), "s", min=0),
+                   "(speculative decoding sends several per chunk), with the server's own p99.",
+                   [*quantiles("loadgen_itl_seconds", CELL), mean_of("loadgen_itl_seconds", CELL),
+                    target("histogram_quantile(0.99, sum by (le) (rate(sglang:inter_token_latency_seconds_bucket"
+                           f"{{{MODEL}}}[$__rate_interval])))", "server p99")], "s", min=0),
+        timeseries("End-to-end latency", "Send to the end of the stream, ok requests (client), with the server's "
+                   "own p99.",
+                   [*quantiles("loadgen_e2e_latency_seconds", CELL),
+                    target("histogram_quantile(0.99, sum by (le) (rate(sglang:e2e_request_latency_seconds_bucket"
+                           f"{{{MODEL}}}[$__rate_interval])))", "server p99")], "s", min=0),
         timeseries("Errors by outcome", "Failed requests per second by outcome (http_error, timeout, "
                    "connection_error, protocol_error, cancelled).",
                    [target(f'sum by (outcome) (rate(loadgen_requests_total{{{CELL}, outcome!="ok"}}[$__rate_interval]))',
@@ -235,34 +298,50 @@ def run_overview() -> dict:
                    [target(f"max by (run) (loadgen_event_loop_lag_seconds{{{RUN}}})", "loop lag {{run}}"),
                     target("histogram_quantile(0.99, sum by (le) (rate(loadgen_send_lateness_seconds_bucket"
                            f"{{{CELL}}}[$__rate_interval])))", "send lateness p99")], "s", min=0),
-        bargauge("Output tokens/s per finished cell", "Aggregate output tokens/s of each finished cell "
-                 "(the results JSON's output_tok_s; summed over the shards of a sharded run).",
-                 [target(f"sum by (run, concurrency, context_tokens) "
-                         f"(loadgen_cell_output_tokens_per_second{{{CELL}}})", CELL_LEGEND, instant=True)],
-                 TOK_S, w=24, min=0),
+        *server_panels(),
     ]
     return dashboard("loadgen-run-overview", "loadgen / Run overview",
                      "Throughput, latency, errors and load of loadgen runs against an LLM server.", panels,
                      [*CELL_VARIABLES, MODEL_VARIABLE])
 
 
+def server_panels() -> list[dict]:
+    """What the SGLang server itself reports: KV cache, queueing, prefix cache."""
+    return [
+        row("Server (SGLang)"),
+        timeseries("KV-cache usage", "sglang:token_usage: the share of the KV-cache pool in use; near 1 the "
+                   "scheduler stops admitting requests and they queue.",
+                   [target(f"max by (model_name) (sglang:token_usage{{{MODEL}}})", "{{model_name}}")],
+                   "percentunit", w=8, min=0, max=1),
+        timeseries("Queue time", "Time a request waited in the scheduler's queue before it ran (server "
+                   "histogram): p50 / p99.",
+                   [target(f"histogram_quantile({q}, sum by (le) (rate(sglang:queue_time_seconds_bucket{{{MODEL}}}"
+                           "[$__rate_interval])))", f"p{round(q * 100)}") for q in (0.5, 0.99)], "s", w=8, min=0),
+        timeseries("Prefix cache hit rate", "sglang:cache_hit_rate: the share of prompt tokens served from the "
+                   "radix (prefix) cache.",
+                   [target(f"avg by (model_name) (sglang:cache_hit_rate{{{MODEL}}})", "{{model_name}}")],
+                   "percentunit", w=8, min=0, max=1),
+    ]
+
+
 def speculative_decoding() -> dict:
     server_ratio = (f"sum by (model_name) (rate(sglang:generation_tokens_total{{{MODEL}}}[$__rate_interval])) / "
                     f"sum by (model_name) (rate(sglang:spec_verify_calls_total{{{MODEL}}}[$__rate_interval]))")
-    client_ratio = (f"sum by (run, concurrency, context_tokens) (rate(loadgen_output_tokens_total{{{CELL}}}"
-                    f"[$__rate_interval])) / sum by (run, concurrency, context_tokens) "
+    client_ratio = (f"sum by ({CELL_BY}) (rate(loadgen_output_tokens_total{{{CELL}}}"
+                    f"[$__rate_interval])) / sum by ({CELL_BY}) "
                     f"(rate(loadgen_chunks_total{{{CELL}}}[$__rate_interval]))")
     verify_rate = f"sum by (model_name) (rate(sglang:spec_verify_calls_total{{{MODEL}}}[$__rate_interval]))"
     panels = [
         row("Accept length"),
-        stat("Server accept length", "Tokens generated per verify step over the last interval: "
+        stat("Server accept length (last seen)", "Tokens generated per verify step over the last interval: "
              "Δgeneration_tokens_total / Δspec_verify_calls_total.", [target(server_ratio, "{{model_name}}")],
              "none", decimals=2),
-        stat("Client tokens per chunk", "Output tokens per content chunk seen by the client, an estimate of the "
-             "accept length (one chunk per verify step when the server streams every step).",
-             [target(f"sum(rate(loadgen_output_tokens_total{{{CELL}}}[$__rate_interval])) / "
-                     f"sum(rate(loadgen_chunks_total{{{CELL}}}[$__rate_interval]))")], "none", decimals=2),
-        stat("Verify calls/s", "Speculative verify steps per second on the server.",
+        stat("Client tokens per chunk (time range)", "Output tokens per content chunk seen by the client over the "
+             "dashboard's time range, an estimate of the accept length (one chunk per verify step when the server "
+             "streams every step).",
+             [target(f"sum(increase(loadgen_output_tokens_total{{{CELL}}}[$__range])) / "
+                     f"sum(increase(loadgen_chunks_total{{{CELL}}}[$__range]))", instant=True)], "none", decimals=2),
+        stat("Verify calls/s (last seen)", "Speculative verify steps per second on the server.",
              [target(verify_rate, "{{model_name}}")], "suffix: /s"),
         stat("Draft tokens per step", "The server's current speculative_num_draft_tokens setting.",
              [target(f"max by (model_name) (sglang:spec_num_draft_tokens{{{MODEL}}})", "{{model_name}}")],
@@ -289,81 +368,183 @@ def speculative_decoding() -> dict:
                    "step time, a longer accept length lowers it.",
                    [mean_of("loadgen_itl_seconds", CELL, "mean ITL")], "s", min=0),
         row("Per cell"),
-        bargauge("Accept length per finished cell", "loadgen's accept length for each finished cell (best source: "
-                 "per-request data, counters, gauge, log, or tokens per chunk; see the results JSON).",
-                 [target(f"max by (run, concurrency, context_tokens) (loadgen_accept_length{{{CELL}}})",
-                         CELL_LEGEND, instant=True)], "none", w=24, min=0, decimals=2),
+        bargauge("Accept length per finished cell", "loadgen's accept length for each finished cell of the time "
+                 "range (best source: per-request data, counters, gauge, log, or tokens per chunk; see the results "
+                 "JSON).", [target(last_cell("loadgen_accept_length", "max"), CELL_LEGEND, instant=True)],
+                 "none", w=24, min=0, decimals=2),
     ]
     return dashboard("loadgen-spec-decoding", "loadgen / Speculative decoding",
                      "Accept length from the server (counters and gauge) and the client (tokens per chunk), "
                      "verify steps, and per-cell accept length.", panels, [MODEL_VARIABLE, *CELL_VARIABLES])
 
 
+LIMIT = f"instance_gpu:gpu_power_limit_watts:best{{{GPU}}}"
+
+
+def while_measuring(expr: str) -> str:
+    """`expr` (one series) averaged over the seconds of the time range in which a selected cell ran."""
+    return f"avg_over_time(({expr} and on () (max(loadgen_cell_active{{{RUN}}}) == 1))[$__range:])"
+
+
 def gpu_power() -> dict:
-    limit = (f"(DCGM_FI_DEV_POWER_MGMT_LIMIT{{{GPU}}} > 0 < 1e6 or "
-             f"DCGM_FI_DEV_ENFORCED_POWER_LIMIT{{{GPU}}} > 0 < 1e6)")
     energy_w = f"sum(rate(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{{{GPU}}}[$__rate_interval])) / 1000"
     client_tok = f"sum(rate(loadgen_output_tokens_total{{{CELL}}}[$__rate_interval]))"
     server_tok = f"sum(rate(sglang:generation_tokens_total{{{MODEL}}}[$__rate_interval]))"
     panels = [
         row("Power"),
-        stat("Total GPU power", "Sum of DCGM_FI_DEV_POWER_USAGE over the selected GPUs.",
+        stat("Total GPU power (last seen)", "Sum of DCGM_FI_DEV_POWER_USAGE over the selected GPUs.",
              [target(f"sum(DCGM_FI_DEV_POWER_USAGE{{{GPU}}})")], "watt"),
-        stat("Power / limit", "Total power as a fraction of the total power-management limit: well below 1 "
-             "under load means the GPUs wait on memory, not compute.",
-             [target(f"sum(DCGM_FI_DEV_POWER_USAGE{{{GPU}}} and on (instance, gpu) {limit}) / sum({limit})")],
-             "percentunit", thresholds=thresholds(("blue", None), ("green", 0.5), ("red", 0.95))),
+        stat("Power / limit, by limit source", "Total power as a fraction of the total power limit, labelled with "
+             "where the limit came from: dcgm (scraped from dcgm-exporter), flag (loadgen --gpu-power-limit) or "
+             "nvml (read by loadgen). Well below 1 under load means the GPUs wait on memory, not compute.",
+             [target(f"sum(DCGM_FI_DEV_POWER_USAGE{{{GPU}}} and on (instance, gpu) {LIMIT}) / on () group_left "
+                     f"(source) sum by (source) ({LIMIT})", "limit from {{source}}")],
+             "percentunit", text_mode="value_and_name", thresholds=thresholds(("blue", None), ("green", 0.5), ("red", 0.95))),
         stat("GPU energy (time range)", "Energy used by the selected GPUs over the dashboard's time range, from "
              "the DCGM energy counter (mJ).",
-             [target(f"sum(increase(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{{{GPU}}}[$__range])) / 1000")], "joule"),
-        stat("Output tokens per joule now", "Client output tokens per joule of GPU energy, over the last interval.",
-             [target(f"{client_tok} / ({energy_w})")], TOK_J, decimals=2),
+             [target(f"sum(increase(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{{{GPU}}}[$__range])) / 1000",
+                     instant=True)], "joule"),
+        stat("Output tokens per joule (last seen)", "Client output tokens per joule of GPU energy, over the last "
+             "interval.", [target(f"{client_tok} / (({energy_w}) > 0)")], TOK_J, decimals=2),
         timeseries("Power per GPU", "DCGM_FI_DEV_POWER_USAGE per GPU.",
                    [target(f"DCGM_FI_DEV_POWER_USAGE{{{GPU}}}", "{{instance}} GPU {{gpu}}")], "watt", min=0),
         timeseries("Total power vs limit", "Per node: instantaneous power, mean power from the energy counter, "
-                   "and the summed power limit.",
+                   "and the summed power limit with its source (dcgm, flag or nvml).",
                    [target(f"sum by (instance) (DCGM_FI_DEV_POWER_USAGE{{{GPU}}})", "power {{instance}}"),
                     target(f"sum by (instance) (rate(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{{{GPU}}}"
                            "[$__rate_interval])) / 1000", "from energy {{instance}}"),
-                    target(f"sum by (instance) {limit}", "limit {{instance}}")], "watt", min=0),
+                    target(f"sum by (instance, source) ({LIMIT})", "limit {{instance}} ({{source}})")],
+                   "watt", min=0),
         timeseries("Power as a fraction of the limit", "Per GPU; the alert thresholds are 0.95 (near the limit) "
                    "and 0.5 under load (compute-idle).",
-                   [target(f"DCGM_FI_DEV_POWER_USAGE{{{GPU}}} / on (instance, gpu) {limit}",
-                           "{{instance}} GPU {{gpu}}")], "percentunit", min=0, max=1,
+                   [target(f"DCGM_FI_DEV_POWER_USAGE{{{GPU}}} / on (instance, gpu) group_left (source) {LIMIT}",
+                           "{{instance}} GPU {{gpu}} ({{source}})")], "percentunit", min=0, max=1,
                    thresholds=thresholds(("blue", None), ("green", 0.5), ("red", 0.95))),
         timeseries("GPU utilisation", "DCGM_FI_DEV_GPU_UTIL: the share of time a kernel ran, not how busy the "
                    "SMs were.", [target(f"DCGM_FI_DEV_GPU_UTIL{{{GPU}}}", "{{instance}} GPU {{gpu}}")],
                    "percent", min=0, max=100),
+        *memory_bound_panels(),
         row("Efficiency"),
         timeseries("Energy per output token", "Joules of GPU energy per output token, live, with the client's and "
-                   "the server's token counts.",
-                   [target(f"({energy_w}) / {client_tok}", "client tokens"),
-                    target(f"({energy_w}) / {server_tok}", "server tokens")], "joule", min=0),
+                   "the server's token counts (no value while no tokens complete).",
+                   [target(f"({energy_w}) / ({client_tok} > 0)", "client tokens"),
+                    target(f"({energy_w}) / ({server_tok} > 0)", "server tokens")], "joule", min=0),
         timeseries("Output tokens per joule", "Output tokens per joule of GPU energy, live.",
-                   [target(f"{client_tok} / ({energy_w})", "client tokens"),
-                    target(f"{server_tok} / ({energy_w})", "server tokens")], TOK_J, min=0),
+                   [target(f"{client_tok} / (({energy_w}) > 0)", "client tokens"),
+                    target(f"{server_tok} / (({energy_w}) > 0)", "server tokens")], TOK_J, min=0),
         bargauge("J per output token per finished cell", "loadgen's energy per output token for each finished "
-                 "cell, from the energy counters over the cell's measured window.",
-                 [target(f"max by (run, concurrency, context_tokens) "
-                         f"(loadgen_energy_per_output_token_joules{{{CELL}}})", CELL_LEGEND, instant=True)],
+                 "cell of the time range, from the energy counters over the cell's measured window.",
+                 [target(last_cell("loadgen_energy_per_output_token_joules", "max"), CELL_LEGEND, instant=True)],
                  "joule", min=0),
-        bargauge("Tokens per joule per finished cell", "loadgen's output tokens per joule for each finished cell.",
-                 [target(f"max by (run, concurrency, context_tokens) (loadgen_output_tokens_per_joule{{{CELL}}})",
-                         CELL_LEGEND, instant=True)], TOK_J, min=0),
-        bargauge("Mean GPU power per finished cell", "loadgen's mean total GPU power over each finished cell.",
-                 [target(f"max by (run, concurrency, context_tokens) (loadgen_gpu_power_watts{{{CELL}}})",
-                         CELL_LEGEND, instant=True)], "watt", min=0),
+        bargauge("Tokens per joule per finished cell", "loadgen's output tokens per joule for each finished cell "
+                 "of the time range.",
+                 [target(last_cell("loadgen_output_tokens_per_joule", "max"), CELL_LEGEND, instant=True)], TOK_J,
+                 min=0),
+        bargauge("Mean GPU power per finished cell", "loadgen's mean total GPU power over each finished cell of "
+                 "the time range.",
+                 [target(last_cell("loadgen_gpu_power_watts", "max"), CELL_LEGEND, instant=True)], "watt", min=0),
     ]
     return dashboard("loadgen-gpu-power", "loadgen / GPU power and efficiency",
-                     "Per-GPU power from dcgm-exporter, power against the limit, energy per output token and "
-                     "tokens per joule, live and per finished cell.", panels,
+                     "Per-GPU power from dcgm-exporter, power against the limit, whether the GPUs are memory-bound, "
+                     "energy per output token and tokens per joule, live and per finished cell.", panels,
                      [*GPU_VARIABLES, *CELL_VARIABLES, MODEL_VARIABLE])
+
+
+def memory_bound_panels() -> list[dict]:
+    dram = while_measuring(f"avg(DCGM_FI_PROF_DRAM_ACTIVE{{{GPU}}})")
+    tensor = while_measuring(f"avg(DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{{{GPU}}})")
+    verdict = [{"type": "value", "options": {"0": {"text": "no", "color": "green", "index": 0},
+                                             "1": {"text": "YES: memory-bound", "color": "orange", "index": 1}}}]
+    per_gpu = "{{instance}} GPU {{gpu}}"
+    return [
+        row("Is the GPU memory-bound?"),
+        stat("Memory-bound?", "While the selected cells ran: YES when the memory interface was active more than "
+             "half the cycles (DCGM_FI_PROF_DRAM_ACTIVE > 0.5) while the tensor pipes were active less than 30 % "
+             "(DCGM_FI_PROF_PIPE_TENSOR_ACTIVE < 0.3): decoding waits on HBM bandwidth, so a larger batch or "
+             "draft budget is nearly free.", [target(f"({dram} > bool 0.5) * on () ({tensor} < bool 0.3)",
+                                                      instant=True)],
+             "none", mappings=verdict, thresholds=thresholds(("green", None), ("orange", 1))),
+        stat("DRAM active while measuring", "Mean DCGM_FI_PROF_DRAM_ACTIVE over the selected GPUs during the "
+             "seconds a selected cell ran.", [target(dram, instant=True)], "percentunit"),
+        stat("Tensor pipe active while measuring", "Mean DCGM_FI_PROF_PIPE_TENSOR_ACTIVE over the selected GPUs "
+             "during the seconds a selected cell ran.", [target(tensor, instant=True)], "percentunit"),
+        stat("XID errors (time range)", "The largest XID error code any selected GPU reported in the time range "
+             "(0 = none; DCGM blank values filtered).",
+             [target(f"max(max_over_time((DCGM_FI_DEV_XID_ERRORS{{{GPU}}} < 1e18)[$__range:]))", instant=True)],
+             "none", thresholds=thresholds(("green", None), ("red", 1))),
+        timeseries("DRAM activity", "DCGM_FI_PROF_DRAM_ACTIVE per GPU: the share of cycles the memory interface "
+                   "is busy.", [target(f"DCGM_FI_PROF_DRAM_ACTIVE{{{GPU}}}", per_gpu)], "percentunit", w=8,
+                   min=0, max=1),
+        timeseries("Tensor-pipe activity", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE per GPU: the share of cycles the "
+                   "tensor (HMMA) pipes are busy.", [target(f"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{{{GPU}}}", per_gpu)],
+                   "percentunit", w=8, min=0, max=1),
+        timeseries("SM clock", "DCGM_FI_DEV_SM_CLOCK per GPU; a clock below the board's maximum under load means "
+                   "power or thermal capping.", [target(f"DCGM_FI_DEV_SM_CLOCK{{{GPU}}} * 1e6", per_gpu)], "hertz",
+                   w=8, min=0),
+        timeseries("Throttled time", "Share of each interval a GPU was throttled, by reason (power: "
+                   "DCGM_FI_DEV_POWER_VIOLATION, thermal: DCGM_FI_DEV_THERMAL_VIOLATION; DCGM counts ns).",
+                   [target(f"rate(DCGM_FI_DEV_POWER_VIOLATION{{{GPU}}}[$__rate_interval]) / 1e9",
+                           "power " + per_gpu),
+                    target(f"rate(DCGM_FI_DEV_THERMAL_VIOLATION{{{GPU}}}[$__rate_interval]) / 1e9",
+                           "thermal " + per_gpu)], "percentunit", min=0, max=1),
+        timeseries("XID errors", "DCGM_FI_DEV_XID_ERRORS per GPU: the last XID error code (0 = none).",
+                   [target(f"DCGM_FI_DEV_XID_ERRORS{{{GPU}}} < 1e18", per_gpu)], "none", min=0),
+    ]
+
+
+# the terminal matrix's columns (loadgen/results/table.py), from the exporter's finished-cell gauges
+MATRIX_COLUMNS = [
+    ("ok", "loadgen_cell_ok_requests", "short"), ("failed", "loadgen_cell_failed_requests", "short"),
+    ("out tok/s", "loadgen_cell_output_tokens_per_second", TOK_S),
+    ("req tok/s", "loadgen_cell_request_output_tokens_per_second_mean", TOK_S),
+    ("req tok/s p10", "loadgen_cell_request_output_tokens_per_second_p10", TOK_S),
+    ("TTFT mean", "loadgen_cell_ttft_mean_seconds", "s"), ("TTFT p50", "loadgen_cell_ttft_p50_seconds", "s"),
+    ("TTFT p99", "loadgen_cell_ttft_p99_seconds", "s"),
+    ("pp tok/s", "loadgen_cell_prefill_tokens_per_second", TOK_S), ("E2E mean", "loadgen_cell_e2e_mean_seconds", "s"),
+    ("tok/chk", "loadgen_cell_output_tokens_per_chunk", "none"), ("accept", "loadgen_accept_length", "none"),
+    ("W", "loadgen_gpu_power_watts", "watt"), ("J/tok", "loadgen_energy_per_output_token_joules", "joule"),
+    ("saturated", "loadgen_cell_client_saturated", "none"),
+]
+SUMMED = {"loadgen_cell_ok_requests", "loadgen_cell_failed_requests", "loadgen_cell_output_tokens_per_second",
+          "loadgen_gpu_power_watts"}  # what adds up over the shards of a sharded run; the rest take the max
+
+
+def finished_cells() -> dict:
+    columns = [(name, last_cell(metric, "sum" if metric in SUMMED else "max"), unit)
+               for name, metric, unit in MATRIX_COLUMNS]
+    info = (f"max by (run, label, model, engine, fingerprint, spec_algorithm, spec_budget, spec_topk, "
+            f"spec_draft_tokens) (last_over_time(loadgen_run_info{{{RUN}}}[$__range]))")
+    panels = [
+        row("Runs"),
+        table("Runs of the time range", "Each selected run's label, model, engine, server fingerprint and "
+              "speculative settings (loadgen_run_info).", [("runs", info, "none")], h=6,
+              keep=("run", "label", "model", "engine")),
+        row("Cells"),
+        table("Finished cells (the terminal matrix)", "One row per finished cell of the time range, with the "
+              "columns of loadgen's terminal table; the values are the results JSON's (the exporter sets them "
+              "from the cell's final summary), so they stay readable after loadgen has exited.", columns, h=12,
+              keep=("run", "context_tokens", "concurrency", "request_rate")),
+        barchart("Output tokens/s by concurrency", "Aggregate output tokens/s of the finished cells, one group per "
+                 "concurrency and one bar per prompt length (open-loop cells: concurrency is their cap).",
+                 f"max by (concurrency, context_tokens) ({last_cell('loadgen_cell_output_tokens_per_second')})",
+                 "concurrency", "context_tokens", TOK_S),
+        bargauge("TTFT p99 per finished cell", "p99 time to first token of each finished cell.",
+                 [target(last_cell("loadgen_cell_ttft_p99_seconds", "max"), CELL_LEGEND, instant=True)], "s",
+                 w=12, min=0),
+        bargauge("Failed requests per finished cell", "Requests of each finished cell that ended in an error.",
+                 [target(last_cell("loadgen_cell_failed_requests"), CELL_LEGEND, instant=True)], "short", w=12,
+                 min=0),
+    ]
+    return dashboard("loadgen-finished-cells", "loadgen / Finished cells",
+                     "What every finished cell measured, readable after the run: the terminal matrix, tok/s by "
+                     "concurrency, and the runs' identities.", panels, CELL_VARIABLES)
 
 
 DASHBOARDS = {
     "loadgen-run-overview.json": run_overview,
     "loadgen-spec-decoding.json": speculative_decoding,
     "loadgen-gpu-power.json": gpu_power,
+    "loadgen-finished-cells.json": finished_cells,
 }
 
 

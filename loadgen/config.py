@@ -19,8 +19,10 @@ DEFAULT_SPAN_S = 10.0  # default measured requests of a rate cell: max(16, ⌈10
 
 
 def default_requests_per_cell(concurrency: int) -> int:
-    """Two full waves of the concurrency, at least 16: enough for stable means at every level."""
-    return max(16, 2 * concurrency)
+    """Three waves of the concurrency, at least 16. The ramp-down after the last job is taken lasts up to one
+    request, and the steady window (all C slots busy, `metrics.steady`) about the waves before it: three
+    waves keep the steady window at least twice the ramps, even when request lengths vary."""
+    return max(16, 3 * concurrency)
 
 
 def default_requests_per_rate(rate: float) -> int:
@@ -100,6 +102,23 @@ class ExporterConfig:
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
     metrics_linger_s: float = 10.0
+    gpu_power_limit_w: float | None = None  # --gpu-power-limit: W per GPU for the live metrics
+
+
+@dataclass
+class WorkloadConfig:
+    """Where requests come from beyond the synthetic matrix (`--dataset`, `--prefix-cache`,
+    `--max-request-rate`; see docs/workloads.md)."""
+
+    dataset: str | None = None  # a file replayed row by row; None = the synthetic matrix
+    dataset_format: str | None = None  # detected: openai-chat | sharegpt | prompt
+    category_field: str = "category"
+    max_bad_rows: int = 0
+    prefix_cache: str = "unique"  # unique: a unique first line per request | allow: rows sent unchanged
+    ignore_eos_source: str = "default"  # flag | default (on for the synthetic matrix) | rows (a dataset)
+    max_request_rate: float | None = None  # closed loop: at most R request starts per second
+    context_spreads: tuple = ()  # ((prompt length, LengthSpread), ...): lengths drawn per request
+    output_spread: object = None  # LengthSpread of --max-tokens, or None: every request gets --max-tokens
 
 
 @dataclass
@@ -124,11 +143,15 @@ class RunConfig:
     temperature: float = 0.0
     ignore_eos: bool = True
     sim_args: list[str] = field(default_factory=list)
+    max_failed_fraction: float = 0.01  # a cell with more failed + cancelled requests than this share is failed
+    wait_ready_s: float = 600.0  # how long to wait for a starting server before the first cell (0: not at all)
+    force: bool = False  # replace an existing --out instead of resuming it
     open_loop: OpenLoopConfig = field(default_factory=OpenLoopConfig)
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     faults: FaultsConfig = field(default_factory=FaultsConfig)
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
     exporter: ExporterConfig = field(default_factory=ExporterConfig)
+    workload: WorkloadConfig = field(default_factory=WorkloadConfig)
 
     def requests_for(self, concurrency: int) -> int:
         return self.requests_per_cell or default_requests_per_cell(concurrency)
@@ -164,7 +187,7 @@ class RunConfig:
 
     def public_args(self) -> dict:
         """The arguments as stored in results, one flat mapping (the key itself is never part of them)."""
-        subs = ("open_loop", "telemetry", "faults", "parallel", "exporter")
+        subs = ("open_loop", "telemetry", "faults", "parallel", "exporter", "workload")
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in subs}
         for name in subs:
             d.update(_public(getattr(self, name)))

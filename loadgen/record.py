@@ -62,12 +62,15 @@ class Record:
     error: str | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    cached_tokens: int | None = None  # prompt tokens the server's prefix cache served (None: not reported)
     chunks: int = 0
     chunk_tokens: list[int] | None = field(default_factory=list)
     chunk_gaps_ns: list[int] = field(default_factory=list)
     spec: dict | None = None
     worker: int = 0
+    category: str | None = None  # the dataset row's category (--dataset), for per-category figures
     attempt: int = 0  # 0, or n when the cell was measured again after the server came back (--on-server-down wait)
+    retried_on_new_connection: int = 0  # 1 when a reused connection had been closed by the server (client/h1_sender.py)
 
     @property
     def ok(self) -> bool:
@@ -95,6 +98,7 @@ class Record:
     @classmethod
     def from_dict(cls, d: dict) -> "Record":
         d = dict(d)
+        d.pop("label", None)  # the run's, added to each JSONL line by the sink
         d["cell"] = CellKey(**d["cell"])
         return cls(**d)
 

@@ -67,5 +67,6 @@ def wait_truth(sim, predicate, timeout_s: float = 5.0) -> dict[str, dict]:
 
 
 def streamed(truth: dict[str, dict]) -> dict[str, dict]:
-    """Truth rows of the measured (streamed) requests; probes are not streamed."""
-    return {rid: r for rid, r in truth.items() if r["stream"]}
+    """Truth rows of the measured (streamed) requests: the sizing probes are not streamed, and the readiness
+    gate's 1-token generations (--wait-ready) carry request ids `readiness-…`."""
+    return {rid: r for rid, r in truth.items() if r["stream"] and not rid.startswith("readiness-")}

@@ -76,10 +76,11 @@ OFFLINE = [
     (["--drain-timeout", "-1"], "--drain-timeout -1 must be ≥ 0 seconds, e.g. 30"),
     (["--prompts", "/nonexistent/prompts.jsonl"],
      "--prompts /nonexistent/prompts.jsonl: no such file; give a JSONL or text file of prompts"),
-    (["--out", "/nonexistent/r.json"],
-     "--out /nonexistent/r.json: /nonexistent does not exist; create the directory or choose another path"),
+    (["--out", "/proc/no-such-folder/r.json"], ("--out /proc/no-such-folder/r.json: cannot create the folder "
+                                                "/proc/no-such-folder (No such file or directory); choose another "
+                                                "path")),
     (["--out", "/etc/hostname/r.json"],
-     "--out /etc/hostname/r.json: /etc/hostname is not a directory; create the directory or choose another path"),
+     "--out /etc/hostname/r.json: cannot create the folder /etc/hostname (is not a directory); choose another path"),
     (["--out", "/proc/r.json"], ("--out /proc/r.json: cannot write in /proc (No such file or directory); choose "
                                 "another path")),
     (["--out", "/tmp"], "--out /tmp is a directory; give a file name, e.g. /tmp/run.json"),
@@ -89,7 +90,7 @@ OFFLINE = [
 @pytest.mark.parametrize("args,message", OFFLINE, ids=[" ".join(a) for a, _ in OFFLINE])
 def test_offline_checks(args, message, tmp_path):
     # --url points at a port nothing listens on: these errors come before any connection is tried
-    base = ["--url", f"http://127.0.0.1:{closed_port()}", "--out", str(tmp_path / "r.json")]
+    base = ["--url", f"http://127.0.0.1:{closed_port()}", "--out", str(tmp_path / "r.json"), "--wait-ready", "0"]
     proc = loadgen(*base, *args)
     expect_usage_error(proc, message)
     assert not (tmp_path / "r.requests.jsonl").exists()
@@ -98,7 +99,8 @@ def test_offline_checks(args, message, tmp_path):
 # ---- checked against the server, before any generation --------------------------------------------------------
 def test_unreachable_url(tmp_path):
     port = closed_port()
-    proc = loadgen("--url", f"http://127.0.0.1:{port}", "--out", str(tmp_path / "r.json"))
+    # --wait-ready 0: without it, a refused connection is a server not up yet, waited for (test_wait_ready.py)
+    proc = loadgen("--url", f"http://127.0.0.1:{port}", "--out", str(tmp_path / "r.json"), "--wait-ready", "0")
     expect_usage_error(proc, f"cannot reach http://127.0.0.1:{port} (ClientConnectorError: Cannot connect to host "
                              f"127.0.0.1:{port} ssl:default [Connect call failed ('127.0.0.1', {port})]); check "
                              "--url and that the server is running")
@@ -107,7 +109,8 @@ def test_unreachable_url(tmp_path):
 def against(sim, tmp_path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     proc = loadgen("--url", sim.url, "--out", str(tmp_path / "r.json"), "--contexts", "60", "--max-tokens", "16",
                    *args, env=env)
-    assert sim.truth_rows() == []  # no generation request reached the server
+    # no load reached the server: only the readiness gate's 1-token generations (--wait-ready)
+    assert all(r["rid"].startswith("readiness-") and r["max_tokens"] == 1 for r in sim.truth_rows())
     return proc
 
 
@@ -127,9 +130,14 @@ def test_context_longer_than_the_server_allows(sim, tmp_path):
 def test_prompts_without_usable_rows(content, sim, tmp_path):
     path = tmp_path / "prompts.jsonl"
     path.write_bytes(content)
-    expect_usage_error(against(sim, tmp_path, "--prompts", str(path)),
-                       f"--prompts {path}: no usable rows (expected JSONL with a 'text', 'prompt' or 'messages' "
-                       "field, or plain text paragraphs)")
+    proc = against(sim, tmp_path, "--prompts", str(path))
+    bad = [f"{path}:1: no prompt field (expected text, prompt or messages)", f"{path}:2: not a JSON object",
+           f"{path}:3: invalid JSON (invalid literal, expected 'null')"] if content.startswith(b"{") else []
+    named = f", {len(bad)} bad ones named above" if bad else ""
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.splitlines() == [*bad, f"loadgen: error: --prompts {path}: no usable rows{named} (expected "
+                                              "JSONL with a 'text', 'prompt' or 'messages' field, or plain text "
+                                              "paragraphs)"]
 
 
 def test_no_key_for_a_server_that_wants_one(keyed_sim, tmp_path):

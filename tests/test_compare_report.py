@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from loadgen.results.compare import comparison, load_inputs, render_text
-from loadgen.results.report import accept_series, series_vs_concurrency, write_plots
+from loadgen.results.plot_data import accept_by_source, series_vs_concurrency
+from loadgen.results.plots import render
+from loadgen.results.report import write_plots
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -25,7 +27,8 @@ def cell(ctx, conc, out, req, ttft, accept, watts=None, j_tok=None, status="ok")
                                                                                     "source": "per_request"},
          "error": None if status == "ok" else "no request succeeded (8 failed)"}
     if watts is not None:
-        c["power"] = {"mean_w_total": watts, "j_per_output_token": j_tok, "output_tokens_per_j": 1 / j_tok}
+        c["power"] = {"mean_w_total": watts, "j_per_output_token": j_tok, "output_tokens_per_j": 1 / j_tok,
+                      "gpus": 8, "limit_w_total": 8800.0}
     return c
 
 
@@ -87,7 +90,8 @@ def test_compare_cli_baseline_and_formats(inputs):
     md = subprocess.run([sys.executable, "-m", "loadgen", "compare", *paths, "--format", "md"],
                         check=False, capture_output=True, text=True, timeout=30)
     assert md.stdout.splitlines()[0].startswith("| ctx | conc | configuration | out tok/s |")
-    assert "| 360.0**best** |" in md.stdout and len(md.stdout.splitlines()) == 2 + 8
+    assert "| **360.0** |" in md.stdout and len(md.stdout.splitlines()) == 2 + 8 + 2  # blank line, legend
+    assert md.stdout.splitlines()[-1].startswith("**bold**: best of the cell")
     bad = subprocess.run([sys.executable, "-m", "loadgen", "compare", *paths, "--baseline", "b128"],
                          check=False, capture_output=True, text=True, timeout=30)
     assert bad.returncode == 2
@@ -103,19 +107,19 @@ def test_plot_series_come_from_the_inputs(inputs):
     tput = series_vs_concurrency(runs, lambda c: c.get("output_tok_s"))
     assert tput == {60: {"b16": [(1, 300.0), (32, 4000.0)], "b32": [(1, 360.0), (32, 3600.0)],
                          "b64": [(1, 330.0), (32, 3000.0)]}, 1024: {"b16": [(1, 280.0)]}}
-    acc = accept_series(runs)
-    assert acc["top-k 8, prompt 60"] == [(16.0, pytest.approx(5.45), 5.4, 5.5),
-                                         (32.0, pytest.approx(7.85), 7.8, 7.9),
-                                         (64.0, pytest.approx(9.05), 9.0, 9.1)]
-    assert acc["top-k 8, prompt 1024"] == [(16.0, 5.6, 5.6, 5.6)]  # b32's failed cell is left out
+    acc = accept_by_source(runs)
+    assert acc[60]["b16"] == {"per_request": (pytest.approx(5.45), 5.4, 5.5)}
+    assert acc[60]["b64"] == {"per_request": (pytest.approx(9.05), 9.0, 9.1)}
+    assert acc[1024] == {"b16": {"per_request": (5.6, 5.6, 5.6)}}  # b32's failed cell is left out
 
 
 def test_report_writes_pngs_and_handles_missing_power(inputs, tmp_path):
     _, paths = inputs
     out = tmp_path / "plots"
-    written, notes = write_plots(load_inputs(paths), str(out))
-    assert sorted(Path(p).name for p in written) == ["accept_length.png", "output_tok_s.png",
-                                                      "request_tok_s.png", "tokens_per_joule.png"]
+    plots, notes = render(load_inputs(paths))
+    written = write_plots(plots, str(out))
+    assert sorted(Path(p).name for p in written) == ["accept_length.png", "output_tok_s.png", "power.png",
+                                                      "request_tok_s.png", "speedup.png", "ttft.png"]
     assert all(Path(p).read_bytes()[:8] == PNG and Path(p).stat().st_size > 10_000 for p in written)
     assert notes == []
     bare = tmp_path / "bare"
@@ -125,7 +129,6 @@ def test_report_writes_pngs_and_handles_missing_power(inputs, tmp_path):
                          check=False, capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     assert sorted(f.name for f in (bare / "p").iterdir()) == ["accept_length.png", "output_tok_s.png",
-                                                              "request_tok_s.png"]
-    assert "note: tokens_per_joule.png not written: no cell has power data (measure with --dcgm URL or " \
-        "--nvml)" in res.stdout
-    assert "100.0" in res.stdout  # the table comes first
+                                                              "request_tok_s.png", "ttft.png"]
+    assert "note: power.png not written: no cell has power data (measure with --dcgm URL or --nvml)" in res.stdout
+    assert res.stdout.index("100.0") < res.stdout.index("plot: ")  # the table comes first

@@ -63,7 +63,7 @@ def test_matrix_matches_truth(api, sim_factory, tmp_path):
     doc = read_json(str(out))
     records = read_jsonl(str(out)[:-5] + ".requests.jsonl")
     truth = {t["rid"]: t for t in sim.truth_rows()}
-    assert len(records) == 2 * (16 + 128)  # the default: max(16, 2 × concurrency) per cell
+    assert len(records) == 2 * (16 + 3 * 64)  # the default: max(16, 3 × concurrency) per cell
     assert all(r["outcome"] == "ok" for r in records)
     for r in records:
         t = truth[r["request_id"]]

@@ -21,6 +21,7 @@ DS = {"type": "prometheus", "uid": "${datasource}"}
 RANGE = re.compile(r"\[([^\]]+)\]")
 METRIC = re.compile(r"(?<![\w:$])([a-zA-Z_:][\w:]*_(?:total|bucket))\b")
 VAR_USE = re.compile(r"\$(?:\{(\w+)(?::\w+)?\}|(\w+))")
+TOK_J_UNIT = "suffix: tok/J"
 
 
 def load_generator():
@@ -50,12 +51,12 @@ def test_committed_json_is_what_the_generator_gives():
         assert (GRAFANA / "dashboards" / name).read_text() == text, f"{name}: run python grafana/generate.py"
 
 
-def test_three_dashboards_with_unique_uids_and_titles():
+def test_four_dashboards_with_unique_uids_and_titles():
     uids = [d["uid"] for d in DASHBOARDS.values()]
     titles = [d["title"] for d in DASHBOARDS.values()]
-    assert len(DASHBOARDS) >= 3
+    assert len(DASHBOARDS) >= 4
     assert len(set(uids)) == len(uids) and len(set(titles)) == len(titles)
-    assert {"loadgen-run-overview", "loadgen-spec-decoding", "loadgen-gpu-power"} <= set(uids)
+    assert {"loadgen-run-overview", "loadgen-spec-decoding", "loadgen-gpu-power", "loadgen-finished-cells"} <= set(uids)
 
 
 @pytest.mark.parametrize("name", sorted(DASHBOARDS))
@@ -86,7 +87,7 @@ def test_every_panel_has_title_description_unit_and_the_datasource_variable(name
 def test_windows_are_grafana_intervals_and_counters_are_only_rated(name):
     for title, ref, expr in GEN.panel_queries(DASHBOARDS[name]):
         for window in RANGE.findall(expr):
-            assert window in ("$__rate_interval", "$__range"), (title, ref, window)
+            assert window in ("$__rate_interval", "$__range", "$__range:"), (title, ref, window)
         for m in METRIC.finditer(expr):
             rest = expr[m.end():]
             rest = rest[rest.index("}") + 1:] if rest.startswith("{") else rest
@@ -133,7 +134,7 @@ def test_layout_fits_the_grid_without_overlaps(name):
         taken |= cells
 
 
-def test_dashboards_cover_what_the_issue_asks():
+def test_dashboards_cover_the_questions_they_answer():
     def exprs(uid):
         dash = next(d for d in DASHBOARDS.values() if d["uid"] == uid)
         return " ".join(e for _, _, e in GEN.panel_queries(dash))
@@ -147,11 +148,68 @@ def test_dashboards_cover_what_the_issue_asks():
     for needle in ("sglang:spec_accept_length", "sglang:spec_verify_calls_total", "loadgen_chunks_total",
                    "loadgen_accept_length"):
         assert needle in spec, needle
+    for needle in ("sglang:token_usage", "sglang:queue_time_seconds_bucket", "sglang:cache_hit_rate",
+                   "sglang:inter_token_latency_seconds_bucket", "sglang:e2e_request_latency_seconds_bucket"):
+        assert needle in overview, needle
     gpu = exprs("loadgen-gpu-power")
-    for needle in ("DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_POWER_MGMT_LIMIT", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
-                   "DCGM_FI_DEV_GPU_UTIL", "loadgen_energy_per_output_token_joules",
-                   "loadgen_output_tokens_per_joule"):
+    for needle in ("DCGM_FI_DEV_POWER_USAGE", "instance_gpu:gpu_power_limit_watts:best",
+                   "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "DCGM_FI_DEV_GPU_UTIL", "loadgen_energy_per_output_token_joules",
+                   "loadgen_output_tokens_per_joule", "DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+                   "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_POWER_VIOLATION", "DCGM_FI_DEV_XID_ERRORS"):
         assert needle in gpu, needle
+    cells = exprs("loadgen-finished-cells")
+    for needle in ("loadgen_run_info", "loadgen_cell_output_tokens_per_second", "loadgen_cell_ttft_p99_seconds"):
+        assert needle in cells, needle
+
+
+def _all_panels():
+    return [(name, p) for name, d in DASHBOARDS.items() for p in panels(d)]
+
+
+def test_per_cell_panels_read_finished_cells_over_the_time_range():
+    """Bar gauges, tables and bar charts are instant queries at the end of the range: they must not need the
+    exporter to be up then."""
+    for name, p in _all_panels():
+        if p["type"] in ("bargauge", "table", "barchart"):
+            for t in p["targets"]:
+                assert t["instant"] and "last_over_time(" in t["expr"] and "[$__range]" in t["expr"], (name, p["title"])
+
+
+def test_the_finished_cells_table_has_the_terminal_matrix_columns():
+    """The terminal table's columns (loadgen/results/table.py): ctx and conc are label columns, ok/fail is two."""
+    dash = next(d for d in DASHBOARDS.values() if d["uid"] == "loadgen-finished-cells")
+    matrix = next(p for p in panels(dash) if p["title"].startswith("Finished cells"))
+    organize = matrix["transformations"][1]["options"]
+    assert {"context_tokens", "concurrency", "request_rate"} <= set(organize["indexByName"])
+    assert set(organize["renameByName"].values()) >= {
+        "ok", "failed", "out tok/s", "req tok/s", "req tok/s p10", "TTFT mean", "TTFT p50", "TTFT p99", "pp tok/s",
+        "E2E mean", "tok/chk", "accept", "W", "J/tok"}
+
+
+def test_every_dashboard_marks_cells_and_selects_runs_by_label():
+    for name, dash in DASHBOARDS.items():
+        (cells,) = [a for a in dash["annotations"]["list"] if a.get("name") == "Cells"]
+        assert "loadgen_cell_active" in cells["expr"] and cells["datasource"] == DS, name
+        assert "request_rate" in cells["expr"], name
+        var = variables(dash)
+        assert var["label"]["definition"] == "label_values(loadgen_run_info, label)", name
+        assert "$label" in var["run"]["definition"], name
+
+
+def test_ratios_never_divide_by_a_zero_rate():
+    """J/token and tok/J: a zero denominator (power flows, no tokens complete) gives no value, not +Inf."""
+    for name, p in _all_panels():
+        if p["fieldConfig"]["defaults"]["unit"] in ("joule", TOK_J_UNIT) and p["type"] == "timeseries":
+            for t in p["targets"]:
+                assert "> 0)" in t["expr"], (name, p["title"], t["expr"])
+
+
+def test_recording_rules_used_by_dashboards_exist():
+    recorded = {r["record"] for f in (ROOT / "prometheus" / "rules").glob("*.yml")
+                for g in yaml.safe_load(f.read_text())["groups"] for r in g["rules"] if "record" in r}
+    text = " ".join(e for d in DASHBOARDS.values() for _, _, e in GEN.panel_queries(d))
+    used = set(re.findall(r"\b([a-z_]+:[a-z0-9_]+:[a-z0-9_]+)\b", text))
+    assert used and used <= recorded, used - recorded
 
 
 def test_loadgen_metrics_in_dashboards_and_rules_are_served_by_the_exporter():

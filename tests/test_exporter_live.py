@@ -18,7 +18,7 @@ from loadgen.record import CellKey, Record
 
 MS = 1_000_000
 CELL = CellKey(context_tokens=60, concurrency=4)
-LABELS = {"run": "r1", "concurrency": "4", "context_tokens": "60"}
+LABELS = {"run": "r1", "concurrency": "4", "context_tokens": "60", "request_rate": ""}
 
 
 def make_record(**kw) -> Record:
@@ -131,15 +131,16 @@ def test_cell_gauges_follow_the_current_cell(exp):
     assert value(exp, "loadgen_target_concurrency", run="r1") == 4
     assert value(exp, "loadgen_context_tokens", run="r1") == 60
     assert value(exp, "loadgen_cell_active", **LABELS) == 1
-    assert value(exp, "loadgen_target_request_rate", run="r1") is None
+    assert value(exp, "loadgen_target_requests_per_second", run="r1") is None
     nxt = CellKey(context_tokens=1024, concurrency=0, request_rate=2.5)
+    nxt_labels = {"run": "r1", "concurrency": "0", "context_tokens": "1024", "request_rate": "2.5"}
     exp.cell_started(nxt, "r1")
     assert value(exp, "loadgen_cell_active", **LABELS) == 0
-    assert value(exp, "loadgen_cell_active", run="r1", concurrency="0", context_tokens="1024") == 1
-    assert value(exp, "loadgen_target_request_rate", run="r1") == 2.5
+    assert value(exp, "loadgen_cell_active", **nxt_labels) == 1
+    assert value(exp, "loadgen_target_requests_per_second", run="r1") == 2.5
     exp.cell_finished(nxt, {"duration_s": 10.0, "requests": {"ok": 20, "failed": 4}})
-    assert value(exp, "loadgen_achieved_request_rate", run="r1") == pytest.approx(2.4)
-    assert value(exp, "loadgen_cell_active", run="r1", concurrency="0", context_tokens="1024") == 0
+    assert value(exp, "loadgen_achieved_requests_per_second", run="r1") == pytest.approx(2.4)
+    assert value(exp, "loadgen_cell_active", **nxt_labels) == 0
 
 
 def test_cell_summary_sets_the_last_cell_gauges(exp):
@@ -196,7 +197,10 @@ def test_each_exporter_has_its_own_registry():
     a.record(make_record(run_id="a"))
     assert b.registry.get_sample_value("loadgen_requests_total",
                                        {"run": "a", "concurrency": "4", "context_tokens": "60",
-                                        "outcome": "ok"}) is None
+                                        "request_rate": "", "outcome": "ok"}) is None
+    assert a.registry.get_sample_value("loadgen_requests_total",
+                                       {"run": "a", "concurrency": "4", "context_tokens": "60",
+                                        "request_rate": "", "outcome": "ok"}) == 1
 
 
 async def _fetch(port: int, accept: str | None = None) -> tuple[int, str, str]:
@@ -215,8 +219,9 @@ def test_serves_metrics_on_a_real_socket_and_lingers():
         exp.record(make_record())
         status, ctype, text = await _fetch(exp.port)
         assert status == 200 and ctype.startswith("text/plain")
-        assert 'loadgen_requests_total{concurrency="4",context_tokens="60",outcome="ok",run="r1"} 1.0' in text
-        assert 'loadgen_itl_seconds_count{concurrency="4",context_tokens="60",run="r1"} 10.0' in text
+        assert ('loadgen_requests_total{concurrency="4",context_tokens="60",outcome="ok",request_rate="",run="r1"} 1.0'
+                in text)
+        assert 'loadgen_itl_seconds_count{concurrency="4",context_tokens="60",request_rate="",run="r1"} 10.0' in text
         # Prometheus asks for OpenMetrics; neither format may carry _created series
         om_accept = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"
         status, ctype, om = await _fetch(exp.port, om_accept)
@@ -276,18 +281,20 @@ def _parse(*argv: str):
     import argparse
 
     from loadgen.cli.run_config import exporter_config
-    from loadgen.cli.run_options import exporter_options
+    from loadgen.cli.run_options import exporter_options, power_limit_options
     from loadgen.config import RunConfig
     p = argparse.ArgumentParser()
     exporter_options(p)
+    power_limit_options(p)
     cfg = RunConfig(url=None, exporter=exporter_config(p.parse_args(list(argv))))
-    return {k: v for k, v in cfg.public_args().items() if k.startswith("metrics_")}
+    return {k: v for k, v in cfg.public_args().items() if k.startswith(("metrics_", "gpu_power"))}
 
 
 def test_cli_flags_fill_the_run_config():
     assert _parse() == {}
     assert _parse("--metrics-port", "9464") == {"metrics_port": 9464, "metrics_host": "127.0.0.1",
-                                                "metrics_linger_s": 10.0}
+                                                "metrics_linger_s": 10.0, "gpu_power_limit_w": None}
+    assert _parse("--metrics-port", "9464", "--gpu-power-limit", "700")["gpu_power_limit_w"] == 700.0
     assert _parse("--metrics-port", "0", "--metrics-host", "0.0.0.0", "--linger", "2")["metrics_linger_s"] == 2.0
 
 
@@ -296,6 +303,8 @@ def test_cli_flags_fill_the_run_config():
     (["--metrics-host", "0.0.0.0"], "need --metrics-port"),
     (["--metrics-port", "70000"], "0-65535"),
     (["--metrics-port", "9464", "--linger", "-1"], ">= 0"),
+    (["--gpu-power-limit", "700"], "need --metrics-port"),
+    (["--metrics-port", "9464", "--gpu-power-limit", "0"], "power limit per GPU in W"),
 ])
 def test_cli_flags_reject_bad_values(argv, message):
     from loadgen.errors import UsageError
@@ -344,3 +353,62 @@ def test_cli_service_reports_a_busy_port_as_a_usage_error():
                 await service.start()
 
     asyncio.run(scenario())
+
+
+# --- cells and runs identifiable ---------------------------------------------------------------------------
+
+def test_open_loop_cells_of_one_prompt_length_have_their_own_series():
+    exp = LiveExporter("r1")
+    for rate, tok_s in ((20.0, 900.0), (40.0, 1700.0)):
+        cell = CellKey(context_tokens=60, concurrency=0, request_rate=rate)
+        exp.cell_started(cell, "r1")
+        exp.record(make_record(cell=cell))
+        exp.cell_finished(cell, {"output_tok_s": tok_s})
+    for rate, tok_s in (("20", 900.0), ("40", 1700.0)):
+        labels = {"run": "r1", "concurrency": "0", "context_tokens": "60", "request_rate": rate}
+        assert value(exp, "loadgen_output_tokens_total", **labels) == 11
+        assert value(exp, "loadgen_cell_output_tokens_per_second", **labels) == tok_s
+
+
+def test_run_info_carries_the_label_the_target_and_its_speculative_settings():
+    exp = LiveExporter("r1", label="B300_b16t8")
+    exp.describe_target({"model": "kimi", "engine": "sglang", "fingerprint": "f00d",
+                         "server_info": {"speculative_algorithm": "DDTREE", "speculative_ddtree_budget": 16,
+                                         "speculative_eagle_topk": 8}})
+    assert value(exp, "loadgen_run_info", run="r1", label="B300_b16t8", model="kimi", engine="sglang",
+                 fingerprint="f00d", spec_algorithm="DDTREE", spec_budget="16", spec_topk="8", spec_draft_tokens="",
+                 spec_steps="", spec_block_size="") == 1
+    exp.cell_started(CELL, "r2")  # a sweep's next run: one info series, for the current run
+    infos = [s for f in exp.registry.collect() if f.name == "loadgen_run_info" for s in f.samples]
+    assert [s.labels["run"] for s in infos] == ["r2"]
+
+
+def test_the_power_limit_comes_from_the_flag_else_from_the_telemetry():
+    power = {"power": {"source": "nvml", "gpus": 8, "limit_w_total": 5600.0}}
+    told = LiveExporter("r1", gpu_power_limit_w=1100.0)
+    told.cell_started(CELL, "r1")
+    told.cell_finished(CELL, power)
+    assert value(told, "loadgen_gpu_power_limit_watts", run="r1", source="flag") == 1100.0
+    assert value(told, "loadgen_gpu_power_limit_watts", run="r1", source="nvml") is None
+    read = LiveExporter("r1")
+    read.cell_started(CELL, "r1")
+    assert value(read, "loadgen_gpu_power_limit_watts", run="r1", source="nvml") is None
+    read.cell_finished(CELL, power)
+    assert value(read, "loadgen_gpu_power_limit_watts", run="r1", source="nvml") == 700.0
+
+
+def test_cells_carry_their_start_and_end_and_the_run_its_end(exp):
+    before = time.time()
+    nxt = CellKey(context_tokens=60, concurrency=8)
+    exp.cell_started(nxt, "r1")
+    exp.cell_finished(nxt, {"requests": {"ok": 3, "failed": 1}, "ttft_s": {"p99": 0.4}})
+    labels = {**LABELS, "concurrency": "8"}
+    start = value(exp, "loadgen_cell_start_timestamp_seconds", **labels)
+    end = value(exp, "loadgen_cell_end_timestamp_seconds", **labels)
+    assert before <= start <= end <= time.time()
+    assert value(exp, "loadgen_cell_ok_requests", **labels) == 3
+    assert value(exp, "loadgen_cell_failed_requests", **labels) == 1
+    assert value(exp, "loadgen_cell_ttft_p99_seconds", **labels) == 0.4
+    assert value(exp, "loadgen_run_active", run="r1") == 1
+    exp.close()
+    assert value(exp, "loadgen_run_active", run="r1") == 0

@@ -78,6 +78,10 @@ def supervisor(tmp_path):
         s.stop()
 
 
+# --crash-after counts generations: the readiness gate's 3 (--wait-ready) and the sizing probe come first
+GATE = 3
+
+
 def run(url: str, out: Path, *extra: str):
     return run_loadgen("--url", url, "--concurrency", "4,8", "--contexts", "60", "--max-tokens", "48",
                        "--requests-per-cell", str(PLANNED), "--out", str(out), "--server-metrics", "off", *extra,
@@ -85,7 +89,7 @@ def run(url: str, out: Path, *extra: str):
 
 
 def test_wait_remeasures_the_cell_when_the_server_is_back(supervisor, tmp_path):
-    sup = supervisor(["--crash-after", "9"], [], delay_s=0.5)
+    sup = supervisor(["--crash-after", str(9 + GATE)], [], delay_s=0.5)
     out = tmp_path / "r.json"
     proc = run(sup.url, out, "--on-server-down", "wait", "--server-wait-timeout", "30")
     assert proc.returncode == 0, proc.stderr
@@ -114,7 +118,7 @@ def test_wait_remeasures_the_cell_when_the_server_is_back(supervisor, tmp_path):
 
 
 def test_wait_gives_up_when_the_server_stays_down(sim_factory, tmp_path):
-    sim = sim_factory("--speed", "8", "--crash-after", "9")
+    sim = sim_factory("--speed", "8", "--crash-after", str(9 + GATE))
     out = tmp_path / "r.json"
     t0 = time.monotonic()
     proc = run(sim.url, out, "--on-server-down", "wait", "--server-wait-timeout", "1.5")
@@ -131,7 +135,7 @@ def test_wait_gives_up_when_the_server_stays_down(sim_factory, tmp_path):
 
 
 def test_stop_writes_results_and_skips_the_rest(sim_factory, tmp_path):
-    sim = sim_factory("--speed", "8", "--crash-after", "9")
+    sim = sim_factory("--speed", "8", "--crash-after", str(9 + GATE))
     out = tmp_path / "r.json"
     proc = run(sim.url, out)  # stop is the default
     assert proc.returncode == 1
@@ -146,7 +150,7 @@ def test_stop_writes_results_and_skips_the_rest(sim_factory, tmp_path):
 
 
 def test_skip_goes_on_to_the_next_cell(sim_factory, tmp_path):
-    sim = sim_factory("--speed", "8", "--crash-after", "9")
+    sim = sim_factory("--speed", "8", "--crash-after", str(9 + GATE))
     out = tmp_path / "r.json"
     proc = run(sim.url, out, "--on-server-down", "skip")
     assert proc.returncode == 1
@@ -163,7 +167,7 @@ def test_skip_goes_on_to_the_next_cell(sim_factory, tmp_path):
 
 
 def test_connection_errors_are_bounded_not_spun(sim_factory, tmp_path):
-    sim = sim_factory("--speed", "8", "--crash-after", "3")
+    sim = sim_factory("--speed", "8", "--crash-after", str(3 + GATE))
     out = tmp_path / "r.json"
     proc = run_loadgen("--url", sim.url, "--concurrency", "4", "--contexts", "60", "--max-tokens", "48",
                        "--requests-per-cell", "400", "--out", str(out), "--server-metrics", "off",

@@ -163,7 +163,7 @@ def test_drain_timeout_cancels_what_is_left(loadgen, sim_factory):
 
 
 def test_interrupt_while_waiting_for_the_server(loadgen, sim_factory):
-    sim = sim_factory("--speed", "8", "--crash-after", "3")
+    sim = sim_factory("--speed", "8", "--crash-after", "6")  # after the readiness gate's 3, the probe and 2 more
     lg = loadgen("--url", sim.url, *LONG, "--on-server-down", "wait", "--server-wait-timeout", "60")
     deadline = time.monotonic() + 20
     while "waiting up to 60 s for the server to come back" not in lg.stderr():

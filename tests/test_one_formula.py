@@ -62,7 +62,8 @@ def live(records: list[Record], cell: CellKey, summary: dict | None = None) -> L
 
 
 def sample(exp: LiveExporter, name: str, cell: CellKey = CLOSED, **extra) -> float | None:
-    labels = {"run": "r1", "concurrency": str(cell.concurrency), "context_tokens": str(cell.context_tokens)}
+    labels = {"run": "r1", "concurrency": str(cell.concurrency), "context_tokens": str(cell.context_tokens),
+              "request_rate": "" if cell.request_rate is None else f"{cell.request_rate:g}"}
     return exp.registry.get_sample_value(name, labels | extra)
 
 
@@ -132,7 +133,7 @@ def test_achieved_request_rate_is_the_results_figure():
     assert summary["achieved_request_rate"] == achieved_request_rate(recs) == pytest.approx(4 / 0.6)
     assert summary["schedule_request_rate"] == pytest.approx(4 / 0.4)
     exp = live(recs, OPEN, summary)
-    assert exp.registry.get_sample_value("loadgen_achieved_request_rate", {"run": "r1"}) == \
+    assert exp.registry.get_sample_value("loadgen_achieved_requests_per_second", {"run": "r1"}) == \
         summary["achieved_request_rate"]
     assert "achieved_request_rate" not in summarize(RECORDS)  # closed-loop cells have no target rate
 

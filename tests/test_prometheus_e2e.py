@@ -1,10 +1,13 @@
-"""End to end against a real Prometheus (Debian's 2.42 in CI).
+"""End to end against a real Prometheus (Debian's 2.42 in CI), read the way Grafana reads it, after the run.
 
-A simulator (SGLang-named /metrics plus a DCGM-compatible endpoint) and a real `loadgen` run with its live
-exporter are scraped every second by a Prometheus on a free loopback port, with our rule files loaded. Then
-every query of every dashboard panel, every recording rule and every variable query must return data
-through the HTTP API, every rule must evaluate without error, and what Prometheus scraped from the exporter
-must agree with the run's results JSON.
+A simulator (SGLang-named /metrics plus a DCGM-compatible endpoint that, like dcgm-exporter's stock counters,
+exports no power limit) and a real `loadgen` run with its live exporter (two 30 s cells, `--label`,
+`--gpu-power-limit`) are scraped every second by a Prometheus on a free loopback port, with our rule files
+loaded. Once loadgen has exited, every panel query of every dashboard is evaluated as Grafana would: instant
+targets as instant queries at the end of the time range, range targets over it; each must return data, and the
+per-cell panels must equal the run's results JSON within 2 %. Every recording rule and variable query returns
+data, every rule evaluates without error, nothing fires after the run, and the cell annotations span each
+cell.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from exporters.cell_results import CELL_RESULTS, summary_value
+
 ROOT = Path(__file__).resolve().parents[1]
 PROMETHEUS = shutil.which("prometheus")
 PROMTOOL = shutil.which("promtool")
@@ -48,13 +53,14 @@ def _load_generator():
 
 GEN = _load_generator()
 DASHBOARDS = [json.loads(p.read_text()) for p in sorted((ROOT / "grafana" / "dashboards").glob("*.json"))]
-PANEL_QUERIES = [(d["uid"], title, ref, expr) for d in DASHBOARDS for title, ref, expr in GEN.panel_queries(d)]
+PANEL_TARGETS = [(d["uid"], p["title"], t["refId"], t["expr"], t["instant"]) for d in DASHBOARDS
+                 for p in d["panels"] for t in p.get("targets", [])]
 VARIABLE_QUERIES = sorted({(v["name"], v["definition"]) for d in DASHBOARDS
                            for v in d["templating"]["list"] if v["type"] == "query"})
 RECORDING_RULES = [(r["record"], r["expr"]) for path in RULE_FILES
                    for g in yaml.safe_load(path.read_text())["groups"] for r in g["rules"] if "record" in r]
 # what Grafana would send with every variable on "All"; the rate interval is 10 scrapes
-ALL = {"__rate_interval": "10s", "__interval": "2s", "run": ".*", "concurrency": ".*", "context_tokens": ".*",
+ALL = {"__rate_interval": "10s", "__interval": "2s", "label": ".*", "run": ".*", "concurrency": ".*", "context_tokens": ".*",
        "model": ".*", "instance": ".*", "gpu": ".*"}
 
 
@@ -104,12 +110,15 @@ def prometheus_config(ports: dict[str, int]) -> dict:
     }
 
 
+CELL_S = 30  # long enough for the live-rate rule (it reads a cell once it is 25 s old)
+LIMIT_W = 1100.0
+
+
 def loadgen_argv(sim_port: int, dcgm_port: int, metrics_port: int, out: Path) -> list[str]:
-    # a timed cell: at --speed 8 a 40-request cell ends in ~0.4 s, before a single 1 s scrape sees it active
-    return [sys.executable, "-m", "loadgen", "--url", f"http://127.0.0.1:{sim_port}", "--concurrency", "4",
-            "--contexts", "60", "--max-tokens", "64", "--duration-per-cell", "6", "--metrics-port",
-            str(metrics_port), "--linger", "5", "--dcgm", f"http://127.0.0.1:{dcgm_port}/metrics",
-            "--out", str(out)]
+    return [sys.executable, "-m", "loadgen", "--url", f"http://127.0.0.1:{sim_port}", "--concurrency", "2,4",
+            "--contexts", "60", "--max-tokens", "64", "--duration-per-cell", str(CELL_S), "--metrics-port",
+            str(metrics_port), "--linger", "3", "--dcgm", f"http://127.0.0.1:{dcgm_port}/metrics",
+            "--label", "e2e-b8", "--gpu-power-limit", f"{LIMIT_W:g}", "--out", str(out)]
 
 
 @dataclass
@@ -130,6 +139,16 @@ class Stack:
         """The expression over the whole run (and its linger), one point per second."""
         return self.api("query_range", {"query": expr, "start": self.start, "end": self.end, "step": "1"})["result"]
 
+    def query(self, expr: str) -> list[dict]:
+        """The expression at the end of the time range (after loadgen has exited), as an instant panel reads it."""
+        return self.api("query", {"query": expr, "time": self.end})["result"]
+
+    def grafana(self, expr: str, instant: bool) -> list[dict]:
+        """A panel target as Grafana evaluates it over [start, end], its variables on "All"."""
+        values = {**ALL, "__range": f"{math.ceil(self.end - self.start)}s"}
+        expr = GEN.substitute(expr, values)
+        return self.query(expr) if instant else self.query_range(expr)
+
     def last(self, expr: str) -> float:
         """The last finite value of a single-series expression during the run."""
         (series,) = self.query_range(expr)
@@ -137,7 +156,9 @@ class Stack:
 
 
 def finite_points(result: list[dict]) -> int:
-    return sum(math.isfinite(float(v)) for s in result for _, v in s["values"])
+    """Finite values of a range ("values") or instant ("value") result."""
+    points = [v for s in result for _, v in s.get("values", [s["value"]] if "value" in s else [])]
+    return sum(math.isfinite(float(v)) for v in points)
 
 
 @pytest.fixture(scope="module")
@@ -155,7 +176,8 @@ def stack(tmp_path_factory):
 
     try:
         sim, sim_log = start("sim", [sys.executable, "-m", "loadgen", "sim", "--port", str(ports["sglang"]),
-                                     "--dcgm-port", str(ports["dcgm"]), "--gpus", "2", "--speed", "8"])
+                                     "--dcgm-port", str(ports["dcgm"]), "--gpus", "2", "--speed", "8",
+                                     "--dcgm-no-limit"])
         wait_http(f"http://127.0.0.1:{ports['sglang']}/health", sim, sim_log)
         wait_http(f"http://127.0.0.1:{ports['dcgm']}/metrics", sim, sim_log)
         config = tmp / "prometheus.yml"
@@ -172,7 +194,7 @@ def stack(tmp_path_factory):
         run = subprocess.run(loadgen_argv(ports["sglang"], ports["dcgm"], ports["loadgen"], out), cwd=ROOT,
                              capture_output=True, text=True, timeout=120, check=False)
         assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
-        time.sleep(2)  # the rules evaluate the last scrapes
+        time.sleep(3)  # loadgen has exited: Prometheus marks its series stale, the rules evaluate once more
         yield Stack(prom_url, start_s, time.time(), json.loads(out.read_text()))
     finally:
         for proc in reversed(procs):
@@ -189,12 +211,11 @@ def test_every_target_was_scraped(stack):
         assert stack.query_range(f'max(up{{job="{job}"}}) == 1'), f"{job} never up"
 
 
-@pytest.mark.parametrize("uid,title,ref,expr", PANEL_QUERIES,
-                         ids=[f"{uid}/{title}/{ref}" for uid, title, ref, _ in PANEL_QUERIES])
-def test_every_dashboard_query_returns_data(stack, uid, title, ref, expr):
-    values = {**ALL, "__range": f"{math.ceil(stack.end - stack.start)}s"}
-    result = stack.query_range(GEN.substitute(expr, values))
-    assert finite_points(result) > 0, f"no data: {GEN.substitute(expr, values)}"
+@pytest.mark.parametrize("uid,title,ref,expr,instant", PANEL_TARGETS,
+                         ids=[f"{uid}/{title}/{ref}" for uid, title, ref, _, _ in PANEL_TARGETS])
+def test_every_panel_returns_data_after_the_run(stack, uid, title, ref, expr, instant):
+    result = stack.grafana(expr, instant)
+    assert finite_points(result) > 0, f"no data ({'instant' if instant else 'range'}): {expr}"
 
 
 @pytest.mark.parametrize("record,expr", RECORDING_RULES, ids=[r for r, _ in RECORDING_RULES])
@@ -220,13 +241,94 @@ def test_every_variable_query_returns_values(stack, name, definition):
     assert values, f"{name}: {definition} gives nothing"
 
 
-def test_exporter_agrees_with_the_results_json(stack):
-    (cell,) = stack.results["cells"]
-    sel = f'run=~".+", concurrency="{cell["concurrency"]}", context_tokens="{cell["context_tokens"]}"'
-    assert stack.last(f'sum(loadgen_requests_total{{{sel}, outcome="ok"}})') == cell["requests"]["ok"]
-    assert stack.last(f"sum(loadgen_output_tokens_total{{{sel}}})") == cell["output_tokens"]
-    assert stack.last(f"max(loadgen_cell_output_tokens_per_second{{{sel}}})") == pytest.approx(cell["output_tok_s"])
-    assert stack.last(f"max(loadgen_accept_length{{{sel}}})") == pytest.approx(cell["accept_length"]["value"])
+def _dashboard(uid: str) -> dict:
+    return next(d for d in DASHBOARDS if d["uid"] == uid)
+
+
+def _cell_of(results: dict, labels: dict) -> dict:
+    (cell,) = [c for c in results["cells"] if str(c["concurrency"]) == labels["concurrency"]
+               and str(c["context_tokens"]) == labels["context_tokens"] and c.get("request_rate") is None]
+    return cell
+
+
+PER_CELL_METRIC = re.compile(r"last_over_time\((loadgen_\w+)\{")
+
+
+def test_per_cell_panels_equal_the_results_json_after_the_run(stack):
+    """The finished-cells table and every per-cell bar gauge: one value per cell, the results JSON's within 2 %."""
+    paths = {name: path for path, name, _ in CELL_RESULTS.values()}
+    per_cell = [p for d in DASHBOARDS for p in d["panels"] if p["type"] in ("table", "bargauge")]
+    compared = 0
+    for panel in per_cell:
+        for t in panel["targets"]:
+            metric = PER_CELL_METRIC.search(t["expr"]).group(1)
+            if metric not in paths:
+                continue  # loadgen_run_info: checked below
+            result = stack.grafana(t["expr"], t["instant"])
+            assert len(result) == len(stack.results["cells"]), (panel["title"], metric, result)
+            for series in result:
+                expected = summary_value(_cell_of(stack.results, series["metric"]), paths[metric])
+                assert expected is not None, (panel["title"], metric)
+                assert float(series["value"][1]) == pytest.approx(expected, rel=0.02, abs=1e-9), (panel["title"], metric)
+                compared += 1
+    assert compared >= 20 * len(stack.results["cells"]) - 1
+
+
+def test_run_info_identifies_the_run_by_label_model_and_settings(stack):
+    (info,) = stack.query(f'last_over_time(loadgen_run_info[{math.ceil(stack.end - stack.start)}s])')
+    labels = info["metric"]
+    assert labels["label"] == "e2e-b8" and labels["run"] == stack.results["cells"][0]["run_id"]
+    assert labels["engine"] == "sglang" and labels["model"] and labels["spec_algorithm"] == "DDTREE"
+    assert labels["spec_budget"] == "8" and labels["spec_topk"] == "4"
+
+
+def test_the_power_limit_comes_from_the_flag_when_dcgm_exports_none(stack):
+    (ratio,) = stack.grafana(next(t["expr"] for p in _dashboard("loadgen-gpu-power")["panels"]
+                                  if p["title"].startswith("Power / limit") for t in p["targets"]), instant=False)
+    assert ratio["metric"] == {"source": "flag"}
+    limits = stack.query_range("instance_gpu:gpu_power_limit_watts:best")
+    assert len(limits) == 2 and all(float(v) == LIMIT_W for s in limits for _, v in s["values"])
+
+
+def test_cell_annotations_span_each_cell(stack):
+    """The dashboards' cell annotation: one region per cell, from its start to its end (within two scrapes)."""
+    dash = _dashboard("loadgen-run-overview")
+    (cells,) = [a for a in dash["annotations"]["list"] if a.get("name") == "Cells"]
+    regions = stack.grafana(cells["expr"], instant=False)
+    assert len(regions) == len(stack.results["cells"])
+    span = f"{math.ceil(stack.end - stack.start)}s"
+    for region in regions:
+        sel = ", ".join(f'{k}="{v}"' for k, v in region["metric"].items())
+        (start,) = stack.query(f"last_over_time(loadgen_cell_start_timestamp_seconds{{{sel}}}[{span}])")
+        (end,) = stack.query(f"last_over_time(loadgen_cell_end_timestamp_seconds{{{sel}}}[{span}])")
+        first, last = region["values"][0][0], region["values"][-1][0]
+        assert abs(first - float(start["value"][1])) <= 2.5 and abs(last - float(end["value"][1])) <= 2.5
+        assert last - first >= CELL_S - 3
+
+
+def test_nothing_fires_after_the_run(stack):
+    assert stack.query('ALERTS{alertstate="firing"}') == []
+
+
+def test_compute_idle_is_caught_within_a_cell_with_the_flag_s_limit(stack):
+    """The simulated GPUs draw at most 450 W of the 1100 W that only --gpu-power-limit tells: 15 s into a 30 s
+    cell the alert is pending (it fires 15 s later, at the cell's end at the earliest), and after the run it is
+    gone."""
+    states = stack.query_range('ALERTS{alertname="GPUComputeIdleUnderLoad"}')
+    assert states, "never pending during the run"
+    assert {s["metric"]["alertstate"] for s in states} <= {"pending", "firing"}
+    first = min(t for s in states for t, _ in s["values"])
+    assert first - stack.start <= CELL_S + 10  # within the first cell (after loadgen's start-up)
+    assert stack.query('ALERTS{alertname="GPUComputeIdleUnderLoad"}') == []
+
+
+def test_the_finished_run_becomes_its_configuration_s_baseline(stack):
+    baseline = stack.query("config:loadgen_cell_output_tokens_per_second:median7d")
+    assert len(baseline) == len(stack.results["cells"])
+    for series in baseline:
+        assert series["metric"]["label"] == "e2e-b8"
+        expected = _cell_of(stack.results, series["metric"])["output_tok_s"]
+        assert float(series["value"][1]) == pytest.approx(expected, rel=1e-9)
 
 
 def test_promtool_check_config_and_rules(tmp_path):

@@ -70,11 +70,49 @@ def test_every_alert_has_severity_summary_description():
         assert len(a["annotations"]["description"]) > 40, a["alert"]
 
 
-def test_the_issue_s_alerts_are_all_there():
+def test_the_expected_alerts_are_all_there():
     names = {a["alert"] for a in rules("alert")}
     assert {"SGLangServerDown", "LoadgenRequestsFailing", "LoadgenTTFTAboveSLO", "LoadgenThroughputBelowBaseline",
             "SpecDecodeAcceptLengthLow", "GPUPowerNearLimit", "GPUComputeIdleUnderLoad", "SGLangQueueBuilding",
-            "LoadgenClientSaturated"} <= names
+            "LoadgenClientSaturated", "GPUXidError", "GPUThrottled"} <= names
+
+
+def _gated(expr: str, recorded: dict[str, str], depth: int = 0) -> bool:
+    """The expression (or a recording rule it reads) requires a measuring run or an active cell."""
+    if "loadgen_run_active" in expr or "loadgen_cell_active" in expr:
+        return True
+    return depth < 3 and any(name in expr and _gated(body, recorded, depth + 1) for name, body in recorded.items())
+
+
+def test_every_alert_is_gated_on_a_measuring_run_or_an_active_cell():
+    recorded = {r["record"]: r["expr"] for r in rules("record")}
+    for a in rules("alert"):
+        assert _gated(a["expr"], recorded), f"{a['alert']} could fire after a run has ended"
+
+
+def _seconds(duration: str) -> float:
+    value, unit = re.fullmatch(r"(\d+)([smh])", duration).groups()
+    return int(value) * {"s": 1, "m": 60, "h": 3600}[unit]
+
+
+def test_cell_alerts_can_fire_within_a_45_s_cell():
+    """A rate window plus its gate plus `for:` must fit in a 45 s cell (60 s for the baseline)."""
+    by_name = {a["alert"]: a for a in rules("alert")}
+    for name, cell_s in (("LoadgenTTFTAboveSLO", 45), ("LoadgenRequestsFailing", 45),
+                         ("GPUComputeIdleUnderLoad", 45), ("LoadgenThroughputBelowBaseline", 60)):
+        assert _seconds(by_name[name].get("for", "0s")) <= cell_s / 3, name
+    for r in rules("record"):
+        for window in re.findall(r"\[(\d+[smh])\]", r["expr"]):
+            assert _seconds(window) <= 30 or r["record"].endswith("median7d") or "limit" in r["record"], r["record"]
+
+
+def test_the_benchmark_scale_cases_have_promtool_tests():
+    names = " | ".join(t["name"] for t in yaml.safe_load(TEST_FILE.read_text())["tests"])
+    for needle in ("LoadgenTTFTAboveSLO fires within a 45 s cell", "LoadgenRequestsFailing fires within a 45 s cell",
+                   "GPUComputeIdleUnderLoad fires within a 45 s cell", "quiet after the run",
+                   "2x slowdown within one 60 s cell", "the current run is left out of its own baseline",
+                   "one lag spike at the end of a run"):
+        assert needle in names, needle
 
 
 def test_each_alert_has_a_firing_and_a_quiet_promtool_test():

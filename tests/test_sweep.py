@@ -164,8 +164,8 @@ def test_three_configurations_measured_on_the_right_servers(bench):
     assert rep.returncode == 0, rep.stderr
     for name in ("output_tok_s.png", "request_tok_s.png", "accept_length.png"):
         assert (plots / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert not (plots / "tokens_per_joule.png").exists()
-    assert "tokens_per_joule.png not written: no cell has power data" in rep.stdout
+    assert not (plots / "power.png").exists()
+    assert "power.png not written: no cell has power data" in rep.stdout
 
 
 RACE = """

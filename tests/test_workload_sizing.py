@@ -42,9 +42,40 @@ def test_relabel_keeps_the_length_and_changes_only_the_number():
     out = relabel(body, 3, 1234)
     assert out["messages"][0]["content"] == unique_prefix("run", 60, 4, 1234) + "text"
     assert len(out["messages"][0]["content"]) == len(body["messages"][0]["content"])
-    assert body["messages"][0]["content"].endswith("#00000003]\ntext")  # the original is not changed
+    assert body["messages"][0]["content"] == unique_prefix("run", 60, 4, 3) + "text"  # the original is not changed
+
+
+def test_prompts_differ_from_their_first_digit_group_on():
+    """The unique part comes first: a cell's requests, other cells and other runs differ in the tag's first
+    three digits (the first token after the chat template on tokenizers that group digits by three)."""
+    cell = [unique_prefix("run", 60, 1, i) for i in range(200)]
+    assert len({p[:3] for p in cell[:64]}) == 64
+    assert len({p[:3] for p in cell}) >= 190
+    others = [unique_prefix("run", 60, 2, 0), unique_prefix("run", 128, 1, 0), unique_prefix("run2", 60, 1, 0)]
+    assert len({p[:3] for p in [cell[0], *others]}) == 4
+    assert all(re.match(r"\d{8} \[run", p) for p in cell)
+
+
+def test_relabel_leaves_a_prompt_without_a_tag_alone():
+    body = {"prompt": "no tag here", "model": "m"}
+    assert relabel(body, 3, 9)["prompt"] == "no tag here"
 
 
 def test_a_cut_that_jumps_past_the_target_is_padded():
     texts, counts = asyncio.run(fit_prompts(["p"], ["x " * 50], [10], heavy_x))  # p=1, each x=2: 9 or 11
     assert counts == [10] and texts[0].endswith(" .")
+
+
+async def whole_chat_request(texts: list[str]) -> list[int]:
+    """A whole chat request counted at once: the text's last symbols merge with the template's closing
+    ("… .<|im_end|>" is one piece), so a " ." pad adds no token, and a trailing space joins the template too."""
+    return [len(re.findall(r" ?\w+| ?[^\w\s]+|\s+(?!\S)|\s+", "<|im_start|>user\n" + t + "<|im_end|>\n")) for t in texts]
+
+
+@pytest.mark.parametrize("target", [40, 41, 60, 97, 128])
+def test_exact_where_the_text_merges_with_the_template(target):
+    prefixes = [unique_prefix("run", target, 1, i) for i in range(4)]
+    bodies = [BODY, BODY[3:], "x y. z, " * 80, "word " * 200]
+    texts, counts = asyncio.run(fit_prompts(prefixes, bodies, [target] * 4, whole_chat_request))
+    assert counts == [target] * 4
+    assert all(t.startswith(p) for t, p in zip(texts, prefixes))

@@ -5,6 +5,7 @@
     transport  H1Transport (default) | AiohttpTransport (--http-client aiohttp)
     sinks      JSONL records, the server-down guard, the live exporter (--metrics-port)
     policies   ServerDownPolicy (--on-server-down), Interrupts (--drain-timeout)
+    preflight  TelemetryPreflight (requested sources answer), ReadyWait (--wait-ready)
     telemetry  TelemetryPlan (server metrics, log lines, DCGM/NVML)
     services   the log command, the worker pool, the exporter: they live as long as the run
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 from loadgen.cli.exporter import live_exporter
 from loadgen.cli.telemetry import TelemetryPlan
+from loadgen.cli.telemetry_checks import TelemetryPreflight
 from loadgen.client.config import ClientConfig
 from loadgen.config import RunConfig
 from loadgen.console import log
@@ -24,9 +26,11 @@ from loadgen.results.document import ResultsFile
 from loadgen.run.control import RunControl
 from loadgen.run.drivers import ClosedLoop, Driver, OpenLoop
 from loadgen.run.interrupts import Interrupts
+from loadgen.run.ready_wait import ReadyWait
 from loadgen.run.runner import CellCheck, Runner, RunParts, Service, new_run_id
 from loadgen.run.server_down import ServerDownPolicy, ServerGuard
 from loadgen.run.transport import AiohttpTransport, H1Transport, Transport
+from loadgen.schedule.throttle import StartGate
 from loadgen.sinks.base import Sink
 from loadgen.sinks.jsonl import JsonlSink, requests_path
 
@@ -45,7 +49,8 @@ def make_driver(cfg: RunConfig, url: str, headers: dict, transport: Transport, g
             log("--workers: open-loop cells run in the main process")
         driver: Driver = OpenLoop(cfg, transport)
     else:
-        driver = ClosedLoop(cfg, transport, pause=guard.pause)
+        rate = cfg.workload.max_request_rate
+        driver = ClosedLoop(cfg, transport, pause=guard.pause, gate=StartGate(rate) if rate else None)
         if par.workers > 1:
             pool = WorkerPool(par.workers, cfg, url, headers)
             services.append(pool)
@@ -65,13 +70,13 @@ def build_runner(cfg: RunConfig, url: str, *, sinks: list[Sink] | None = None, r
     headers = cfg.auth_headers()
     control = RunControl()
     guard = ServerGuard(url, control, cfg.faults.server_down_after)
-    sinks = [*(extra_sinks or []), *([JsonlSink(requests_path(cfg.out))] if sinks is None else sinks)]
+    sinks = [*(extra_sinks or []), *([JsonlSink(requests_path(cfg.out), label=cfg.label)] if sinks is None else sinks)]
     sinks.append(guard)
     telemetry = TelemetryPlan(cfg.telemetry)
     services: list[Service] = [telemetry.log_command] if telemetry.log_command else []
     transport = make_transport(cfg, url, headers)
     driver = make_driver(cfg, url, headers, transport, guard, services)
-    exporter = live_exporter(run_id, cfg.exporter)
+    exporter = live_exporter(run_id, cfg.exporter, cfg.label)
     if exporter is not None:
         sinks.append(exporter[0])
         services.append(exporter[1])
@@ -79,5 +84,6 @@ def build_runner(cfg: RunConfig, url: str, *, sinks: list[Sink] | None = None, r
         driver=driver, transport=transport, control=control, sinks=sinks, telemetry=telemetry,
         server_down=ServerDownPolicy(cfg.faults, guard, control, timed_cells=bool(cfg.duration_per_cell_s)),
         services=services, checks=checks or [],
+        preflight=[TelemetryPreflight(cfg.telemetry), ReadyWait(cfg.wait_ready_s, cfg.api, cfg.model, headers, control)],
         interrupts=Interrupts(control, cfg.faults.drain_timeout_s, cfg.out))
     return Runner(cfg, url, parts, results or ResultsFile(cfg.out), run_id, headers)

@@ -86,14 +86,17 @@ def check_api(api: str) -> str:
 
 
 def check_out_path(path: str) -> str:
-    """The results path, checked by creating (and removing) a file beside it: the only test that holds for
-    root, read-only mounts and ACLs alike."""
+    """The results path, its missing folders created, checked by creating (and removing) a file beside it:
+    the only test that holds for root, read-only mounts and ACLs alike."""
     directory = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
         raise UsageError(f"--out {path} is a directory; give a file name, e.g. {os.path.join(path, 'run.json')}")
-    if not os.path.isdir(directory):
-        what = "is not a directory" if os.path.exists(directory) else "does not exist"
-        raise UsageError(f"--out {path}: {directory} {what}; create the directory or choose another path")
+    try:
+        os.makedirs(directory, exist_ok=True)  # like the default --out, which creates results/
+    except OSError as exc:
+        why = "is not a directory" if isinstance(exc, (FileExistsError, NotADirectoryError)) else exc.strerror
+        raise UsageError(f"--out {path}: cannot create the folder {directory} ({why}); choose another path") \
+            from None
     try:
         with tempfile.NamedTemporaryFile(dir=directory, prefix=".loadgen-check-"):
             pass
@@ -127,3 +130,20 @@ def parse_workers(text: str) -> int | str:
     if n < 1:
         raise UsageError(f"--workers {n}: must be ≥ 1 (1 = this process only)")
     return n
+
+
+def check_temperature(value: float) -> float:
+    if not (math.isfinite(value) and value >= 0):
+        raise UsageError(f"--temperature {value:g}: must be a finite number ≥ 0 (0 = greedy), e.g. 0 or 0.7")
+    return value
+
+
+def trust_config(a, cfg) -> None:
+    """--force, --max-failed-fraction, --wait-ready onto the run's config."""
+    f = a.max_failed_fraction
+    if not (math.isfinite(f) and 0 <= f <= 1):
+        raise UsageError(f"--max-failed-fraction {f:g}: must be between 0 and 1, e.g. 0.01 (1%)")
+    w = a.wait_ready
+    if not (math.isfinite(w) and w >= 0):
+        raise UsageError(f"--wait-ready {w:g}: must be ≥ 0 seconds (0 = fail at once), e.g. 600")
+    cfg.force, cfg.max_failed_fraction, cfg.wait_ready_s = a.force, f, w

@@ -23,6 +23,8 @@ class ExporterService:
             raise UsageError(f"--metrics-port {self.cfg.metrics_port}: cannot listen on "
                              f"{self.cfg.metrics_host}:{self.cfg.metrics_port}: {exc.strerror or exc}; "
                              "pick another port") from None
+        if target is not None:
+            self.exporter.describe_target(target.as_dict())
         log(f"live metrics on http://{self.exporter.host}:{self.exporter.port}/metrics")
 
     async def close(self, finished: bool) -> None:
@@ -31,9 +33,12 @@ class ExporterService:
         await self.exporter.aclose()
 
 
-def live_exporter(run_id: str, cfg: ExporterConfig) -> tuple[LiveExporter, ExporterService] | None:
-    """The exporter (a sink) and its lifetime (a service), or None without --metrics-port."""
+def live_exporter(run_id: str, cfg: ExporterConfig,
+                  label: str | None = None) -> tuple[LiveExporter, ExporterService] | None:
+    """The exporter (a sink) and its lifetime (a service), or None without --metrics-port. `label` (--label)
+    goes on loadgen_run_info."""
     if cfg.metrics_port is None:
         return None
-    exporter = LiveExporter(run_id, host=cfg.metrics_host, port=cfg.metrics_port, linger_s=cfg.metrics_linger_s)
+    exporter = LiveExporter(run_id, host=cfg.metrics_host, port=cfg.metrics_port, linger_s=cfg.metrics_linger_s,
+                            label=label, gpu_power_limit_w=cfg.gpu_power_limit_w)
     return exporter, ExporterService(exporter, cfg)

@@ -12,6 +12,7 @@ import sys
 from loadgen.aio import install_uvloop
 from loadgen.cli.assemble import build_runner
 from loadgen.cli.results_commands import compare_main, merge_main, report_main
+from loadgen.cli.resume import Resume, nothing_left
 from loadgen.cli.run_config import config_from_args
 from loadgen.cli.run_options import run_parser
 from loadgen.cli.sim_options import sim_parser
@@ -29,6 +30,9 @@ SUBCOMMANDS = {"sweep": sweep_main, "compare": compare_main, "report": report_ma
 async def run_async(cfg: RunConfig, extra_sinks: list[Sink] | None = None) -> int:
     """One run of the matrix; without --url against the built-in simulator, started here and stopped after.
     `extra_sinks` come before the run's own (a test's probes)."""
+    resume = Resume(cfg)  # before the simulator starts: a refused --out costs nothing
+    if not resume.remaining:
+        return nothing_left(resume)
     sim = None
     url = cfg.url
     if url is None:
@@ -36,7 +40,8 @@ async def run_async(cfg: RunConfig, extra_sinks: list[Sink] | None = None) -> in
         url = sim.url
         log(f"no --url given: started the built-in simulator at {url} ({sim.banner.split('(', 1)[-1].rstrip(')')})")
     try:
-        return await build_runner(cfg, url, extra_sinks=extra_sinks).run()
+        return await build_runner(cfg, url, sinks=[resume.sink], results=resume.results,
+                                  extra_sinks=extra_sinks).run()
     finally:
         if sim is not None:
             await sim.stop()

@@ -12,13 +12,16 @@ from urllib.parse import urlparse
 from loadgen.cli.checks import (
     check_api,
     check_out_path,
+    check_temperature,
     check_url,
     parse_float_list,
     parse_int_list,
     parse_start_at,
     parse_workers,
     positive,
+    trust_config,
 )
+from loadgen.cli.workload_config import workload_config
 from loadgen.config import (
     ExporterConfig,
     FaultsConfig,
@@ -33,20 +36,22 @@ from loadgen.metrics.open_loop import MIN_RAMP_REQUESTS
 from loadgen.parallel.workers import auto_workers
 from loadgen.run.server_down import POLICIES
 from loadgen.telemetry.accept_log import split_command
+from loadgen.workload import lengths
 
 
 def config_from_args(a: argparse.Namespace) -> RunConfig:
     cfg = RunConfig(
         url=check_url(a.url) if a.url else None, api=check_api(a.api), model=a.model,
         concurrency=parse_int_list("--concurrency", a.concurrency),
-        contexts=parse_int_list("--contexts", a.contexts),
-        max_tokens=positive("--max-tokens", a.max_tokens),
+        contexts=parse_int_list("--contexts", lengths.centres("--contexts", a.contexts)[0]),
+        max_tokens=positive("--max-tokens", lengths.centre_int("--max-tokens", a.max_tokens)[0]),
         requests_per_cell=positive("--requests-per-cell", a.requests_per_cell),
         duration_per_cell_s=positive("--duration-per-cell", a.duration_per_cell),
         warmup=positive("--warmup", a.warmup, allow_zero=True),
         label=a.label, seed=a.seed, timeout_s=positive("--timeout", a.timeout),
         idle_timeout_s=positive("--idle-timeout", a.idle_timeout), api_key_env=a.api_key_env,
-        api_key_file=a.api_key_file, prompts_file=a.prompts, temperature=a.temperature, ignore_eos=a.ignore_eos,
+        api_key_file=a.api_key_file, prompts_file=a.prompts, ignore_eos=a.ignore_eos is not False,
+        temperature=check_temperature(a.temperature),
         sim_args=["--speed", str(a.sim_speed), "--budget", str(a.sim_budget), "--topk", str(a.sim_topk)],
     )
     if a.prompts and not os.path.isfile(a.prompts):
@@ -57,6 +62,8 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
     cfg.faults = faults_config(a)
     cfg.parallel = parallel_config(a, cfg)
     cfg.exporter = exporter_config(a)
+    cfg.workload = workload_config(a, cfg, ",".join(map(str, RunConfig(url=None).contexts)))
+    trust_config(a, cfg)
     return cfg
 
 
@@ -203,9 +210,12 @@ def parse_shard(text: str) -> tuple[int, int]:
 
 def exporter_config(a: argparse.Namespace) -> ExporterConfig:
     port, host, linger = a.metrics_port, a.metrics_host, a.linger
+    limit = getattr(a, "gpu_power_limit", None)
+    if limit is not None and not (0 < limit < 1e5):
+        raise UsageError(f"--gpu-power-limit {limit:g}: give the power limit per GPU in W, e.g. 700")
     if port is None:
-        if host is not None or linger is not None:
-            raise UsageError("--metrics-host and --linger need --metrics-port")
+        if host is not None or linger is not None or limit is not None:
+            raise UsageError("--metrics-host, --linger and --gpu-power-limit need --metrics-port")
         return ExporterConfig()
     if not 0 <= port <= 65535:
         raise UsageError(f"--metrics-port {port}: a port is 0-65535 (0 = a free one)")
@@ -213,4 +223,5 @@ def exporter_config(a: argparse.Namespace) -> ExporterConfig:
         raise UsageError(f"--linger {linger:g}: must be >= 0 seconds")
     d = ExporterConfig()
     return ExporterConfig(metrics_port=port, metrics_host=host or d.metrics_host,
-                          metrics_linger_s=d.metrics_linger_s if linger is None else linger)
+                          metrics_linger_s=d.metrics_linger_s if linger is None else linger,
+                          gpu_power_limit_w=limit)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from loadgen.config import ExporterConfig, FaultsConfig, ParallelConfig, RunConfig, TelemetryConfig
+from loadgen.config import ExporterConfig, FaultsConfig, ParallelConfig, RunConfig, TelemetryConfig, WorkloadConfig
 from loadgen.parallel.workers import AUTO_STREAMS_PER_WORKER
 from loadgen.schedule import arrivals
 
@@ -33,13 +33,24 @@ def _ints(values: list[int]) -> str:
 
 def run_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="loadgen", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLES,
+        prog="loadgen", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLES, allow_abbrev=False,
         description="Measure an LLM server over a matrix of concurrency × prompt length "
                     "(subcommands: sim, sweep, compare, report, merge).")
     for add in (target_options, matrix_options, output_options, sim_options, telemetry_options,
-                open_loop_options, server_down_options, interrupt_options, client_options, exporter_options):
+                open_loop_options, workload_options, server_down_options, interrupt_options, client_options, exporter_options,
+                power_limit_options, trust_options):
         add(p)
     return p
+
+
+class NoKeyFlag(argparse.Action):
+    """`--api-key` is refused without echoing its value: a key typed on the command line would show in `ps`
+    and in shell history (and argparse would print it back as an unrecognized argument)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.error("there is no --api-key flag (a key on the command line shows in ps and shell history); put "
+                     "the key in the environment variable named by --api-key-env (default OPENAI_API_KEY) or in "
+                     "--api-key-file")
 
 
 def target_options(p: argparse.ArgumentParser) -> None:
@@ -50,6 +61,7 @@ def target_options(p: argparse.ArgumentParser) -> None:
     t.add_argument("--api-key-env", default=D.api_key_env, metavar="VAR",
                    help="environment variable holding the API key (default %(default)s)")
     t.add_argument("--api-key-file", metavar="FILE", help="read the API key from this file instead")
+    t.add_argument("--api-key", nargs="?", action=NoKeyFlag, help=argparse.SUPPRESS)
 
 
 def matrix_options(p: argparse.ArgumentParser) -> None:
@@ -57,18 +69,21 @@ def matrix_options(p: argparse.ArgumentParser) -> None:
     m.add_argument("--concurrency", default=_ints(D.concurrency),
                    help="comma list of concurrencies (default %(default)s)")
     m.add_argument("--contexts", default=_ints(D.contexts),
-                   help="comma list of prompt lengths in tokens (default %(default)s)")
-    m.add_argument("--max-tokens", type=int, default=D.max_tokens,
-                   help="output tokens per request (default %(default)s)")
-    m.add_argument("--requests-per-cell", type=int, help="measured requests per cell (default max(16, 2×C))")
+                   help="comma list of prompt lengths in tokens (default %(default)s); N±P%% or N±D draws each "
+                        "request's length uniformly around N (seeded, exact per request)")
+    m.add_argument("--max-tokens", default=str(D.max_tokens),
+                   help="output tokens per request (default %(default)s); N±P%% or N±D draws them per request")
+    m.add_argument("--requests-per-cell", type=int, help="measured requests per cell (default max(16, 3×C))")
     m.add_argument("--duration-per-cell", type=float, metavar="S", help="send for S seconds per cell instead")
     m.add_argument("--warmup", type=int, default=D.warmup,
                    help="requests per cell sent first and excluded (default %(default)s)")
-    m.add_argument("--prompts", metavar="FILE", help="JSONL (text/prompt/messages) or text file of prompts")
+    m.add_argument("--prompts", metavar="FILE", help="JSONL (text/prompt/messages) or text file used as a text "
+                   "source: cut into windows of exactly --contexts tokens (to replay rows as they are, use --dataset)")
     m.add_argument("--temperature", type=float, default=D.temperature,
                    help="sampling temperature (default %(default)g)")
-    m.add_argument("--ignore-eos", action=argparse.BooleanOptionalAction, default=D.ignore_eos,
-                   help="make every request produce --max-tokens (default on)")
+    m.add_argument("--ignore-eos", action=argparse.BooleanOptionalAction, default=None,
+                   help="make every request produce its max tokens (default: on for the synthetic matrix; with "
+                        "--dataset on for rows that give a length, off for the others)")
     m.add_argument("--seed", type=int, default=D.seed, help="seed of prompt selection (default %(default)s)")
     m.add_argument("--timeout", type=float, default=D.timeout_s,
                    help="total seconds per request (default %(default)g)")
@@ -126,6 +141,31 @@ def open_loop_options(p: argparse.ArgumentParser) -> None:
                    help="ramp: sliding window of the TTFT p99 in seconds (default S/10)")
 
 
+def workload_options(p: argparse.ArgumentParser) -> None:
+    w = WorkloadConfig
+    g = p.add_argument_group("workload (see docs/workloads.md)")
+    g.add_argument("--dataset", metavar="FILE",
+                   help="replay the rows of FILE as they are: OpenAI chat JSONL (messages), ShareGPT (JSON list or "
+                        "JSONL of conversations) or prompt JSONL (prompt/text); rows may give max_tokens/output_len "
+                        "and category. A cell is one concurrency (or rate) over the rows (--contexts not used)")
+    g.add_argument("--category-field", default=w.category_field, metavar="NAME",
+                   help="row field naming its category, for per-category figures (default %(default)s)")
+    g.add_argument("--max-bad-rows", type=int, default=w.max_bad_rows, metavar="N",
+                   help="unusable rows tolerated (each is named with file:line); more stops before any load "
+                        "(default %(default)s)")
+    g.add_argument("--prefix-cache", choices=("unique", "allow"), default=w.prefix_cache,
+                   help="unique (default): every request starts with its own line, so no prefix cache serves it; "
+                        "allow: dataset rows are sent unchanged (a radix cache may serve repeated prefixes)")
+    g.add_argument("--context-dist", metavar="LAW:MEAN:WIDTH",
+                   help="prompt lengths drawn per request instead of --contexts: normal:1024:128 (sd 128) or "
+                        "uniform:1024:256 (±256)")
+    g.add_argument("--output-dist", metavar="LAW:MEAN:WIDTH",
+                   help="output lengths drawn per request instead of --max-tokens, e.g. normal:256:64")
+    g.add_argument("--max-request-rate", type=float, metavar="R",
+                   help="closed loop: start at most R requests in any 1 s window (a shared endpoint's rate limit); "
+                        "the cell reports the achieved rate and the time spent throttled")
+
+
 def server_down_options(p: argparse.ArgumentParser) -> None:
     f = FaultsConfig
     g = p.add_argument_group("server going away (see docs/faults.md)")
@@ -155,8 +195,9 @@ def client_options(p: argparse.ArgumentParser) -> None:
                    help="HTTP client of the measured streaming request: h1 (default; lean HTTP/1.1 on asyncio "
                         "protocols, see docs/performance.md) or aiohttp")
     g.add_argument("--workers", default=str(ParallelConfig.workers), metavar="N|auto",
-                   help="client processes for closed-loop cells (default 1: this one); auto = cores − 1 when the "
-                        f"largest concurrency exceeds {AUTO_STREAMS_PER_WORKER} streams")
+                   help="client processes for closed-loop cells (default 1: this one); auto = one per "
+                        f"{AUTO_STREAMS_PER_WORKER} streams of the largest concurrency, at most cores − 1 (1 up to "
+                        f"{AUTO_STREAMS_PER_WORKER} streams)")
     g.add_argument("--shard", metavar="i/N", help="run part i (from 0) of N of every closed-loop cell: slot s and "
                    "request j go to part s mod N and (j mod C) mod N; combine with `loadgen merge`")
     g.add_argument("--run-id", metavar="ID", help="run id (default: time + random); give shards one id")
@@ -176,3 +217,25 @@ def exporter_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--linger", type=float, metavar="S",
                    help=f"keep serving metrics S seconds after the run (default {ExporterConfig.metrics_linger_s:g}: "
                         "two 5 s scrape intervals)")
+
+
+
+def power_limit_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("GPU power limit for the live metrics (see docs/observability.md)")
+    g.add_argument("--gpu-power-limit", type=float, metavar="W",
+                   help="power limit per GPU in W, exported as loadgen_gpu_power_limit_watts{source=\"flag\"} "
+                        "for the power-vs-limit panels and alerts when dcgm-exporter does not export one (its "
+                        "stock counters do not); default: the limit NVML or DCGM reported")
+
+def trust_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("resuming, failed cells, a starting server (see README)")
+    g.add_argument("--force", action="store_true",
+                   help="replace an existing --out and its records; without it the same command resumes "
+                        "(finished cells are kept) and other settings are refused")
+    g.add_argument("--max-failed-fraction", type=float, default=D.max_failed_fraction, metavar="F",
+                   help="a cell whose failed + cancelled requests exceed F of those scheduled is failed "
+                        "(default %(default)g)")
+    g.add_argument("--wait-ready", type=float, default=D.wait_ready_s, metavar="S",
+                   help="wait up to S seconds for a server that is starting (503 loading, health up but "
+                        "generation failing, connection refused) before the first cell (default %(default)g; "
+                        "0 = fail at once)")

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import argparse
 
+from loadgen.cli.help_format import DefaultsShown
+from loadgen.sim.connections import connection_options
+from loadgen.sim.per_token import per_token_options
+
 
 def sim_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="loadgen sim", description="Serve the built-in SGLang-compatible DDTree "
+    p = argparse.ArgumentParser(prog="loadgen sim", formatter_class=DefaultsShown, allow_abbrev=False,
+                                description="Serve the built-in SGLang-compatible DDTree "
                                 "simulator (OpenAI + /generate + /metrics + /server_info).")
     sim_options(p)
     return p
@@ -27,16 +32,25 @@ def sim_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--truth", metavar="FILE", help="write one ground-truth JSONL line per request")
     p.add_argument("--api-key-env", metavar="VAR", help="require 'Authorization: Bearer $VAR' on API routes")
     fault_options(p)
-    p.add_argument("--engine", choices=("sglang", "vllm"), default="sglang",
-                   help="which server to imitate: sglang (default) or vllm (vllm: metric names, /version)")
+    connection_options(p)
+    per_token_options(p)
+    p.add_argument("--engine", choices=("sglang", "vllm", "llamacpp"), default="sglang",
+                   help="which server to imitate: sglang (default), vllm (metric names, /version) or llamacpp "
+                        "(llama-server's stream shape, timings, prefix cache, /tokenize, llamacpp: metrics)")
     p.add_argument("--dcgm-port", type=int, metavar="PORT",
                    help="also serve a dcgm-exporter-compatible /metrics on PORT (0 = a free one)")
     p.add_argument("--gpus", type=int, default=8, help="simulated GPUs behind the DCGM endpoint (default 8)")
     p.add_argument("--idle-w", type=float, default=120.0, help="simulated idle power per GPU in W (default 120)")
     p.add_argument("--load-w", type=float, default=450.0, help="simulated power per GPU at full load (default 450)")
     p.add_argument("--limit-w", type=float, default=1100.0, help="simulated power limit per GPU (default 1100)")
+    p.add_argument("--dcgm-collect-ms", type=float, default=0.0, metavar="MS",
+                   help="refresh the DCGM values every MS ms on a timer, as dcgm-exporter -c MS does "
+                        "(default 0: fresh at every scrape)")
+    p.add_argument("--dcgm-no-limit", action="store_true",
+                   help="leave the power limit out of the DCGM endpoint, as dcgm-exporter's stock counters do")
     p.add_argument("--log-file", metavar="FILE",
-                   help="append SGLang 'Decode batch ... accept len: X' lines to FILE ('-' = stdout)")
+                   help="append SGLang 'Decode batch ... accept len: X' lines to FILE ('-' = stdout); with "
+                        "--engine llamacpp, llama-server's per-request 'draft acceptance ... mean len' lines")
 
 
 def fault_options(p: argparse.ArgumentParser) -> None:
@@ -47,6 +61,8 @@ def fault_options(p: argparse.ArgumentParser) -> None:
                    help="die when a generation request arrives while M are already running or waiting")
     g.add_argument("--slow-start", type=float, default=0.0, metavar="S",
                    help="for the first S seconds /health answers 200 but generation is broken (loading weights)")
+    g.add_argument("--loading", type=float, default=0.0, metavar="S",
+                   help="for the first S seconds every route answers 503 'Loading model' (weights loading)")
     g.add_argument("--stale-health", action="store_true",
                    help="/health answers 200 but generation is broken for good (a stale process)")
     g.add_argument("--broken-mode", choices=("fail", "hang"), default="fail",

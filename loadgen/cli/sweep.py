@@ -24,7 +24,7 @@ from loadgen.sweep.spec import SweepSpec, load_spec
 
 def sweep_main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(
-        prog="loadgen sweep", formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog="loadgen sweep", formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False,
         description="For each configuration of FILE.toml: run the reconfigure command, wait until the new "
                     "server is proven ready, measure the matrix. Re-running resumes: finished cells are "
                     "kept.",
@@ -85,7 +85,9 @@ class CommandLineRuns:
         if unknown:
             raise UsageError(f"{self.path} [matrix] args: unknown option(s) {' '.join(unknown)}; "
                              "see loadgen --help")
-        return config_from_args(args)
+        cfg = config_from_args(args)
+        cfg.wait_ready_s = 0  # the sweep's own readiness gate has proven the server ready before each run
+        return cfg
 
     def runner(self, cfg: RunConfig, url: str, *, sinks: list[Sink], results: ResultsFile,
                checks: list[CellCheck]) -> Runner:

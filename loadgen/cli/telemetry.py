@@ -1,10 +1,12 @@
 """Which telemetry sources each cell samples, from `TelemetryConfig`: accept length from the server's
 /metrics and from its log lines, power from DCGM or NVML. Sources that are not configured are still
-reported, as unavailable with the reason. A new source: one adapter class in `loadgen/telemetry/`, one line
+reported, as unavailable with the reason; the ones the flags asked for are checked before the run
+(`telemetry_checks.TelemetryPreflight`) and said to be lost when they stop measuring (`Required`). A new source: one adapter class in `loadgen/telemetry/`, one line
 here."""
 
 from __future__ import annotations
 
+from loadgen.cli.telemetry_checks import Required
 from loadgen.config import TelemetryConfig
 from loadgen.console import log
 from loadgen.run.cell import SourceFactory
@@ -50,7 +52,10 @@ class TelemetryPlan:
             factories = [lambda: Unavailable("server_metrics", METRICS_OFF)]
         else:
             url, origin = (target.url + "/metrics", "auto") if setting == "auto" else (setting, "--server-metrics")
-            factories = [lambda: ServerMetricsSource(url, interval_s=interval, origin=origin)]
+            if origin == "auto":
+                factories = [lambda: ServerMetricsSource(url, interval_s=interval, origin=origin)]
+            else:
+                factories = [lambda: Required(ServerMetricsSource(url, interval_s=interval, origin=origin), origin)]
             log(f"accept length: scraping {url} every {interval:g} s")
         if self.log_command is not None:
             reader = self.log_command.reader
@@ -63,7 +68,7 @@ class TelemetryPlan:
         interval = self.cfg.telemetry_interval_s
         if self.cfg.dcgm:
             urls = [u if u.rstrip("/").endswith("/metrics") else u.rstrip("/") + "/metrics" for u in self.cfg.dcgm]
-            return [lambda: DcgmSource(urls, interval_s=interval)]
+            return [lambda: Required(DcgmSource(urls, interval_s=interval), "--dcgm")]
         if self.cfg.nvml:
-            return [lambda: NvmlSource(interval_s=interval)]
+            return [lambda: Required(NvmlSource(interval_s=interval), "--nvml")]
         return []

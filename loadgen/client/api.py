@@ -1,9 +1,13 @@
 """The three wire APIs: how to build a request body and how to read each streamed event.
 
 Pure functions and a small state machine per request, so they are tested with tables of inputs. Token
-counts always come from the server: OpenAI routes carry `usage` (running usage in every chunk when the
-server honours `continuous_usage_stats`, else a final usage chunk with `choices: []`); SGLang's `/generate`
-carries a cumulative `meta_info.completion_tokens` in every event.
+counts always come from the server, wherever it puts them: OpenAI routes carry `usage` (running usage in
+every chunk when the server honours `continuous_usage_stats`; else a final usage chunk with `choices: []`, or
+the finish chunk itself, as llama.cpp's `/v1/completions` does), and llama.cpp adds `timings` (`predicted_n`,
+`prompt_n`, `cache_n`, `draft_n`, `draft_n_accepted`) beside it; SGLang's `/generate` carries a cumulative
+`meta_info.completion_tokens` in every event. A usage that arrives after content events without counts is
+a total, not a running count. Cached prompt tokens come from `usage.prompt_tokens_details.cached_tokens`
+(llama.cpp, vLLM, SGLang with its cache report), `timings.cache_n` or `meta_info.cached_tokens`.
 """
 
 from __future__ import annotations
@@ -82,10 +86,12 @@ class StreamState:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     spec: dict | None = None
+    cached_tokens: int | None = None
     error: str | None = None
     content: bool = False
     new_tokens: int | None = 0
     _running_tokens: int = 0
+    _uncounted: bool = False  # a content event came without a running count: a later usage is a total
     running_counts: bool = field(default=False)
 
     def feed(self, payload: bytes) -> bool:
@@ -120,14 +126,52 @@ class StreamState:
         if choice.get("finish_reason"):
             self.finished = True
         usage = obj.get("usage")
-        ct = usage.get("completion_tokens") if usage else None
-        if ct is not None:
-            new = self.new_tokens = ct - self._running_tokens
-            self.running_counts, self._running_tokens = True, ct
-            content = self.content = text or new > 0
-            return content
+        if usage or "timings" in obj:
+            return self._feed_counted(obj, usage, text)
+        self._uncounted = self._uncounted or text
         self.content, self.new_tokens = text, (None if text else 0)
         return text
+
+    def _feed_counted(self, obj: dict, usage: dict | None, text: bool) -> bool:
+        """A chunk with choices and usage (or timings): a running count, or, after content without counts
+        (llama.cpp's finish chunk), the request's totals."""
+        self._totals(obj, usage)
+        ct = usage.get("completion_tokens") if usage else None
+        if ct is None or self._uncounted:
+            self._uncounted = self._uncounted or text
+            self.content, self.new_tokens = text, (None if text else 0)
+            return text
+        new = self.new_tokens = ct - self._running_tokens
+        self.running_counts, self._running_tokens = True, ct
+        content = self.content = text or new > 0
+        return content
+
+    def _totals(self, obj: dict, usage: dict | None) -> None:
+        """The counts of a usage object and of llama.cpp's `timings`; usage wins where both give one."""
+        timings = obj.get("timings")
+        if isinstance(timings, dict):
+            self._timings(timings)
+        if not usage:
+            return
+        if usage.get("prompt_tokens") is not None:
+            self.prompt_tokens = usage["prompt_tokens"]
+        if usage.get("completion_tokens") is not None:
+            self.completion_tokens = usage["completion_tokens"]
+        details = usage.get("prompt_tokens_details")
+        if isinstance(details, dict) and details.get("cached_tokens") is not None:
+            self.cached_tokens = int(details["cached_tokens"])
+
+    def _timings(self, t: dict) -> None:
+        """llama.cpp's per-request `timings`: counts where usage gave none, and the draft tokens (`draft_n`
+        proposed, `draft_n_accepted` accepted) as the request's speculative details."""
+        if self.completion_tokens is None and t.get("predicted_n") is not None:
+            self.completion_tokens = int(t["predicted_n"])
+        if self.prompt_tokens is None and t.get("prompt_n") is not None:
+            self.prompt_tokens = int(t["prompt_n"]) + int(t.get("cache_n") or 0)
+        if self.cached_tokens is None and t.get("cache_n") is not None:
+            self.cached_tokens = int(t["cache_n"])
+        if t.get("draft_n") is not None:
+            self.spec = {"draft_n": int(t["draft_n"]), "draft_n_accepted": int(t.get("draft_n_accepted") or 0)}
 
     def _error(self, obj: dict) -> bool:
         """An error object sent as an event (`{"error": ...}`, or OpenAI's `{"object": "error", ...}`)."""
@@ -147,14 +191,11 @@ class StreamState:
         self.content, self.new_tokens = False, 0
         if choices is None:
             raise ProtocolError(f"event has no 'choices': {orjson.dumps(obj)[:120]!r}")
-        usage = obj.get("usage")
         sglext = obj.get("sglext")
         if sglext and sglext.get("spec_tokens_details") is not None:
             details = sglext["spec_tokens_details"]
             self.spec = details[0] if isinstance(details, list) else details
-        if usage:
-            self.prompt_tokens = usage.get("prompt_tokens")
-            self.completion_tokens = usage.get("completion_tokens")
+        self._totals(obj, obj.get("usage"))
 
     def _feed_generate(self, obj: dict) -> bool:
         """A `/generate` event: cumulative `meta_info.completion_tokens`; an error object has no meta_info."""
@@ -174,6 +215,8 @@ class StreamState:
         self.content = self.new_tokens > 0
         self.completion_tokens = ct
         self.prompt_tokens = meta.get("prompt_tokens", self.prompt_tokens)
+        if meta.get("cached_tokens") is not None:
+            self.cached_tokens = int(meta["cached_tokens"])
         if meta.get("finish_reason"):
             self.finished = True
         if meta.get("spec_verify_ct") is not None:

@@ -16,6 +16,7 @@ interface), this one (the pool).
 from __future__ import annotations
 
 import asyncio
+import select
 import ssl as ssl_module
 import time
 from urllib.parse import urlsplit
@@ -47,8 +48,30 @@ class _Discard:
             self.fut.set_result(False)
 
 
+def readable(fd: int) -> bool:
+    """Whether an idle connection's socket has something to read: the server's EOF, a reset, or bytes nobody
+    asked for. The kernel knows before the event loop has run the protocol's callbacks: a server that closes
+    right after a response (llama.cpp's llama-server does, while announcing keep-alive) is seen here."""
+    if fd < 0:
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLPRI)
+    return bool(poller.poll(0))
+
+
+def reusable(conn: Connection, now_s: float) -> bool:
+    """An idle connection may carry the next request: not lost or closing, idle for less than its
+    `reuse_idle_s` (the server's Keep-Alive timeout, or `REUSE_IDLE_S`), and nothing waiting on its socket."""
+    if conn.lost or conn.transport is None or conn.transport.is_closing():
+        return False
+    return now_s - conn.idle_since < conn.reuse_idle_s and not readable(conn.fd)
+
+
 class Pool:
-    """Keep-alive connections to one origin; no cap (closed-loop concurrency is the cap)."""
+    """Keep-alive connections to one origin; no cap (closed-loop concurrency is the cap).
+
+    A pooled connection is handed out only when `reusable`; one the server closed is dropped, never reused.
+    `connect()` always opens a new one (the sender's retry after a reused connection failed)."""
 
     def __init__(self, base_url: str, connect_timeout_s: float = CONNECT_TIMEOUT_S, ssl_context=None):
         u = urlsplit(base_url)
@@ -62,6 +85,7 @@ class Pool:
         self.idle: list[Connection] = []
         self.all: set[Connection] = set()
         self.closed = False
+        self.reuse_idle_s = REUSE_IDLE_S
 
     def request_prefix(self, method: str, path: str, headers: dict[str, str]) -> bytes:
         """The constant start of a request head: request line, Host and `headers` (each line ends in CRLF)."""
@@ -77,12 +101,9 @@ class Pool:
         now = time.monotonic()
         while self.idle:
             conn = self.idle.pop()
-            if conn.lost or conn.transport is None or conn.transport.is_closing():
-                continue
-            if now - conn.idle_since > REUSE_IDLE_S:
-                conn.abort()
-                continue
-            return conn
+            if reusable(conn, now):
+                return conn
+            conn.abort()
         return await self.connect()
 
     async def connect(self) -> Connection:
@@ -104,7 +125,7 @@ class Pool:
         now = time.monotonic()
         keep = []
         for conn in self.idle:
-            if not conn.lost and now - conn.idle_since < REUSE_IDLE_S / 2:
+            if reusable(conn, now + conn.reuse_idle_s / 2):
                 keep.append(conn)
             else:
                 conn.abort()

@@ -15,11 +15,20 @@ from __future__ import annotations
 import asyncio
 import time
 
-from loadgen.client.h1_parse import MAX_HEAD, MAX_SIZE_LINE, HttpFormatError, body_framing, chunk_size, parse_head
+from loadgen.client.h1_parse import (
+    MAX_HEAD,
+    MAX_SIZE_LINE,
+    HttpFormatError,
+    body_framing,
+    chunk_size,
+    keep_alive_limits,
+    parse_head,
+)
 
 HEAD, BODY, TRAILER, DRAIN, IDLE = range(5)
 CONTINUE, DONE, CLOSE = 0, 1, 2  # what a handler's body() asks for
 MAX_DRAIN = 1 << 20  # a body that goes on after the handler is done is cut after 1 MiB
+KEEP_ALIVE_SHARE = 0.8  # reuse a connection for at most this share of the server's Keep-Alive timeout
 monotonic_ns = time.monotonic_ns
 
 
@@ -27,10 +36,12 @@ class Connection(asyncio.Protocol):
     """One keep-alive connection of a pool; at most one response in progress.
 
     The pool is told `_put(conn)` when a response ended and the connection can be reused, `_forget(conn)`
-    when it is lost."""
+    when it is lost. `served` counts the responses it completed (a request on a connection with `served` > 0
+    went out on a reused connection); `reuse_idle_s` is how long it may stay idle, from the server's
+    `Keep-Alive: timeout`; `fd` is its socket's descriptor (the pool polls it before reuse)."""
 
     __slots__ = ("pool", "transport", "state", "handler", "body", "buf", "chunk_left", "body_left", "mode",
-                 "keep_alive", "lost", "last_rx_ns", "drained", "idle_since")
+                 "keep_alive", "lost", "last_rx_ns", "drained", "idle_since", "served", "reuse_idle_s", "fd")
 
     def __init__(self, pool):
         self.pool = pool
@@ -47,10 +58,15 @@ class Connection(asyncio.Protocol):
         self.last_rx_ns = 0
         self.drained = 0
         self.idle_since = 0.0
+        self.served = 0
+        self.reuse_idle_s = pool.reuse_idle_s
+        self.fd = -1
 
     # ---- asyncio callbacks ------------------------------------------------------------------------
     def connection_made(self, transport) -> None:
         self.transport = transport
+        sock = transport.get_extra_info("socket")
+        self.fd = sock.fileno() if sock is not None else -1
 
     def connection_lost(self, exc) -> None:
         self.lost = True
@@ -80,11 +96,17 @@ class Connection(asyncio.Protocol):
 
     # ---- requests -----------------------------------------------------------------------------------
     def start(self, request: bytes, handler) -> int:
-        """Write `request`; the response goes to `handler`. Returns the time the bytes were handed over."""
-        self.handler = handler
-        self.state = HEAD
+        """Write `request`; the response goes to `handler`. Returns the time the bytes were handed over.
+        `last_rx_ns` restarts at 0: it stays 0 until this request's first response byte."""
         self.buf = b""
         self.drained = 0
+        self.last_rx_ns = 0
+        if self.lost or self.transport.is_closing():  # a write would be dropped and nobody would answer
+            now = monotonic_ns()
+            handler.fail("connection_error", "server closed the connection (before the request was sent)", now)
+            return now
+        self.handler = handler
+        self.state = HEAD
         self.transport.write(request)
         return monotonic_ns()
 
@@ -133,6 +155,11 @@ class Connection(asyncio.Protocol):
         if 100 <= status < 200:
             return self._head(rest, now) if rest else b""
         self.mode, self.body_left, self.keep_alive = body_framing(headers)
+        if "keep-alive" in headers:
+            idle_s, more = keep_alive_limits(headers)
+            self.keep_alive = self.keep_alive and more
+            if idle_s is not None:
+                self.reuse_idle_s = min(self.pool.reuse_idle_s, idle_s * KEEP_ALIVE_SHARE)
         self.chunk_left = -1
         self.state = BODY
         self.body = self.handler.head(status, headers, now)
@@ -234,6 +261,7 @@ class Connection(asyncio.Protocol):
         self.handler, self.state = None, IDLE
         if handler is not None:
             handler.end(now)
+        self.served += 1
         if self.keep_alive and not self.lost:
             self.pool._put(self)
         else:

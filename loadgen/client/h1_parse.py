@@ -46,6 +46,28 @@ def body_framing(headers: dict[str, str]) -> tuple[str, int, bool]:
     return "close", 0, False
 
 
+def keep_alive_limits(headers: dict[str, str]) -> tuple[float | None, bool]:
+    """(idle seconds the server keeps the connection, whether another request may follow) from a
+    `Keep-Alive: timeout=T, max=N` header: (T or None, N is absent or N > 1). N counts the requests the
+    server still accepts on the connection (Apache counts down, others repeat their limit); at N ≤ 1 this
+    answer may be the last, so the connection is not reused."""
+    value = headers.get("keep-alive")
+    if not value:
+        return None, True
+    timeout_s, more = None, True
+    for part in value.split(","):
+        name, _, number = part.strip().partition("=")
+        try:
+            n = float(number)
+        except ValueError:
+            continue
+        if name.lower() == "timeout":
+            timeout_s = n
+        elif name.lower() == "max":
+            more = n > 1
+    return timeout_s, more
+
+
 def chunk_size(line: bytes) -> int:
     """Size of a chunk-size line with extensions (`1a;name=value`); ≥ 0."""
     try:

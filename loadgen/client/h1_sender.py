@@ -113,15 +113,32 @@ class Sender:
         self.prefix = pool.request_prefix("POST", PATHS[cfg.api], headers)
 
     async def __call__(self, body: dict, rec: Record) -> Record:
+        """Send `body` and stream its answer into `rec`. A request that failed on a reused connection before
+        any byte of its answer arrived never reached a server that was still listening on it (it had closed the
+        connection): it is sent once more on a new connection, `retried_on_new_connection` counts it, and the
+        record is that of the second attempt (its `t_sent_ns` is the second send)."""
         payload = orjson.dumps(body)
         rid = b"X-Request-Id: %s\r\n" % rec.request_id.encode() if rec.request_id else b""
         request = b"%s%sContent-Length: %d\r\n\r\n%s" % (self.prefix, rid, len(payload), payload)
-        loop = asyncio.get_running_loop()
-        handler = StreamHandler(rec, self.cfg.api, loop.create_future())
         rec.t_sent_ns = monotonic_ns()
-        conn = await self._connection(handler.recorder)
+        conn = await self._connection(rec, self.pool.acquire)
         if conn is None:
             return rec
+        reused = conn.served > 0
+        handler, result = await self._exchange(conn, request, rec)
+        if reused and result is not None and result[0] == "connection_error" and not conn.last_rx_ns:
+            rec.retried_on_new_connection += 1
+            rec.t_end_ns = 0
+            conn = await self._connection(rec, self.pool.connect)
+            if conn is None:
+                return rec
+            handler, result = await self._exchange(conn, request, rec)
+        return handler.recorder.finish(*(result or (None, None)))
+
+    async def _exchange(self, conn: Connection, request: bytes, rec: Record):
+        """One attempt: write `request` on `conn`, wait for the answer; (handler, what `finish` is told)."""
+        loop = asyncio.get_running_loop()
+        handler = StreamHandler(rec, self.cfg.api, loop.create_future())
         rec.t_sent_ns = conn.start(request, handler)
         watchdog = Watchdog(loop, conn, handler, rec.t_sent_ns, self.cfg)
         try:
@@ -132,20 +149,24 @@ class Sender:
             raise
         finally:
             watchdog.cancel()
-        return handler.recorder.finish(*(result or (None, None)))
+        return handler, result
 
-    async def _connection(self, recorder: StreamRecorder) -> Connection | None:
-        """A connection from the pool, or None when there is none (the record is then finished)."""
+    async def _connection(self, rec: Record, get) -> Connection | None:
+        """A connection from `get` (the pool's `acquire` or `connect`), or None when there is none (the record
+        is then finished)."""
         try:
-            return await self.pool.acquire()
+            return await get()
         except asyncio.CancelledError:
-            recorder.finish("cancelled", CANCELLED)
+            self._finish(rec, "cancelled", CANCELLED)
             raise
         except TimeoutError:
-            recorder.finish("timeout", timeout_error("connect", self.pool.connect_timeout_s, 0))
+            self._finish(rec, "timeout", timeout_error("connect", self.pool.connect_timeout_s, 0))
         except OSError as exc:
-            recorder.finish("connection_error", one_line(f"{type(exc).__name__}: {exc}"))
+            self._finish(rec, "connection_error", one_line(f"{type(exc).__name__}: {exc}"))
         return None
+
+    def _finish(self, rec: Record, outcome: str, error: str) -> None:
+        StreamRecorder(rec, self.cfg.api).finish(outcome, error)
 
 
 def settle_gc() -> None:

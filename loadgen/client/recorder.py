@@ -94,6 +94,7 @@ class StreamRecorder:
         rec.t_last_token_ns = self.last_token_ns or None
         rec.prompt_tokens = state.prompt_tokens
         rec.completion_tokens = state.completion_tokens
+        rec.cached_tokens = state.cached_tokens
         rec.spec = state.spec
         rec.chunk_tokens = chunk_tokens
         if outcome is None:

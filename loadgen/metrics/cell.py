@@ -11,6 +11,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
+from loadgen.metrics.accept import accept_length_chunks, accept_length_per_request
+from loadgen.metrics.category import category_figures, length_distributions
+from loadgen.metrics.connections import retried_on_new_connection
 from loadgen.metrics.open_loop import achieved_request_rate, schedule_request_rate
 from loadgen.metrics.request import (
     e2e_from_intended_s,
@@ -23,7 +26,10 @@ from loadgen.metrics.request import (
     ttft_from_intended_s,
     ttft_s,
 )
+from loadgen.metrics.server_counts import cached_fraction, cached_tokens, draft_tokens, one_event_per_token
 from loadgen.metrics.stats import distribution, mean, percentile, weighted_distribution
+from loadgen.metrics.steady import measured_edges_ns, steady_figures
+from loadgen.metrics.steps import step_figures
 from loadgen.record import OUTCOMES, Record
 
 NS = 1e9
@@ -46,6 +52,12 @@ def output_tok_s(ok: Sequence[Record], window_s: float) -> float | None:
     return output_tokens(ok) / window_s if window_s > 0 else None
 
 
+def prefill_time_s(ok: Sequence[Record]) -> float | None:
+    """Prompt-processing time as the client sees it = mean TTFT over ok requests (s): the time `prefill_tok_s`
+    divides the prompt by; it includes the server's queue, which dominates at high concurrency."""
+    return mean(_present(ttft_s(r) for r in ok))
+
+
 def tokens_per_chunk(ok: Sequence[Record]) -> float | None:
     """Mean tokens per content chunk = Σ completion_tokens / Σ chunks (token-weighted, over ok requests).
 
@@ -53,25 +65,6 @@ def tokens_per_chunk(ok: Sequence[Record]) -> float | None:
     length (it counts the prefill token's chunk too, so it reads slightly low)."""
     chunks = sum(r.chunks for r in ok)
     return output_tokens(ok) / chunks if chunks else None
-
-
-def accept_length_chunks(ok: Sequence[Record]) -> float | None:
-    """Client estimate of accept length = Σ completion_tokens / Σ (chunks − 1), over ok requests with ≥ 2 chunks.
-
-    The first content chunk is the prefill's single token; every later chunk is one verify step, so
-    chunks − 1 estimates the server's verify count (exact when the server streams every step; it reads high
-    when the server merges steps into one chunk, e.g. stream_interval > 1), and the ratio is comparable with Σcompletion/Σverify."""
-    multi = [r for r in ok if r.chunks >= 2 and r.completion_tokens]
-    steps = sum(r.chunks - 1 for r in multi)
-    return sum(r.completion_tokens for r in multi) / steps if steps else None
-
-
-def accept_length_per_request(ok: Sequence[Record]) -> float | None:
-    """Server per-request accept length, verify-weighted = Σ completion_tokens / Σ spec_verify_ct
-    (not a mean of per-request means)."""
-    verify = sum(int(r.spec["spec_verify_ct"]) for r in ok if r.spec and r.spec.get("spec_verify_ct"))
-    tokens = sum(r.completion_tokens or 0 for r in ok if r.spec and r.spec.get("spec_verify_ct"))
-    return tokens / verify if verify else None
 
 
 def _present(values) -> list:
@@ -143,13 +136,24 @@ def summarize(recs: Sequence[Record]) -> dict:
         "output_tokens": output_tokens(ok),
         "output_tok_s": output_tok_s(ok, window),
         "request_tok_s": {"mean": mean(rates), "p10": percentile(rates, 10), "p50": percentile(rates, 50),
-                          "p90": percentile(rates, 90)},
+                          "p90": percentile(rates, 90), "samples": len(rates)},
         **latencies(ok),
+        "steps": step_figures(ok),
+        "retried_on_new_connection": retried_on_new_connection(recs),
         "prefill_tok_s": mean(_present(prefill_tok_s(r) for r in ok)),
+        "prefill_s": prefill_time_s(ok),
         "tokens_per_chunk_mean": tokens_per_chunk(ok),
         "accept_length_per_request": accept_length_per_request(ok),
         "accept_length_chunks": accept_length_chunks(ok),
+        "one_event_per_token": one_event_per_token(ok),
+        "cached_tokens": cached_tokens(ok),
+        "cached_fraction": cached_fraction(ok),
+        "draft_tokens": draft_tokens(ok),
         "send_lateness_s": send_lateness(recs),
         "achieved_concurrency": achieved_concurrency(recs, window),
+        "lengths": length_distributions(ok),
+        "by_category": category_figures(recs, window),
         **rate_figures(recs),
+        "window_ns": measured_edges_ns(recs),
+        "steady": steady_figures(recs),
     }

@@ -7,8 +7,13 @@ per-token figures once the cell's output tokens are known. Units are in the name
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Callable
 from typing import Any
 
+from loadgen.metrics.energy_window import window_energy_j
+
+EDGE_SNAPSHOTS = 8  # distinct readings kept at each end of the window, to cut its energy at the cell's edges
 STALE_AFTER_S = 2.0  # a reading unchanged this long means the exporter refreshes slower than we sample
 
 
@@ -23,6 +28,8 @@ class GpuPowerStats:
       P_before, P_after the power read at the interval's two ends; just c when either is unknown.
     - unchanged runs: the longest time the (power, energy) reading stayed identical; real sensors move
       every few ms, so a long run means the source is serving a cached value.
+    - snapshots: the first and the last few distinct readings [lo, hi, energy_mj, power_w] (first seen at
+      hi, the reading before at lo), from which `energy_window` cuts the energy to the cell's edges.
     """
 
     __slots__ = (
@@ -30,6 +37,7 @@ class GpuPowerStats:
         "e_first_mj",
         "e_last_mj",
         "e_readings",
+        "head",
         "integral_j",
         "last_key",
         "limit_w",
@@ -42,6 +50,7 @@ class GpuPowerStats:
         "t_e_ns",
         "t_first_ns",
         "t_last_ns",
+        "tail",
         "unchanged_since_ns",
     )
 
@@ -63,6 +72,8 @@ class GpuPowerStats:
         self.last_key: tuple | None = None
         self.unchanged_since_ns = 0
         self.longest_unchanged_ns = 0
+        self.head: list[list] = []
+        self.tail: deque[list] = deque(maxlen=EDGE_SNAPSHOTS)
 
     def add(self, t_ns: int, power_w: float | None, energy_mj: float | None = None,
             limit_w: float | None = None) -> None:
@@ -79,6 +90,11 @@ class GpuPowerStats:
             self.max_w = power_w if self.max_w is None else max(self.max_w, power_w)
         if energy_mj is not None:
             self._add_energy(t_ns, energy_mj, power_w)
+        if (power_w, energy_mj) != self.last_key:
+            snapshot = [self.t_last_ns, t_ns, energy_mj, power_w]
+            self.tail.append(snapshot)
+            if len(self.head) < EDGE_SNAPSHOTS:
+                self.head.append(snapshot)
         self._track_unchanged(t_ns, (power_w, energy_mj))
         if self.t_first_ns is None:
             self.t_first_ns = t_ns
@@ -118,9 +134,22 @@ class GpuPowerStats:
         """Three or more readings, all identical: the source never refreshed during the window."""
         return self.n >= 3 and self.longest_unchanged_ns >= self.t_last_ns - self.t_first_ns
 
-    def figures(self) -> dict[str, Any]:
+    def edge_points(self, dates: Callable[[list], list[int]] | None) -> dict[str, list]:
+        """The head and tail snapshots as [collection ns, energy mJ, power W]; `dates(snapshots)` dates a run
+        of snapshots (None: each at hi, for fresh readings and for the power integral, which runs over
+        reading times)."""
+        counter = self.e_readings >= 2
+        date = dates if dates is not None and counter else (lambda snaps: [s[1] for s in snaps])
+        head = [[t, e, p] for t, (_, _, e, p) in zip(date(self.head), self.head)]
+        tail = [[t, e, p] for t, (_, _, e, p) in zip(date(list(self.tail)), self.tail)]
+        if not counter and tail and self.t_last_ns > tail[-1][0]:
+            tail.append([self.t_last_ns, None, self.p_last_w])  # the integral runs to the last reading
+        return {"edge_points_head": head, "edge_points_tail": tail}
+
+    def figures(self, dates: Callable[[list], list[int]] | None = None) -> dict[str, Any]:
         """This GPU's figures: mean_w = integral_j / covered_s (time-weighted; the one reading if only one),
-        max_w, limit_w, energy_j (counter when read twice or more, else the trapezoid integral)."""
+        max_w, limit_w, energy_j (counter when read twice or more, else the trapezoid integral), and the
+        edge snapshots (`edge_points`, dated by `dates`)."""
         covered_s = self.covered_s
         mean_w = self.integral_j / covered_s if covered_s > 0 and self.integral_j > 0 else self.p_last_w
         if self.e_readings >= 2:
@@ -140,6 +169,7 @@ class GpuPowerStats:
             "covered_s": covered_s,
             "counter_resets": self.resets,
             "longest_unchanged_s": self.longest_unchanged_ns / 1e9,
+            **self.edge_points(dates),
         }
 
 
@@ -177,31 +207,39 @@ def summarize_power(source: str, per_gpu: list[dict[str, Any]], max_w_total: flo
     }
 
 
-def cell_energy_j(values: dict[str, Any], duration_s: float) -> float | None:
-    """Energy drawn over the cell's measured duration (J).
+def cell_energy_j(values: dict[str, Any], duration_s: float, window_ns: dict | None = None) -> float | None:
+    """Energy drawn over the cell's measured window (J).
 
-    Each GPU's measured energy is scaled from the span its readings cover to the cell's duration:
+    With the window's edges (`window_ns` {start_ns, end_ns}) and every GPU's edge snapshots, each GPU's
+    energy is cut at exactly those edges (`energy_window.window_energy_j`). Otherwise each GPU's measured
+    energy is scaled from the span its readings cover to the cell's duration:
     E_cell = Σ_gpu energy_j · duration_s / covered_s. When sampling brackets the cell this is energy_j
     within a percent; when a node stopped answering mid-cell it extrapolates that node's GPUs at the
     power they drew while it answered, instead of silently counting them as drawing nothing.
     Falls back to `energy_j` unchanged when per-GPU spans are missing.
     """
     per_gpu = values.get("per_gpu") or []
+    t0, t1 = (window_ns or {}).get("start_ns"), (window_ns or {}).get("end_ns")
+    if per_gpu and t0 is not None and t1 is not None:
+        cut = [window_energy_j(g, t0, t1) for g in per_gpu]
+        if all(e is not None for e in cut):
+            return float(sum(cut))
     if duration_s > 0 and per_gpu and all(g.get("energy_j") is not None and g.get("covered_s") for g in per_gpu):
         return sum(g["energy_j"] * duration_s / g["covered_s"] for g in per_gpu)
     return values.get("energy_j")
 
 
-def derive_power(values: dict[str, Any], output_tokens: int, duration_s: float) -> dict[str, Any]:
+def derive_power(values: dict[str, Any], output_tokens: int, duration_s: float,
+                 window_ns: dict | None = None) -> dict[str, Any]:
     """The cell's `power` dict: `values` plus the per-token figures.
 
-    - cell_energy_j: see `cell_energy_j` (J over the cell's `duration_s`).
+    - cell_energy_j: see `cell_energy_j` (J over the cell's window `window_ns`, else its `duration_s`).
     - j_per_output_token = cell_energy_j / output_tokens (J/token).
     - output_tokens_per_j = output_tokens / cell_energy_j (tokens/J).
     Both are None when the energy or the token count is missing or zero.
     """
     out = dict(values)
-    energy_j = cell_energy_j(values, duration_s)
+    energy_j = cell_energy_j(values, duration_s, window_ns)
     ok = bool(energy_j) and energy_j > 0 and bool(output_tokens) and output_tokens > 0
     out["cell_energy_j"] = energy_j
     out["j_per_output_token"] = energy_j / output_tokens if ok else None

@@ -61,9 +61,12 @@ def tpot_s(r: Record) -> float | None:
 
 
 def prefill_tok_s(r: Record) -> float | None:
-    """Prompt-processing rate = prompt_tokens / TTFT (includes queueing and network: a lower bound)."""
+    """Prompt-processing rate = (prompt_tokens − cached_tokens) / TTFT: the tokens the server computed, not
+    those its prefix cache served (cached_tokens = 0 when the server does not report it). TTFT includes
+    queueing and network, so this is a lower bound."""
     t = ttft_s(r)
-    return r.prompt_tokens / t if r.prompt_tokens and t and t > 0 else None
+    computed = (r.prompt_tokens or 0) - (r.cached_tokens or 0)
+    return computed / t if computed > 0 and t and t > 0 else None
 
 
 def itl_pairs(r: Record, estimate: bool = True) -> tuple[list[float], list[int]]:

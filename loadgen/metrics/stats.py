@@ -41,8 +41,9 @@ def weighted_percentile(values: Sequence[float], weights: Sequence[float], q: fl
 
 
 def distribution(values: Sequence[float], qs: Sequence[int] = (50, 90, 99)) -> dict:
-    """{mean, p50, p90, p99, ...} of raw values; every field None when there are none."""
-    out = {"mean": mean(values)}
+    """{mean, p50, p90, p99, ..., samples} of raw values (samples = how many); every figure None when there
+    are none."""
+    out = {"mean": mean(values), "samples": len(values)}
     if len(values):
         arr = np.asarray(values, dtype=float)
         for q, v in zip(qs, np.percentile(arr, list(qs))):
@@ -54,10 +55,11 @@ def distribution(values: Sequence[float], qs: Sequence[int] = (50, 90, 99)) -> d
 
 def weighted_distribution(values: Sequence[float], weights: Sequence[float],
                           qs: Sequence[int] = (50, 90, 99)) -> dict:
-    """{mean, p50, ...} of a weighted distribution: mean = Σ value·weight / Σ weight, percentiles by
-    `weighted_percentiles`; every field None when the total weight is 0."""
+    """{mean, p50, ..., samples} of a weighted distribution: mean = Σ value·weight / Σ weight, percentiles by
+    `weighted_percentiles`, samples = Σ weight; every figure None when the total weight is 0."""
     total = float(np.sum(weights)) if len(weights) else 0.0
     if total <= 0:
-        return {"mean": None, **{f"p{q}": None for q in qs}}
+        return {"mean": None, **{f"p{q}": None for q in qs}, "samples": 0}
     m = float(np.dot(np.asarray(values, dtype=float), np.asarray(weights, dtype=float)) / total)
-    return {"mean": m, **{f"p{q}": v for q, v in zip(qs, weighted_percentiles(values, weights, qs))}}
+    return {"mean": m, **{f"p{q}": v for q, v in zip(qs, weighted_percentiles(values, weights, qs))},
+            "samples": round(total)}

@@ -25,6 +25,15 @@ def _server_sources(results: list[SourceResult], per_source: dict[str, float], u
             unavailable.setdefault(res.name, res.reason)
 
 
+def no_per_request_reason(drafts: dict | None) -> str:
+    """Why there is no per-request accept length: no details at all, or only llama.cpp's draft token counts."""
+    if not drafts:
+        return "the server returned no per-request speculative details"
+    rate = f"{drafts['accept_rate']:.3f}" if drafts.get("accept_rate") is not None else "n/a"
+    return (f"the per-request timings give draft tokens ({drafts['accepted']} accepted of {drafts['proposed']} "
+            f"proposed, rate {rate}) but no verify step count, which an accept length needs")
+
+
 def disagreement(per_source: dict[str, float], best: str) -> str | None:
     """"best=x vs s=y, …" for the sources with |value − best| / best > 10 %; None when all agree."""
     ref = per_source[best]
@@ -40,10 +49,13 @@ def accept_length(client_summary: dict, results: list[SourceResult]) -> dict:
     if client_summary.get("accept_length_per_request") is not None:
         per_source["per_request"] = client_summary["accept_length_per_request"]
     else:
-        unavailable["per_request"] = "the server returned no per-request speculative details"
+        unavailable["per_request"] = no_per_request_reason(client_summary.get("draft_tokens"))
     _server_sources(results, per_source, unavailable)
     chunks = client_summary.get("accept_length_chunks", client_summary.get("tokens_per_chunk_mean"))
-    if chunks is not None:
+    if chunks is not None and client_summary.get("one_event_per_token"):
+        unavailable["chunks"] = (f"not an accept length: the server streams one event per token ({chunks:.2f} "
+                                 "tokens per chunk), so chunks do not show its verify steps")
+    elif chunks is not None:
         per_source["chunks"] = chunks
     best = next((s for s in ACCEPT_ORDER if s in per_source), None)
     out = {"value": per_source.get(best) if best else None, "source": best,
@@ -54,12 +66,13 @@ def accept_length(client_summary: dict, results: list[SourceResult]) -> dict:
     return out
 
 
-def power(results: list[SourceResult], output_tokens: int, duration_s: float) -> dict | None:
-    """The first available power source's values with the per-token figures (`derive_power`); else why the
-    first power source had none; None without a power source."""
+def power(results: list[SourceResult], output_tokens: int, duration_s: float,
+          window_ns: dict | None = None) -> dict | None:
+    """The first available power source's values with the per-token figures (`derive_power`, energy cut to
+    the cell's `window_ns`); else why the first power source had none; None without a power source."""
     for res in results:
         if res.kind == "power" and res.available:
-            return derive_power(dict(res.values), output_tokens, duration_s)
+            return derive_power(dict(res.values), output_tokens, duration_s, window_ns)
     for res in results:
         if res.kind == "power":
             return {"source": res.name, "available": False, "reason": res.reason}

@@ -4,7 +4,9 @@ The parent keeps everything that is not the requests themselves: setup, prompts,
 (JSONL, live exporter), telemetry and the summary. Per cell it tells each worker its number of slots
 (`loadgen.parallel.shard.slot_counts`) and feeds it jobs on demand: a worker holds a few jobs ahead of its free slots
 and asks for one more each time it sends, so requests go out in sequence order across workers, the first
-`--warmup` first, as one process would send them. Every record comes back to the parent as the request ends
+`--warmup` first, as one process would send them. In a cell's last wave (no more jobs left than slots) a
+worker gets a job only when a slot of its is about to idle, so no job waits in a busy worker while another
+worker's slots idle: the ramp-down stays one request long, as in one process. Every record comes back to the parent as the request ends
 and goes to the parent's sinks, so there is one JSONL, one live exporter and one results file, and the cell
 is summarised from the merged raw records (exact percentiles, as one process). Monotonic times compare
 across processes (CLOCK_MONOTONIC is per host). `Record.worker` is the worker's number (1..N; 0 = the parent).
@@ -166,6 +168,12 @@ class Dispatch:
         self.held[w.index][job.seq] = job
         w.send({"op": "job", "seq": job.seq, "phase": job.phase, "body": job.body})
 
+    def in_tail(self) -> bool:
+        """The last wave: no more jobs left than slots. From here a worker gets a job only when a request of
+        its ended and it holds fewer jobs (in flight or queued) than slots, so no spare job waits in a busy
+        worker while another worker's slots idle: the ramp-down stays one request long, as in one process."""
+        return len(self.run.jobs) - self.run.next_job <= sum(w.slots for w in self.workers)
+
     def prime(self) -> None:
         # slot by slot across workers first, so the first jobs (warmup) are spread as one process spreads them
         for k in range(max(w.slots for w in self.workers)):
@@ -192,13 +200,16 @@ class Dispatch:
                 self.sent[w.index][msg["seq"]] = msg["t_ns"]
                 run.in_flight += 1
                 run.on_sent()
-                self.give(w)
+                if not self.in_tail():
+                    self.give(w)
             elif op == "rec":
                 rec = Record.from_dict(msg["rec"])
                 self.held[w.index].pop(rec.seq, None)
                 self.sent[w.index].pop(rec.seq, None)
                 run.in_flight -= 1
                 run.on_record(rec)
+                if self.in_tail() and len(self.held[w.index]) < w.slots:
+                    self.give(w)  # fewer jobs in its hands than slots: the slot just freed would idle
             elif op == "done":
                 w.result = msg["client"] | {"worker": w.index, "slots": w.slots}
                 self.unsent += msg.get("unsent", 0)

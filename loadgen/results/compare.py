@@ -13,7 +13,9 @@ import orjson
 
 from loadgen.errors import UsageError
 from loadgen.files import read_json
+from loadgen.results import category_compare
 from loadgen.results import text_table as tt
+from loadgen.results.cell_status import problem
 from loadgen.results.schema import SWEEP_SCHEMA
 from loadgen.results.text_table import Column
 
@@ -126,15 +128,16 @@ def comparison(runs: list[Run], base: int = 0) -> list[dict]:
             cell = r.cells.get(key)
             if cell is None:
                 continue
-            ok = cell.get("status", "ok") == "ok"
+            why = problem(cell)  # failed, or too many failed requests: marked, never best
+            ok = why is None
             row = {"context_tokens": key[0], "concurrency": key[1], "request_rate": key[2] or None, "config": r.name,
-                   "status": cell.get("status", "ok"), "error": None if ok else cell.get("error"),
+                   "status": "ok" if ok else "failed", "error": why,
                    "baseline": r is runs[base], "best": []}
             for m, (_, get, _) in METRICS.items():
                 row[m] = get(cell) if ok else None
             base_cell = runs[base].cells.get(key)
             for m in SPEEDUPS:
-                b = METRICS[m][1](base_cell) if base_cell and base_cell.get("status", "ok") == "ok" else None
+                b = METRICS[m][1](base_cell) if base_cell and problem(base_cell) is None else None
                 row[m + "_x"] = row[m] / b if row[m] is not None and b else None
             group.append(row)
         for m, (_, _, better) in METRICS.items():
@@ -182,7 +185,7 @@ COLUMNS = [
     Column("configuration", -24, lambda row: row["config"] + (" (base)" if row["baseline"] else "")),
     Column("out tok/s", 10, _metric("out_tok_s")),
     Column("vs base", 8, _speedup("out_tok_s")),
-    Column("req tok/s", 10, _metric("req_tok_s")),
+    Column("req tok/s mean", 14, _metric("req_tok_s")),
     Column("vs base", 8, _speedup("req_tok_s")),
     Column("TTFT p50 ms", 12, _metric("ttft_p50_s")),
     Column("accept", 7, _metric("accept")),
@@ -214,9 +217,10 @@ def render_markdown(rows: list[dict]) -> str:
     head = [c.header for c in COLUMNS]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
-        cells = [c.strip().replace("*", "**best**") if c.strip().endswith("*") else c.strip()
-                 for c in tt.texts(COLUMNS, row)]
+        cells = [f"**{c.strip()[:-1]}**" if c.strip().endswith("*") else c.strip() for c in tt.texts(COLUMNS, row)]
         out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    out += ["", "**bold**: best of the cell (highest tok/s and accept length; lowest TTFT, W and J/token); "
+            "vs base = value / the baseline's"]
     return "\n".join(out)
 
 
@@ -233,4 +237,6 @@ def render_csv(rows: list[dict]) -> str:
 
 def compare_table(runs: list[Run], baseline: str | None, fmt: str = "text") -> str:
     rows = comparison(runs, pick_baseline(runs, baseline))
-    return {"text": render_text, "md": render_markdown, "csv": render_csv}[fmt](rows)
+    text = {"text": render_text, "md": render_markdown, "csv": render_csv}[fmt](rows)
+    by_category = category_compare.render(runs, pick_baseline(runs, baseline)) if fmt == "text" else None
+    return text + "\n" + by_category if by_category else text

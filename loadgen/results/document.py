@@ -9,8 +9,10 @@ from datetime import UTC, datetime
 
 from loadgen import __version__
 from loadgen.config import RunConfig
+from loadgen.errors import UsageError
 from loadgen.files import write_json_atomic
 from loadgen.record import RunAnchor
+from loadgen.results.provenance import environment
 from loadgen.results.schema import RESULTS_SCHEMA
 
 
@@ -35,24 +37,38 @@ class ResultsFile:
     are extra top-level parts (a sweep's own); with `order`, cells are saved in that order of `cell_key`."""
 
     def __init__(self, path: str, kept: list[dict] | None = None, sections: dict | None = None,
-                 order: list[tuple] | None = None):
+                 order: list[tuple] | None = None, earlier_target: dict | None = None):
         self.path = path
+        self.earlier_target = earlier_target
         self.cells: list[dict] = list(kept or [])
         self.sections = sections or {}
         self.order = order
         self.doc: dict = {}
 
     def begin(self, cfg: RunConfig, run_id: str, anchor: RunAnchor, target: dict, prompt_sizing: dict) -> None:
+        """Write the document's head; refused (UsageError, before any load) when the kept cells of a resumed
+        run were measured on a server of another configuration (`earlier_target`'s fingerprint)."""
+        self.check_same_target(target)
         self.doc = {
             "schema": RESULTS_SCHEMA, "label": cfg.label, "run_id": run_id,
             "started_at": datetime.now(UTC).isoformat(), "loadgen_version": __version__,
             "anchor": {"mono_ns": anchor.mono_ns, "wall_ns": anchor.wall_ns},
             "args": cfg.public_args(), "target": target, "prompt_sizing": prompt_sizing,
-            "cells": self.cells, "host": host_identity(),
+            "cells": self.cells, "host": host_identity(), "environment": environment(),
         }
         if cfg.parallel.shard:
             self.doc["shard"] = {"index": cfg.parallel.shard[0], "count": cfg.parallel.shard[1]}
         self.save()
+
+    def check_same_target(self, target: dict) -> None:
+        old = self.earlier_target
+        if not old or not old.get("fingerprint") or old.get("fingerprint") == target.get("fingerprint"):
+            return
+        spec = "; ".join(f"{k}: {old.get('spec', {}).get(k)} → {v}" for k, v in (target.get("spec") or {}).items()
+                         if (old.get("spec") or {}).get(k) != v)
+        raise UsageError(f"{self.path} was measured on a server of another configuration (fingerprint "
+                         f"{old['fingerprint']} → {target.get('fingerprint')}{'; ' + spec if spec else ''}); pass "
+                         "--force to replace it, or choose another --out to keep both")
 
     def add(self, entry: dict) -> None:
         self.cells.append(entry)

@@ -25,7 +25,9 @@ from loadgen.metrics import telemetry as cell_telemetry
 from loadgen.metrics.cell import summarize
 from loadgen.metrics.client_health import combine
 from loadgen.metrics.power import derive_power
-from loadgen.record import CellKey, Record
+from loadgen.record import CellKey, Record, RunAnchor
+from loadgen.results.cell_status import judge, max_failed_fraction
+from loadgen.results.provenance import wall_clock
 from loadgen.results.schema import RESULTS_SCHEMA as SCHEMA
 from loadgen.sinks.jsonl import requests_path
 from loadgen.telemetry.base import SourceResult
@@ -110,9 +112,7 @@ def merge_cell(key: CellKey, entries: list[dict | None], records: list[list[Reco
         entry["warnings"].append(f"shards ran this cell {ov:.0%} together (< {MIN_OVERLAP:.0%}): they did "
                                  "not load "
                                  "the server at the same time; start them with --start-at/--cell-period")
-    ok = summary["requests"]["ok"]
-    entry["status"] = "ok" if ok > 0 else "failed"
-    entry["error"] = None if ok else f"no request succeeded ({summary['requests']['failed']} failed)"
+    judge(entry, max_failed_fraction(first))  # the shards' limit, judged over the merged requests
     return entry
 
 
@@ -162,6 +162,8 @@ def merge(docs: list[dict], rows: list[list[dict]]) -> tuple[dict, list[dict]]:
     for key in keys:
         entries = [next((c for c in doc.get("cells", []) if cell_key(c) == key), None) for doc in docs]
         cells.append(merge_cell(key, entries, [d.get(key, []) for d in per_doc]))
+        if ref.get("anchor"):  # records are on the first shard's clock now: its anchor dates them
+            cells[-1]["wall_clock"] = wall_clock(cells[-1].get("window_ns"), RunAnchor(**ref["anchor"]))
     out = dict(ref)
     out["cells"] = cells
     out["merged_from"] = [{"run_id": d.get("run_id"), "label": d.get("label"), "shard": d.get("shard"),

@@ -1,9 +1,15 @@
-"""The matrix table of cells (pure: dicts in, text out). Times in ms, rates in tok/s."""
+"""The matrix table of cells (pure: dicts in, text out). Times in ms, rates in tok/s.
+
+Every header names its figure and its statistic (`req tok/s mean`, `req p10`, `TTFT p99`); `n` is the number
+of requests the per-request figures are over, and a percentile over fewer than FEW_SAMPLES of them is marked
+`*` (a p99 of 16 requests is their maximum). docs/definitions.md defines each column."""
 
 from __future__ import annotations
 
 from loadgen.results import text_table as tt
-from loadgen.results.text_table import Column, millis, number
+from loadgen.results.text_table import Column, field, millis, number
+
+FEW_SAMPLES = 100
 
 
 def _load(cell: dict) -> str:
@@ -31,16 +37,37 @@ def _notes(cell: dict) -> str:
     return " | ".join(notes)
 
 
+def _few_samples(cell: dict, figure: str) -> bool:
+    """The distribution `figure` ("ttft_s") holds some, but fewer than FEW_SAMPLES, samples."""
+    samples = field(cell, figure + ".samples")
+    return samples is not None and 0 < samples < FEW_SAMPLES
+
+
+def _percentile(path: str, ms: bool = False):
+    """The percentile at `path` ("ttft_s.p99"), in ms when `ms`, marked "*" when its distribution holds
+    fewer than FEW_SAMPLES samples."""
+    figure = path.split(".")[0]
+    text = millis(path) if ms else number(path, ".1f")
+
+    def show(cell: dict) -> str:
+        shown = text(cell)
+        return shown + "*" if shown != tt.MISSING and _few_samples(cell, figure) else shown
+    return show
+
+
 COLUMNS = [
     Column("ctx", 6, lambda c: str(c["context_tokens"])),
     Column("conc", 5, _load),
     Column("ok/fail", 9, tt.ok_failed),
     Column("out tok/s", 10, number("output_tok_s", ".1f")),
-    Column("req tok/s", 10, number("request_tok_s.mean", ".1f")),
-    Column("p10", 7, number("request_tok_s.p10", ".1f")),
-    Column("TTFT ms", 8, millis("ttft_s.mean")),
-    Column("p50", 8, millis("ttft_s.p50")),
-    Column("p99", 8, millis("ttft_s.p99")),
+    Column("steady tok/s", 12, number("steady.output_tok_s", ".1f")),
+    Column("req tok/s mean", 14, number("request_tok_s.mean", ".1f")),
+    Column("req p10", 8, _percentile("request_tok_s.p10")),
+    Column("TTFT mean ms", 12, millis("ttft_s.mean")),
+    Column("TTFT p50", 9, _percentile("ttft_s.p50", ms=True)),
+    Column("TTFT p99", 9, _percentile("ttft_s.p99", ms=True)),
+    Column("n", 5, number("ttft_s.samples", "d")),
+    Column("pp ms", 8, millis("prefill_s")),
     Column("pp tok/s", 9, number("prefill_tok_s", ".0f")),
     Column("E2E s", 7, number("e2e_s.mean", ".2f")),
     Column("tok/chk", 7, number("tokens_per_chunk_mean", ".2f")),
@@ -51,6 +78,11 @@ COLUMNS = [
 ]
 
 
+def title(label: str | None, run_id: str) -> str:
+    """The line above the matrix: which run (and its label) the rows belong to."""
+    return f"run {run_id}" + (f"  label {label}" if label else "")
+
+
 def header() -> str:
     return tt.header(COLUMNS)
 
@@ -59,5 +91,16 @@ def row(cell: dict) -> str:
     return tt.line(COLUMNS, cell)
 
 
-def table(cells: list[dict]) -> str:
-    return "\n".join([header()] + [row(c) for c in cells])
+def footnote(cells: list[dict]) -> str | None:
+    """The legend of "*", when a row carries one."""
+    if not any(_few_samples(c, f) for c in cells for f in ("request_tok_s", "ttft_s")):
+        return None
+    return (f"* percentile over fewer than {FEW_SAMPLES} requests (n): a p99 of n < {FEW_SAMPLES} is close to "
+            f"their maximum; raise --requests-per-cell for a tail figure")
+
+
+def table(cells: list[dict], heading: str | None = None) -> str:
+    """The matrix: `heading` (e.g. `title(...)`), the header, one row per cell, the legend of "*"."""
+    lines = ([heading] if heading else []) + [header()] + [row(c) for c in cells]
+    note = footnote(cells)
+    return "\n".join(lines + ([note] if note else []))

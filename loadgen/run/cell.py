@@ -13,11 +13,12 @@ from collections.abc import Callable, Sequence
 
 import aiohttp
 
-from loadgen.client.api import RequestOptions, build_body
+from loadgen.client.api import RequestOptions
 from loadgen.config import RunConfig
 from loadgen.metrics import telemetry as cell_telemetry
 from loadgen.metrics.cell import summarize
 from loadgen.record import CellKey, Record
+from loadgen.results.cell_status import DEFAULT_MAX_FAILED_FRACTION, judge
 from loadgen.run.control import RunControl
 from loadgen.run.drivers import Driver
 from loadgen.run.monitor import LoopMonitor
@@ -32,16 +33,17 @@ DURATION_JOBS = 1_000_000  # a duration-bound cell plans "enough" jobs; JobList 
 SourceFactory = Callable[[], TelemetrySource]
 
 
-def assemble(cell: CellKey, summary: dict, results: Sequence[SourceResult]) -> dict:
-    """The cell's entry: client figures, accept length, power, each source's own values, status."""
+def assemble(cell: CellKey, summary: dict, results: Sequence[SourceResult],
+             max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION) -> dict:
+    """The cell's entry: client figures, accept length, power, each source's own values, status
+    (`cell_status.judge`: failed when more than `max_failed_fraction` of its requests failed)."""
     entry = cell.as_dict() | summary
     entry["accept_length"] = cell_telemetry.accept_length(summary, results)
-    entry["power"] = cell_telemetry.power(results, summary["output_tokens"], summary["duration_s"])
+    entry["power"] = cell_telemetry.power(results, summary["output_tokens"], summary["duration_s"],
+                                          summary.get("window_ns"))
     entry["telemetry"] = {r.name: {"available": r.available, "reason": r.reason, **r.values} for r in results}
     entry["warnings"] = [w for r in results for w in r.warnings]
-    failed = summary["requests"]["failed"]
-    entry["status"] = "ok" if summary["requests"]["ok"] > 0 else "failed"
-    entry["error"] = None if entry["status"] == "ok" else f"no request succeeded ({failed} failed)"
+    judge(entry, max_failed_fraction)
     return entry
 
 
@@ -71,14 +73,15 @@ class CellMeasurer:
         cfg = self.cfg
         planned = self.driver.planned_requests(cell)
         n_total = cfg.warmup + (max(planned, DURATION_JOBS) if cfg.duration_per_cell_s else planned)
-        texts = await self.prompts.build(cell, min(n_total, planned + cfg.warmup))
         opts = RequestOptions(model=self.model, max_tokens=cfg.max_tokens, temperature=cfg.temperature,
                               ignore_eos=cfg.ignore_eos)
-        return JobList([build_body(cfg.api, t, opts) for t in texts], n_total, cfg.warmup)
+        bodies, categories = await self.prompts.bodies(cell, min(n_total, planned + cfg.warmup), opts)
+        return JobList(bodies, n_total, cfg.warmup, categories=categories)
 
     def cell_run(self, session: aiohttp.ClientSession, cell: CellKey, jobs: JobList, attempt: int,
                  measured: list[Record]) -> CellRun:
         def on_record(rec: Record) -> None:
+            rec.category = jobs.category(rec.seq)
             for s in self.sinks:
                 s.record(rec)
             if rec.phase == "measure":
@@ -105,7 +108,7 @@ class CellMeasurer:
         self.progress.reset(cell.label(), 0 if self.cfg.duration_per_cell_s else len(jobs))
         await self.driver.warm_up(run, cell)
         summary, results = await self.measured_window(run, cell, measured)
-        entry = assemble(cell, summary, results)
+        entry = assemble(cell, summary, results, self.cfg.max_failed_fraction)
         self.driver.finish(cell, entry, measured)
         return entry
 

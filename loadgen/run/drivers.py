@@ -23,12 +23,15 @@ from loadgen.metrics.open_loop import (
     ramp_series,
     sustainable_rate,
 )
+from loadgen.metrics.throttle import throttle_figures
 from loadgen.record import CellKey, Record
 from loadgen.results.open_table import render as render_open_loop
+from loadgen.results.throttle_table import throttle_table
 from loadgen.run.transport import Transport
 from loadgen.schedule import arrivals
 from loadgen.schedule.closed import CellRun, closed_loop
 from loadgen.schedule.open import open_loop
+from loadgen.schedule.throttle import StartGate
 from loadgen.workload.corpus import seeded_rng
 
 NS = 1e9
@@ -50,7 +53,7 @@ class Driver:
         return []
 
     def planned_requests(self, cell: CellKey) -> int:
-        """Measured requests of a cell: --requests-per-cell or max(16, 2×C)."""
+        """Measured requests of a cell: --requests-per-cell or max(16, 3×C)."""
         return self.cfg.requests_for(cell.concurrency)
 
     async def load(self, run: CellRun, cell: CellKey) -> None:
@@ -75,14 +78,35 @@ class Driver:
 
 
 class ClosedLoop(Driver):
-    def __init__(self, cfg: RunConfig, transport: Transport, pause: Pause | None = None):
+    """C slots; with `gate` (`--max-request-rate`), never more starts per second than the gate lets through
+    (one gate for the whole run, so the ceiling holds across warmup and cells)."""
+
+    def __init__(self, cfg: RunConfig, transport: Transport, pause: Pause | None = None,
+                 gate: StartGate | None = None):
         super().__init__(cfg)
         self.transport = transport
         self.pause = pause
+        self.gate = gate
+
+    def banner(self) -> str | None:
+        if self.gate is None:
+            return None
+        return f"closed loop with a ceiling: at most {self.gate.rate:g} request starts per second"
+
+    def tables(self, cells: list[dict]) -> list[str]:
+        return [throttle_table(cells)] if self.gate is not None else []
 
     async def load(self, run: CellRun, cell: CellKey) -> None:
         await self.transport.warm(cell.concurrency)
-        await closed_loop(run, cell.concurrency, self.pause)
+        if self.gate is not None:
+            self.gate.reset()
+        await closed_loop(run, cell.concurrency, self.pause, self.gate)
+
+    def finish(self, cell: CellKey, entry: dict, measured: Sequence[Record]) -> None:
+        g = self.gate
+        if g is not None:
+            span_s = (max((r.t_end_ns for r in measured), default=g.since_ns) - g.since_ns) / 1e9
+            entry["throttle"] = throttle_figures(measured, g.rate, g.waited_ns, g.waits, cell.concurrency, span_s)
 
 
 class Wrapper(Driver):

@@ -24,8 +24,10 @@ from loadgen.config import RunConfig
 from loadgen.console import log
 from loadgen.errors import ServerError
 from loadgen.record import CellKey, RunAnchor
+from loadgen.results.category_table import category_table, lengths_table
 from loadgen.results.document import ResultsFile, cell_key
-from loadgen.results.table import header, row, table
+from loadgen.results.provenance import wall_clock
+from loadgen.results.table import header, row, table, title
 from loadgen.run.cell import CellMeasurer, SourceFactory
 from loadgen.run.control import RunControl
 from loadgen.run.drivers import Driver
@@ -36,6 +38,7 @@ from loadgen.run.setup import find_target, size_prompts
 from loadgen.run.transport import Transport
 from loadgen.sinks.base import Sink
 from loadgen.target.discover import Target
+from loadgen.workload.tokenizers import sizing_note
 
 
 class Service(Protocol):
@@ -54,6 +57,13 @@ class CellCheck(Protocol):
     async def check(self, session: aiohttp.ClientSession, entry: dict, control: RunControl) -> None: ...
 
 
+class Preflight(Protocol):
+    """A check before discovery and any load (a telemetry source answering, the server ready): raises
+    UsageError to end the run with exit 2, or waits."""
+
+    async def check(self, session: aiohttp.ClientSession, url: str) -> None: ...
+
+
 TelemetryPlan = Callable[[Target], list[SourceFactory]]  # the sources each cell samples, once the target is known
 
 
@@ -68,6 +78,7 @@ class RunParts:
     services: list[Service] = field(default_factory=list)
     interrupts: Interrupts | None = None
     checks: list[CellCheck] = field(default_factory=list)
+    preflight: list[Preflight] = field(default_factory=list)
 
 
 def new_run_id() -> str:
@@ -124,8 +135,8 @@ class Runner:
                 for svc in reversed(started):
                     await svc.close(finished)
                 await self.parts.transport.close()
-        print(table(self.cells))
-        for text in self.parts.driver.tables(self.cells):
+        print(table(self.cells, title(self.cfg.label, self.run_id)))
+        for text in [*self.parts.driver.tables(self.cells), lengths_table(self.cells), category_table(self.cells)]:
             if text:
                 print(text)
         print(f"results: {self.results.path}", file=sys.stderr)
@@ -133,21 +144,23 @@ class Runner:
 
     async def setup(self, session: aiohttp.ClientSession) -> CellMeasurer:
         cfg = self.cfg
+        for pre in self.parts.preflight:
+            await pre.check(session, self.url)
         t = self.target = await find_target(session, cfg, self.url)
         prompts = await size_prompts(session, cfg, t, self.run_id, self.headers)
         self.results.begin(cfg, self.run_id, self.anchor, t.as_dict(),
-                           {"method": prompts.method, "template_overhead_tokens": prompts.overhead_tokens})
+                           prompts.describe())
         spec = t.spec_settings()
         log(f"target {t.url}  engine={t.engine}  model={t.model}  api={t.api}  fingerprint={t.fingerprint()}")
         if spec:
             log("speculative: " + "  ".join(f"{k.replace('speculative_', '')}={v}" for k, v in spec.items()))
-        log(f"prompts: {'tokenize-exact' if prompts.counter else 'estimated from a probe (no /v1/tokenize)'}, "
-            f"template overhead {prompts.overhead_tokens} tokens; run {self.run_id}")
+        log(f"{sizing_note(prompts.describe())}; run {self.run_id}")
         p = self.parts
         return CellMeasurer(cfg, self.run_id, prompts, p.driver, p.transport, p.sinks, p.telemetry(t),
                             self.control, Progress())
 
     async def measure_matrix(self, session: aiohttp.ClientSession, measurer: CellMeasurer) -> None:
+        log(title(self.cfg.label, self.run_id))
         log(header())
         for cell in self.cells_to_run():
             if self.control.stopping:
@@ -174,6 +187,7 @@ class Runner:
             # sizing the cell's prompts failed before any load: this cell fails, the run goes on
             entry = cell.as_dict() | {"status": "failed", "error": f"before load: {exc}"[:300]}
         entry["run_id"] = self.run_id
+        entry["wall_clock"] = wall_clock(entry.get("window_ns"), self.anchor)
         for check in self.parts.checks:
             await check.check(session, entry, self.control)
         return entry

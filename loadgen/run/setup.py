@@ -7,9 +7,12 @@ import aiohttp
 
 from loadgen.config import RunConfig
 from loadgen.errors import UsageError
-from loadgen.target.discover import Target, TokenCounter, discover, probe_prompt_tokens
+from loadgen.run.dataset_setup import dataset_prompts
+from loadgen.target.discover import Target, discover, probe_prompt_tokens
 from loadgen.workload.corpus import Corpus, WorkloadError, load_prompts_file, seeded_rng, stdlib_corpus
+from loadgen.workload.dataset import DatasetPrompts
 from loadgen.workload.prompts import PromptBuilder
+from loadgen.workload.tokenizers import find_tokenizer, sizing_description
 
 PROBE_CHARS = 400
 
@@ -27,22 +30,28 @@ async def find_target(session: aiohttp.ClientSession, cfg: RunConfig, url: str) 
 
 def load_corpus(cfg: RunConfig) -> Corpus:
     try:
-        texts = load_prompts_file(cfg.prompts_file) if cfg.prompts_file else None
+        texts = load_prompts_file(cfg.prompts_file, cfg.workload.max_bad_rows, quiet=True) if cfg.prompts_file else None
         return Corpus.from_texts(texts) if texts else Corpus(stdlib_corpus())
     except WorkloadError as exc:
         raise UsageError(str(exc)) from None
 
 
 async def size_prompts(session: aiohttp.ClientSession, cfg: RunConfig, target: Target, run_id: str,
-                       headers: dict) -> PromptBuilder:
+                       headers: dict) -> PromptBuilder | DatasetPrompts:
+    if cfg.workload.dataset:
+        return await dataset_prompts(session, cfg, target, run_id, headers)
     corpus = load_corpus(cfg)
-    counter = TokenCounter(session, target) if target.tokenize_path else None
+    counter = await find_tokenizer(session, target)
     probe_text = corpus.window(seeded_rng(cfg.seed, "probe"), PROBE_CHARS)
     reported = await probe_prompt_tokens(session, target, probe_text, headers, api_key_env=cfg.api_key_env,
                                          key_file=cfg.api_key_file)
-    builder = PromptBuilder(run_id, cfg.seed, target.model, corpus, counter)
+    builder = PromptBuilder(run_id, cfg.seed, target.model, corpus, counter, api=target.api,
+                            context_spreads=dict(cfg.workload.context_spreads),
+                            output_spread=cfg.workload.output_spread)
     if counter:
         builder.overhead_tokens = reported - (await counter([probe_text]))[0]
     else:
         builder.chars_per_token = len(probe_text) / max(reported, 1)
+    template = await counter.template_tokens(probe_text) if hasattr(counter, "template_tokens") else None
+    builder.sizing = sizing_description(counter, builder.overhead_tokens, template)
     return builder

@@ -12,7 +12,7 @@ from typing import Protocol
 
 import aiohttp
 
-from loadgen.client.aiohttp_sender import send
+from loadgen.client.aiohttp_sender import make_session, send
 from loadgen.client.config import CONNECT_TIMEOUT_S, ClientConfig
 from loadgen.client.h1 import Pool
 from loadgen.client.h1_sender import Sender, settle_gc
@@ -61,14 +61,19 @@ class H1Transport:
 
 
 class AiohttpTransport:
-    """aiohttp's session (the run's), with its keep-alive connections opened before each cell."""
+    """aiohttp's session (the run's), with its keep-alive connections opened before each cell, and a session
+    of new connections for the retry of a request whose reused connection the server had closed."""
 
     def __init__(self, ccfg: ClientConfig):
         self.ccfg = ccfg
+        self._fresh: aiohttp.ClientSession | None = None
 
     def sender(self, session: aiohttp.ClientSession) -> SendFn:
         ccfg = self.ccfg
-        return lambda body, rec: send(session, ccfg, body, rec)
+        if self._fresh is None:
+            self._fresh = make_session(ccfg, fresh_connections=True)
+        fresh = self._fresh
+        return lambda body, rec: send(session, ccfg, body, rec, fresh)
 
     async def before_cell(self, session: aiohttp.ClientSession, cell: CellKey, n_jobs: int) -> None:
         await warm_connections(session, self.ccfg.base_url, cell.concurrency or n_jobs)
@@ -77,7 +82,8 @@ class AiohttpTransport:
         pass
 
     async def close(self) -> None:
-        pass
+        if self._fresh is not None:
+            await self._fresh.close()
 
 
 async def warm_connections(session: aiohttp.ClientSession, url: str, n: int) -> None:

@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from loadgen.record import CellKey, Record
+from loadgen.schedule.throttle import StartGate
 from loadgen.workload.prefix import relabel
 
 
@@ -24,8 +25,14 @@ class JobList(Sequence):
     own sequence number (still unique, so no prefix cache serves it), and the first `warmup` are warmup. A
     duration-bound cell asks for a million jobs without building a million objects."""
 
-    def __init__(self, bodies: list[dict], stop: int, warmup: int, start: int = 0):
+    def __init__(self, bodies: list[dict], stop: int, warmup: int, start: int = 0,
+                 categories: list[str | None] | None = None):
         self.bodies, self.stop, self.warmup, self.start = bodies, stop, warmup, start
+        self.categories = categories  # per body: its dataset row's category
+
+    def category(self, seq: int) -> str | None:
+        """The category of request `seq` (that of the body it reuses), or None."""
+        return self.categories[seq % len(self.categories)] if self.categories else None
 
     def __len__(self) -> int:
         return max(0, self.stop - self.start)
@@ -33,7 +40,7 @@ class JobList(Sequence):
     def __getitem__(self, i):
         if isinstance(i, slice):
             lo, hi, _ = i.indices(len(self))
-            return JobList(self.bodies, self.start + hi, self.warmup, self.start + lo)
+            return JobList(self.bodies, self.start + hi, self.warmup, self.start + lo, self.categories)
         if i < 0:
             i += len(self)
         if not 0 <= i < len(self):
@@ -109,9 +116,20 @@ class CellRun:
         return rec
 
 
-async def closed_loop(run: CellRun, slots: int, pause: Callable[[Record], Awaitable[None]] | None = None) -> None:
+async def closed_loop(run: CellRun, slots: int, pause: Callable[[Record], Awaitable[None]] | None = None,
+                      gate: StartGate | None = None) -> None:
+    """`slots` requests in flight; with a `gate` (`--max-request-rate`) a free slot first waits for the gate,
+    and its intended send time is when the gate lets it go."""
     async def slot() -> None:
-        while (job := run.take()) is not None:
+        while True:
+            waited_ns = 0
+            if gate is not None and run.next_job < len(run.jobs) and not run.stopping:
+                waited_ns = await gate.wait()  # only for a job that is left: a slot about to end does not wait
+            job = run.take()
+            if job is None:
+                return
+            if gate is not None:
+                gate.charge(waited_ns)  # a wait counts once it precedes a start
             rec = await run.issue(job, time.monotonic_ns())
             if pause is not None:
                 await pause(rec)

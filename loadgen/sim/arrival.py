@@ -15,10 +15,15 @@ from aiohttp.web_protocol import RequestHandler
 
 
 class StampingRequestHandler(RequestHandler):
-    """Stamps each request when the bytes that complete its headers arrive (body bytes stamp nothing)."""
+    """Stamps each request when the bytes that complete its headers arrive (body bytes stamp nothing).
+    A `closer` (`loadgen.sim.connections`) sees every read first and may drop it."""
+
+    closer = None
 
     def data_received(self, data: bytes) -> None:
         now = time.monotonic_ns()
+        if self.closer is not None and self.closer.intercept(self, data, now):
+            return
         before = self._request_count
         super().data_received(data)
         new = self._request_count - before
@@ -29,13 +34,18 @@ class StampingRequestHandler(RequestHandler):
 
 
 class StampingServer(web.Server):
+    closer = None
+
     def __call__(self) -> RequestHandler:
-        return StampingRequestHandler(self, loop=self._loop, **self._kwargs)
+        handler = StampingRequestHandler(self, loop=self._loop, **self._kwargs)
+        handler.closer = self.closer
+        return handler
 
 
-def stamp_arrivals(runner: web.AppRunner) -> None:
+def stamp_arrivals(runner: web.AppRunner, closer=None) -> None:
     """Call after `runner.setup()` and before the sites start."""
     runner.server.__class__ = StampingServer
+    runner.server.closer = closer
 
 
 def take_arrival(request: web.Request) -> int:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from loadgen.aio import cancel_and_wait
 from loadgen.sim.model import Roofline, SpecConfig, draw_accept, mean_accept_length
+from loadgen.sim.prompt_kind import FACTORS, kind_accept_mean
 
 
 @dataclass(eq=False)
@@ -30,7 +31,11 @@ class SimRequest:
     verify_ct: int = 0
     started: bool = False
     aborted: bool = False
+    t_admitted_ns: int | None = None  # left the waiting queue (sglang:queue_time_seconds)
+    kind: str = "code"  # the prompt's kind (`prompt_kind`): how well the drafter predicts its answer
+    prompt: object = None  # the messages or text as received, for the truth
     count_prompt: Callable[[], int] | None = None  # deferred tokenization (see Generations.prompt_size)
+    cached_tokens: int = 0  # prompt tokens the prefix cache served (the llama.cpp imitation has one)
 
     @property
     def finished(self) -> bool:
@@ -57,6 +62,7 @@ class Engine:
         self.max_running = max_running
         self.rng = random.Random(seed)
         self.accept_mean = mean_accept_length(spec)
+        self.kind_means = {kind: kind_accept_mean(self.accept_mean, kind) for kind in FACTORS}
         self.decode_log_interval = decode_log_interval
         self.waiting: deque[SimRequest] = deque()
         self.running: list[SimRequest] = []
@@ -97,6 +103,7 @@ class Engine:
                 if req.count_prompt is not None:
                     req.prompt_tokens, req.count_prompt = req.count_prompt(), None
                 if not req.aborted:
+                    req.t_admitted_ns = time.monotonic_ns()
                     self.running.append(req)
             if not self.running:
                 self._set_utilization(0.0)
@@ -125,7 +132,7 @@ class Engine:
         for r in decoding:
             if r.aborted:
                 continue
-            k = min(draw_accept(self.rng, self.spec, self.accept_mean), r.max_tokens - r.generated)
+            k = min(draw_accept(self.rng, self.spec, self.kind_means[r.kind]), r.max_tokens - r.generated)
             r.verify_ct += 1
             accepted += k
             self._emit(r, k)

@@ -42,6 +42,7 @@ class FaultConfig:
     crash_after: int | None = None  # die when generation request N+1 arrives (N are served)
     crash_above: int | None = None  # die when a request arrives while M are already running or waiting
     slow_start_s: float = 0.0  # generation broken for the first S seconds while /health answers 200
+    loading_s: float = 0.0  # every route answers 503 "loading" for the first S seconds (weights loading)
     stale_health: bool = False  # generation broken for good while /health answers 200
     broken_mode: str = "fail"  # how broken generation looks: fail = 503 at once, hang = never answers
     stall_after: int | None = None  # stop sending after N tokens, connection kept open
@@ -53,6 +54,7 @@ class FaultConfig:
 
     def any(self) -> bool:
         return any((self.crash_after is not None, self.crash_above is not None, self.slow_start_s > 0,
+                    self.loading_s > 0,
                     self.stale_health, self.stall_after is not None, self.malformed_every is not None,
                     self.http_error_rate > 0))
 
@@ -84,6 +86,8 @@ class FaultHooks:
     # ---- middleware hook ---------------------------------------------------------------------------------
     async def before(self, request: web.Request) -> web.StreamResponse | None:
         api = GENERATION_PATHS.get(request.path) if request.method == "POST" else None
+        if self.loading():
+            return await self._loading_answer(request, api)
         if api is None:
             if request.path == "/health_generate" and self.broken():
                 return await self._broken_answer(request, None)
@@ -107,6 +111,17 @@ class FaultHooks:
             return self.error_response(f"simulated server error (--http-error-rate {cfg.http_error_rate:g})",
                                        cfg.http_error_status)
         return None
+
+    def loading(self) -> bool:
+        return time.monotonic() - self.t0 < self.cfg.loading_s
+
+    async def _loading_answer(self, request: web.Request, api: str | None) -> web.StreamResponse:
+        """503 on every route, as a server answers while it loads its weights (llama.cpp: "Loading model")."""
+        if api is not None:
+            self.arrivals += 1
+            ctx = _Req(request, self.arrivals, faults=["loading"])
+            await self._truth_early(ctx, "http_error", 503)
+        return self.error_response("Loading model (--loading)", 503)
 
     def broken(self) -> bool:
         return self.cfg.stale_health or time.monotonic() - self.t0 < self.cfg.slow_start_s
@@ -188,6 +203,7 @@ def config_from_args(a: argparse.Namespace) -> FaultConfig:
         crash_after=at_least("--crash-after", a.crash_after, 0),
         crash_above=at_least("--crash-above", a.crash_above, 1),
         slow_start_s=at_least("--slow-start", a.slow_start, 0),
+        loading_s=at_least("--loading", a.loading, 0),
         stale_health=a.stale_health, broken_mode=a.broken_mode,
         stall_after=at_least("--stall-after", a.stall_after, 0),
         stall_every=at_least("--stall-every", a.stall_every, 1),

@@ -14,6 +14,7 @@ from aiohttp import web
 from loadgen.sim import tokenizer
 from loadgen.sim.engine import SimRequest
 from loadgen.sim.generation import Generations
+from loadgen.sim.prompt_kind import prompt_kind
 from loadgen.sim.render import generate_event, sse, text_for
 from loadgen.sim.responses import error_response, json_response, read_json_object
 
@@ -43,7 +44,8 @@ class GenerateRoute:
             return bad
         rid = request.headers.get("X-Request-Id") or uuid.uuid4().hex
         req = SimRequest(rid=rid, prompt_tokens=prompt_tokens, max_tokens=max_tokens,
-                         t_arrival_ns=request["t_arrival_ns"], count_prompt=count)
+                         t_arrival_ns=request["t_arrival_ns"], count_prompt=count, kind=prompt_kind(text),
+                         prompt=text)
         if body.get("stream"):
             return await self.gen.stream(request, req, API, lambda resp: self._events(req, resp))
         await self.gen.run_unary(req, API)

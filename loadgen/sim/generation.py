@@ -25,12 +25,14 @@ Events = Callable[[web.StreamResponse], AsyncIterator[tuple[bytes, int]]]
 
 
 class Generations:
-    def __init__(self, engine: Engine, context_length: int, truth: TruthLog, ttft: TtftHistogram, hooks=None):
+    def __init__(self, engine: Engine, context_length: int, truth: TruthLog, ttft: TtftHistogram, hooks=None,
+                 latency=None):
         self.engine = engine
         self.context_length = context_length
         self.truth = truth
         self.ttft = ttft
         self.hooks = hooks
+        self.latency = latency  # ServerLatency: queue time, ITL, E2E histograms (SGLang only)
 
     # ---- admission -------------------------------------------------------------------------------------
     def prompt_size(self, chars: int, count: Callable[[], int], max_tokens) -> tuple[int | None, Callable | None]:
@@ -115,10 +117,13 @@ class Generations:
 
     def _end(self, truth: dict, req: SimRequest, outcome: str) -> None:
         truth.update(t_end_ns=time.monotonic_ns(), verify_ct=req.verify_ct, completion_tokens=req.generated,
-                     prompt_tokens=req.prompt_tokens,
-                     outcome=outcome, budget=self.engine.spec.budget, accept_mean=self.engine.accept_mean)
+                     prompt_tokens=req.prompt_tokens, cached_tokens=req.cached_tokens,
+                     outcome=outcome, budget=self.engine.spec.budget, prompt_kind=req.kind, prompt=req.prompt,
+                     accept_mean=self.engine.kind_means[req.kind], accept_mean_config=self.engine.accept_mean)
         if truth["chunk_times_ns"]:
             truth["t_first_chunk_ns"] = truth["chunk_times_ns"][0]
         if self.hooks is not None:
             truth.update(self.hooks.truth_fields())
+        if self.latency is not None and outcome == "ok":
+            self.latency.observe_end(truth, req.t_admitted_ns)
         self.truth.write(truth)

@@ -15,7 +15,8 @@ API (used by the simulator; keep it stable):
     gpus.reset_counter(gpu=None)         # the energy counter restarts at 0 (all GPUs, or one)
     gpus.nvml()                          # a pynvml-like module over these GPUs (for NVML code paths)
 
-Options: `collect_interval_s` > 0 serves values refreshed only that often, like dcgm-exporter `-c`
+Options: `collect_interval_s` > 0 serves values refreshed only that often, like dcgm-exporter `-c` (by a
+timer with `collect_on_timer`; exact energy of past windows at GET /truth/energy: `sim.energy_truth`)
 (its default 30 s makes short cells meaningless); `export_energy=False` leaves out the energy counter and
 `export_limit=False` the power limit, as dcgm-exporter's default CSV does; `hostname_label="hostname"`
 mimics exporter builds after 4.5.3-4.8.2.
@@ -37,6 +38,8 @@ from types import SimpleNamespace
 
 from aiohttp import web
 
+from loadgen.sim.energy_truth import EnergyHistory, timer_collector, truth_route
+from loadgen.sim.gpu_profile import GpuProfile
 from loadgen.telemetry.dcgm_format import ENERGY, MGMT_LIMIT, POWER, dcgm_labels, render_dcgm
 
 _OFFSETS_W = (-3.0, 2.0, 0.0, -2.0, 3.0, 1.0, -1.0, 2.5)  # fixed per-GPU spread, as real boards differ
@@ -51,7 +54,7 @@ class SimulatedGpus:
                  model: str = "NVIDIA B300 (simulated)", hostname: str = "sim-node-0",
                  collect_interval_s: float = 0.0, export_energy: bool = True, export_limit: bool = True,
                  hostname_label: str = "Hostname", driver_version: str = "580.00.01",
-                 t_ns: int | None = None):
+                 t_ns: int | None = None, collect_on_timer: bool = False):
         if not 0 <= idle_w <= load_w:
             raise ValueError("need 0 <= idle_w <= load_w")
         self.n, self.idle_w, self.load_w, self.limit_w = n, idle_w, load_w, limit_w
@@ -64,12 +67,15 @@ class SimulatedGpus:
         self._t0_ns = self._t_ns = time.monotonic_ns() if t_ns is None else t_ns
         self._u = 0.0
         self._u_integral_s = 0.0  # ∫u dt from t0 to _t_ns
+        self.collect_on_timer = collect_on_timer
+        self.history = EnergyHistory(self._t0_ns)
         self._counter_base_mj = [0.0] * n
         self._snapshot: tuple[int, str] | None = None
         self._renders = 0
         self._answering = True
         self._fault_mode = "hang"
         self._resume: asyncio.Event | None = None
+        self.profile = GpuProfile(idle_w, load_w, limit_w)  # DRAM/tensor activity, throttling, XID
 
     # --- load and truth -------------------------------------------------------------------------
     def set_utilization(self, u: float, t_ns: int | None = None) -> None:
@@ -78,7 +84,9 @@ class SimulatedGpus:
         with self._lock:
             t_ns = self._clamp(t_ns)
             self._u_integral_s += self._u * (t_ns - self._t_ns) / 1e9
+            self.profile.advance(self._u, t_ns - self._t_ns)
             self._t_ns, self._u = t_ns, u
+            self.history.changed(t_ns, self._u_integral_s, u)
 
     @property
     def utilization(self) -> float:
@@ -118,11 +126,16 @@ class SimulatedGpus:
         """dcgm-exporter `/metrics` text at `t_ns`; with collect_interval_s > 0, the last collected text."""
         t_ns = self._clamp(t_ns)
         snap = self._snapshot
-        if self.collect_interval_s > 0 and snap is not None and t_ns - snap[0] < self.collect_interval_s * 1e9:
+        fresh_s = self.collect_interval_s
+        if snap is not None and (self.collect_on_timer or fresh_s > 0 and t_ns - snap[0] < fresh_s * 1e9):
             return snap[1]
         text = self._render(t_ns)
         self._snapshot = (t_ns, text)
         return text
+
+    def collect(self, t_ns: int | None = None) -> None:
+        """Refresh the served values now (the timer collector's tick)."""
+        self._snapshot = (t := self._clamp(t_ns), self._render(t))
 
     def _render(self, t_ns: int) -> str:
         u = self._u
@@ -141,6 +154,8 @@ class SimulatedGpus:
             rows["DCGM_FI_DEV_FB_USED"].append((labels, _FB_USED_MIB))
             if self.export_limit:
                 rows[MGMT_LIMIT].append((labels, self.limit_w))
+            for name, value in self.profile.fields(u, t_ns - self._t_ns).items():
+                rows.setdefault(name, []).append((labels, value))
         return render_dcgm(rows)
 
     def _sensor_noise_w(self, gpu: int) -> float:
@@ -155,6 +170,9 @@ class SimulatedGpus:
         app = web.Application()
         app.router.add_get("/metrics", self._handle_metrics)
         app.router.add_get("/health", self._handle_health)
+        app.router.add_get("/truth/energy", truth_route(self))
+        if self.collect_on_timer and self.collect_interval_s > 0:
+            app.cleanup_ctx.append(timer_collector(self, self.collect_interval_s))
         app.on_shutdown.append(self._release_hung)
         return app
 

@@ -37,8 +37,9 @@ class InfoRoutes:
         router.add_get("/model_info", self.model_info)
         if self.cfg.engine_name == "vllm":
             router.add_get("/version", self.version)
-        router.add_post("/v1/tokenize", self.tokenize)
-        router.add_post("/tokenize", self.tokenize)
+        if self.cfg.engine_name != "llamacpp":  # llama-server's own /tokenize is in sim/llamacpp.py
+            router.add_post("/v1/tokenize", self.tokenize)
+            router.add_post("/tokenize", self.tokenize)
         router.add_route("*", "/flush_cache", self.flush_cache)
 
     def server_info(self) -> dict:
@@ -81,7 +82,7 @@ class InfoRoutes:
             "root": self.cfg.model, "parent": None, "max_model_len": self.cfg.context_length}]})
 
     async def get_server_info(self, request: web.Request) -> web.Response:
-        if self.cfg.engine_name == "vllm":
+        if self.cfg.engine_name != "sglang":
             raise web.HTTPNotFound()
         return json_response(self.server_info())
 

@@ -15,10 +15,12 @@ from loadgen.aio import install_uvloop
 from loadgen.sim import faults
 from loadgen.sim.arrival import stamp_arrivals
 from loadgen.sim.config import SimConfig
+from loadgen.sim.connections import closer_from_args
 from loadgen.sim.engine import Engine
 from loadgen.sim.gpus import SimulatedGpus
 from loadgen.sim.logs import DecodeLog
 from loadgen.sim.model import Roofline, SpecConfig
+from loadgen.sim.quiet import quiet_hang_ups
 from loadgen.sim.server import SimServer
 from loadgen.sim.truth import TruthLog
 
@@ -28,11 +30,14 @@ if TYPE_CHECKING:
 
 async def serve(args: argparse.Namespace) -> None:
     """Serve until SIGINT or SIGTERM, then stop the engine, the sites and the logs."""
+    quiet_hang_ups()
     gpus = _simulated_gpus(args)
     engine = _engine(args, gpus)
     truth = TruthLog(args.truth)
-    server = SimServer(engine, _sim_config(args), truth, hooks=faults.hooks_from_args(args, engine, truth))
-    decode_log = _decode_log(engine, args.log_file)
+    closer = closer_from_args(args, truth)
+    server = SimServer(engine, _sim_config(args), truth, hooks=faults.hooks_from_args(args, engine, truth),
+                       closer=closer)
+    decode_log = _decode_log(engine, args.log_file) if args.engine != "llamacpp" else None  # it logs per request
     app = server.app()
     dcgm = None if gpus is None else await _serve_dcgm(gpus, args)
     # Freeze what start-up made: a full collection over it (15-25 ms) would otherwise stall the first burst of
@@ -40,7 +45,7 @@ async def serve(args: argparse.Namespace) -> None:
     gc.collect()
     gc.freeze()
     engine.start()
-    runner = await _serve_api(app, args)
+    runner = await _serve_api(app, args, closer)
     dcgm_note = f" dcgm=http://{args.host}:{dcgm.addresses[0][1]}/metrics" if dcgm is not None else ""
     print(f"loadgen-sim ready on http://{args.host}:{runner.addresses[0][1]} (budget={args.budget} "
           f"topk={args.topk} block={args.block_size} accept_mean={engine.accept_mean:.3f} "
@@ -64,7 +69,7 @@ def _engine(args: argparse.Namespace, gpus) -> Engine:
 def _sim_config(args: argparse.Namespace) -> SimConfig:
     api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
     return SimConfig(model=args.model, context_length=args.context_length, api_key=api_key,
-                     engine_name=args.engine)
+                     engine_name=args.engine, per_token_events=args.per_token_events, log_file=args.log_file)
 
 
 def _decode_log(engine: Engine, path: str | None):
@@ -77,7 +82,9 @@ def _simulated_gpus(args: argparse.Namespace):
     """The GPUs behind `--dcgm-port` (None without it): their power follows the engine's load."""
     if args.dcgm_port is None:
         return None
-    return SimulatedGpus(n=args.gpus, idle_w=args.idle_w, load_w=args.load_w, limit_w=args.limit_w)
+    return SimulatedGpus(n=args.gpus, idle_w=args.idle_w, load_w=args.load_w, limit_w=args.limit_w,
+                         export_limit=not args.dcgm_no_limit, collect_interval_s=args.dcgm_collect_ms / 1000,
+                         collect_on_timer=args.dcgm_collect_ms > 0)
 
 
 async def _serve_dcgm(gpus, args: argparse.Namespace) -> web.AppRunner:
@@ -88,11 +95,11 @@ async def _serve_dcgm(gpus, args: argparse.Namespace) -> web.AppRunner:
     return runner
 
 
-async def _serve_api(app: web.Application, args: argparse.Namespace) -> web.AppRunner:
+async def _serve_api(app: web.Application, args: argparse.Namespace, closer=None) -> web.AppRunner:
     # streams still open at shutdown are cut after 1 s: they wait on an engine that has stopped
     runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
     await runner.setup()
-    stamp_arrivals(runner)
+    stamp_arrivals(runner, closer)
     await web.TCPSite(runner, args.host, args.port, reuse_address=True).start()
     return runner
 

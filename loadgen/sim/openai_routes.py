@@ -16,6 +16,8 @@ from aiohttp import web
 from loadgen.sim import tokenizer
 from loadgen.sim.engine import SimRequest
 from loadgen.sim.generation import Generations
+from loadgen.sim.per_token import step_events
+from loadgen.sim.prompt_kind import chat_text, prompt_kind
 from loadgen.sim.render import OpenAIChunks, sse, text_for
 from loadgen.sim.responses import error_response, json_response, read_json_object
 
@@ -32,7 +34,10 @@ class _Extras:
 
 
 class OpenAIRoutes:
-    def __init__(self, generations: Generations, model: str, spec_details: bool = True):
+    def __init__(self, generations: Generations, model: str, spec_details: bool = True,
+                 per_token_events: bool = False, wire=None):
+        self.wire = wire  # another server's stream shape (`llamacpp.LlamaCppWire`), None for SGLang's
+        self.per_token_events = per_token_events  # a step's tokens as one-token events (sim/per_token.py)
         self.gen = generations
         self.model = model
         self.spec_details = spec_details  # vLLM returns no per-request spec details
@@ -68,10 +73,13 @@ class OpenAIRoutes:
         extras = _Extras(usage=bool(opts.get("include_usage")),
                          spec=bool(body.get("return_spec_tokens_details")) and self.spec_details)
         req = SimRequest(rid=rid, prompt_tokens=prompt_tokens, max_tokens=int(max_tokens),
-                         t_arrival_ns=request["t_arrival_ns"], count_prompt=count)
+                         t_arrival_ns=request["t_arrival_ns"], count_prompt=count, **_kind(body, chat))
         if not body.get("stream"):
             return await self._unary(req, chunks, extras)
-        return await self.gen.stream(request, req, _api(chat), lambda resp: self._events(req, chunks, extras, resp))
+        events = self._events if self.wire is None else self.wire.events
+        if self.wire is not None:
+            self.wire.admit(req)
+        return await self.gen.stream(request, req, _api(chat), lambda resp: events(req, chunks, extras, resp))
 
     async def _unary(self, req: SimRequest, chunks: OpenAIChunks, extras: _Extras) -> web.Response:
         await self.gen.run_unary(req, _api(chunks.chat))
@@ -95,7 +103,10 @@ class OpenAIRoutes:
             k = await self.gen.next_chunk(req, resp)
             chunks.prompt_tokens = req.prompt_tokens  # known once the engine has admitted the request
             finish = "length" if sent + k >= req.max_tokens else None
-            yield sse(chunks.content(text_for(sent, k), sent + k, finish)), k
+            if self.per_token_events:
+                yield step_events(chunks, sent, k, finish), k
+            else:
+                yield sse(chunks.content(text_for(sent, k), sent + k, finish)), k
             sent += k
         if extras.spec:
             yield sse(chunks.spec(self.gen.spec_details(req))), 0
@@ -105,6 +116,12 @@ class OpenAIRoutes:
 
 def _api(chat: bool) -> str:
     return "openai-chat" if chat else "openai-completions"
+
+
+def _kind(body: dict, chat: bool) -> dict:
+    """The prompt as received and its kind (`prompt_kind`), for the engine and the truth."""
+    prompt = body.get("messages") if chat else body.get("prompt")
+    return {"prompt": prompt, "kind": prompt_kind(chat_text(prompt) if chat else prompt)}
 
 
 def _prompt_size(body: dict, chat: bool) -> tuple[int, Callable[[], int]] | web.Response:

@@ -17,9 +17,11 @@ from loadgen.sim.engine import Engine
 from loadgen.sim.generate_route import GenerateRoute
 from loadgen.sim.generation import Generations
 from loadgen.sim.info_routes import InfoRoutes
-from loadgen.sim.metrics import MetricsEndpoint, TtftHistogram
+from loadgen.sim.llamacpp import llamacpp_parts
+from loadgen.sim.metrics import MetricsEndpoint
 from loadgen.sim.openai_routes import OpenAIRoutes
 from loadgen.sim.responses import error_response
+from loadgen.sim.server_latency import ServerLatency
 from loadgen.sim.sglang_metrics import SglangCollector
 from loadgen.sim.truth import TruthLog
 from loadgen.sim.vllm_metrics import VllmCollector
@@ -28,22 +30,28 @@ MAX_BODY_BYTES = 64 * 2**20
 
 
 class SimServer:
-    def __init__(self, engine: Engine, cfg: SimConfig, truth: TruthLog, hooks=None):
+    def __init__(self, engine: Engine, cfg: SimConfig, truth: TruthLog, hooks=None, closer=None):
         self.engine = engine
         self.cfg = cfg
         self.hooks = hooks
-        ttft = TtftHistogram()
-        self.metrics = MetricsEndpoint(_collector(engine, cfg, ttft))
-        generations = Generations(engine, cfg.context_length, truth, ttft, hooks)
-        vllm = cfg.engine_name == "vllm"
-        self.routes = [InfoRoutes(engine, cfg, started_at_s=time.time()),
-                       OpenAIRoutes(generations, cfg.model, spec_details=not vllm), GenerateRoute(generations)]
+        self.closer = closer  # ConnectionCloser (sim/connections.py): connections closed under the client
+        latency = ServerLatency()
+        ttft = latency.ttft
+        generations = Generations(engine, cfg.context_length, truth, ttft, hooks, latency=latency)
+        llama = llamacpp_parts(engine, cfg, generations) if cfg.engine_name == "llamacpp" else None
+        self.metrics = MetricsEndpoint(llama.collector if llama else _collector(engine, cfg, latency))
+        self.routes = [*([llama.routes] if llama else []), InfoRoutes(engine, cfg, started_at_s=time.time()),
+                       OpenAIRoutes(generations, cfg.model, spec_details=cfg.engine_name == "sglang",
+                                    per_token_events=cfg.per_token_events, wire=llama.wire if llama else None),
+                       GenerateRoute(generations)]
 
     def app(self) -> web.Application:
         app = web.Application(middlewares=[self._middleware], client_max_size=MAX_BODY_BYTES)
         app.router.add_get("/metrics", self.metrics.handle)
         for routes in self.routes:
             routes.add_routes(app.router)
+        if self.closer is not None:
+            app.on_response_prepare.append(self.closer.on_response_prepare)
         return app
 
     @web.middleware
@@ -56,10 +64,13 @@ class SimServer:
         protected = request.path.startswith("/v1/") or request.path == "/generate"
         if self.cfg.api_key and protected and request.headers.get("Authorization") != f"Bearer {self.cfg.api_key}":
             return error_response("Invalid API key", 401)
-        return await handler(request)
+        response = await handler(request)
+        if self.closer is not None:
+            self.closer.after_response(request, response)
+        return response
 
 
-def _collector(engine: Engine, cfg: SimConfig, ttft: TtftHistogram):
+def _collector(engine: Engine, cfg: SimConfig, latency: ServerLatency):
     if cfg.engine_name == "vllm":
-        return VllmCollector(engine, cfg.model, ttft)
-    return SglangCollector(engine, cfg.model, ttft)
+        return VllmCollector(engine, cfg.model, latency.ttft)
+    return SglangCollector(engine, cfg.model, latency.ttft, latency=latency)

@@ -22,10 +22,11 @@ CONTEXT_LEN = 32768
 class SglangCollector:
     """Yields SGLang's metric families from `engine` and the TTFT histogram at each scrape."""
 
-    def __init__(self, engine: Engine, model: str, ttft: TtftHistogram):
+    def __init__(self, engine: Engine, model: str, ttft: TtftHistogram, latency=None):
         self.engine = engine
         self.model = model
         self.ttft = ttft
+        self.latency = latency  # ServerLatency, or None
 
     def collect(self) -> Iterator[Metric]:
         tokenizer = {"model_name": self.model, "engine_type": "unified"}
@@ -36,6 +37,8 @@ class SglangCollector:
         for name, help_text, labels, value in self._counters(tokenizer, streaming):
             yield counter(f"sglang:{name}", help_text, labels, value)
         yield self.ttft.family("sglang:time_to_first_token_seconds", streaming)
+        if self.latency is not None:
+            yield from self.latency.families(streaming)
 
     def _gauges(self) -> list[tuple[str, str, float]]:
         e = self.engine
@@ -48,6 +51,8 @@ class SglangCollector:
             ("spec_num_draft_tokens", "Currently active speculative_num_draft_tokens (decouples from steps "
                                       "under topk>1).", e.spec.budget + 1),
             ("max_total_num_tokens", "Maximum total number of tokens in the KV cache pool.", MAX_TOTAL_NUM_TOKENS),
+            ("token_usage", "The token usage of the KV cache (0-1).", min(1.0, sum(r.prompt_tokens + r.generated for r in e.running) / MAX_TOTAL_NUM_TOKENS)),
+            ("cache_hit_rate", "The prefix cache hit rate (0-1).", 0.0),  # no prefix cache simulated
             ("context_len", "The context length of the model.", CONTEXT_LEN),
         ]
 

@@ -2,7 +2,9 @@
 
 Fields: rid, api, stream, t_arrival_ns (handler received the body), t_first_chunk_ns (first content chunk
 written), chunk_times_ns and chunk_tokens (one entry per content chunk), verify_ct (verify steps),
-prompt_tokens, completion_tokens, t_end_ns (last byte written), outcome.
+prompt_tokens, completion_tokens, t_end_ns (last byte written), outcome; max_tokens and prompt (the messages or
+text as received); prompt_kind (`sim.prompt_kind`) and accept_mean, the mean tokens per verify step the
+request's steps were drawn from (accept_mean_config: the configuration's, for code).
 """
 
 from __future__ import annotations

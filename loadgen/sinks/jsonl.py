@@ -16,11 +16,13 @@ def requests_path(results_path: str) -> str:
 
 class JsonlSink(NullSink):
     """Opened when the first cell starts, not before: a run that stops on bad input (exit 2) must not
-    truncate the records of an earlier run written to the same path."""
+    truncate the records of an earlier run written to the same path. Every line is the record (which carries
+    its `run_id`) plus the run's `label`, so a line read on its own says which run it belongs to."""
 
-    def __init__(self, path: str, append: bool = False):
+    def __init__(self, path: str, append: bool = False, label: str | None = None):
         self.path = path
         self.append = append
+        self.label = label
         self._fh = None
 
     def _open(self):
@@ -33,7 +35,7 @@ class JsonlSink(NullSink):
 
     def record(self, rec: Record) -> None:
         fh = self._open()
-        fh.write(orjson.dumps(rec.to_dict()) + b"\n")
+        fh.write(orjson.dumps(rec.to_dict() | {"label": self.label}) + b"\n")
         fh.flush()
 
     def close(self) -> None:

@@ -35,6 +35,7 @@ from loadgen.sweep import state
 from loadgen.sweep.ready import reconfigure_and_wait, run_diagnostics
 from loadgen.sweep.spec import Config, SweepSpec
 from loadgen.sweep.summary import lock_dir, print_summary, write_summary
+from loadgen.target.llamacpp import llamacpp_identity
 from loadgen.target.readiness import expect_mismatches
 
 INFO_TIMEOUT_S = 5.0
@@ -82,6 +83,8 @@ class ConfigurationCheck:
                 info = await resp.json() if resp.status == 200 else None
         except (TimeoutError, aiohttp.ClientError, OSError, ValueError):
             return None
+        if not isinstance(info, dict):  # llama-server has no /server_info: its settings stand for it
+            info = await llamacpp_identity(session, self.url, self.headers)
         wrong = expect_mismatches(info, self.expect) if isinstance(info, dict) else []
         return "the server changed configuration (" + "; ".join(wrong) + ")" if wrong else None
 
@@ -140,8 +143,8 @@ def _config_runner(plan: Plan, kept: list[dict], order: list[tuple], info: dict,
     extra = [c for c in state.finished_cells(plan.doc, None) if state.cell_key(c) not in order]
     results = ResultsFile(plan.paths["results"], kept=kept + extra, sections={"sweep": info}, order=order)
     checks = [ConfigurationCheck(plan.cfg.url, plan.cfg.expect, headers)] if plan.cfg.expect else []
-    return runs.runner(plan.run_cfg, plan.cfg.url, sinks=[JsonlSink(plan.paths["records"], append=True)],
-                       results=results, checks=checks)
+    sink = JsonlSink(plan.paths["records"], append=True, label=plan.run_cfg.label)
+    return runs.runner(plan.run_cfg, plan.cfg.url, sinks=[sink], results=results, checks=checks)
 
 
 async def _judge(spec: SweepSpec, plan: Plan, order: list[tuple], cells: list[dict], attempt: dict,

@@ -14,13 +14,16 @@ from loadgen.client.recorder import one_line
 from loadgen.errors import ServerError, UsageError
 from loadgen.redact import redact
 from loadgen.target.engine_detect import detect_from_metrics
+from loadgen.target.llamacpp import ENGINE as LLAMACPP
+from loadgen.target.llamacpp import HOW_KNOWN, llamacpp_server_info, read_props, recognised_by
 
 PROBE_TRIES = 3
 PROBE_RETRY_S = 1.0
 
 SPEC_KEYS = ("speculative_algorithm", "speculative_ddtree_budget", "speculative_num_draft_tokens",
              "speculative_eagle_topk", "speculative_dflash_block_size", "speculative_num_steps",
-             "speculative_draft_model_path")
+             "speculative_draft_model_path", "speculative_type", "speculative_draft_n_max",
+             "speculative_draft_n_min", "speculative_draft_p_min")
 
 
 @dataclass
@@ -39,7 +42,7 @@ class Target:
     def fingerprint(self) -> str:
         """Hash of the server's configuration (server info without volatile fields)."""
         stable = {k: v for k, v in self.server_info.items()
-                  if k not in ("internal_states", "sim_started_at") and not k.startswith("last_")}
+                  if k not in ("internal_states", "sim_started_at", *HOW_KNOWN) and not k.startswith("last_")}
         return hashlib.sha256(orjson.dumps(stable, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
 
     def as_dict(self) -> dict:
@@ -50,12 +53,18 @@ class Target:
 
 async def get_json(session: aiohttp.ClientSession, url: str, timeout_s: float = 10.0):
     """(status, parsed JSON or None). Connection problems raise aiohttp errors."""
+    status, body, _ = await get_json_server(session, url, timeout_s)
+    return status, body
+
+
+async def get_json_server(session: aiohttp.ClientSession, url: str, timeout_s: float = 10.0):
+    """(status, parsed JSON or None, the `Server` response header or None)."""
     async with session.get(url, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
         raw = await resp.read()
         try:
-            return resp.status, orjson.loads(raw) if raw else None
+            return resp.status, orjson.loads(raw) if raw else None, resp.headers.get("Server")
         except orjson.JSONDecodeError:
-            return resp.status, None
+            return resp.status, None, resp.headers.get("Server")
 
 
 def unauthorised(url: str, status: int, key_sent: bool, api_key_env: str, key_file: str | None) -> UsageError:
@@ -69,10 +78,22 @@ def unauthorised(url: str, status: int, key_sent: bool, api_key_env: str, key_fi
                       "this server's key")
 
 
+def no_model(url: str, status: int) -> UsageError:
+    """No model to measure: a server without /v1/models is not an OpenAI-compatible server at all."""
+    if status in (404, 405):
+        return UsageError(f"{url} does not look like an OpenAI-compatible server (GET /v1/models answered "
+                          f"{status}); check --url: it should be the root of the LLM server, e.g. "
+                          "http://gpu-host:30000")
+    if status == 503:
+        return UsageError(f"{url}/v1/models answered 503: the server is not ready (still loading?); wait for it "
+                          "with --wait-ready SECONDS (0 gives up at once)")
+    return UsageError(f"{url}/v1/models answered {status} with no model; pass --model NAME")
+
+
 async def discover(session: aiohttp.ClientSession, url: str, api: str, model: str | None,
                    api_key_env: str, key_file: str | None = None) -> Target:
     try:
-        status, models = await get_json(session, url + "/v1/models")
+        status, models, server_header = await get_json_server(session, url + "/v1/models")
     except (TimeoutError, aiohttp.ClientConnectionError, OSError) as exc:
         raise UsageError(f"cannot reach {url} ({one_line(f'{type(exc).__name__}: {exc}')}); check --url and "
                          "that the server is running") from None
@@ -81,7 +102,7 @@ async def discover(session: aiohttp.ClientSession, url: str, api: str, model: st
     served = [m.get("id") for m in (models or {}).get("data", []) if isinstance(m, dict)] if status == 200 else []
     if model is None:
         if not served:
-            raise UsageError(f"{url}/v1/models answered {status} with no model; pass --model NAME")
+            raise no_model(url, status)
         model = served[0]
     elif served and model not in served:
         raise UsageError(f"model {model!r} is not served by {url}; it serves: {', '.join(served)}")
@@ -89,7 +110,7 @@ async def discover(session: aiohttp.ClientSession, url: str, api: str, model: st
     for m in (models or {}).get("data", []):
         if isinstance(m, dict) and m.get("id") == model and m.get("max_model_len"):
             target.max_model_len = int(m["max_model_len"])
-    await _detect_engine(session, target)
+    await _detect_engine(session, target, models, server_header)
     await _detect_tokenize(session, target)
     target.server_info = redact(target.server_info, _sent_key(session))
     return target
@@ -100,7 +121,20 @@ def _sent_key(session: aiohttp.ClientSession) -> str | None:
     return auth.removeprefix("Bearer ").strip() or None
 
 
-async def _detect_engine(session: aiohttp.ClientSession, target: Target) -> None:
+async def _detect_llamacpp(session: aiohttp.ClientSession, target: Target, models, marks: list[str],
+                           props: dict | None = None) -> bool:
+    if not marks:
+        return False
+    target.engine = LLAMACPP
+    target.server_info = await llamacpp_server_info(session, target.url, models, target.model, marks, props)
+    target.max_model_len = target.max_model_len or target.server_info.get("context_length")
+    return True
+
+
+async def _detect_engine(session: aiohttp.ClientSession, target: Target, models=None,
+                         server_header: str | None = None) -> None:
+    if await _detect_llamacpp(session, target, models, recognised_by(models, server_header)):
+        return
     for path in ("/server_info", "/get_server_info"):
         try:
             status, info = await get_json(session, target.url + path)
@@ -120,6 +154,9 @@ async def _detect_engine(session: aiohttp.ClientSession, target: Target) -> None
             return
     except (TimeoutError, aiohttp.ClientError):
         pass
+    props = await read_props(session, target.url)  # llama-server behind a proxy that hides its marks
+    if props and await _detect_llamacpp(session, target, models, ["/props"], props):
+        return
     engine = await detect_from_metrics(session, target.url)  # no info endpoint: metric name prefixes tell
     if engine:
         target.engine = engine

@@ -1,7 +1,7 @@
 """Engine detection from `/metrics`, for servers whose info endpoints are missing or hidden behind a proxy.
 
 `discover` asks `/server_info` (SGLang) and `/version` (vLLM) first; when neither answers, the metric
-name prefixes tell: `sglang:` → SGLang, `vllm:` → vLLM. `discover` then stores `detected_by: /metrics` in the
+name prefixes tell: `sglang:` → SGLang, `vllm:` → vLLM, `llamacpp:` → llama.cpp. `discover` then stores `detected_by: /metrics` in the
 target's server info, so results say how the engine was recognised.
 """
 
@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import aiohttp
 
-PREFIXES = (("sglang:", "sglang"), ("vllm:", "vllm"))
+PREFIXES = (("sglang:", "sglang"), ("vllm:", "vllm"), ("llamacpp:", "llamacpp"))
 
 
 def engine_from_metrics(text: str) -> str | None:
-    """'sglang' or 'vllm' from the first sample line whose name has an engine prefix; None otherwise."""
+    """'sglang', 'vllm' or 'llamacpp' from the first sample line whose name has an engine prefix; None otherwise."""
     for line in text.splitlines():
         if not line or line.startswith("#"):
             continue
@@ -24,7 +24,7 @@ def engine_from_metrics(text: str) -> str | None:
 
 
 async def detect_from_metrics(session: aiohttp.ClientSession, url: str) -> str | None:
-    """'sglang' or 'vllm' from the metric names at `<url>/metrics`; None when it does not answer or names none."""
+    """'sglang', 'vllm' or 'llamacpp' from the metric names at `<url>/metrics`; None when it does not answer or names none."""
     try:
         async with session.get(url + "/metrics", timeout=aiohttp.ClientTimeout(total=10)) as resp:
             if resp.status != 200:

@@ -27,6 +27,7 @@ from loadgen.client.aiohttp_sender import send
 from loadgen.client.api import RequestOptions, build_body
 from loadgen.client.config import ClientConfig
 from loadgen.record import CellKey, Record
+from loadgen.target.llamacpp import llamacpp_identity
 
 HEALTH_PATHS = ("/health_generate", "/health", "/v1/models")
 INFO_PATHS = ("/server_info", "/get_server_info")
@@ -112,6 +113,8 @@ class _Gate:
             return got
         _, status, body = got
         info = _json(body) if status == 200 else None
+        if not isinstance(info, dict):  # llama-server has no /server_info: its settings stand for it
+            info = await llamacpp_identity(self.session, self.url, self.headers)
         if not isinstance(info, dict):
             self.res.expect_ok = False
             return "no /server_info to check the expect map against"

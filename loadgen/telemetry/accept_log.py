@@ -8,9 +8,17 @@ SGLang logs, every `--decode-log-interval` decode steps (reference/sglang.md §5
 
     log = Σ accept_len_i · w_i / Σ w_i,   w_i = #running-req of line i (1 when the line has none)
 
-over the lines that *arrive* while the cell is open: a window's verify count is about its steps × its batch,
+over the lines that *arrive* while the cell is open (for llama.cpp's lines, below, w_i is the verify steps): a window's verify count is about its steps × its batch,
 so weighting by the batch approximates SGLang's own Σaccepted/Σverify. Lines with different DP ranks are
 separate lines and are combined the same way.
+
+llama.cpp's llama-server logs one line per request when its slot is released:
+
+    slot print_timing: id  0 | task 12 | draft acceptance = 1.00000 (   24 accepted /    24 generated), mean len =  5.00
+
+`mean len` = 1 + accepted / verify steps of that request, so its verify steps are s_i = round(accepted /
+(mean len − 1)), and Σ mean_len_i · s_i / Σ s_i = 1 + Σaccepted / Σs, the server's counter formula. A line with
+no accepted drafts (mean len 1) weighs its generated draft tokens, an upper bound of its verify steps.
 
 The command is split like a shell would (shlex) and run without one, once per run: it is started when the
 first cell opens and terminated when the run ends. Whatever it prints at launch (journalctl -f first prints
@@ -36,6 +44,7 @@ from loadgen.telemetry.base import SourceResult
 
 ACCEPT_RE = re.compile(r"accept len: ([\d.]+)")
 RUNNING_RE = re.compile(r"#running-req: (\d+)")
+LLAMA_RE = re.compile(r"draft acceptance = [\d.]+ \(\s*(\d+) accepted /\s*(\d+) generated\), mean len =\s*([\d.]+)")
 
 
 def parse_line(line: str) -> tuple[float, int | None] | None:
@@ -49,6 +58,17 @@ def parse_line(line: str) -> tuple[float, int | None] | None:
         return None
     r = RUNNING_RE.search(line)
     return accept, int(r.group(1)) if r else None
+
+
+def parse_llama_line(line: str) -> tuple[float, int] | None:
+    """(mean len, verify steps) of a llama.cpp `draft acceptance` line; None for any other line."""
+    m = LLAMA_RE.search(line)
+    if not m:
+        return None
+    accepted, generated, mean_len = int(m.group(1)), int(m.group(2)), float(m.group(3))
+    if mean_len > 1.0 and accepted:
+        return mean_len, max(1, round(accepted / (mean_len - 1.0)))
+    return 1.0, max(1, generated)
 
 
 def split_command(cmd: str) -> list[str]:
@@ -76,8 +96,10 @@ class LogWindow:
     weight: float = 0.0
     unweighted_lines: int = 0
     zero_lines: int = 0
+    weighted_by: str = "running_req"
 
-    def add(self, accept: float, running: int | None) -> None:
+    def add(self, accept: float, running: int | None, weighted_by: str = "running_req") -> None:
+        self.weighted_by = weighted_by
         w = float(running) if running else 1.0
         if not running:
             self.unweighted_lines += 1
@@ -151,14 +173,16 @@ class LogReader:
                 break
             self._last_line_ns = time.monotonic_ns()
             line = raw.decode("utf-8", "replace").rstrip()
-            parsed = parse_line(line)
+            parsed, weighted_by = parse_line(line), "running_req"
+            if parsed is None:
+                parsed, weighted_by = parse_llama_line(line), "verify_steps"
             if parsed is None:
                 if line:
                     self.tail.append(line[:200])
                 continue
             self.lines_total += 1
             if self.window is not None:
-                self.window.add(*parsed)
+                self.window.add(*parsed, weighted_by)
             else:
                 self.lines_outside += 1
         await self.proc.wait()
@@ -209,7 +233,7 @@ class AcceptLogSource:
         w = await self.reader.close_window()
         values = {"command": self.reader.command, "lines": w.lines,
                   "lines_outside_cells": self.reader.lines_outside,
-                  "weighted_by": "running_req" if w.unweighted_lines < w.lines else "none"}
+                  "weighted_by": w.weighted_by if w.unweighted_lines < w.lines else "none"}
         value = w.value()
         died = self.reader.exit_reason()
         if value is None or w.zero_lines == w.lines:
@@ -218,8 +242,9 @@ class AcceptLogSource:
             elif w.lines:
                 reason = "the log lines of the cell show accept len 0 (speculative decoding off)"
             else:
-                reason = ("no 'accept len' line arrived during the cell (the server logs one every "
-                          "decode_log_interval decode steps; is the command following the right log?)")
+                reason = ("no 'accept len' line (SGLang logs one every decode_log_interval decode steps) "
+                          "nor llama.cpp 'draft acceptance … mean len' line (one per request) arrived during "
+                          "the cell; is the command following the right log?")
             values["unavailable"] = {"log": reason}
             return SourceResult(self.name, self.kind, False, values, reason=reason,
                                 warnings=[f"accept log: {died}"] if died else [])

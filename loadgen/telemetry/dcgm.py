@@ -14,6 +14,13 @@ Warnings: a node that stopped answering (which URL, since when; its data from be
 unchanged between samples (dcgm-exporter collects every 30 s by default: run it with `-c 1000` or less),
 DCGM blank sentinels (values ≥ 1e18 for fields a GPU does not support, ignored).
 
+Edges: dcgm-exporter serves the values of its last collection (every `-c` ms), so a scrape's values are up
+to that old. At the start of a cell the source polls every EDGE_POLL_S until each node's values changed three
+times, each between two quick polls (at most EDGE_START_MAX_S), which tells the exporter's refresh period; at
+the stop it polls until they change once more between two quick polls (at most 2.5 refresh periods). The
+snapshots are dated on that grid and the energy is cut at the cell's exact edges
+(`loadgen.metrics.energy_window`).
+
 The exporter's metric names, labels and text format (parsing and rendering) are in `dcgm_format`.
 """
 
@@ -27,9 +34,14 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
+from loadgen.aio import cancel_and_wait
+from loadgen.metrics.energy_window import MAX_PRECISE_NS, collection_times, refresh_period_ns
 from loadgen.metrics.power import STALE_AFTER_S, GpuPowerStats, summarize_power
 from loadgen.telemetry.base import PeriodicSampler, SourceResult
 from loadgen.telemetry.dcgm_format import ENERGY, ENFORCED_LIMIT, MGMT_LIMIT, POWER, parse_dcgm
+
+EDGE_POLL_S = 0.02
+EDGE_START_MAX_S = 3.5
 
 
 def normalize_url(url: str) -> str:
@@ -50,6 +62,9 @@ class _Node:
     last_error: str | None = None
     blank_fields: set[str] = field(default_factory=set)
     skipped_lines: int = 0
+    signature: tuple | None = None  # the values of the last answer
+    sharp_changes: int = 0  # answers whose values differed from an answer at most MAX_PRECISE_NS before
+    last_answer_ns: int | None = None
 
     def failure(self, t_ns: int, error: str) -> None:
         self.failed += 1
@@ -94,7 +109,30 @@ class DcgmSource(PeriodicSampler):
             self._session = aiohttp.ClientSession()
         await super().start()
 
+    async def _loop(self) -> None:
+        # three collections seen between two quick polls each: the period to a few ms
+        await self._poll_until(lambda: all(n.sharp_changes >= 3 for n in self._nodes), EDGE_START_MAX_S)
+        await super()._loop()
+
+    async def _poll_until(self, done, max_s: float) -> None:
+        """Sample every EDGE_POLL_S until `done()` or `max_s` have passed."""
+        deadline = time.monotonic() + max_s
+        while not done() and time.monotonic() < deadline:
+            await asyncio.sleep(EDGE_POLL_S)
+            await self._safe_sample()
+
+    def _period_ns(self, node: _Node) -> int | None:
+        """The node's refresh period (ns) from its first GPU's snapshots."""
+        gpu = next((g for g in self._gpus.values() if g.node is node), None)
+        return None if gpu is None else refresh_period_ns([gpu.stats.head, list(gpu.stats.tail)])
+
     async def stop(self) -> SourceResult:
+        await cancel_and_wait(self._task)
+        self._task = None
+        seen = [n.sharp_changes for n in self._nodes]
+        periods = [ns / 1e9 for n in self._nodes if (ns := self._period_ns(n)) is not None]
+        wait_s = min(EDGE_START_MAX_S, 2.5 * max(periods)) if len(periods) == len(self._nodes) else 0.0
+        await self._poll_until(lambda: all(n.sharp_changes > k for n, k in zip(self._nodes, seen)), wait_s)
         try:
             return await super().stop()
         finally:
@@ -129,6 +167,10 @@ class DcgmSource(PeriodicSampler):
             node.failure(t0, f"{type(exc).__name__}: {exc}"[:160] if str(exc) else type(exc).__name__)
             return None
         node.success()
+        signature = tuple((r.gpu, r.uuid, r.power_w, r.energy_mj) for r in scrape.readings)
+        quick = node.last_answer_ns is not None and t_ns - node.last_answer_ns <= MAX_PRECISE_NS
+        node.sharp_changes += signature != node.signature and quick
+        node.signature, node.last_answer_ns = signature, t_ns
         node.blank_fields |= scrape.blank_fields
         node.skipped_lines += scrape.skipped_lines
         total_w = 0.0
@@ -146,7 +188,8 @@ class DcgmSource(PeriodicSampler):
         if not gpus:
             errors = "; ".join(f"{n.url}: {n.last_error}" for n in self._nodes)
             return SourceResult(self.name, self.kind, False, reason=f"no dcgm-exporter answered ({errors})")
-        per_gpu = [_per_gpu(g) for g in gpus]
+        periods = {n.url: self._period_ns(n) for n in self._nodes}
+        per_gpu = [_per_gpu(g, periods[g.node.url]) for g in gpus]
         values = summarize_power("dcgm", per_gpu, self.max_w_total, window_s)
         values["nodes"] = [
             {"url": n.url, "scrapes_ok": n.ok, "scrapes_failed": n.failed, "last_error": n.last_error}
@@ -166,10 +209,12 @@ def _gpu_order(gpu: str) -> tuple[int, str]:
     return (int(gpu), "") if gpu.isdigit() else (1 << 30, gpu)
 
 
-def _per_gpu(g: _Gpu) -> dict[str, Any]:
+def _per_gpu(g: _Gpu, period_ns: int | None) -> dict[str, Any]:
     host = g.hostname or urlsplit(g.node.url).hostname
     return {"node": g.node.url, "gpu": int(g.gpu) if g.gpu.isdigit() else g.gpu, "uuid": g.uuid,
-            "hostname": host, "model": g.model, **g.stats.figures()}
+            "hostname": host, "model": g.model,
+            **g.stats.figures(lambda snaps: collection_times(snaps, period_ns)),
+            "refresh_period_s": None if period_ns is None else period_ns / 1e9}
 
 
 def _node_warnings(node: _Node, gpus: list[_Gpu], t_start_ns: int, window_s: float) -> list[str]:

@@ -30,6 +30,11 @@ DCGM_FIELDS: dict[str, tuple[str, str]] = {
     "DCGM_FI_DEV_FB_USED": ("gauge", "Framebuffer memory used (in MiB)."),
     MGMT_LIMIT: ("gauge", "Power management limit (in W)."),
     ENFORCED_LIMIT: ("gauge", "Enforced power limit (in W)."),
+    "DCGM_FI_PROF_DRAM_ACTIVE": ("gauge", "Ratio of cycles the device memory interface is active."),
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": ("gauge", "Ratio of cycles the tensor (HMMA) pipe is active."),
+    "DCGM_FI_DEV_POWER_VIOLATION": ("counter", "Throttling duration due to power constraints (in ns)."),
+    "DCGM_FI_DEV_THERMAL_VIOLATION": ("counter", "Throttling duration due to thermal constraints (in ns)."),
+    "DCGM_FI_DEV_XID_ERRORS": ("gauge", "Value of the last XID error encountered."),
 }
 _WANTED = (POWER, ENERGY, MGMT_LIMIT, ENFORCED_LIMIT)
 

@@ -1,4 +1,4 @@
-"""SGLang and vLLM metric names, and one `/metrics` scrape reduced to the totals the accept-length source uses.
+"""SGLang, vLLM and llama.cpp metric names, and one `/metrics` scrape reduced to the totals the accept-length source uses.
 
 Pure functions over `promtext.Sample` lists, so they are tested with tables of exposition lines:
 
@@ -21,7 +21,13 @@ VL_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
 VL_ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
 VL_RUNNING = "vllm:num_requests_running"
 VL_QUEUE = "vllm:num_requests_waiting"
-COUNTERS = (SG_GEN, SG_VERIFY, VL_DRAFTS, VL_DRAFT_TOKENS, VL_ACCEPTED)
+# llama.cpp's llama-server (--metrics) keeps vLLM's names and meaning, moved when a request completes
+LC_DRAFTS = "llamacpp:spec_decode_num_drafts_total"
+LC_DRAFT_TOKENS = "llamacpp:spec_decode_num_draft_tokens_total"
+LC_ACCEPTED = "llamacpp:spec_decode_num_accepted_tokens_total"
+# engine → (verify steps, draft tokens proposed, draft tokens accepted): accept length = 1 + Δaccepted / Δdrafts
+DRAFT_COUNTERS = {"vllm": (VL_DRAFTS, VL_DRAFT_TOKENS, VL_ACCEPTED), "llamacpp": (LC_DRAFTS, LC_DRAFT_TOKENS, LC_ACCEPTED)}
+COUNTERS = (SG_GEN, SG_VERIFY, VL_DRAFTS, VL_DRAFT_TOKENS, VL_ACCEPTED, LC_DRAFTS, LC_DRAFT_TOKENS, LC_ACCEPTED)
 QUEUE_GAUGES = (SG_RUNNING, SG_QUEUE, VL_RUNNING, VL_QUEUE)
 GAUGES = (SG_GAUGE, *QUEUE_GAUGES)
 # What a scrape keeps: everything else in the answer is not parsed. Counters may be served without `_total`.

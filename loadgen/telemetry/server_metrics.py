@@ -9,8 +9,9 @@ Figures (all over the cell's window [first scrape, last scrape]):
   over all its label sets (DP ranks, is_streaming, ...). Both move when a request completes, so over a
   closed-loop cell they cover exactly the cell's requests: Σcompletion_tokens / Σverify_calls, the same
   quantity as the per-request figure.
-- `counters` (vLLM): 1 + Δvllm:spec_decode_num_accepted_tokens_total / Δvllm:spec_decode_num_drafts_total
-  (accepted drafts per verify step, plus the bonus token). Also `accept_rate` = Δaccepted / Δdraft_tokens.
+- `counters` (vLLM, and llama.cpp under `llamacpp:` with the same names and meaning):
+  1 + Δ…spec_decode_num_accepted_tokens_total / Δ…spec_decode_num_drafts_total (accepted drafts per verify
+  step, plus the bonus token). Also `accept_rate` = Δaccepted / Δdraft_tokens.
 - `gauge` (SGLang): time-average of `sglang:spec_accept_length`, a mean over the scheduler's last
   `decode_log_interval` (40) decode steps. Each reading describes the steps before it, so reading i is
   weighted by the time since reading i−1: gauge = Σ v_i·(t_i − t_{i−1}) / Σ (t_i − t_{i−1}). Readings taken before the
@@ -32,18 +33,18 @@ import aiohttp
 from loadgen.telemetry.base import PeriodicSampler, SourceResult
 from loadgen.telemetry.engine_metrics import (
     COUNTERS,
+    DRAFT_COUNTERS,
     QUEUE_GAUGES,
     SG_GAUGE,
     SG_GEN,
     SG_VERIFY,
-    VL_ACCEPTED,
-    VL_DRAFT_TOKENS,
-    VL_DRAFTS,
     WANTED,
     counter_totals,
     gauge_values,
 )
 from loadgen.telemetry.promtext import Sample, parse_samples
+
+ENGINE_NAMES = {"vllm": "vLLM", "llamacpp": "llama.cpp"}
 
 
 class CounterDelta:
@@ -157,7 +158,8 @@ class ServerMetricsSource(PeriodicSampler):
         warnings = []
         if self.scrapes == 0:
             why = self.errors[-1] if self.errors else "no answer"
-            hint = ("start SGLang with --enable-metrics, or pass --server-metrics URL (or off)"
+            hint = ("start SGLang with --enable-metrics (llama-server with --metrics), or pass --server-metrics "
+                    "URL (or off)"
                     if self.origin == "auto" else "check the --server-metrics URL")
             reason = f"{self.url} could not be scraped ({why}); {hint}"
             values["unavailable"] = {"counters": reason, "gauge": reason}
@@ -185,16 +187,18 @@ class ServerMetricsSource(PeriodicSampler):
         if any(c.resets for c in self.counters.values()):
             warnings.append("server metrics: a counter went backwards during the cell (server restarted?); "
                             "counted from the restart like Prometheus increase()")
-        if VL_DRAFTS in d and VL_ACCEPTED in d:
-            values["vllm"] = {"drafts": d[VL_DRAFTS], "accepted_tokens": d[VL_ACCEPTED],
-                              "draft_tokens": d.get(VL_DRAFT_TOKENS)}
-            if d[VL_DRAFTS] > 0:
-                per_source["counters"] = 1.0 + d[VL_ACCEPTED] / d[VL_DRAFTS]
-                if d.get(VL_DRAFT_TOKENS):
-                    values["vllm"]["accept_rate"] = d[VL_ACCEPTED] / d[VL_DRAFT_TOKENS]
+        engine = next((e for e, (drafts, _, accepted) in DRAFT_COUNTERS.items() if drafts in d and accepted in d),
+                      None)
+        if engine is not None:
+            drafts, draft_tokens, accepted = DRAFT_COUNTERS[engine]
+            values[engine] = {"drafts": d[drafts], "accepted_tokens": d[accepted],
+                              "draft_tokens": d.get(draft_tokens)}
+            if d[drafts] > 0:
+                per_source["counters"] = 1.0 + d[accepted] / d[drafts]
+                if d.get(draft_tokens):
+                    values[engine]["accept_rate"] = d[accepted] / d[draft_tokens]
             else:
-                unavailable["counters"] = "vllm:spec_decode_num_drafts_total did not move during the cell " \
-                                          "(speculative decoding off?)"
+                unavailable["counters"] = f"{drafts} did not move during the cell (speculative decoding off?)"
         elif SG_VERIFY in d and SG_GEN in d:
             values["sglang"] = {"generation_tokens": d[SG_GEN], "verify_calls": d[SG_VERIFY]}
             if d[SG_VERIFY] > 0:
@@ -207,14 +211,16 @@ class ServerMetricsSource(PeriodicSampler):
                                       "before 2026 lack it, or speculative decoding is off)"
         else:
             unavailable["counters"] = "the server exports neither sglang:spec_verify_calls_total nor " \
-                                      "vllm:spec_decode_num_drafts_total"
+                                      "vllm:spec_decode_num_drafts_total nor llamacpp:spec_decode_num_drafts_total"
 
     def _gauge(self, values: dict, per_source: dict, unavailable: dict) -> None:
         values["gauge"] = {"readings_used": self.gauge.n, "readings_ignored": self.gauge_ignored,
                            "value_at_start": self.gauge_start}
         mean = self.gauge.mean()
         if SG_GAUGE not in self.seen:
-            unavailable["gauge"] = ("vLLM exports no accept-length gauge" if VL_DRAFTS in self.seen
+            drafts_of = {names[0]: engine for engine, names in DRAFT_COUNTERS.items()}
+            engine = next((drafts_of[n] for n in drafts_of if n in self.seen), None)
+            unavailable["gauge"] = (f"{ENGINE_NAMES[engine]} exports no accept-length gauge" if engine
                                     else "the server exports no sglang:spec_accept_length gauge")
         elif mean is None:
             unavailable["gauge"] = ("sglang:spec_accept_length did not refresh during the cell (it refreshes "

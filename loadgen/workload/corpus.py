@@ -15,11 +15,11 @@ from pathlib import Path
 
 import orjson
 
+from loadgen.workload.textfile import BadRow, WorkloadError, check_bad_rows, read_text
+
 CORPUS_BYTES = 3_000_000
-
-
-class WorkloadError(Exception):
-    pass
+PROMPTS_EXPECTED = "expected JSONL with a 'text', 'prompt' or 'messages' field, or plain text paragraphs"
+__all__ = ["WorkloadError", "Corpus", "load_prompts_file", "stdlib_corpus", "seeded_rng"]
 
 
 def stdlib_corpus(max_bytes: int = CORPUS_BYTES) -> str:
@@ -43,35 +43,43 @@ def stdlib_corpus(max_bytes: int = CORPUS_BYTES) -> str:
     return "\n".join(parts)
 
 
-def load_prompts_file(path: str) -> list[str]:
-    """Texts from a user file: JSONL rows with `text`, `prompt` or `messages` (user contents joined), or
-    plain text (paragraphs separated by blank lines). Raises WorkloadError when nothing usable is found."""
-    p = Path(path)
-    if not p.is_file():
-        raise WorkloadError(f"--prompts {path}: no such file; give a JSONL or text file of prompts")
-    raw = p.read_text(encoding="utf-8", errors="replace")
-    if p.suffix in (".jsonl", ".json") or raw.lstrip().startswith("{"):
-        texts = [t for t in map(_row_text, raw.splitlines()) if t]
-    else:
-        texts = [t.strip() for t in raw.split("\n\n") if t.strip()]
-    if not texts:
-        raise WorkloadError(f"--prompts {path}: no usable rows (expected JSONL with a 'text', 'prompt' or "
-                            "'messages' field, or plain text paragraphs)")
+def load_prompts_file(path: str, max_bad_rows: int = 0, quiet: bool = False) -> list[str]:
+    """Texts from a user file, used as a text source (cut into windows of exact length, not replayed): JSONL
+    rows with `text`, `prompt` or `messages` (contents joined), or plain text (paragraphs separated by blank
+    lines). Every unusable JSONL row is named (file:line); WorkloadError when the file is not text, nothing
+    is usable, or more than `max_bad_rows` rows are bad."""
+    raw = read_text(path, "--prompts")
+    if Path(path).suffix in (".jsonl", ".json") or raw.lstrip().startswith("{"):
+        texts, bad = [], []
+        for i, line in enumerate(raw.splitlines(), 1):
+            if not line.strip():
+                continue
+            text, why = _row_text(line)
+            if text is None:
+                bad.append(BadRow(i, why))
+            else:
+                texts.append(text)
+        check_bad_rows("--prompts", path, bad, len(texts), max_bad_rows, quiet, PROMPTS_EXPECTED)
+        return texts
+    texts = [t.strip() for t in raw.split("\n\n") if t.strip()]
+    check_bad_rows("--prompts", path, [], len(texts), max_bad_rows, quiet, PROMPTS_EXPECTED)
     return texts
 
 
-def _row_text(line: str) -> str | None:
-    """The prompt of one JSONL line; None for a blank, malformed or textless row (skipped, not fatal)."""
+def _row_text(line: str) -> tuple[str | None, str]:
+    """(the prompt of one JSONL line, or None with the reason it is unusable)."""
     try:
-        row = orjson.loads(line) if line.strip() else None
-    except orjson.JSONDecodeError:
-        return None
+        row = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        return None, f"invalid JSON ({str(exc).split(':')[0]})"
     if not isinstance(row, dict):
-        return None
+        return None, "not a JSON object"
     text = row.get("text") or row.get("prompt")
     if not text and isinstance(row.get("messages"), list):
         text = "\n".join(str(m.get("content", "")) for m in row["messages"] if isinstance(m, dict))
-    return text if isinstance(text, str) and text.strip() else None
+    if text is None and not ({"text", "prompt", "messages"} & row.keys()):
+        return None, "no prompt field (expected text, prompt or messages)"
+    return (text, "") if isinstance(text, str) and text.strip() else (None, "empty prompt")
 
 
 @dataclass

@@ -1,0 +1,105 @@
+"""The steady window of a closed-loop cell: the part of the measured window in which all C slots were busy.
+
+A closed-loop cell ramps up (slots send their first requests) and ramps down (slots find no more work and
+fall idle one by one while the last requests finish). Figures over the whole window mix those ramps in: the
+achieved concurrency reads below C and the last requests run alone, faster. The steady window is
+
+    start = the first moment C requests were in flight at once (the C-th concurrent send)
+    end   = the moment the first slot found no more work: the first request end after the last moment C
+            requests were in flight (the last send that filled every slot)
+
+from the records' own `t_sent_ns` and `t_end_ns` (every outcome: a failed request held its slot too). All
+processes stamp CLOCK_MONOTONIC, so records of `--workers` processes merge on one time line. A cell whose
+in-flight count never reached C (an open-loop cell, a shard's part of a cell) has no steady window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import accumulate
+
+from loadgen.record import Record
+
+NS = 1e9
+
+
+def in_flight_events(recs: Sequence[Record]) -> list[tuple[int, int]]:
+    """(t_ns, +1 at a send | −1 at an end) of every sent request, in time order (ends first at a tie)."""
+    events = [(r.t_sent_ns, 1) for r in recs if r.t_sent_ns] + [(r.t_end_ns, -1) for r in recs if r.t_sent_ns]
+    return sorted(events)
+
+
+def steady_window_ns(recs: Sequence[Record], slots: int) -> tuple[int, int] | None:
+    """(start, end) of the steady window (module docstring), or None when `slots` requests were never in
+    flight at once or no request ended after that."""
+    if slots <= 0:
+        return None
+    events = in_flight_events(recs)
+    counts = list(accumulate(delta for _, delta in events))
+    full = [i for i, n in enumerate(counts) if n >= slots]
+    if not full:
+        return None
+    start = events[full[0]][0]
+    end = next((t for t, delta in events[full[-1] + 1:] if delta < 0), None)
+    return (start, end) if end is not None and end > start else None
+
+
+def overlap_ns(r: Record, start_ns: int, end_ns: int) -> int:
+    """How long request `r` was in flight inside [start, end] (ns)."""
+    return max(0, min(r.t_end_ns, end_ns) - max(r.t_sent_ns, start_ns)) if r.t_sent_ns else 0
+
+
+def token_arrivals(r: Record) -> list[tuple[int, float]]:
+    """(t_ns, tokens) of each content chunk of an ok record: chunk i arrives at t_first_token + Σ gaps[:i]
+    and carries chunk_tokens[i] tokens. Without per-chunk counts, the completion tokens are spread evenly
+    over the chunks (an estimate)."""
+    if r.t_first_token_ns is None or not r.completion_tokens or not r.chunks:
+        return []
+    times = accumulate(r.chunk_gaps_ns, initial=r.t_first_token_ns)
+    tokens = list(r.chunk_tokens) if r.chunk_tokens is not None else [r.completion_tokens / r.chunks] * r.chunks
+    return list(zip(times, tokens))
+
+
+def tokens_in_window(ok: Sequence[Record], start_ns: int, end_ns: int) -> float:
+    """Σ tokens of the ok requests' chunks whose arrival falls in (start, end]."""
+    return sum(n for r in ok for t, n in token_arrivals(r) if start_ns < t <= end_ns)
+
+
+def measured_edges_ns(recs: Sequence[Record]) -> dict:
+    """{start_ns, end_ns} of the whole measured window: min(t_sent) and max(t_end) over the sent requests
+    (None without one); what energy is cut to and what the wall-clock start and end are read from."""
+    sent = [r for r in recs if r.t_sent_ns]
+    if not sent:
+        return {"start_ns": None, "end_ns": None}
+    return {"start_ns": min(r.t_sent_ns for r in sent), "end_ns": max(r.t_end_ns for r in sent)}
+
+
+def steady_figures(recs: Sequence[Record]) -> dict | None:
+    """The steady window of a closed-loop cell, or None (open loop, or no window):
+
+    - start_ns, end_ns: the window (module docstring); duration_s = (end − start) / 1e9
+    - achieved_concurrency = Σ over requests of their time in flight inside the window / duration_s
+    - output_tok_s = tokens whose chunk arrived inside the window (ok requests) / duration_s
+    - requests = requests (any outcome) that ended inside the window; ok = those that ended ok
+    - ramp_s = the measured window's duration minus duration_s (ramp-up plus ramp-down)
+    """
+    if not recs or recs[0].cell.request_rate is not None:
+        return None
+    window = steady_window_ns(recs, recs[0].cell.concurrency)
+    if window is None:
+        return None
+    start, end = window
+    duration_s = (end - start) / NS
+    ended = [r for r in recs if start < r.t_end_ns <= end]
+    ok = [r for r in recs if r.ok]
+    whole_s = (max(r.t_end_ns for r in recs) - min(r.t_sent_ns for r in recs if r.t_sent_ns)) / NS
+    return {
+        "start_ns": start,
+        "end_ns": end,
+        "duration_s": duration_s,
+        "achieved_concurrency": sum(overlap_ns(r, start, end) for r in recs) / NS / duration_s,
+        "output_tok_s": tokens_in_window(ok, start, end) / duration_s,
+        "requests": len(ended),
+        "ok": sum(r.ok for r in ended),
+        "ramp_s": max(0.0, whole_s - duration_s),
+    }

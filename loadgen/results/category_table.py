@@ -1,0 +1,76 @@
+"""The per-category table of a dataset run (pure: cells in, text out): one line per category under each
+cell, with the figures of `metrics.category`, and the cell's achieved prompt and output lengths."""
+
+from __future__ import annotations
+
+from loadgen.results import text_table as tt
+from loadgen.results.text_table import Column, millis, number
+
+
+def _load(item: dict) -> str:
+    cell = item["cell"]
+    return f"{cell['request_rate']:g}/s" if cell.get("request_rate") is not None else str(cell["concurrency"])
+
+
+def _accept(item: dict) -> str:
+    acc = item.get("accept_length") or {}
+    return tt.MISSING if acc.get("value") is None else f"{acc['value']:.2f} {acc.get('source') or ''}"
+
+
+def _share(item: dict) -> str:
+    share = item.get("output_share")
+    return tt.MISSING if share is None else f"{share * 100:.0f}%"
+
+
+COLUMNS = [
+    Column("conc", 5, _load),
+    Column("category", -14, lambda item: item["name"]),
+    Column("ok/fail", 9, tt.ok_failed),
+    Column("out tok/s", 10, number("output_tok_s", ".1f")),
+    Column("share", 6, _share),
+    Column("req tok/s", 10, number("request_tok_s.mean", ".1f")),
+    Column("TTFT ms", 8, millis("ttft_s.mean")),
+    Column("p90", 8, millis("ttft_s.p90")),
+    Column("prompt", 7, number("lengths.prompt_tokens.mean", ".0f")),
+    Column("output", 7, number("lengths.output_tokens.mean", ".0f")),
+    Column("accept", 0, _accept),
+]
+
+
+def items(cell: dict) -> list[dict]:
+    """The cell's categories as table items, each with its name and its cell."""
+    return [{"name": name, "cell": cell, **figures} for name, figures in (cell.get("by_category") or {}).items()]
+
+
+def category_lines(cell: dict) -> list[str]:
+    """The lines of one cell's categories (none for a cell without categories)."""
+    return [tt.line(COLUMNS, item) for item in items(cell)]
+
+
+def category_table(cells: list[dict]) -> str | None:
+    """Every cell's categories under one header; None when no cell has categories."""
+    lines = [line for cell in cells for line in category_lines(cell)]
+    return "\n".join(["per category:", tt.header(COLUMNS), *lines]) if lines else None
+
+
+def _varies(cell: dict) -> bool:
+    lengths = cell.get("lengths") or {}
+    return any((lengths.get(k) or {}).get("p50") != (lengths.get(k) or {}).get("p90")
+               for k in ("prompt_tokens", "output_tokens"))
+
+
+LENGTH_COLUMNS = [
+    Column("ctx", 6, lambda c: str(c["context_tokens"])),
+    Column("conc", 5, lambda c: _load({"cell": c})),
+    *(Column(f"{what} {stat}", 12, number(f"lengths.{key}.{stat}", ".1f" if stat == "mean" else ".0f"))
+      for what, key in (("prompt", "prompt_tokens"), ("output", "output_tokens")) for stat in ("mean", "p50", "p90")),
+]
+
+
+def lengths_table(cells: list[dict]) -> str | None:
+    """The achieved prompt and output lengths (server usage counts) of every cell, when they vary within a
+    cell (a dataset, or a length spread); None when every request of every cell had the same lengths."""
+    if not any(_varies(c) for c in cells):
+        return None
+    return "\n".join(["achieved lengths (tokens):", tt.header(LENGTH_COLUMNS),
+                      *(tt.line(LENGTH_COLUMNS, c) for c in cells if c.get("lengths"))])

@@ -1,0 +1,80 @@
+"""Whether a cell's figures can be used, and why not: the one judgement that the run, the table, `compare` and
+the report all call, so a cell is failed (and never named best) in every view or in none.
+
+A cell is usable when it was measured (status ok) and its failed requests (every outcome but ok, cancelled
+included) are at most `max_failed_fraction` of the requests it scheduled. Failures below the limit leave the
+cell usable; `failure_note` says how many there were.
+"""
+
+from __future__ import annotations
+
+DEFAULT_MAX_FAILED_FRACTION = 0.01
+
+
+def failed_fraction(cell: dict) -> float | None:
+    """(failed + cancelled) / scheduled, over the cell's measured requests (`requests.failed` counts every
+    outcome but ok, cancelled included; scheduled = ok + failed). None when nothing was scheduled."""
+    req = cell.get("requests") or {}
+    scheduled = (req.get("ok") or 0) + (req.get("failed") or 0)
+    return (req.get("failed") or 0) / scheduled if scheduled else None
+
+
+def max_failed_fraction(cell: dict) -> float:
+    """The limit the cell was judged by (stored in the cell; the default for files written before it was)."""
+    limit = cell.get("max_failed_fraction")
+    return DEFAULT_MAX_FAILED_FRACTION if limit is None else float(limit)
+
+
+def _outcomes(cell: dict) -> str:
+    by = (cell.get("requests") or {}).get("by_outcome") or {}
+    return ", ".join(f"{n} {o}" for o, n in by.items() if o != "ok" and n)
+
+
+def too_many_failed(cell: dict) -> str | None:
+    """'12 of 64 requests failed (18.8% > 1% --max-failed-fraction): 12 http_error', or None."""
+    frac = failed_fraction(cell)
+    limit = max_failed_fraction(cell)
+    if frac is None or frac <= limit:
+        return None
+    req = cell["requests"]
+    scheduled = req["ok"] + req["failed"]
+    return (f"{req['failed']} of {scheduled} requests failed ({frac:.1%} > {limit:g} --max-failed-fraction): "
+            f"{_outcomes(cell)}")
+
+
+def problem(cell: dict) -> str | None:
+    """Why the cell's figures must not be used (not measured, failed, too many failed requests), or None
+    when it is usable."""
+    status = cell.get("status", "ok")
+    if status != "ok":
+        return cell.get("error") or status
+    return too_many_failed(cell)
+
+
+def usable(cell: dict) -> bool:
+    return problem(cell) is None
+
+
+def failure_note(cell: dict) -> str | None:
+    """The failures of a usable cell, for its note: '2 of 256 failed: 1 timeout, 1 http_error', or None."""
+    req = cell.get("requests") or {}
+    if not req.get("failed") or problem(cell) is not None:
+        return None
+    return f"{req['failed']} of {req['ok'] + req['failed']} failed: {_outcomes(cell)}"
+
+
+def judge(entry: dict, limit: float) -> None:
+    """Set a freshly measured cell's status and error from its requests, store the limit and the failed
+    fraction beside them (`max_failed_fraction`, `failed_fraction`), and put failures below the limit in the
+    cell's warnings (its note)."""
+    req = entry["requests"]
+    entry["max_failed_fraction"] = limit
+    entry["failed_fraction"] = failed_fraction(entry)
+    if req["ok"] == 0:
+        entry["status"], entry["error"] = "failed", f"no request succeeded ({req['failed']} failed)"
+        return
+    entry["error"] = too_many_failed(entry)
+    entry["status"] = "ok" if entry["error"] is None else "failed"
+    note = failure_note(entry)
+    if note:
+        entry.setdefault("warnings", []).append(note)

@@ -1,0 +1,165 @@
+"""The report's tables as HTML: the comparison (best of each cell marked, speed-ups against the baseline) and
+each configuration's matrix. Numbers are shown exactly as the terminal shows them; every figure's cell names
+the results field it shows (`data-metric`, and `data-scale` when shown in other units: ms = ×1000), so a reader
+of the page (the browser test) can check it against the results file."""
+
+from __future__ import annotations
+
+from loadgen.results import compare
+from loadgen.results import table as matrix_table
+from loadgen.results import text_table as tt
+from loadgen.results.cell_status import problem
+from loadgen.results.compare import Run
+from loadgen.results.html_build import el, text
+from loadgen.results.plot_axes import config_colors
+
+# the matrix of one configuration: (header, results field, format: a spec, "ms" = seconds in ms)
+MATRIX = [
+    ("out tok/s", "output_tok_s", ".1f"),
+    ("steady out tok/s", "steady.output_tok_s", ".1f"),
+    ("req tok/s mean", "request_tok_s.mean", ".1f"),
+    ("req tok/s p10", "request_tok_s.p10", ".1f"),
+    ("TTFT mean ms", "ttft_s.mean", "ms"),
+    ("TTFT p50 ms", "ttft_s.p50", "ms"),
+    ("TTFT p99 ms", "ttft_s.p99", "ms"),
+    ("prefill tok/s", "prefill_tok_s", ".0f"),
+    ("E2E mean ms", "e2e_s.mean", "ms"),
+    ("tok/chunk", "tokens_per_chunk_mean", ".2f"),
+    ("accept", "accept_length.value", ".2f"),
+    ("W (all GPUs)", "power.mean_w_total", ".0f"),
+    ("J/tok", "power.j_per_output_token", ".3f"),
+]
+
+
+def prompt_text(ctx: int) -> str:
+    """The prompt column: its token count, or "dataset" for cells replaying a --dataset's rows (context 0)."""
+    return str(ctx) if ctx else "dataset"
+
+
+def load_text(ctx_conc_rate: tuple) -> str:
+    _, conc, rate = ctx_conc_rate
+    return f"{rate:g}/s" if rate else str(conc)
+
+
+def swatch(color) -> str:
+    """A small square in the configuration's plot colour (hex colours only; else nothing)."""
+    return el("span", "", class_="swatch", style=f"background:{color}") if isinstance(color, str) else ""
+
+
+def _figure_td(value, spec: str, metric: str, best: bool = False) -> str:
+    shown = tt.fmt_ms(value) if spec == "ms" else tt.fmt(value, spec)
+    classes = "num best" if best else "num"
+    return el("td", text(shown), class_=classes, data_metric=metric, data_scale="1000" if spec == "ms" else None,
+              title="best of this cell" if best else None)
+
+
+def _head(columns: list[str], numeric_from: int) -> str:
+    return el("thead", el("tr", "".join(el("th", text(h), class_="num" if i >= numeric_from else None, scope="col")
+                                        for i, h in enumerate(columns))))
+
+
+def _comparison_row(row: dict, cell: dict, first: bool, color) -> str:
+    key = (row["context_tokens"], row["concurrency"], row.get("request_rate") or 0.0)
+    why = problem(cell)
+    tds = [el("td", text(prompt_text(key[0])) if first else "", class_="num"),
+           el("td", text(load_text(key)) if first else "", class_="num"),
+           el("td", swatch(color) + text(row["config"]), class_="config")]
+    for m, (_, _, _) in compare.METRICS.items():
+        tds.append(_figure_td(row.get(m), compare.SHOWN.get(m, "ms" if m == "ttft_p50_s" else ".1f"), m,
+                              m in row["best"]))
+        if m in compare.SPEEDUPS:
+            x = row.get(m + "_x")
+            tds.append(el("td", text(tt.MISSING if x is None else f"{x:.2f}x"), class_="num",
+                          data_metric=m + "_x"))
+    status = "" if why is None else f"{cell.get('status', 'ok').upper()}: {why}"
+    tds.append(el("td", text(status), class_="note"))
+    classes = " ".join(c for c in ("group-start" if first else "", "unusable" if why else "",
+                                   "baseline" if row["baseline"] else "") if c)
+    return el("tr", "".join(tds), class_=classes or None, data_config=row["config"], data_ctx=key[0],
+              data_concurrency=key[1], data_rate=key[2] or None, data_usable="no" if why else "yes")
+
+
+def comparison_table(runs: list[Run], base: int) -> str:
+    """Every cell × configuration; the best value of each figure within a cell marked (class "best")."""
+    rows = compare.comparison(runs, base)
+    cells = {(r.name, k): c for r in runs for k, c in r.cells.items()}
+    colors = config_colors(runs)
+    head = ["prompt", "load", "configuration"]
+    for m, (title, _, _) in compare.METRICS.items():
+        head.append(title)
+        if m in compare.SPEEDUPS:
+            head.append("vs base")
+    head.append("note")
+    body, prev = [], None
+    for row in rows:
+        key = (row["context_tokens"], row["concurrency"], row.get("request_rate") or 0.0)
+        body.append(_comparison_row(row, cells[(row["config"], key)], key != prev, colors.get(row["config"])))
+        prev = key
+    table = el("table", _head(head, 3) + el("tbody", "".join(body)), class_="data", data_table="comparison")
+    return el("div", table, class_="scroll")
+
+
+def _matrix_row(key: tuple, cell: dict) -> str:
+    """The cell's figures, and below them (full width) its notes when it has any."""
+    why = problem(cell)
+    wall = cell.get("wall_clock") or {}
+    when = f"measured {wall['start']} → {wall['end']}" if wall.get("start") and wall.get("end") else None
+    tds = [el("td", text(prompt_text(key[0])), class_="num"),
+           el("td", text(load_text(key)), class_="num", title=when),
+           el("td", text(tt.ok_failed(cell)), class_="num")]
+    for _, metric, spec in MATRIX:
+        tds.append(_figure_td(tt.field(cell, metric), spec, metric))
+    tds.append(el("td", text((cell.get("accept_length") or {}).get("source") or "")))
+    classes = "unusable" if why else None
+    row = el("tr", "".join(tds), class_=classes, data_ctx=key[0], data_concurrency=key[1],
+             data_rate=key[2] or None, data_usable="no" if why else "yes")
+    note = matrix_table._notes(cell)
+    if note:
+        row += el("tr", el("td", text(note), colspan=len(MATRIX) + 4, class_="note"),
+                  class_=f"note-row {classes or ''}".strip())
+    return row
+
+
+def matrix_table_html(run: Run) -> str:
+    """One configuration's cells, in (prompt, load) order, with the terminal matrix's figures."""
+    head = ["prompt", "load", "ok/fail", *(h for h, _, _ in MATRIX), "accept source"]
+    body = "".join(_matrix_row(key, cell) for key, cell in sorted(run.cells.items()))
+    table = el("table", _head(head, 2) + el("tbody", body), class_="data matrix", data_table="matrix",
+               data_config=run.name)
+    return el("div", table, class_="scroll")
+
+
+def columns_table(columns: list[tt.Column], items: list[dict], **kw) -> str:
+    """Any terminal table (a list of Columns) as HTML, texts as the terminal shows them."""
+    head = el("thead", el("tr", "".join(el("th", text(c.header), scope="col") for c in columns)))
+    body = "".join(el("tr", "".join(el("td", text(t), class_="num" if c.width > 0 else None)
+                                    for c, t in zip(columns, tt.texts(columns, item)))) for item in items)
+    return el("div", el("table", head + el("tbody", body), class_="data", **kw), class_="scroll")
+
+
+CATEGORY = [("output share", "output_share", "pct"), ("out tok/s", "output_tok_s", ".1f"),
+            ("req tok/s mean", "request_tok_s.mean", ".1f"), ("TTFT p50 ms", "ttft_s.p50", "ms"),
+            ("accept", "accept_length.value", ".2f")]
+
+
+def _category_row(run: Run, key: tuple, name: str, fig: dict) -> str:
+    tds = [el("td", text(run.name)), el("td", text(prompt_text(key[0])), class_="num"),
+           el("td", text(load_text(key)), class_="num"), el("td", text(name)),
+           el("td", text(tt.ok_failed(fig)), class_="num")]
+    for _, metric, spec in CATEGORY:
+        value = tt.field(fig, metric)
+        shown = tt.fmt(None if value is None else value * 100, ".0f") + "%" if spec == "pct" else None
+        tds.append(el("td", text(shown), class_="num") if shown else _figure_td(value, spec, metric))
+    return el("tr", "".join(tds), data_config=run.name, data_ctx=key[0], data_concurrency=key[1],
+              data_rate=key[2] or None, data_category=name)
+
+
+def category_table(runs: list[Run]) -> str:
+    """Per configuration × usable cell × prompt category (`by_category`), or "" when no cell has categories."""
+    rows = [_category_row(r, key, name, fig) for r in runs for key, cell in sorted(r.cells.items())
+            if problem(cell) is None for name, fig in (cell.get("by_category") or {}).items()]
+    if not rows:
+        return ""
+    head = ["configuration", "prompt", "load", "category", "ok/fail", *(h for h, _, _ in CATEGORY)]
+    table = el("table", _head(head, 4) + el("tbody", "".join(rows)), class_="data", data_table="categories")
+    return el("div", table, class_="scroll")

@@ -1,0 +1,191 @@
+"""What the report's plots draw, as plain data (pure: runs in, numbers out; tested without matplotlib).
+
+Every series holds usable cells only (`cell_status.problem(cell) is None`): a failed, skipped or
+too-many-failures cell is left out, never drawn as zero. Closed-loop cells are placed by concurrency,
+open-loop cells by their scheduled request rate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from loadgen.results.cell_status import usable
+from loadgen.results.compare import Run, comparison
+
+Getter = Callable[[dict], float | None]
+
+BUDGET_KEYS = ("speculative_ddtree_budget", "speculative_num_draft_tokens")
+BUDGET_PARAMS = ("budget", "ddtree_budget", "num_draft_tokens")
+TOPK_KEYS = ("speculative_eagle_topk",)
+TOPK_PARAMS = ("topk", "top_k")
+SOURCES = ("per_request", "counters", "gauge", "log", "chunks")
+
+
+def _number(*candidates):
+    for v in candidates:
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return float(v)
+        if isinstance(v, str):
+            try:
+                return float(v)
+            except ValueError:
+                continue
+    return None
+
+
+def budget_of(run: Run) -> float | None:
+    """The draft budget measured: the server's own report first, else the sweep parameter."""
+    si = run.server_info
+    return _number(si.get(BUDGET_KEYS[0]), *(run.params.get(k) for k in BUDGET_PARAMS),
+                   si.get(BUDGET_KEYS[1]))
+
+
+def topk_of(run: Run) -> float | None:
+    return _number(*(run.server_info.get(k) for k in TOPK_KEYS), *(run.params.get(k) for k in TOPK_PARAMS))
+
+
+def prompt_label(ctx: int) -> str:
+    """A panel's or row's prompt: 'prompt 1024 tokens'; context 0 marks cells replaying a --dataset's rows."""
+    return "dataset rows" if not ctx else f"prompt {ctx} tokens"
+
+
+def sim_speed(run: Run) -> float | None:
+    """The simulator's time compression (its /server_info `sim_speed`), None for a real server."""
+    return _number(run.server_info.get("sim_speed"))
+
+
+def path(*keys: str) -> Getter:
+    """A getter of `cell[k0][k1]…` (None when a step is missing)."""
+    def get(cell: dict):
+        node = cell
+        for k in keys:
+            node = node.get(k) if isinstance(node, dict) else None
+        return node if isinstance(node, (int, float)) and not isinstance(node, bool) else None
+    return get
+
+
+def per_gpu(get: Getter) -> Getter:
+    """A power figure of the cell divided by its GPU count (W per GPU)."""
+    def each(cell: dict):
+        total, gpus = get(cell), (cell.get("power") or {}).get("gpus")
+        return total / gpus if total is not None and gpus else None
+    return each
+
+
+def _closed(run: Run):
+    for (ctx, conc, rate), cell in sorted(run.cells.items()):
+        if not rate and usable(cell):
+            yield ctx, conc, cell
+
+
+def _open(run: Run):
+    for (ctx, _, rate), cell in sorted(run.cells.items()):
+        if rate and usable(cell):
+            yield ctx, rate, cell
+
+
+def series_vs_concurrency(runs: list[Run], get: Getter) -> dict[int, dict[str, list[tuple[int, float]]]]:
+    """{context: {config: [(concurrency, value), …]}} over usable closed-loop cells with a value."""
+    out: dict[int, dict[str, list[tuple[int, float]]]] = {}
+    for r in runs:
+        for ctx, conc, cell in _closed(r):
+            v = get(cell)
+            if v is not None:
+                out.setdefault(ctx, {}).setdefault(r.name, []).append((conc, v))
+    return out
+
+
+def series_vs_rate(runs: list[Run], get: Getter) -> dict[int, dict[str, list[tuple[float, float]]]]:
+    """{context: {config: [(request rate /s, value), …]}} over usable open-loop cells with a value."""
+    out: dict[int, dict[str, list[tuple[float, float]]]] = {}
+    for r in runs:
+        for ctx, rate, cell in _open(r):
+            v = get(cell)
+            if v is not None:
+                out.setdefault(ctx, {}).setdefault(r.name, []).append((rate, v))
+    return out
+
+
+def band_vs_concurrency(runs: list[Run], get: Getter, get_low: Getter) -> dict[int, dict[str, list[tuple]]]:
+    """{context: {config: [(concurrency, value, low), …]}}: a line and the lower edge of its band."""
+    out: dict[int, dict[str, list[tuple[int, float, float | None]]]] = {}
+    for r in runs:
+        for ctx, conc, cell in _closed(r):
+            v = get(cell)
+            if v is not None:
+                out.setdefault(ctx, {}).setdefault(r.name, []).append((conc, v, get_low(cell)))
+    return out
+
+
+def speedup_vs_concurrency(runs: list[Run], base: int, metric: str) -> dict[int, dict[str, list[tuple]]]:
+    """{context: {config: [(concurrency, value / baseline's value), …]}}: `compare.comparison`'s `<metric>_x`
+    over closed-loop cells where both are usable."""
+    out: dict[int, dict[str, list[tuple]]] = {}
+    for row in comparison(runs, base):
+        x = row.get(metric + "_x")
+        if x is not None and not row.get("request_rate"):
+            out.setdefault(row["context_tokens"], {}).setdefault(row["config"], []).append((row["concurrency"], x))
+    return out
+
+
+def _spread(values: list[float]) -> tuple[float, float, float]:
+    return sum(values) / len(values), min(values), max(values)
+
+
+def accept_by_source(runs: list[Run]) -> dict[int, dict[str, dict[str, tuple[float, float, float]]]]:
+    """{context: {config: {source: (mean, lowest, highest)}}}: each source's accept length over the
+    configuration's usable cells (closed and open loop) of that prompt length, sources in SOURCES order."""
+    values: dict[int, dict[str, dict[str, list[float]]]] = {}
+    for r in runs:
+        for (ctx, _, _), cell in sorted(r.cells.items()):
+            if not usable(cell):
+                continue
+            acc = cell.get("accept_length") or {}
+            per = dict(acc.get("per_source") or {})
+            if acc.get("value") is not None:
+                per.setdefault(acc.get("source") or "value", acc["value"])
+            for source, v in per.items():
+                if isinstance(v, (int, float)):
+                    values.setdefault(ctx, {}).setdefault(r.name, {}).setdefault(source, []).append(float(v))
+    order = {s: i for i, s in enumerate(SOURCES)}
+    return {ctx: {name: {s: _spread(by[s]) for s in sorted(by, key=lambda s: order.get(s, len(order)))}
+                  for name, by in configs.items()}
+            for ctx, configs in sorted(values.items())}
+
+
+def chosen_sources(runs: list[Run]) -> list[str]:
+    """The sources the cells' accept length values came from (a table reader's "accept" column)."""
+    found = {(c.get("accept_length") or {}).get("source") for r in runs for c in r.cells.values() if usable(c)}
+    return [s for s in SOURCES if s in found] + sorted(s for s in found - set(SOURCES) if s)
+
+
+def _category_values(cell: dict) -> dict[str, float]:
+    """A cell's per-category accept length: `by_category` (or `categories`) as {name: figures} or [{"category": name, …}]."""
+    cats = cell.get("by_category") or cell.get("categories") or {}
+    items = cats.items() if isinstance(cats, dict) else ((c.get("category") or c.get("name"), c) for c in cats)
+    out = {}
+    for name, fig in items:
+        acc = fig.get("accept_length") if isinstance(fig, dict) else fig
+        v = acc.get("value") if isinstance(acc, dict) else acc
+        if name is not None and isinstance(v, (int, float)) and not isinstance(v, bool):
+            out[str(name)] = float(v)
+    return out
+
+
+def accept_by_category(runs: list[Run]) -> dict[str, dict[str, tuple[float, float, float]]]:
+    """{config: {category: (mean, lowest, highest)}} of accept length over its usable cells that have
+    per-category figures; empty when no cell has any."""
+    values: dict[str, dict[str, list[float]]] = {}
+    for r in runs:
+        for cell in r.cells.values():
+            if usable(cell):
+                for cat, v in _category_values(cell).items():
+                    values.setdefault(r.name, {}).setdefault(cat, []).append(v)
+    return {name: {cat: _spread(vs) for cat, vs in sorted(by.items())} for name, by in values.items()}
+
+
+def power_limit_per_gpu(runs: list[Run]) -> float | None:
+    """The highest per-GPU power limit any usable cell reported (W), for the plot's reference line."""
+    limits = [lim for r in runs for c in r.cells.values() if usable(c)
+              for lim in [per_gpu(path("power", "limit_w_total"))(c)] if lim]
+    return max(limits) if limits else None

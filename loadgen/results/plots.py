@@ -1,0 +1,122 @@
+"""The report's plots, each as PNG bytes with its file name and title: the HTML page embeds them, `--plots DIR`
+writes them. A plot without data is not drawn; a note says which and why.
+
+    output_tok_s.png          aggregate output tok/s vs concurrency (a panel per prompt length)
+    speedup.png               output and per-request tok/s ÷ the baseline's, vs concurrency (2+ configurations)
+    request_tok_s.png         per-request decode tok/s vs concurrency: mean, band down to p10
+    ttft.png                  TTFT p50 (solid) and p99 (dashed) vs concurrency, ms
+    accept_length.png         accept length per configuration and per source
+    power.png                 mean power per GPU against its limit, and J per output token, vs concurrency
+    accept_categories.png     accept length per prompt category (runs with categories)
+    open_loop.png             open-loop cells: output tok/s and TTFT p99 (from the intended send) vs rate
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from loadgen.results import plot_data as pd
+from loadgen.results.compare import Run
+from loadgen.results.plots_bars import accept_categories, accept_sources
+from loadgen.results.plots_load import Layer, Row, grid
+
+NO_POWER = "no cell has power data (measure with --dcgm URL or --nvml)"
+
+
+@dataclass(frozen=True)
+class Plot:
+    name: str
+    title: str
+    png: bytes
+
+
+def _ms(get: pd.Getter) -> pd.Getter:
+    return lambda cell: None if get(cell) is None else get(cell) * 1e3
+
+
+def _throughput(runs: list[Run]) -> bytes | None:
+    series = pd.series_vs_concurrency(runs, pd.path("output_tok_s"))
+    return series and grid(runs, [Row("output tok/s (all requests)", [Layer(series)])],
+                           "Aggregate output throughput vs concurrency", "concurrency (requests in flight)")
+
+
+def _speedup(runs: list[Run], base: int) -> bytes | None:
+    if len(runs) < 2:
+        return None
+    name = runs[base].name
+    out = pd.speedup_vs_concurrency(runs, base, "out_tok_s")
+    req = pd.speedup_vs_concurrency(runs, base, "req_tok_s")
+    rows = [Row(f"output tok/s ÷ {name}'s", [Layer(out)], reference=(1.0, f"{name} = 1")),
+            Row(f"per-request tok/s ÷ {name}'s", [Layer(req)], reference=(1.0, f"{name} = 1"))]
+    return out and grid(runs, rows, f"Speed-up against {name} vs concurrency (above 1: faster than {name})",
+                        "concurrency (requests in flight)")
+
+
+def _per_request(runs: list[Run]) -> bytes | None:
+    series = pd.band_vs_concurrency(runs, pd.path("request_tok_s", "mean"), pd.path("request_tok_s", "p10"))
+    rows = [Row("tok/s per request", [Layer(series, name="mean")], band_name="band: p10 to mean")]
+    return series and grid(runs, rows, "Per-request decode speed vs concurrency (mean, band down to p10)",
+                           "concurrency (requests in flight)")
+
+
+def _ttft(runs: list[Run]) -> bytes | None:
+    p50 = pd.series_vs_concurrency(runs, _ms(pd.path("ttft_s", "p50")))
+    p99 = pd.series_vs_concurrency(runs, _ms(pd.path("ttft_s", "p99")))
+    rows = [Row("TTFT (ms)", [Layer(p50, "-", "p50"), Layer(p99, "--", "p99")], log_ratio=30)]
+    return p50 and grid(runs, rows, "Time to first token vs concurrency", "concurrency (requests in flight)")
+
+
+def _power(runs: list[Run]) -> bytes | None:
+    watts = pd.series_vs_concurrency(runs, pd.per_gpu(pd.path("power", "mean_w_total")))
+    j_tok = pd.series_vs_concurrency(runs, pd.path("power", "j_per_output_token"))
+    limit = pd.power_limit_per_gpu(runs)
+    rows = [Row("mean power per GPU (W)", [Layer(watts)], reference=(limit, f"limit {limit:g} W") if limit else None),
+            Row("energy per output token (J)", [Layer(j_tok)])]
+    rows = [row for row in rows if row.layers[0].series]
+    return rows and grid(runs, rows, "GPU power against its limit, and energy per token",
+                         "concurrency (requests in flight)")
+
+
+def _open_loop(runs: list[Run]) -> bytes | None:
+    tput = pd.series_vs_rate(runs, pd.path("output_tok_s"))
+    p99 = pd.series_vs_rate(runs, _ms(pd.path("ttft_from_intended_s", "p99")))
+    rows = [Row("output tok/s", [Layer(tput)]), Row("TTFT p99 from intended send (ms)", [Layer(p99)], log_ratio=30)]
+    return tput and grid(runs, rows, "Open loop: throughput and latency vs request rate",
+                         "scheduled request rate (requests/s)")
+
+
+def _accept(runs: list[Run]) -> bytes | None:
+    data = pd.accept_by_source(runs)
+    return data and accept_sources(runs, data, pd.chosen_sources(runs))
+
+
+def _categories(runs: list[Run]) -> bytes | None:
+    data = pd.accept_by_category(runs)
+    return data and accept_categories(runs, data)
+
+
+# (file, title, drawing, why it may be missing: None = not worth a note when absent)
+PLOTS = [
+    ("output_tok_s.png", "Aggregate output tok/s", _throughput, "no usable closed-loop cell"),
+    ("speedup.png", "Speed-up against the baseline", _speedup, None),
+    ("request_tok_s.png", "Per-request tok/s", _per_request, "no usable closed-loop cell"),
+    ("ttft.png", "Time to first token", _ttft, "no usable closed-loop cell"),
+    ("accept_length.png", "Accept length", _accept, "no usable cell has an accept length"),
+    ("power.png", "Power and energy", _power, NO_POWER),
+    ("accept_categories.png", "Accept length per category", _categories, None),
+    ("open_loop.png", "Open loop", _open_loop, None),
+]
+
+
+def render(runs: list[Run], base: int = 0) -> tuple[list[Plot], list[str]]:
+    """Every plot with data, in PLOTS order (speed-ups against runs[base]); notes on the ones left out."""
+    from loadgen.results.plot_axes import use_agg
+    use_agg()
+    plots, notes = [], []
+    for name, title, draw, why in PLOTS:
+        png = draw(runs, base) if draw is _speedup else draw(runs)
+        if png:
+            plots.append(Plot(name, title, png))
+        elif why:
+            notes.append(f"{name} not written: {why}")
+    return plots, notes

@@ -1,0 +1,101 @@
+"""Figures against the load: a grid of panels, one column per prompt length, one row per figure, one line per
+configuration (its colour kept across plots), the load on a log2 axis ticked at the measured levels.
+
+A row holds layers (e.g. TTFT p50 solid, p99 dashed); a layer's points may carry a lower band edge
+(per-request tok/s: mean with the p10 band), and a row may carry a reference line (the power limit)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from loadgen.results import plot_axes as pa
+from loadgen.results.compare import Run
+from loadgen.results.plot_data import prompt_label
+
+
+@dataclass(frozen=True)
+class Layer:
+    """{context: {config: [(x, y) or (x, y, band_low), …]}} drawn in one line style."""
+
+    series: dict
+    style: str = "-"
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class Row:
+    ylabel: str
+    layers: list[Layer]
+    log_ratio: float | None = None
+    reference: tuple[float, str] | None = None
+    band_name: str = ""
+
+
+def contexts_of(rows: list[Row]) -> list[int]:
+    return sorted({ctx for row in rows for layer in row.layers for ctx in layer.series})
+
+
+def _draw_layer(ax, layer: Layer, ctx: int, look: tuple[dict, dict], handles: dict) -> tuple[list, list]:
+    colors, markers = look
+    xs_all, ys_all = [], []
+    for name, pts in layer.series.get(ctx, {}).items():
+        xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+        line, = ax.plot(xs, ys, linestyle=layer.style, marker=markers[name], markersize=5, color=colors[name],
+                        markerfacecolor="none" if layer.style != "-" else colors[name])
+        handles.setdefault(name, line)
+        if pts and len(pts[0]) > 2:
+            lows = [y if p[2] is None else p[2] for p, y in zip(pts, ys)]
+            ax.fill_between(xs, lows, ys, color=colors[name], alpha=0.14, linewidth=0)
+            ax.plot(xs, lows, linestyle=":", linewidth=1, color=colors[name])
+            ys_all += lows
+        xs_all += xs
+        ys_all += ys
+    return xs_all, ys_all
+
+
+def _draw_panel(ax, row: Row, ctx: int, look: tuple[dict, dict], handles: dict, x_label: str) -> None:
+    xs, ys = [], []
+    for layer in row.layers:
+        lx, ly = _draw_layer(ax, layer, ctx, look, handles)
+        xs, ys = xs + lx, ys + ly
+    if row.reference:
+        value, label = row.reference
+        ax.axhline(value, color="0.35", linestyle="--", linewidth=1)
+        ax.annotate(label, (0.01, value), xycoords=("axes fraction", "data"), xytext=(0, 3),
+                    textcoords="offset points", fontsize=7, color="0.3")
+        ys.append(value)
+    if xs:
+        pa.level_axis(ax, xs, x_label)
+    else:
+        ax.text(0.5, 0.5, "no usable cell", ha="center", va="center", transform=ax.transAxes, color="0.4")
+    pa.value_axis(ax, row.ylabel, ys, row.log_ratio)
+
+
+def _style_entries(rows: list[Row]) -> dict:
+    from matplotlib.lines import Line2D
+    entries = {}
+    for row in rows:
+        for layer in row.layers:
+            if layer.name:
+                entries[layer.name] = Line2D([], [], color="0.3", linestyle=layer.style, marker="o", markersize=5,
+                                             markerfacecolor="0.3" if layer.style == "-" else "none")
+        if row.band_name:
+            from matplotlib.patches import Patch
+            entries[row.band_name] = Patch(color="0.3", alpha=0.2)
+    return entries
+
+
+def grid(runs: list[Run], rows: list[Row], title: str, x_label: str) -> bytes:
+    """The PNG of rows × prompt-length panels; legend (configurations, then line styles) outside."""
+    colors = pa.config_colors(runs)
+    contexts = contexts_of(rows)
+    fig, axes = pa.figure(len(contexts), len(rows))
+    handles: dict = {}
+    for i, row in enumerate(rows):
+        for j, ctx in enumerate(contexts):
+            _draw_panel(axes[i][j], row, ctx, (colors, pa.config_markers(runs)), handles, x_label)
+            if i == 0:
+                axes[i][j].set_title(prompt_label(ctx), fontsize=10)
+    ordered = {name: handles[name] for name in colors if name in handles}
+    pa.legend_outside(fig, ordered | _style_entries(rows), title="configuration")
+    return pa.finish(fig, title, runs)

@@ -1,0 +1,30 @@
+"""The request-rate ceiling's table (pure: cells in, text out): per closed-loop cell under
+`--max-request-rate`, the ceiling, the achieved rate, the peak starts in a 1 s window and the time throttled."""
+
+from __future__ import annotations
+
+from loadgen.results import text_table as tt
+from loadgen.results.text_table import Column, number
+
+
+def _fraction(cell: dict) -> str:
+    f = tt.field(cell, "throttle.throttled_fraction")
+    return tt.MISSING if f is None else f"{f * 100:.0f}%"
+
+
+COLUMNS = [
+    Column("ctx", 6, lambda c: str(c["context_tokens"])),
+    Column("conc", 5, lambda c: str(c["concurrency"])),
+    Column("max req/s", 10, number("throttle.max_request_rate", "g")),
+    Column("achieved", 9, number("throttle.achieved_request_rate", ".2f")),
+    Column("peak/1s", 8, number("throttle.peak_starts_per_s", "d")),
+    Column("throttled s", 12, number("throttle.throttled_s", ".2f")),
+    Column("of slots", 0, _fraction),
+]
+
+
+def throttle_table(cells: list[dict]) -> str | None:
+    rows = [c for c in cells if c.get("throttle")]
+    if not rows:
+        return None
+    return "\n".join(["request-rate ceiling:", tt.header(COLUMNS), *(tt.line(COLUMNS, c) for c in rows)])

@@ -1,0 +1,120 @@
+"""`--wait-ready`: before the first cell, wait for a server that is still starting, through the same readiness
+gate as sweeps (`loadgen.target.readiness`): health 200, then K real 1-token generations.
+
+A server that answers 503 while it loads, answers health while generation still fails (a stale process), or
+refuses connections (not up yet) is waited for, with a line every few seconds saying what it waits for and
+for how long. A host name that does not resolve is bad input: exit 2 at once. A server still not ready
+when the time is up ends the run (exit 2) before any load, with the gate's last state. A server that
+answers but is no LLM server, or refuses the gate's generations with a 4xx (key, model), ends the wait at once:
+discovery then names the problem. A first Ctrl-C ends the wait like a run interrupted (exit 130).
+`--wait-ready 0` skips the wait: the first request of discovery fails at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import socket
+import time
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from loadgen.console import log
+from loadgen.errors import UsageError
+from loadgen.run.control import RunControl
+from loadgen.target.readiness import wait_ready
+
+READY_GENERATIONS = 3
+POLL_S = 1.0
+PROGRESS_EVERY_S = 5.0
+STOP_POLL_S = 0.1
+REQUEST_TIMEOUT_S = 30.0
+NOT_AN_LLM_SERVER = ("/v1/models answered 404", "/v1/models answered 405")
+# a generation refused for what it asks (key, model, body): no wait mends that; discovery says what is wrong
+REFUSED = re.compile(r"^generation \d+/\d+ failed \(http_error: HTTP 4(?!08|29)\d\d")
+
+
+def nothing_to_wait_for(state: str) -> bool:
+    """The gate's state is not one of a server that is starting: it answers, but is no LLM server (none of the
+    health routes nor /v1/models), or refuses the generation itself with a 4xx (bad key, unknown model)."""
+    return state in NOT_AN_LLM_SERVER or REFUSED.match(state) is not None
+
+
+async def check_resolves(url: str) -> None:
+    """UsageError when the URL's host name does not resolve (a typo is not a server that is starting)."""
+    parts = urlsplit(url)
+    try:
+        await asyncio.get_running_loop().getaddrinfo(parts.hostname, parts.port or 80, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise UsageError(f"--url {url}: the host name {parts.hostname!r} does not resolve ({exc.strerror}); "
+                         "check the name") from None
+
+
+class WaitLines:
+    """The gate's progress as log lines: at the first poll, when the state changes, and every few seconds."""
+
+    def __init__(self, url: str, timeout_s: float):
+        self.url, self.timeout_s = url, timeout_s
+        self.last_state = ""
+        self.last_line_s = -PROGRESS_EVERY_S
+        self.lines = 0
+
+    def __call__(self, elapsed_s: float, state: str) -> None:
+        if state == "ready":
+            if self.lines:
+                log(f"{self.url} is ready after {elapsed_s:.1f} s")
+            return
+        if state != self.last_state or elapsed_s - self.last_line_s >= PROGRESS_EVERY_S:
+            log(f"waiting for {self.url} to be ready: {elapsed_s:.0f} s of {self.timeout_s:g} s (--wait-ready): "
+                f"{state}")
+            self.last_line_s = elapsed_s
+            self.lines += 1
+        self.last_state = state
+
+
+def _watch(gate: asyncio.Future, lines: WaitLines, elapsed_s: float, state: str) -> None:
+    """Progress lines; and the end of the wait when there is `nothing_to_wait_for`."""
+    if nothing_to_wait_for(state):
+        gate.cancel()
+        return
+    lines(elapsed_s, state)
+
+
+class ReadyWait:
+    """The run's wait for its server, before discovery and prompt sizing (a `Preflight` of the runner)."""
+
+    def __init__(self, timeout_s: float, api: str, model: str | None, headers: dict, control: RunControl):
+        self.timeout_s, self.api, self.model, self.headers = timeout_s, api, model, headers
+        self.control = control
+
+    async def _outcome(self, gate: asyncio.Future):
+        """The gate's result; None when it ended itself (`nothing_to_wait_for`); CancelledError on an
+        interrupt, which the run's interrupt handler turns into exit 130."""
+        try:
+            while not gate.done():
+                await asyncio.wait([gate], timeout=STOP_POLL_S)
+                if self.control.stopping:
+                    raise asyncio.CancelledError
+        finally:
+            if not gate.done():
+                gate.cancel()
+        return None if gate.cancelled() else gate.result()
+
+    async def check(self, session: aiohttp.ClientSession, url: str) -> None:
+        await check_resolves(url)
+        if not self.timeout_s:
+            return  # --wait-ready 0: discovery's own first request fails at once when the server is not up
+        t0 = time.monotonic()
+        lines = WaitLines(url, self.timeout_s)
+        gate = asyncio.ensure_future(wait_ready(
+            session, url, self.api, self.model, timeout_s=self.timeout_s, poll_s=POLL_S,
+            successes=READY_GENERATIONS, require_restart=False, headers=self.headers,
+            progress=lambda t, state: _watch(gate, lines, t, state), request_timeout_s=REQUEST_TIMEOUT_S))
+        res = await self._outcome(gate)
+        if res is None:
+            return  # nothing to wait for: discovery, next, says what the server is not or what it refused
+        if not res.ready:
+            state = res.reason.split("; last state: ")[-1]
+            raise UsageError(f"{url} is not ready after {time.monotonic() - t0:.0f} s: {state}; check the server, "
+                             "or give it longer with --wait-ready SECONDS")

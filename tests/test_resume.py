@@ -1,0 +1,111 @@
+"""Never lose a run: the same command again resumes an existing --out (finished cells kept, the rest measured,
+records appended), other settings or another server are refused (exit 2) naming --force and --out, --force
+replaces, and --out creates its folders. Real loadgen processes against real simulators."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+
+from loadgen.files import read_json
+from tests.conftest import ROOT, run_loadgen
+from tests.faults_util import jsonl_lines, outputs
+
+# two cells of 8 requests; ~0.5 s per request at --sim-speed 8, so the second cell is long enough to be killed in
+MATRIX = ("--concurrency", "2,4", "--contexts", "60", "--max-tokens", "600", "--requests-per-cell", "8",
+          "--server-metrics", "off", "--sim-speed", "8")
+
+
+def killed_after_first_cell(out: Path) -> None:
+    """Start the run and SIGKILL it once the first cell is in the results file and the second is sending."""
+    proc = subprocess.Popen([sys.executable, "-m", "loadgen", *MATRIX, "--out", str(out)], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 90
+    while True:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read().decode()[-2000:]
+        cells = read_json(str(out)).get("cells", []) if out.exists() else []
+        if cells and len(jsonl_lines(out)) > 8:  # first cell saved, second cell's records arriving
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+
+
+def test_the_same_command_again_resumes_and_appends(tmp_path):
+    out = tmp_path / "new" / "folder" / "run.json"  # --out creates missing folders
+    killed_after_first_cell(out)
+    before = jsonl_lines(out)
+    first = read_json(str(out))["cells"]
+    assert [(c["concurrency"], c["status"]) for c in first] == [(2, "ok")]
+
+    again = run_loadgen(*MATRIX, "--out", str(out))
+    assert again.returncode == 0, again.stderr
+    assert (f"resuming {out}: 1 of 2 cells already measured (ctx=60 c=2), kept; measuring 1; records appended "
+            f"to {str(out)[:-5]}.requests.jsonl (--force replaces both)") in again.stderr
+    doc, records = outputs(out)
+    assert [c["concurrency"] for c in doc["cells"]] == [2, 4]
+    assert doc["cells"][0] == first[0]  # kept as it was, not measured again
+    after = jsonl_lines(out)
+    assert after[:len(before) - 1] == before[:-1]  # appended: every earlier whole record is still there
+    new = [r for r in records if r["run_id"] == doc["run_id"]]
+    assert len(new) == 8 and {r["cell"]["concurrency"] for r in new} == {4}
+    assert doc["earlier_runs"][0]["run_id"] == first[0]["run_id"] != doc["run_id"]
+
+    done = run_loadgen(*MATRIX, "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "all 2 cells already measured; nothing to measure (--force measures them again)" in done.stderr
+    assert jsonl_lines(out) == after
+
+
+def test_other_settings_are_refused_and_force_replaces(tmp_path):
+    out = tmp_path / "run.json"
+    quick = ("--concurrency", "1", "--contexts", "60", "--max-tokens", "8", "--requests-per-cell", "4",
+             "--server-metrics", "off")
+    assert run_loadgen(*quick, "--out", str(out)).returncode == 0
+    kept = out.read_bytes(), jsonl_lines(out)
+    for other, diff in ((("--max-tokens", "16"), "max_tokens: 8 → 16"),
+                        (("--concurrency", "1,2"), "concurrency: 1 → 1,2")):
+        refused = run_loadgen(*quick, *other, "--out", str(out))
+        assert refused.returncode == 2
+        assert refused.stderr.strip().splitlines() == [
+            f"loadgen: error: {out} holds a run measured with other settings ({diff}); pass --force to replace "
+            "it, or choose another --out to keep both"]
+        assert (out.read_bytes(), jsonl_lines(out)) == kept
+    forced = run_loadgen(*quick, "--max-tokens", "16", "--out", str(out), "--force")
+    assert forced.returncode == 0, forced.stderr
+    doc, records = outputs(out)
+    assert doc["args"]["max_tokens"] == 16 and "earlier_runs" not in doc
+    assert len(records) == 4 and {r["run_id"] for r in records} == {doc["run_id"]}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_server_of_another_configuration_is_refused(tmp_path, sim_factory):
+    port = str(free_port())
+    out = tmp_path / "run.json"
+    sim = sim_factory("--port", port, "--speed", "8", "--budget", "8")
+    args = ("--url", sim.url, "--concurrency", "1,2", "--contexts", "60", "--max-tokens", "8",
+            "--requests-per-cell", "4", "--out", str(out))
+    assert run_loadgen(*args).returncode == 0
+    doc = read_json(str(out))
+    doc["cells"][1]["status"] = "failed"  # a cell left to measure again beside one that is kept
+    out.write_bytes(orjson.dumps(doc))
+    sim.stop()
+    sim = sim_factory("--port", port, "--speed", "8", "--budget", "16", name="truth-16.jsonl")  # same URL, another configuration
+    changed = run_loadgen(*args)
+    assert changed.returncode == 2
+    assert (f"{out} was measured on a server of another configuration (fingerprint "
+            f"{doc['target']['fingerprint']} → ") in changed.stderr
+    assert "speculative_ddtree_budget: 8 → 16" in changed.stderr and "pass --force" in changed.stderr
+    # refused before any load: only 1-token readiness and sizing probes reached the new server
+    assert sim.truth_rows() and all(r["max_tokens"] in (None, 1) for r in sim.truth_rows())

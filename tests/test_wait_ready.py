@@ -1,0 +1,131 @@
+"""--wait-ready: a server that is starting is waited for, not treated as bad input. Real simulators that load
+for 15 s (every route 503) or answer health while generation fails for 15 s (a stale process), a port that
+refuses connections until the server comes up; a name that does not resolve is still exit 2 at once."""
+
+from __future__ import annotations
+
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import ROOT, run_loadgen
+from tests.faults_util import assert_accounted, outputs, wait_truth
+
+PLANNED = 16
+ARGS = ("--concurrency", "4", "--contexts", "60", "--max-tokens", "64", "--requests-per-cell", str(PLANNED),
+        "--server-metrics", "off")
+
+
+def measured_everything(out, sim) -> None:
+    """Every planned request was sent once, succeeded, and is the simulator's own ok request."""
+    doc, records = outputs(out)
+    assert_accounted(doc, records, PLANNED)
+    measured = [r for r in records if r["phase"] == "measure"]
+    assert len(measured) == PLANNED and {r["outcome"] for r in measured} == {"ok"}
+    assert doc["cells"][0]["status"] == "ok" and doc["cells"][0]["requests_not_sent"] == 0
+    truth = wait_truth(sim, lambda rows: all(r["request_id"] in rows for r in measured))
+    assert all(truth[r["request_id"]]["outcome"] == "ok" for r in measured)
+    assert all(r["completion_tokens"] == truth[r["request_id"]]["completion_tokens"] == 64 for r in measured)
+
+
+@pytest.mark.parametrize("fault,state", [("--loading", "/health_generate answered 503"),
+                                         ("--slow-start", "/health_generate answered 503")],
+                         ids=["loading-503", "stale-health"])
+def test_a_starting_server_is_waited_for_and_then_measured(tmp_path, sim_factory, fault, state):
+    sim = sim_factory("--speed", "8", fault, "15")
+    t0 = time.monotonic()
+    out = tmp_path / "r.json"
+    run = run_loadgen("--url", sim.url, *ARGS, "--out", str(out))
+    assert run.returncode == 0, run.stderr
+    waits = [ln for ln in run.stderr.splitlines() if ln.startswith(f"waiting for {sim.url} to be ready: ")]
+    # a line at the start and about every 5 s after: what it waits for, for how long, and the limit
+    assert len(waits) >= 2, run.stderr
+    assert all(ln.endswith(f"of 600 s (--wait-ready): {state}") for ln in waits[:2]), waits
+    ready = re.search(rf"{re.escape(sim.url)} is ready after ([\d.]+) s", run.stderr)
+    assert ready and float(ready.group(1)) <= time.monotonic() - t0
+    measured_everything(out, sim)
+    if fault == "--slow-start":  # the stale process answered health all along: generation was what failed
+        assert "/health answered" not in run.stderr
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_connection_refused_means_not_up_yet(tmp_path, sim_factory):
+    port = free_port()
+    out = tmp_path / "r.json"
+    err = tmp_path / "stderr.txt"
+    with open(err, "wb") as fh:
+        proc = subprocess.Popen([sys.executable, "-m", "loadgen", "--url", f"http://127.0.0.1:{port}", *ARGS,
+                                 "--out", str(out)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=fh)
+    try:
+        deadline = time.monotonic() + 30
+        while "down (ClientConnectorError)" not in err.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, err.read_text()
+            time.sleep(0.05)
+        sim = sim_factory("--port", str(port), "--speed", "8")
+        assert proc.wait(120) == 0, err.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    measured_everything(out, sim)
+
+
+def test_a_name_that_does_not_resolve_is_bad_input_at_once(tmp_path):
+    t0 = time.monotonic()
+    run = run_loadgen("--url", "http://no-such-host.invalid:30000", *ARGS, "--out", str(tmp_path / "r.json"))
+    assert run.returncode == 2
+    assert run.stderr.startswith("loadgen: error: --url http://no-such-host.invalid:30000: the host name "
+                                 "'no-such-host.invalid' does not resolve")
+    assert len(run.stderr.strip().splitlines()) == 1
+    assert time.monotonic() - t0 < 30  # not the 600 s wait
+
+
+def test_a_server_that_stays_broken_ends_the_wait(tmp_path, sim_factory):
+    sim = sim_factory("--speed", "8", "--stale-health")
+    run = run_loadgen("--url", sim.url, *ARGS, "--wait-ready", "3", "--out", str(tmp_path / "r.json"))
+    assert run.returncode == 2
+    last = run.stderr.strip().splitlines()[-1]
+    assert re.fullmatch(rf"loadgen: error: {re.escape(sim.url)} is not ready after \d+ s: /health_generate "
+                        r"answered 503; check the server, or give it longer with --wait-ready SECONDS", last), last
+    assert not (tmp_path / "r.requests.jsonl").exists()  # nothing was sent
+
+
+def test_wait_ready_zero_fails_at_once(tmp_path, sim_factory):
+    sim = sim_factory("--speed", "8", "--loading", "60")
+    t0 = time.monotonic()
+    run = run_loadgen("--url", sim.url, *ARGS, "--wait-ready", "0", "--out", str(tmp_path / "r.json"))
+    assert run.returncode == 2 and "waiting for" not in run.stderr
+    assert run.stderr == (f"loadgen: error: {sim.url}/v1/models answered 503: the server is not ready (still "
+                          "loading?); wait for it with --wait-ready SECONDS (0 gives up at once)\n")
+    assert time.monotonic() - t0 < 30
+
+
+def test_ctrl_c_ends_the_wait(tmp_path, sim_factory):
+    sim = sim_factory("--speed", "8", "--stale-health")
+    err = tmp_path / "stderr.txt"
+    with open(err, "wb") as fh:
+        proc = subprocess.Popen([sys.executable, "-m", "loadgen", "--url", sim.url, *ARGS, "--out",
+                                 str(tmp_path / "r.json")], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=fh)
+    try:
+        deadline = time.monotonic() + 30
+        while "waiting for" not in err.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, err.read_text()
+            time.sleep(0.05)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 130, err.read_text()
+        assert time.monotonic() - t0 < 10  # the first Ctrl-C, not the 600 s limit
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert "Traceback" not in err.read_text()
+    assert not (tmp_path / "r.requests.jsonl").exists()
