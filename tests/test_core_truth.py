@@ -8,12 +8,14 @@ import numpy as np
 import pytest
 
 from benchmarks.raw_reader import RawConnection, request_bytes
+from loadgen.config import default_requests_per_cell
 from loadgen.files import read_json, read_jsonl
 from loadgen.sim.tokenizer import word_for
 from tests.conftest import run_loadgen
 from tests.faults_util import wait_truth
 
 CONTEXTS = (60, 1024)
+MAX_TOKENS = 256  # long enough for steady decode, short enough for three APIs in a minute
 TTFT_EXCESS_S = 0.002  # what loadgen may add to TTFT beyond the least a client adds on the same machine
 
 
@@ -58,22 +60,22 @@ def test_matrix_matches_truth(api, sim_factory, tmp_path):
     sim = sim_factory("--speed", "5", "--budget", "8")
     out = tmp_path / "r.json"
     proc = run_loadgen("--url", sim.url, "--api", api, "--concurrency", "1,64", "--contexts", "60,1024",
-                       "--max-tokens", "384", "--out", str(out))
+                       "--max-tokens", str(MAX_TOKENS), "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     doc = read_json(str(out))
     records = read_jsonl(str(out)[:-5] + ".requests.jsonl")
     truth = {t["rid"]: t for t in sim.truth_rows()}
-    assert len(records) == 2 * (16 + 3 * 64)  # the default: max(16, 3 × concurrency) per cell
+    assert len(records) == 2 * (default_requests_per_cell(1) + default_requests_per_cell(64))
     assert all(r["outcome"] == "ok" for r in records)
     for r in records:
         t = truth[r["request_id"]]
         # token counts come from the server and equal what it sent, chunk by chunk
-        assert r["completion_tokens"] == t["completion_tokens"] == 384
+        assert r["completion_tokens"] == t["completion_tokens"] == MAX_TOKENS
         assert r["chunk_tokens"] == t["chunk_tokens"]
         assert r["chunks"] == len(t["chunk_times_ns"])
         assert r["prompt_tokens"] == t["prompt_tokens"] == r["cell"]["context_tokens"]
     # the reference: each cell's shape again through the raw reader, one wave, against the same simulator
-    raw = {key: asyncio.run(raw_cell(sim.url, *key, max(4, key[1]), 384, f"raw-{api}-{key[0]}-{key[1]}"))
+    raw = {key: asyncio.run(raw_cell(sim.url, *key, max(4, key[1]), MAX_TOKENS, f"raw-{api}-{key[0]}-{key[1]}"))
            for key in _by_cell(records)}
     raw_ids = {rid for rows in raw.values() for rid, _, _ in rows}
     truth = wait_truth(sim, lambda rows: raw_ids <= {t["rid"] for t in rows})  # written as each one ends
@@ -102,7 +104,7 @@ def test_matrix_matches_truth(api, sim_factory, tmp_path):
         assert cell["tokens_per_chunk_mean"] == pytest.approx(true_accept, rel=0.02)
         assert cell["accept_length"]["value"] == pytest.approx(true_accept, rel=0.02)
         assert cell["prompt_tokens_mean"] == key[0] == cell["prompt_tokens_min"] == cell["prompt_tokens_max"]
-        n = max(16, 2 * key[1])
+        n = default_requests_per_cell(key[1])
         assert (cell["requests"]["ok"], cell["requests"]["failed"]) == (n, 0)
         assert cell["requests"]["by_outcome"] == {"ok": n}
 

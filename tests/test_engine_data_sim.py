@@ -18,6 +18,7 @@ from loadgen.workload.tokenizers import sizing_description, sizing_note
 from tests.conftest import run_loadgen
 
 CONTEXTS = (60, 128)
+TAG_FIRST_TOKEN = 1  # the unique tag's first token, shared by chance (workload/prefix.py)
 TEMPLATE_OPEN = 3  # the imitation's chat template tokens before the message (sim/llamacpp.py CHAT_OPEN_IDS)
 
 
@@ -57,8 +58,9 @@ def test_llamacpp_prompts_cache_and_accept_length(sim_factory, tmp_path, api):
         assert r["prompt_tokens"] == t["prompt_tokens"] == r["cell"]["context_tokens"]  # exact, not ±1
         assert r["completion_tokens"] == t["completion_tokens"] == 64
         assert r["cached_tokens"] == t["cached_tokens"]
-        # the unique part comes first: only the chat template's opening can be shared
-        assert t["cached_tokens"] <= (TEMPLATE_OPEN if api == "openai-chat" else 0)
+        # the unique part comes first: only the chat template's opening can be shared, and the tag's first
+        # token when two requests' tags happen to begin alike (README: what can still be cached)
+        assert t["cached_tokens"] <= (TEMPLATE_OPEN if api == "openai-chat" else 0) + TAG_FIRST_TOKEN
     for cell in doc["cells"]:
         assert cell["requests"]["failed"] == 0
         assert cell["prompt_tokens_mean"] == cell["context_tokens"]

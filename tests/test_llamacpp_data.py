@@ -66,7 +66,8 @@ def test_cached_tokens_are_the_servers_and_only_the_template_opening_is_shared(d
     computed = sorted(r["prompt_tokens"] - r["cached_tokens"] for r in run.records)
     assert computed == sorted(t.prompt_tokens for t in streamed)  # the server's log: prompt tokens evaluated
     shared = asyncio.run(_opening_tokens(server.url)) if api == "openai-chat" else 1  # 1: BOS
-    assert all(r["cached_tokens"] <= shared for r in run.records), [r["cached_tokens"] for r in run.records]
+    # + 1: the unique tag's first token, when the slot's previous prompt began with the same digit group
+    assert all(r["cached_tokens"] <= shared + 1 for r in run.records), [r["cached_tokens"] for r in run.records]
     for cell in run.doc["cells"]:
         mine = [r for r in run.records if (r["cell"]["context_tokens"], r["cell"]["concurrency"])
                 == (cell["context_tokens"], cell["concurrency"])]

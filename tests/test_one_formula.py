@@ -229,4 +229,4 @@ def test_weighted_percentile_equals_the_former_search_on_random_inputs():
 
 def test_weighted_percentile_of_nothing_is_none():
     assert weighted_percentile([], [], 50) is None
-    assert weighted_distribution([], []) == {"mean": None, "p50": None, "p90": None, "p99": None}
+    assert weighted_distribution([], []) == {"mean": None, "p50": None, "p90": None, "p99": None, "samples": 0}

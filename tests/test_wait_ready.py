@@ -11,8 +11,6 @@ import subprocess
 import sys
 import time
 
-import pytest
-
 from tests.conftest import ROOT, run_loadgen
 from tests.faults_util import assert_accounted, outputs, wait_truth
 
@@ -33,24 +31,31 @@ def measured_everything(out, sim) -> None:
     assert all(r["completion_tokens"] == truth[r["request_id"]]["completion_tokens"] == 64 for r in measured)
 
 
-@pytest.mark.parametrize("fault,state", [("--loading", "/health_generate answered 503"),
-                                         ("--slow-start", "/health_generate answered 503")],
-                         ids=["loading-503", "stale-health"])
-def test_a_starting_server_is_waited_for_and_then_measured(tmp_path, sim_factory, fault, state):
-    sim = sim_factory("--speed", "8", fault, "15")
+STARTING = {"loading-503": ("--loading", "/health_generate answered 503"),  # every route 503 while loading
+            "stale-health": ("--slow-start", "/health_generate answered 503")}  # health 200, generation fails
+
+
+def test_starting_servers_are_waited_for_and_then_measured(tmp_path, sim_factory):
+    """Both kinds of start, 15 s each, side by side (one wait of 15 s for the two)."""
+    sims = {name: sim_factory("--speed", "8", flag, "15") for name, (flag, _) in STARTING.items()}
     t0 = time.monotonic()
-    out = tmp_path / "r.json"
-    run = run_loadgen("--url", sim.url, *ARGS, "--out", str(out))
-    assert run.returncode == 0, run.stderr
-    waits = [ln for ln in run.stderr.splitlines() if ln.startswith(f"waiting for {sim.url} to be ready: ")]
-    # a line at the start and about every 5 s after: what it waits for, for how long, and the limit
-    assert len(waits) >= 2, run.stderr
-    assert all(ln.endswith(f"of 600 s (--wait-ready): {state}") for ln in waits[:2]), waits
-    ready = re.search(rf"{re.escape(sim.url)} is ready after ([\d.]+) s", run.stderr)
-    assert ready and float(ready.group(1)) <= time.monotonic() - t0
-    measured_everything(out, sim)
-    if fault == "--slow-start":  # the stale process answered health all along: generation was what failed
-        assert "/health answered" not in run.stderr
+    runs = {name: subprocess.Popen([sys.executable, "-m", "loadgen", "--url", sim.url, *ARGS,
+                                    "--out", str(tmp_path / f"{name}.json")], cwd=ROOT,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            for name, sim in sims.items()}
+    for name, proc in runs.items():
+        sim, (flag, state) = sims[name], STARTING[name]
+        _, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == 0, stderr
+        waits = [ln for ln in stderr.splitlines() if ln.startswith(f"waiting for {sim.url} to be ready: ")]
+        # a line at the start and about every 5 s after: what it waits for, for how long, and the limit
+        assert len(waits) >= 2, stderr
+        assert all(ln.endswith(f"of 600 s (--wait-ready): {state}") for ln in waits[:2]), waits
+        ready = re.search(rf"{re.escape(sim.url)} is ready after ([\d.]+) s", stderr)
+        assert ready and float(ready.group(1)) <= time.monotonic() - t0
+        measured_everything(tmp_path / f"{name}.json", sim)
+        if flag == "--slow-start":  # the stale process answered health all along: generation was what failed
+            assert "/health answered" not in stderr
 
 
 def free_port() -> int:

@@ -135,6 +135,14 @@ class StreamState:
     def _feed_counted(self, obj: dict, usage: dict | None, text: bool) -> bool:
         """A chunk with choices and usage (or timings): a running count, or, after content without counts
         (llama.cpp's finish chunk), the request's totals."""
+        if usage is not None and not (self._uncounted or self.finished) and "timings" not in obj:
+            ct = usage.get("completion_tokens")
+            if ct is not None:  # a running count mid-stream, the common event: the totals come at the end
+                new = self.new_tokens = ct - self._running_tokens
+                self.running_counts, self._running_tokens = True, ct
+                self.completion_tokens = ct
+                content = self.content = text or new > 0
+                return content
         self._totals(obj, usage)
         ct = usage.get("completion_tokens") if usage else None
         if ct is None or self._uncounted:

@@ -51,7 +51,9 @@ SETTINGS: dict[str, Callable[[dict], Any]] = {
 
 def mismatches(runs: Sequence[NamedDoc]) -> list[str]:
     """One line per setting on which the runs differ: 'max tokens: base=512, short=8' (each run's value, in
-    the order given); empty when they are comparable."""
+    the order given); empty when they are comparable. A run with no cells (a configuration that measured
+    nothing) compares nothing, so it is left out."""
+    runs = [r for r in runs if r.doc.get("cells")]
     out = []
     for setting, read in SETTINGS.items():
         values = [(r.name, read(r.doc)) for r in runs]
