@@ -43,7 +43,9 @@ def test_every_request_is_ok_with_usage_from_where_the_server_put_it(data_run):
     assert run.proc.returncode == 0, run.proc.stderr[-2000:]
     assert Counter(r["outcome"] for r in run.records) == {"ok": 4 * 4}, [r["error"] for r in run.records]
     assert all(r["completion_tokens"] == MAX_TOKENS for r in run.records)
-    assert all(r["spec"]["draft_n"] == r["spec"]["draft_n_accepted"] > 0 for r in run.records)
+    # the model is its own draft, so nearly every draft is accepted (not always: the draft and the verify pass
+    # compute in batches of different sizes, and near-tied logits of random weights can break either way)
+    assert all(0 < r["spec"]["draft_n_accepted"] <= r["spec"]["draft_n"] for r in run.records)
 
 
 def test_prompt_tokens_are_the_target_by_the_servers_own_count(data_run):
@@ -83,9 +85,12 @@ def test_accept_length_from_the_counters_and_the_log_is_the_servers(data_run):
         srv = cell["telemetry"]["server_metrics"]["llamacpp"]
         assert acc["source"] == "counters"
         assert acc["value"] == pytest.approx(1 + srv["accepted_tokens"] / srv["drafts"], rel=1e-9)
-        assert acc["value"] == pytest.approx(truth, rel=0.02)
-        assert acc["per_source"]["log"] == pytest.approx(truth, rel=0.02)
+        assert acc["per_source"]["log"] == pytest.approx(acc["value"], rel=0.02)
         assert "one event per token" in acc["unavailable"]["chunks"]  # not a ~1.0 "accept length"
         assert "no verify step count" in acc["unavailable"]["per_request"]
         assert cell["draft_tokens"]["accepted"] == srv["accepted_tokens"]
         assert cell["draft_tokens"]["proposed"] == srv["draft_tokens"]
+    # pooled over the cells, the counter deltas agree with the server's own over the whole run
+    cells = [c["telemetry"]["server_metrics"]["llamacpp"] for c in run.doc["cells"]]
+    pooled = 1 + sum(c["accepted_tokens"] for c in cells) / sum(c["drafts"] for c in cells)
+    assert pooled == pytest.approx(truth, rel=0.02)
