@@ -99,7 +99,10 @@ def _read_request(conn: socket.socket) -> bool:
     length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
                    if line.lower().startswith(b"content-length:")), 0)
     while len(body) < length:
-        body += conn.recv(65536)
+        data = conn.recv(65536)
+        if not data:  # the client went away mid-body (recv would return b"" forever: a thread spinning a core)
+            return False
+        body += data
     return True
 
 
