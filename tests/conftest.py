@@ -15,6 +15,17 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+
+def stop_process(proc: subprocess.Popen) -> None:
+    """SIGTERM, then SIGKILL after 10 s; returns once the process is gone."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
 class SimHandle:
     def __init__(self, proc: subprocess.Popen, url: str, truth: Path):
         self.proc = proc
@@ -26,12 +37,7 @@ class SimHandle:
         return read_truth(str(self.truth)) if self.truth.exists() else []
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+        stop_process(self.proc)
 
 
 def start_sim(tmp_path: Path, *args: str, name: str = "truth.jsonl", env: dict | None = None) -> SimHandle:

@@ -16,6 +16,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.conftest import stop_process
+
 VERSION = os.environ.get("LLAMA_CPP_PYTHON_VERSION", "0.3.36")
 BUILD_HINT = "run scripts/build-llama-server.sh (scripts/test-deps.sh calls it; about 4 minutes on 2 cores)"
 # the same model as its own draft: every draft token is accepted, so the accept length is n_max + 1
@@ -71,13 +73,7 @@ class LlamaServer:
         return out
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        stop_process(self.proc)
 
 
 def start_server(log_dir: Path, args: list[str], timeout_s: float = 60, name: str = "llama-server") -> LlamaServer:
