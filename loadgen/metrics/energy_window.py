@@ -8,7 +8,10 @@ Collection time of a snapshot (`collection_times`): dcgm-exporter collects every
 snapshot whose bracket is narrow (the source polled fast at the cell's edges) was collected one refresh period
 after the one before it; the period comes from those pairs (`refresh_period_ns`), and each stretch of such
 consecutive collections is dated on a grid fitted to their brackets. Other snapshots are dated at hi, which
-is right for a source whose readings are fresh (NVML).
+is right for a source whose readings are fresh (NVML). An exporter that refreshes about as fast as the edge
+polls or faster (every estimate under MAX_PRECISE_NS; period `FRESH`) serves readings at most one of its short
+periods old: every snapshot is dated at hi. Dating those at their bracket's middle instead put the load step
+at a cell's start up to half a bracket early and over-counted a 0.3 s cell by 2-5 %.
 
 Energy over [t0, t1] (`window_energy_j`) = the energy between the first and the last snapshot (the counter's
 delta, restarts handled, or the power integral) − the part before t0 − the part after t1. Each part is cut
@@ -28,6 +31,7 @@ import numpy as np
 MAX_PRECISE_NS = 60_000_000  # a bracket this narrow holds one collection of any exporter refreshing slower
 ONE_COLLECTION = 0.9  # a bracket under 0.9 periods holds exactly one collection, whatever the phase
 STEADY_POWER = 0.02  # two power readings within 2 % of each other: the power held steady between them
+FRESH = 0  # refresh_period_ns for an exporter refreshing about as fast as it is polled, or faster
 Snapshot = Sequence  # [lo ns | None, hi ns, energy mJ | None, power W | None]
 Point = tuple[int, float | None, float | None]  # (collection ns, energy mJ, power W)
 
@@ -45,7 +49,9 @@ def _steady_power(a: Snapshot, b: Snapshot) -> bool:
 
 
 def refresh_period_ns(runs: Sequence[Sequence[Snapshot]]) -> int | None:
-    """The exporter's refresh period (ns), or None when the snapshots do not tell.
+    """The exporter's refresh period (ns); FRESH when it is under MAX_PRECISE_NS (a bracket that narrow then
+    holds several collections, so the estimates only say "as fast as the polls"); None when the snapshots do
+    not tell.
 
     A snapshot with a narrow bracket was collected exactly one period after the one before it (no collection
     fell between the scrape that still saw the previous value and the collection it shows, and the bracket is
@@ -61,8 +67,10 @@ def refresh_period_ns(runs: Sequence[Sequence[Snapshot]]) -> int | None:
                 estimates.append((b[2] - a[2]) / 1000 / ((a[3] + b[3]) / 2) * 1e9)
             elif _narrow(a):
                 estimates.append(_middle(b) - _middle(a))
-    period = float(np.median(estimates)) if estimates else 0.0
-    return int(period) if period > MAX_PRECISE_NS else None
+    if not estimates:
+        return None
+    period = float(np.median(estimates))
+    return int(period) if period > MAX_PRECISE_NS else FRESH
 
 
 def collection_times(snaps: Sequence[Snapshot], period_ns: int | None) -> list[int]:
@@ -73,7 +81,9 @@ def collection_times(snaps: Sequence[Snapshot], period_ns: int | None) -> list[i
     period apart: they are dated c_k = phase + k · period, with the phase fitted to the narrow brackets'
     middles (their mean offset; the middles of all when none is narrow), so one poll's timing error is shared
     out over the stretch. A narrow bracket without a known period is dated at its middle; any other snapshot
-    at hi (when it was first seen)."""
+    at hi (when it was first seen), and so is every snapshot of a FRESH exporter."""
+    if period_ns == FRESH:
+        return [s[1] for s in snaps]
     dates = [_middle(s) if _narrow(s) else s[1] for s in snaps]
     if period_ns is None:
         return dates

@@ -214,7 +214,7 @@ def _per_gpu(g: _Gpu, period_ns: int | None) -> dict[str, Any]:
     return {"node": g.node.url, "gpu": int(g.gpu) if g.gpu.isdigit() else g.gpu, "uuid": g.uuid,
             "hostname": host, "model": g.model,
             **g.stats.figures(lambda snaps: collection_times(snaps, period_ns)),
-            "refresh_period_s": None if period_ns is None else period_ns / 1e9}
+            "refresh_period_s": period_ns / 1e9 if period_ns else None}  # None also for FRESH: under 60 ms
 
 
 def _node_warnings(node: _Node, gpus: list[_Gpu], t_start_ns: int, window_s: float) -> list[str]:
