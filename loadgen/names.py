@@ -1,0 +1,108 @@
+"""Every enumerated value loadgen reads or writes, named once (the lowest layer: imports nothing of loadgen).
+
+Each is a `StrEnum`, so a member is its string wherever a string is expected (JSON, CSV, argparse choices,
+an older results file read back), and a misspelt name fails at import time instead of comparing False.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Outcome(StrEnum):
+    """What happened to one scheduled request (`Record.outcome`)."""
+
+    OK = "ok"
+    HTTP_ERROR = "http_error"
+    TIMEOUT = "timeout"
+    CONNECTION_ERROR = "connection_error"
+    PROTOCOL_ERROR = "protocol_error"
+    CANCELLED = "cancelled"
+
+
+class Phase(StrEnum):
+    """A request's part of its cell: warm-up requests are excluded from every figure."""
+
+    WARMUP = "warmup"
+    MEASURE = "measure"
+
+
+class Api(StrEnum):
+    """The request format (`--api`)."""
+
+    OPENAI_CHAT = "openai-chat"
+    OPENAI_COMPLETIONS = "openai-completions"
+    SGLANG_GENERATE = "sglang-generate"
+
+
+class HttpClient(StrEnum):
+    """The transport of the measured requests (`--http-client`)."""
+
+    H1 = "h1"
+    AIOHTTP = "aiohttp"
+
+
+class ArrivalLaw(StrEnum):
+    """The gaps between an open loop's sends (`--arrival`)."""
+
+    CONSTANT = "constant"
+    POISSON = "poisson"
+    GAMMA = "gamma"
+
+
+class ServerDownPolicy(StrEnum):
+    """What a run does when the server goes away mid-cell (`--on-server-down`)."""
+
+    STOP = "stop"
+    WAIT = "wait"
+    SKIP = "skip"
+
+
+class PrefixCache(StrEnum):
+    """Whether a dataset's prompts get a unique tag that keeps a prefix cache from serving them (`--prefix-cache`)."""
+
+    UNIQUE = "unique"
+    ALLOW = "allow"
+
+
+class CellStatus(StrEnum):
+    """A cell's status in the results: measured and usable, failed (with its reason), or never measured."""
+
+    OK = "ok"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+class ConfigStatus(StrEnum):
+    """A sweep configuration's status: every cell measured, some, none although tried, not tried yet."""
+
+    OK = "ok"
+    PARTIAL = "partial"
+    FAILED = "failed"
+    PENDING = "pending"
+
+
+class Engine(StrEnum):
+    """The inference engines loadgen recognises (and the simulator imitates)."""
+
+    SGLANG = "sglang"
+    VLLM = "vllm"
+    LLAMACPP = "llamacpp"
+
+
+class EnergyMethod(StrEnum):
+    """How a GPU's energy was found: its energy counter's delta, or the integral of its power readings."""
+
+    COUNTER = "counter"
+    INTEGRATED = "integrated"
+    MIXED = "mixed"
+
+
+class AcceptSource(StrEnum):
+    """Where a cell's accept length came from, best first (docs/accept_length.md)."""
+
+    PER_REQUEST = "per_request"
+    COUNTERS = "counters"
+    GAUGE = "gauge"
+    LOG = "log"
+    CHUNKS = "chunks"
