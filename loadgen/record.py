@@ -10,20 +10,37 @@ from __future__ import annotations
 import time
 from array import array
 from dataclasses import dataclass, field, fields
+from typing import NamedTuple
 
 OUTCOMES = ("ok", "http_error", "timeout", "connection_error", "protocol_error", "cancelled")
 
 
-@dataclass(frozen=True, slots=True)
-class CellKey:
-    """A cell of the matrix: one prompt length under one load level.
+class CellKey(NamedTuple):
+    """A cell of the matrix: one prompt length under one load level; what identifies a cell everywhere
+    (results files, records, resume, compare, merge; `cell_key` reads it from either).
 
     Closed loop sets `concurrency`; open loop sets `request_rate` (and `concurrency` is its cap, 0 = none).
+    Keys sort by prompt length, concurrency, then rate (a closed-loop cell, without one, first).
     """
 
     context_tokens: int
     concurrency: int
     request_rate: float | None = None
+
+    def _order(self) -> tuple:
+        return self.context_tokens, self.concurrency, -1.0 if self.request_rate is None else self.request_rate
+
+    def __lt__(self, other: tuple) -> bool:
+        return self._order() < CellKey(*other)._order()
+
+    def __le__(self, other: tuple) -> bool:
+        return self._order() <= CellKey(*other)._order()
+
+    def __gt__(self, other: tuple) -> bool:
+        return self._order() > CellKey(*other)._order()
+
+    def __ge__(self, other: tuple) -> bool:
+        return self._order() >= CellKey(*other)._order()
 
     def as_dict(self) -> dict:
         d = {"context_tokens": self.context_tokens, "concurrency": self.concurrency}
@@ -34,6 +51,12 @@ class CellKey:
     def label(self) -> str:
         load = f"rate={self.request_rate:g}/s" if self.request_rate is not None else f"c={self.concurrency}"
         return f"ctx={self.context_tokens} {load}"
+
+
+def cell_key(cell: dict) -> CellKey:
+    """The cell that a results entry, a record's `cell` or a sweep's cell names."""
+    rate = cell.get("request_rate")
+    return CellKey(int(cell["context_tokens"]), int(cell["concurrency"]), None if rate is None else float(rate))
 
 
 @dataclass(slots=True)

@@ -1,8 +1,9 @@
 """Never lose a run: an existing `--out` is resumed, replaced only with `--force`, refused when it was measured
 under other settings.
 
-The same command again keeps the finished cells (usable by `results.cell_status`, and not stopped early by
-an interrupt), measures the rest, says so, and appends to the records (JSONL) instead of truncating them. A file measured with another
+The same command again keeps the finished cells (`results.stored`: the one rule plain runs and sweeps share —
+judged ok, and not stopped early by an interrupt), measures the rest, says so, and appends to the records
+(JSONL), keeping only the lines of the kept cells. A file measured with another
 matrix, request options or target is refused (exit 2) with the differences, naming `--force` (replace it)
 and `--out` (keep both). The target is checked twice: its URL and options here, its fingerprint (the server's
 configuration) once discovery has seen it (`ResultsFile.begin`), still before any load.
@@ -16,8 +17,9 @@ from loadgen.config import RunConfig
 from loadgen.console import log
 from loadgen.errors import UsageError
 from loadgen.files import read_json
-from loadgen.results.cell_status import usable
-from loadgen.results.document import ResultsFile, cell_key
+from loadgen.results.cell_result import CellResult
+from loadgen.results.document import ResultsFile
+from loadgen.results.stored import kept_cells, prune_records, stored_cells
 from loadgen.results.table import table
 from loadgen.sinks.jsonl import JsonlSink, requests_path
 
@@ -43,16 +45,6 @@ def _norm(value):
 
 def _show(value) -> str:
     return ",".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
-
-
-def _label(cell: dict) -> str:
-    rate = cell.get("request_rate")
-    return f"ctx={cell['context_tokens']} " + (f"c={cell['concurrency']}" if rate is None else f"rate={rate:g}/s")
-
-
-def finished(cell: dict) -> bool:
-    """Kept on resume: usable, and not stopped early (an interrupt left some of its requests unsent)."""
-    return usable(cell) and not cell.get("requests_not_sent")
 
 
 def load_doc(path: str) -> dict | None:
@@ -84,8 +76,8 @@ class Resume:
         self.cfg = cfg
         doc = None if cfg.force else load_doc(cfg.out)
         self.kept = self._kept(doc) if doc else []
-        keys = {cell_key(c) for c in self.kept}
-        self.remaining = [c for c in cfg.cells() if cell_key(c.as_dict()) not in keys]
+        keys = {c.key for c in self.kept}
+        self.remaining = [c for c in cfg.cells() if c not in keys]
         records = requests_path(cfg.out)
         self.sink = JsonlSink(records, append=doc is not None, label=cfg.label)
         sections = {"earlier_runs": earlier_runs(doc)} if doc else {}
@@ -94,42 +86,31 @@ class Resume:
         if doc is not None:
             self._announce(doc, records)
 
-    def _kept(self, doc: dict) -> list[dict]:
-        cells = [c for c in doc.get("cells", []) if isinstance(c, dict)]
-        diff = args_diff(doc.get("args") or {}, self.cfg.public_args()) if cells else []
+    def _kept(self, doc: dict) -> list[CellResult]:
+        diff = args_diff(doc.get("args") or {}, self.cfg.public_args()) if stored_cells(doc) else []
         if diff:
             raise UsageError(f"{self.cfg.out} holds a run measured with other settings ({'; '.join(diff)}); "
                              "pass --force to replace it, or choose another --out to keep both")
-        wanted = {cell_key(c.as_dict()) for c in self.cfg.cells()}
-        return [c for c in cells if finished(c) and cell_key(c) in wanted]
+        return kept_cells(doc, set(self.cfg.cells()))
 
     def _announce(self, doc: dict, records: str) -> None:
         total = len(self.cfg.cells())
-        again = len([c for c in doc.get("cells", []) if isinstance(c, dict) and not finished(c)])
+        again = len([c for c in stored_cells(doc) if not c.finished])
         if not self.remaining:
             log(f"{self.cfg.out}: all {total} cells already measured; nothing to measure (--force measures "
                 "them again)")
             return
-        kept = ", ".join(_label(c) for c in self.kept) or "none"
+        kept = ", ".join(c.key.label() for c in self.kept) or "none"
         log(f"resuming {self.cfg.out}: {len(self.kept)} of {total} cells already measured ({kept}), kept; "
             f"measuring {len(self.remaining)}" + (f" ({again} failed or unmeasured before)" if again else "")
             + f"; records appended to {records} (--force replaces both)")
-        repair_torn_tail(records)
-
-
-def repair_torn_tail(path: str) -> None:
-    """End a record torn by a killed run with a newline, so the first appended record is a line of its own
-    (readers skip the torn one)."""
-    if not os.path.exists(path) or os.path.getsize(path) == 0:
-        return
-    with open(path, "rb+") as fh:
-        fh.seek(-1, os.SEEK_END)
-        if fh.read(1) != b"\n":
-            fh.write(b"\n")
+        dropped = prune_records(records, self.kept)
+        if dropped:
+            log(f"{records}: dropped {dropped} records of cells that are measured again")
 
 
 def nothing_left(resume: Resume) -> int:
     """Every cell was measured already: show them and exit as the run that measured them would have."""
-    print(table(resume.kept))
+    print(table([c.to_json() for c in resume.kept]))
     log(f"results: {resume.cfg.out}")
     return 0

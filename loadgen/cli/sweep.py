@@ -15,6 +15,7 @@ from loadgen.cli.run_options import run_parser
 from loadgen.config import RunConfig
 from loadgen.errors import UsageError
 from loadgen.results.document import ResultsFile
+from loadgen.results.stored import ok_keys, stored_cells
 from loadgen.run.runner import CellCheck, Runner
 from loadgen.sinks.base import Sink
 from loadgen.sweep import state
@@ -58,7 +59,7 @@ def dry_run(spec: SweepSpec, only: list[str] | None) -> int:
             continue
         paths = state.paths(spec.out_dir, cfg.name)
         doc = state.load_doc(paths["results"])
-        done = sum(c.get("status") == "ok" for c in (doc or {}).get("cells", []))
+        done = len(ok_keys(stored_cells(doc)))
         print(f"[{cfg.name}] params {cfg.params}")
         print(f"  reconfigure: {shlex.join(cfg.reconfigure)}")
         if cfg.diagnostics:

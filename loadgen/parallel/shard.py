@@ -15,6 +15,8 @@ from collections.abc import Sequence
 
 from loadgen.console import log
 from loadgen.record import CellKey, Record
+from loadgen.results.cell_result import CellResult
+from loadgen.results.incidents import IncidentKind
 from loadgen.run.drivers import Driver, Wrapper
 from loadgen.schedule.closed import CellRun
 from loadgen.schedule.split import ShardJobs, slot_counts
@@ -37,13 +39,13 @@ class ShardPart(Wrapper):
             return  # this part has no slot in a cell narrower than the shard count
         await self.inner.load(run, CellKey(cell.context_tokens, slots, cell.request_rate))
 
-    def finish(self, cell: CellKey, entry: dict, measured: Sequence[Record]) -> None:
-        self.inner.finish(cell, entry, measured)
+    def finish(self, cell: CellKey, result: CellResult, measured: Sequence[Record]) -> None:
+        self.inner.finish(cell, result, measured)
         if self.slots(cell) == 0:
             # a cell narrower than the shard count: the other shards send all of it
-            entry["status"] = "skipped"
-            entry["error"] = f"no slot for shard {self.index}/{self.count} in a cell of concurrency {cell.concurrency}"
-            entry["shard_has_no_slot"] = True
+            result.add(IncidentKind.NO_SLOT,
+                       f"no slot for shard {self.index}/{self.count} in a cell of concurrency {cell.concurrency}")
+            result.load.shard_has_no_slot = True
 
 
 class AlignedStart(Wrapper):

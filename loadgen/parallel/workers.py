@@ -34,6 +34,8 @@ import orjson
 from loadgen.config import RunConfig
 from loadgen.metrics.client_health import merge_client
 from loadgen.record import CellKey, Record
+from loadgen.results.cell_result import CellResult
+from loadgen.results.incidents import IncidentKind
 from loadgen.run.drivers import Driver, Wrapper
 from loadgen.schedule.closed import CellRun
 from loadgen.schedule.split import slot_counts
@@ -265,12 +267,12 @@ class WorkerDriver(Wrapper):
             return
         self.per_worker[run.cell] = await self.pool.run_cell(run, cell)
 
-    def finish(self, cell: CellKey, entry: dict, measured: Sequence[Record]) -> None:
-        self.inner.finish(cell, entry, measured)
+    def finish(self, cell: CellKey, result: CellResult, measured: Sequence[Record]) -> None:
+        self.inner.finish(cell, result, measured)
         per_worker = self.per_worker.pop(cell, None)
-        if per_worker is not None and entry.get("client") is not None:
-            entry["client"] = merge_client(entry["client"], per_worker)
+        if per_worker is not None and result.telemetry.client is not None:
+            result.telemetry.client = merge_client(result.telemetry.client, per_worker)
         if cell in self.pool.problems:
             why = "; ".join(self.pool.problems.pop(cell))
-            entry["status"], entry["error"] = "failed", f"{why}: the cell stopped early"
-            entry.setdefault("warnings", []).append(f"{why}; later cells run in the main process")
+            result.add(IncidentKind.WORKER_DIED, f"{why}: the cell stopped early")
+            result.warnings.append(f"{why}; later cells run in the main process")

@@ -8,6 +8,9 @@ cell usable; `failure_note` says how many there were.
 
 from __future__ import annotations
 
+from loadgen.names import CellStatus, Outcome
+from loadgen.results.incidents import Incident, IncidentKind
+
 DEFAULT_MAX_FAILED_FRACTION = 0.01
 
 
@@ -27,7 +30,7 @@ def max_failed_fraction(cell: dict) -> float:
 
 def _outcomes(cell: dict) -> str:
     by = (cell.get("requests") or {}).get("by_outcome") or {}
-    return ", ".join(f"{n} {o}" for o, n in by.items() if o != "ok" and n)
+    return ", ".join(f"{n} {o}" for o, n in by.items() if o != Outcome.OK and n)
 
 
 def too_many_failed(cell: dict) -> str | None:
@@ -45,8 +48,8 @@ def too_many_failed(cell: dict) -> str | None:
 def problem(cell: dict) -> str | None:
     """Why the cell's figures must not be used (not measured, failed, too many failed requests), or None
     when it is usable."""
-    status = cell.get("status", "ok")
-    if status != "ok":
+    status = cell.get("status", CellStatus.OK)
+    if status != CellStatus.OK:
         return cell.get("error") or status
     return too_many_failed(cell)
 
@@ -58,23 +61,19 @@ def usable(cell: dict) -> bool:
 def failure_note(cell: dict) -> str | None:
     """The failures of a usable cell, for its note: '2 of 256 failed: 1 timeout, 1 http_error', or None."""
     req = cell.get("requests") or {}
-    if not req.get("failed") or problem(cell) is not None:
+    if not req.get("failed") or too_many_failed(cell) is not None:
         return None
     return f"{req['failed']} of {req['ok'] + req['failed']} failed: {_outcomes(cell)}"
 
 
-def judge(entry: dict, limit: float) -> None:
-    """Set a freshly measured cell's status and error from its requests, store the limit and the failed
-    fraction beside them (`max_failed_fraction`, `failed_fraction`), and put failures below the limit in the
-    cell's warnings (its note)."""
-    req = entry["requests"]
-    entry["max_failed_fraction"] = limit
-    entry["failed_fraction"] = failed_fraction(entry)
+def request_incidents(cell: dict) -> list[Incident]:
+    """What a freshly measured cell's request counts say (`cell` holds `requests` and `max_failed_fraction`):
+    nothing succeeded, more failed than the limit allows, or some failed below it (a note)."""
+    req = cell["requests"]
     if req["ok"] == 0:
-        entry["status"], entry["error"] = "failed", f"no request succeeded ({req['failed']} failed)"
-        return
-    entry["error"] = too_many_failed(entry)
-    entry["status"] = "ok" if entry["error"] is None else "failed"
-    note = failure_note(entry)
-    if note:
-        entry.setdefault("warnings", []).append(note)
+        return [Incident(IncidentKind.NOTHING_SUCCEEDED, f"no request succeeded ({req['failed']} failed)")]
+    too_many = too_many_failed(cell)
+    if too_many:
+        return [Incident(IncidentKind.FAILED_REQUESTS, too_many)]
+    note = failure_note(cell)
+    return [Incident(IncidentKind.SOME_FAILED, note)] if note else []

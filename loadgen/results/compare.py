@@ -13,8 +13,10 @@ import orjson
 
 from loadgen.errors import UsageError
 from loadgen.files import read_json
+from loadgen.record import cell_key
 from loadgen.results import category_compare
 from loadgen.results import text_table as tt
+from loadgen.results.cell_result import from_json
 from loadgen.results.cell_status import problem
 from loadgen.results.schema import SWEEP_SCHEMA
 from loadgen.results.text_table import Column
@@ -49,11 +51,6 @@ class Run:
         return (self.doc.get("target") or {}).get("server_info") or {}
 
 
-def cell_key(cell: dict) -> tuple:
-    """(context, concurrency, request rate or 0): open-loop cells of one context differ only by their rate."""
-    return (cell["context_tokens"], cell["concurrency"], cell.get("request_rate") or 0.0)
-
-
 def load_inputs(paths: list[str]) -> list[Run]:
     """Runs from results files, sweep folders and sweep.json files, in the order given."""
     runs: list[Run] = []
@@ -61,7 +58,9 @@ def load_inputs(paths: list[str]) -> list[Run]:
         for p in _expand(path):
             doc = _read(p)
             name = (doc.get("sweep") or {}).get("config") or doc.get("label") or _stem(p)
-            cells = {cell_key(c): c for c in doc.get("cells", []) if "context_tokens" in c and "concurrency" in c}
+            # every cell read back into its typed result and written out again: judged as this loadgen judges
+            cells = {cell_key(c): from_json(c).to_json() for c in doc.get("cells", [])
+                     if "context_tokens" in c and "concurrency" in c}
             runs.append(Run(name=name, path=p, doc=doc, cells=cells))
     seen: dict[str, int] = {}
     for r in runs:

@@ -1,5 +1,6 @@
 """The results file of a run (`--out`, schema loadgen.results/v1): written at setup, replaced atomically
-after every cell, so a failure never loses a cell already measured."""
+after every cell, so a failure never loses a cell already measured. Its cells are `CellResult`s, written
+through their one serialisation (`cell_result.to_json`); docs/results.md describes every field."""
 
 from __future__ import annotations
 
@@ -11,14 +12,10 @@ from loadgen import __version__
 from loadgen.config import RunConfig
 from loadgen.errors import UsageError
 from loadgen.files import write_json_atomic
-from loadgen.record import RunAnchor
+from loadgen.record import CellKey, RunAnchor
+from loadgen.results.cell_result import CellResult
 from loadgen.results.provenance import environment
 from loadgen.results.schema import RESULTS_SCHEMA
-
-
-def cell_key(cell: dict) -> tuple:
-    """What identifies a cell in a results file: (prompt length, concurrency, request rate or None)."""
-    return cell["context_tokens"], cell["concurrency"], cell.get("request_rate")
 
 
 def host_identity() -> dict:
@@ -33,14 +30,15 @@ def host_identity() -> dict:
 
 
 class ResultsFile:
-    """The document and its cells. `kept` are cells measured earlier (a resumed sweep) and stay; `sections`
-    are extra top-level parts (a sweep's own); with `order`, cells are saved in that order of `cell_key`."""
+    """The document and its cells. `kept` are cells measured earlier (a resumed run or sweep) and stay;
+    `sections` are extra top-level parts (a sweep's own); with `order`, cells are saved in that order of
+    their keys."""
 
-    def __init__(self, path: str, kept: list[dict] | None = None, sections: dict | None = None,
-                 order: list[tuple] | None = None, earlier_target: dict | None = None):
+    def __init__(self, path: str, kept: list[CellResult] | None = None, sections: dict | None = None,
+                 order: list[CellKey] | None = None, earlier_target: dict | None = None):
         self.path = path
         self.earlier_target = earlier_target
-        self.cells: list[dict] = list(kept or [])
+        self.cells: list[CellResult] = list(kept or [])
         self.sections = sections or {}
         self.order = order
         self.doc: dict = {}
@@ -54,7 +52,7 @@ class ResultsFile:
             "started_at": datetime.now(UTC).isoformat(), "loadgen_version": __version__,
             "anchor": {"mono_ns": anchor.mono_ns, "wall_ns": anchor.wall_ns},
             "args": cfg.public_args(), "target": target, "prompt_sizing": prompt_sizing,
-            "cells": self.cells, "host": host_identity(), "environment": environment(),
+            "cells": [], "host": host_identity(), "environment": environment(),
         }
         if cfg.parallel.shard:
             self.doc["shard"] = {"index": cfg.parallel.shard[0], "count": cfg.parallel.shard[1]}
@@ -70,14 +68,14 @@ class ResultsFile:
                          f"{old['fingerprint']} → {target.get('fingerprint')}{'; ' + spec if spec else ''}); pass "
                          "--force to replace it, or choose another --out to keep both")
 
-    def add(self, entry: dict) -> None:
-        self.cells.append(entry)
+    def add(self, result: CellResult) -> None:
+        self.cells.append(result)
 
     def save(self) -> None:
         if self.order is not None:
             rank = {k: i for i, k in enumerate(self.order)}
-            self.cells.sort(key=lambda c: rank.get(cell_key(c), len(rank)))
+            self.cells.sort(key=lambda c: rank.get(c.key, len(rank)))
         self.doc.update(self.sections)
-        self.doc["cells"] = self.cells
+        self.doc["cells"] = [c.to_json() for c in self.cells]
         self.doc["updated_at"] = datetime.now(UTC).isoformat()
         write_json_atomic(self.path, self.doc)

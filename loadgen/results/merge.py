@@ -25,8 +25,9 @@ from loadgen.metrics import telemetry as cell_telemetry
 from loadgen.metrics.cell import summarize
 from loadgen.metrics.client_health import combine
 from loadgen.metrics.power import derive_power
-from loadgen.record import CellKey, Record, RunAnchor
-from loadgen.results.cell_status import judge, max_failed_fraction
+from loadgen.record import CellKey, Record, RunAnchor, cell_key
+from loadgen.results.cell_result import CellResult, from_json
+from loadgen.results.cell_status import failed_fraction, max_failed_fraction, request_incidents
 from loadgen.results.provenance import wall_clock
 from loadgen.results.schema import RESULTS_SCHEMA as SCHEMA
 from loadgen.sinks.jsonl import requests_path
@@ -56,10 +57,6 @@ def shift(rec: dict, offset_ns: int) -> dict:
     return rec
 
 
-def cell_key(d: dict) -> CellKey:
-    return CellKey(d["context_tokens"], d["concurrency"], d.get("request_rate"))
-
-
 def window_ns(recs: list[Record]) -> tuple[int, int] | None:
     sent = [r.t_sent_ns for r in recs if r.t_sent_ns]
     return (min(sent), max(r.t_end_ns for r in recs)) if sent else None
@@ -83,7 +80,7 @@ def merge_client(blocks: list[dict]) -> dict | None:
     return combine([(f"shard {i}", b) for i, b in enumerate(blocks)]) | {"per_shard": blocks}
 
 
-def merge_cell(key: CellKey, entries: list[dict | None], records: list[list[Record]]) -> dict:
+def merge_cell(key: CellKey, entries: list[dict | None], records: list[list[Record]]) -> CellResult:
     """One merged cell from each shard's entry (None where a shard lacks the cell) and measured records."""
     # in end order, as one process appends them, so even float sums come out the same
     measured = sorted((r for recs in records for r in recs), key=lambda r: r.t_end_ns)
@@ -112,8 +109,12 @@ def merge_cell(key: CellKey, entries: list[dict | None], records: list[list[Reco
         entry["warnings"].append(f"shards ran this cell {ov:.0%} together (< {MIN_OVERLAP:.0%}): they did "
                                  "not load "
                                  "the server at the same time; start them with --start-at/--cell-period")
-    judge(entry, max_failed_fraction(first))  # the shards' limit, judged over the merged requests
-    return entry
+    entry["max_failed_fraction"] = max_failed_fraction(first)  # the shards' limit, over the merged requests
+    entry["failed_fraction"] = failed_fraction(entry)
+    result = from_json(entry | {"incidents": []})
+    for incident in request_incidents(entry):
+        result.add(incident.kind, incident.reason)
+    return result
 
 
 def _power(block: dict | None, summary: dict) -> dict | None:
@@ -161,9 +162,10 @@ def merge(docs: list[dict], rows: list[list[dict]]) -> tuple[dict, list[dict]]:
         per_doc.append(by_cell)
     for key in keys:
         entries = [next((c for c in doc.get("cells", []) if cell_key(c) == key), None) for doc in docs]
-        cells.append(merge_cell(key, entries, [d.get(key, []) for d in per_doc]))
+        merged = merge_cell(key, entries, [d.get(key, []) for d in per_doc])
         if ref.get("anchor"):  # records are on the first shard's clock now: its anchor dates them
-            cells[-1]["wall_clock"] = wall_clock(cells[-1].get("window_ns"), RunAnchor(**ref["anchor"]))
+            merged.load.wall_clock = wall_clock(merged.load.window_ns, RunAnchor(**ref["anchor"]))
+        cells.append(merged.to_json())
     out = dict(ref)
     out["cells"] = cells
     out["merged_from"] = [{"run_id": d.get("run_id"), "label": d.get("label"), "shard": d.get("shard"),

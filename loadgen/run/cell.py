@@ -1,24 +1,25 @@
 """One attempt at one cell: prompts → jobs → warmup → measured load (telemetry and self-monitoring open)
-→ the cell's entry in the results.
+→ the cell's result (`results.build_cell`).
 
 Every record goes to every sink as its request ends; the measured ones are also kept (compact) until the
-cell's summary. The entry's formulas live in `loadgen.metrics`; the driver adds its own figures.
+cell's result is built. Its formulas live in `loadgen.metrics`; the driver adds its own figures.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import aiohttp
 
 from loadgen.client.api import RequestOptions
 from loadgen.config import RunConfig
-from loadgen.metrics import telemetry as cell_telemetry
-from loadgen.metrics.cell import summarize
+from loadgen.metrics.cell import send_lateness
+from loadgen.names import Phase
 from loadgen.record import CellKey, Record
-from loadgen.results.cell_status import DEFAULT_MAX_FAILED_FRACTION, judge
+from loadgen.results.build_cell import build_cell
+from loadgen.results.cell_result import CellResult
 from loadgen.run.control import RunControl
 from loadgen.run.drivers import Driver
 from loadgen.run.monitor import LoopMonitor
@@ -26,30 +27,11 @@ from loadgen.run.progress import Progress
 from loadgen.run.transport import Transport
 from loadgen.schedule.closed import CellRun, JobList
 from loadgen.sinks.base import Sink
-from loadgen.telemetry.base import SourceResult, TelemetrySource
+from loadgen.telemetry.base import TelemetrySource
 from loadgen.workload.prompts import PromptBuilder
 
 DURATION_JOBS = 1_000_000  # a duration-bound cell plans "enough" jobs; JobList builds them on demand
 SourceFactory = Callable[[], TelemetrySource]
-
-
-def assemble(cell: CellKey, summary: dict, results: Sequence[SourceResult],
-             max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION) -> dict:
-    """The cell's entry: client figures, accept length, power, each source's own values, status
-    (`cell_status.judge`: failed when more than `max_failed_fraction` of its requests failed)."""
-    entry = cell.as_dict() | summary
-    entry["accept_length"] = cell_telemetry.accept_length(summary, results)
-    entry["power"] = cell_telemetry.power(results, summary["output_tokens"], summary["duration_s"],
-                                          summary.get("window_ns"))
-    entry["telemetry"] = {r.name: {"available": r.available, "reason": r.reason, **r.values} for r in results}
-    entry["warnings"] = [w for r in results for w in r.warnings]
-    judge(entry, max_failed_fraction)
-    return entry
-
-
-def empty_entry(cell: CellKey) -> dict:
-    """The entry of a cell that ended before any request was sent."""
-    return assemble(cell, summarize([]) | {"client": None}, [])
 
 
 class CellMeasurer:
@@ -84,7 +66,7 @@ class CellMeasurer:
             rec.category = jobs.category(rec.seq)
             for s in self.sinks:
                 s.record(rec)
-            if rec.phase == "measure":
+            if rec.phase == Phase.MEASURE:
                 measured.append(rec.compact())  # kept until the summary: per-chunk lists as machine ints
             self.progress.add(rec)
 
@@ -98,7 +80,7 @@ class CellMeasurer:
         return CellRun(self.run_id, cell, jobs, self.transport.sender(session), on_sent, on_record, deadline,
                        attempt=attempt)
 
-    async def measure(self, session: aiohttp.ClientSession, cell: CellKey, attempt: int = 0) -> dict:
+    async def measure(self, session: aiohttp.ClientSession, cell: CellKey, attempt: int = 0) -> CellResult:
         jobs = await self.jobs(cell)
         measured: list[Record] = []
         run = self.control.current = self.cell_run(session, cell, jobs, attempt, measured)
@@ -107,13 +89,14 @@ class CellMeasurer:
             s.cell_started(cell, self.run_id)
         self.progress.reset(cell.label(), 0 if self.cfg.duration_per_cell_s else len(jobs))
         await self.driver.warm_up(run, cell)
-        summary, results = await self.measured_window(run, cell, measured)
-        entry = assemble(cell, summary, results, self.cfg.max_failed_fraction)
-        self.driver.finish(cell, entry, measured)
-        return entry
+        results, client = await self.measured_window(run, cell, measured)
+        result = build_cell(cell, measured, results, client, max_failed_fraction=self.cfg.max_failed_fraction)
+        self.driver.finish(cell, result, measured)
+        return result
 
     async def measured_window(self, run: CellRun, cell: CellKey, measured: list[Record]):
-        """The measured load with telemetry and self-monitoring open around it; (summary, source results)."""
+        """The measured load with telemetry and self-monitoring open around it; (source results, client
+        health)."""
         sources = [f() for f in self.telemetry]
         monitor = LoopMonitor()
         monitor.start()
@@ -131,7 +114,5 @@ class CellMeasurer:
             drawer.cancel()
             self.progress.clear()
             results = [await src.stop() for src in sources]
-        summary = summarize(measured)
-        lateness_p99 = summary["send_lateness_s"].get("p99") if cell.request_rate is not None else None
-        summary["client"] = await monitor.stop(lateness_p99)
-        return summary, results
+        lateness_p99 = send_lateness(measured).get("p99") if cell.request_rate is not None else None
+        return results, await monitor.stop(lateness_p99)

@@ -25,6 +25,7 @@ from loadgen.metrics.open_loop import (
 )
 from loadgen.metrics.throttle import throttle_figures
 from loadgen.record import CellKey, Record
+from loadgen.results.cell_result import CellResult
 from loadgen.results.open_table import render as render_open_loop
 from loadgen.results.throttle_table import throttle_table
 from loadgen.run.transport import Transport
@@ -73,8 +74,8 @@ class Driver:
     async def drive(self, run: CellRun, cell: CellKey) -> None:
         await self.load(run, cell)
 
-    def finish(self, cell: CellKey, entry: dict, measured: Sequence[Record]) -> None:
-        """Add the driver's own figures to the cell's entry (in place)."""
+    def finish(self, cell: CellKey, result: CellResult, measured: Sequence[Record]) -> None:
+        """Add the driver's own figures to the cell's result (in place)."""
 
 
 class ClosedLoop(Driver):
@@ -102,11 +103,11 @@ class ClosedLoop(Driver):
             self.gate.reset()
         await closed_loop(run, cell.concurrency, self.pause, self.gate)
 
-    def finish(self, cell: CellKey, entry: dict, measured: Sequence[Record]) -> None:
+    def finish(self, cell: CellKey, result: CellResult, measured: Sequence[Record]) -> None:
         g = self.gate
         if g is not None:
             span_s = (max((r.t_end_ns for r in measured), default=g.since_ns) - g.since_ns) / 1e9
-            entry["throttle"] = throttle_figures(measured, g.rate, g.waited_ns, g.waits, cell.concurrency, span_s)
+            result.load.throttle = throttle_figures(measured, g.rate, g.waited_ns, g.waits, cell.concurrency, span_s)
 
 
 class Wrapper(Driver):
@@ -128,8 +129,8 @@ class Wrapper(Driver):
     async def load(self, run: CellRun, cell: CellKey) -> None:
         await self.inner.load(run, cell)
 
-    def finish(self, cell: CellKey, entry: dict, measured: Sequence[Record]) -> None:
-        self.inner.finish(cell, entry, measured)
+    def finish(self, cell: CellKey, result: CellResult, measured: Sequence[Record]) -> None:
+        self.inner.finish(cell, result, measured)
 
 
 class OpenLoop(Driver):
@@ -185,18 +186,18 @@ class OpenLoop(Driver):
         t0 = self.t0_ns[cell] = time.monotonic_ns()
         await open_loop(run, [t0 + round(o * NS) for o in self.schedule(cell)], self.opts.max_concurrency)
 
-    def finish(self, cell: CellKey, entry: dict, measured: Sequence[Record]) -> None:
+    def finish(self, cell: CellKey, result: CellResult, measured: Sequence[Record]) -> None:
         recs = sorted(measured, key=lambda r: r.t_intended_ns)
         o, ramp = self.opts, self.ramp
-        entry["target_request_rate"] = ramp.mean_rate if ramp else cell.request_rate
-        entry["arrival"] = {"law": o.arrival, "burstiness": o.burstiness, "max_concurrency": o.max_concurrency}
+        result.load.target_request_rate = ramp.mean_rate if ramp else cell.request_rate
+        result.load.arrival = {"law": o.arrival, "burstiness": o.burstiness, "max_concurrency": o.max_concurrency}
         if ramp:
             t0 = self.t0_ns.get(cell, 0)
             t_s = [(r.t_intended_ns - t0) / NS for r in recs]
             ttft = [corrected_ttft_s(r) for r in recs]
             window = o.ramp_window_s or ramp.duration_s / 10
             verdict = sustainable_rate(t_s, ttft, ramp, o.slo_ttft_s, window)
-            entry["sustainable_request_rate"] = verdict["sustainable_request_rate"]
-            entry["ramp"] = {"r0": ramp.r0, "r1": ramp.r1, "duration_s": ramp.duration_s,
+            result.load.sustainable_request_rate = verdict["sustainable_request_rate"]
+            result.load.ramp = {"r0": ramp.r0, "r1": ramp.r1, "duration_s": ramp.duration_s,
                              "slo_ttft_s": o.slo_ttft_s, "window_s": window, **verdict,
                              "series": ramp_series(t_s, ttft, ramp, window)}

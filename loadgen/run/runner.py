@@ -23,9 +23,13 @@ from loadgen.client.config import ClientConfig
 from loadgen.config import RunConfig
 from loadgen.console import log
 from loadgen.errors import ServerError
+from loadgen.names import CellStatus
 from loadgen.record import CellKey, RunAnchor
+from loadgen.results.build_cell import unmeasured
 from loadgen.results.category_table import category_table, lengths_table
-from loadgen.results.document import ResultsFile, cell_key
+from loadgen.results.cell_result import CellResult
+from loadgen.results.document import ResultsFile
+from loadgen.results.incidents import IncidentKind
 from loadgen.results.provenance import wall_clock
 from loadgen.results.table import header, row, table, title
 from loadgen.run.cell import CellMeasurer, SourceFactory
@@ -54,7 +58,7 @@ class CellCheck(Protocol):
     """A judgement of each measured cell that may fail it and stop the run (e.g. a sweep's check that the
     server still runs the configuration under test)."""
 
-    async def check(self, session: aiohttp.ClientSession, entry: dict, control: RunControl) -> None: ...
+    async def check(self, session: aiohttp.ClientSession, result: CellResult, control: RunControl) -> None: ...
 
 
 class Preflight(Protocol):
@@ -99,13 +103,13 @@ class Runner:
         self.target: Target | None = None
 
     @property
-    def cells(self) -> list[dict]:
+    def cells(self) -> list[CellResult]:
         return self.results.cells
 
     def cells_to_run(self) -> list[CellKey]:
         """The matrix less the cells already in the results (kept from an earlier, resumed run)."""
-        done = {cell_key(c) for c in self.results.cells}
-        return [c for c in self.cfg.cells() if cell_key(c.as_dict()) not in done]
+        done = {c.key for c in self.results.cells}
+        return [c for c in self.cfg.cells() if c not in done]
 
     async def run(self) -> int:
         banner = self.parts.driver.banner()
@@ -135,8 +139,9 @@ class Runner:
                 for svc in reversed(started):
                     await svc.close(finished)
                 await self.parts.transport.close()
-        print(table(self.cells, title(self.cfg.label, self.run_id)))
-        for text in [*self.parts.driver.tables(self.cells), lengths_table(self.cells), category_table(self.cells)]:
+        cells = [c.to_json() for c in self.cells]
+        print(table(cells, title(self.cfg.label, self.run_id)))
+        for text in [*self.parts.driver.tables(cells), lengths_table(cells), category_table(cells)]:
             if text:
                 print(text)
         print(f"results: {self.results.path}", file=sys.stderr)
@@ -164,10 +169,11 @@ class Runner:
         log(header())
         for cell in self.cells_to_run():
             if self.control.stopping:
-                self.results.add(cell.as_dict() | {"status": "skipped", "error": self.control.stop_reason})
+                self.results.add(unmeasured(cell, IncidentKind.NOT_REACHED, self.control.stop_reason, self.run_id))
                 continue
-            entry = await self.measure_cell(session, measurer, cell)
-            self.results.add(entry)
+            result = await self.measure_cell(session, measurer, cell)
+            self.results.add(result)
+            entry = result.to_json()
             for s in self.parts.sinks:
                 s.cell_finished(cell, entry)
             self.results.save()
@@ -175,24 +181,25 @@ class Runner:
         if self.control.stopping:
             self.results.save()  # with the cells that were not measured, marked skipped
 
-    async def measure_cell(self, session: aiohttp.ClientSession, measurer: CellMeasurer, cell: CellKey) -> dict:
-        async def attempt(c: CellKey, n: int) -> dict:
+    async def measure_cell(self, session: aiohttp.ClientSession, measurer: CellMeasurer,
+                           cell: CellKey) -> CellResult:
+        async def attempt(c: CellKey, n: int) -> CellResult:
             return await measurer.measure(session, c, n)
 
         try:
-            entry = await self.parts.server_down.run_cell(session, cell, attempt,
+            result = await self.parts.server_down.run_cell(session, cell, attempt,
                                                           self.parts.driver.planned_requests(cell),
                                                           self.target, self.headers)
         except (TimeoutError, ServerError, aiohttp.ClientError) as exc:
             # sizing the cell's prompts failed before any load: this cell fails, the run goes on
-            entry = cell.as_dict() | {"status": "failed", "error": f"before load: {exc}"[:300]}
-        entry["run_id"] = self.run_id
-        entry["wall_clock"] = wall_clock(entry.get("window_ns"), self.anchor)
+            result = unmeasured(cell, IncidentKind.BEFORE_LOAD, f"before load: {exc}"[:300])
+        result.run_id = self.run_id
+        result.load.wall_clock = wall_clock(result.load.window_ns, self.anchor)
         for check in self.parts.checks:
-            await check.check(session, entry, self.control)
-        return entry
+            await check.check(session, result, self.control)
+        return result
 
     def exit_code(self) -> int:
         """0 when every cell is ok (a shard's cell without a slot counts: the other shards sent it), else 1."""
-        done = all(c["status"] == "ok" or c.get("shard_has_no_slot") for c in self.cells)
+        done = all(c.status is CellStatus.OK or c.load.shard_has_no_slot for c in self.cells)
         return 0 if done else 1

@@ -29,23 +29,27 @@ from urllib.parse import urlparse
 
 import aiohttp
 
+from loadgen import names
 from loadgen.client.recorder import one_line
 from loadgen.config import FaultsConfig
 from loadgen.console import log
+from loadgen.names import Outcome, Phase
 from loadgen.record import CellKey, Record
-from loadgen.run.cell import empty_entry
+from loadgen.results.build_cell import build_cell
+from loadgen.results.cell_result import CellResult
+from loadgen.results.incidents import IncidentKind
 from loadgen.run.control import RunControl
 from loadgen.sinks.base import NullSink
 from loadgen.target.discover import Target
 from loadgen.target.readiness import wait_ready
 
-POLICIES = ("stop", "wait", "skip")
+POLICIES = tuple(names.ServerDownPolicy)
 BACKOFF_FIRST_S = 0.05
 BACKOFF_MAX_S = 2.0
 CONNECT_CHECK_S = 2.0
 WAIT_POLL_S = 0.2
 
-Measure = Callable[[CellKey, int], Awaitable[dict]]  # (cell, attempt) → the attempt's entry
+Measure = Callable[[CellKey, int], Awaitable[CellResult]]  # (cell, attempt) → the attempt's result
 
 
 def backoff_s(consecutive: int) -> float:
@@ -86,12 +90,12 @@ class ServerGuard(NullSink):
         self.down_event = asyncio.Event()
 
     def record(self, rec: Record) -> None:
-        if rec.outcome == "connection_error":
+        if rec.outcome == Outcome.CONNECTION_ERROR:
             self.consecutive += 1
             self.last_error = rec.error
             if self.consecutive % self.threshold == 0 and self.down is None and self._check is None:
                 self._check = asyncio.get_running_loop().create_task(self._confirm())
-        elif rec.outcome != "cancelled":
+        elif rec.outcome != Outcome.CANCELLED:
             self.consecutive = 0
 
     async def _confirm(self) -> None:
@@ -109,7 +113,7 @@ class ServerGuard(NullSink):
             self.control.current.stopping = True
 
     async def pause(self, rec: Record) -> None:
-        if rec.outcome == "connection_error" and self.down is None:
+        if rec.outcome == Outcome.CONNECTION_ERROR and self.down is None:
             try:
                 await asyncio.wait_for(self.down_event.wait(), backoff_s(self.consecutive))
             except TimeoutError:
@@ -133,67 +137,66 @@ class ServerDownPolicy:
         self.timed_cells = timed_cells  # --duration-per-cell: a cell plans no number of requests
 
     async def run_cell(self, session: aiohttp.ClientSession, cell: CellKey, measure: Measure, planned: int,
-                       target: Target, headers: dict) -> dict:
+                       target: Target, headers: dict) -> CellResult:
         history: list[dict] = []
         for attempt in range(self.attempts):
-            entry = await self._attempt(cell, measure, attempt, planned)
+            result = await self._attempt(cell, measure, attempt, planned)
             if self.guard.down is None:
                 break
-            entry["status"] = "failed"
-            entry["error"] = f"the server went away: {self.guard.down}"
+            result.add(IncidentKind.SERVER_DOWN, f"the server went away: {self.guard.down}")
             log(f"{cell.label()}: the server went away (attempt {attempt + 1}): {self.guard.down}")
-            if not await self._after_down(session, cell, entry, target, headers) or attempt + 1 == self.attempts:
+            if not await self._after_down(session, cell, result, target, headers) or attempt + 1 == self.attempts:
                 break
-            history.append(_brief(entry, attempt))
+            history.append(_brief(result, attempt))
         if history:
-            entry["attempts"] = history
-        return entry
+            result.load.attempts = history
+        return result
 
-    async def _after_down(self, session, cell: CellKey, entry: dict, target: Target, headers: dict) -> bool:
+    async def _after_down(self, session, cell: CellKey, result: CellResult, target: Target, headers: dict) -> bool:
         """Apply the policy to a cell whose server went away; True when the cell is to be measured again."""
-        if self.policy == "stop":
+        if self.policy == names.ServerDownPolicy.STOP:
             self.control.stop(f"not measured: the server went away during {cell.label()} (--on-server-down stop)")
             return False
-        if self.policy == "skip":
+        if self.policy == names.ServerDownPolicy.SKIP:
             log(f"{cell.label()}: failed; going on to the next cell (--on-server-down skip)")
             return False
-        return await self._wait(session, entry, target, headers)
+        return await self._wait(session, result, target, headers)
 
-    async def _attempt(self, cell: CellKey, measure: Measure, attempt: int, planned: int) -> dict:
+    async def _attempt(self, cell: CellKey, measure: Measure, attempt: int, planned: int) -> CellResult:
         self.guard.arm()
         self.control.current = None
         try:
-            entry = await measure(cell, attempt)
+            result = await measure(cell, attempt)
         except (aiohttp.ClientConnectionError, OSError, TimeoutError) as exc:
             # preparing the cell talks to the server (tokenizing prompts): it may already be gone
             if await port_open(self.guard.url):
                 raise
             why = one_line(f"{type(exc).__name__}: {exc}")
             self.guard.mark_down(f"unreachable while preparing the cell ({why})")
-            entry = empty_entry(cell)
+            result = build_cell(cell, [])
         await self.guard.settle()
-        entry["attempt"] = attempt
-        self._account(entry, planned)
-        return entry
+        result.load.attempt = attempt
+        self._account(result, planned)
+        return result
 
-    def _account(self, entry: dict, planned: int) -> None:
-        """requests_not_sent, and a warning when the cell stopped before sending all it planned."""
+    def _account(self, result: CellResult, planned: int) -> None:
+        """requests_not_sent, and an incident when an interrupt stopped the cell before it sent all it planned."""
         run = self.control.current
         if self.timed_cells:
-            entry["requests_not_sent"] = None
+            result.requests.requests_not_sent = None
             return
         if run is None:  # the cell ended while it was being prepared
-            entry["requests_not_sent"] = planned
+            result.requests.requests_not_sent = planned
             return
-        not_sent = sum(1 for job in run.jobs[run.next_job:] if job.phase == "measure")
-        entry["requests_not_sent"] = not_sent
+        not_sent = sum(1 for job in run.jobs[run.next_job:] if job.phase == Phase.MEASURE)
+        result.requests.requests_not_sent = not_sent
         if not_sent and self.guard.down is None:
-            entry.setdefault("warnings", []).append(
-                f"stopped early ({self.control.stop_reason.removeprefix('not measured: ')}): "
-                f"{not_sent} of {not_sent + entry['requests']['ok'] + entry['requests']['failed']} "
-                "measured requests not sent")
+            req = result.requests.requests
+            result.add(IncidentKind.INTERRUPTED,
+                       f"stopped early ({self.control.stop_reason.removeprefix('not measured: ')}): "
+                       f"{not_sent} of {not_sent + req['ok'] + req['failed']} measured requests not sent")
 
-    async def _wait(self, session, entry: dict, target: Target, headers: dict) -> bool:
+    async def _wait(self, session, result: CellResult, target: Target, headers: dict) -> bool:
         """Wait for the server to come back (the readiness gate of sweeps); False when the run must stop."""
         log(f"waiting up to {self.wait_timeout_s:g} s for the server to come back (--on-server-down wait)")
         task = asyncio.ensure_future(wait_ready(
@@ -207,9 +210,9 @@ class ServerDownPolicy:
                 await asyncio.wait([task])
                 return False
         ready = task.result()
-        entry["recovery"] = {"ready": ready.ready, "elapsed_s": ready.elapsed_s, "reason": ready.reason}
+        result.load.recovery = {"ready": ready.ready, "elapsed_s": ready.elapsed_s, "reason": ready.reason}
         if not ready.ready:
-            entry["error"] += f"; it did not come back: {ready.reason}"
+            result.add(IncidentKind.SERVER_DOWN, f"it did not come back: {ready.reason}")
             self.control.stop("not measured: the server went away and did not come back "
                               f"within --server-wait-timeout {self.wait_timeout_s:g} s")
             return False
@@ -229,9 +232,9 @@ class _StateLog:
             log(f"  {elapsed_s:6.1f} s  {state}")
 
 
-def _brief(entry: dict, attempt: int) -> dict:
-    req = entry.get("requests") or {}
-    return {"attempt": attempt, "status": entry["status"], "error": entry["error"],
+def _brief(result: CellResult, attempt: int) -> dict:
+    req = result.requests.requests
+    return {"attempt": attempt, "status": result.status, "error": result.error,
             "requests": {k: req.get(k) for k in ("ok", "failed", "by_outcome")},
-            "requests_not_sent": entry.get("requests_not_sent"),
-            "recovery": entry.get("recovery")}
+            "requests_not_sent": result.requests.requests_not_sent,
+            "recovery": result.load.recovery}

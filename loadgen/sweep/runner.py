@@ -25,8 +25,13 @@ from loadgen.config import RunConfig
 from loadgen.console import log
 from loadgen.errors import UsageError
 from loadgen.files import write_json_atomic
+from loadgen.names import CellStatus, ConfigStatus
+from loadgen.record import CellKey
+from loadgen.results.cell_result import CellResult
 from loadgen.results.document import ResultsFile
+from loadgen.results.incidents import IncidentKind
 from loadgen.results.schema import RESULTS_SCHEMA
+from loadgen.results.stored import kept_cells, ok_keys, prune_records, stored_cells
 from loadgen.run.control import RunControl
 from loadgen.run.runner import CellCheck, Runner
 from loadgen.sinks.base import Sink
@@ -66,14 +71,13 @@ class ConfigurationCheck:
     def __init__(self, url: str, expect: dict, headers: dict):
         self.url, self.expect, self.headers = url, expect, headers
 
-    async def check(self, session: aiohttp.ClientSession, entry: dict, control: RunControl) -> None:
-        failed = (entry.get("requests") or {}).get("failed")
+    async def check(self, session: aiohttp.ClientSession, result: CellResult, control: RunControl) -> None:
+        failed = result.requests.requests.get("failed")
         if not failed:
             return
         changed = await self.changed(session)
         if changed:
-            entry["status"] = "failed"
-            entry["error"] = f"{changed} during the cell ({failed} requests failed)"
+            result.add(IncidentKind.CONFIGURATION_CHANGED, f"{changed} during the cell ({failed} requests failed)")
             control.stop(f"not measured: {changed}")
 
     async def changed(self, session: aiohttp.ClientSession) -> str | None:
@@ -89,35 +93,30 @@ class ConfigurationCheck:
         return "the server changed configuration (" + "; ".join(wrong) + ")" if wrong else None
 
 
-def _resume_note(name: str, kept: list[dict], order: list[tuple]) -> None:
+def _resume_note(name: str, kept: list[CellResult], order: list[CellKey]) -> None:
     if kept:
-        done = ", ".join(f"ctx={c['context_tokens']} {_load(c)}" for c in kept)
+        done = ", ".join(c.key.label() for c in kept)
         log(f"[{name}] resuming: {len(kept)} of {len(order)} cells already measured, not measured again: {done}")
-
-
-def _load(cell: dict) -> str:
-    rate = cell.get("request_rate")
-    return f"c={cell['concurrency']}" if rate is None else f"rate={rate:g}/s"
 
 
 def _prepare_records(plan: Plan, force: bool) -> None:
     if force and os.path.exists(plan.paths["records"]):
         os.unlink(plan.paths["records"])
-    dropped = state.prune_records(plan.paths["records"], state.finished_cells(plan.doc, None))
+    dropped = prune_records(plan.paths["records"], kept_cells(plan.doc, None))
     if dropped:
         log(f"[{plan.cfg.name}] dropped {dropped} records of a cell that never finished")
 
 
-async def run_config(spec: SweepSpec, plan: Plan, order: list[tuple], force: bool, stop: StopSweep,
-                     runs: RunBuilder) -> str:
+async def run_config(spec: SweepSpec, plan: Plan, order: list[CellKey], force: bool, stop: StopSweep,
+                     runs: RunBuilder) -> ConfigStatus:
     """Measure one configuration; returns its status. Never raises for server or command failures."""
     cfg, paths = plan.cfg, plan.paths
-    kept = state.finished_cells(plan.doc, order)
+    kept = kept_cells(plan.doc, order)
     info = {"sweep": spec.name, "config": cfg.name, "params": cfg.params, "settings": spec.settings(cfg),
             "attempts": list(((plan.doc or {}).get("sweep") or {}).get("attempts", []))}
     if len(kept) == len(order):
         log(f"[{cfg.name}] all {len(order)} cells already measured: skipped (--force measures them again)")
-        return "ok"
+        return ConfigStatus.OK
     _resume_note(cfg.name, kept, order)
     _prepare_records(plan, force)
     attempt = {"started_at": datetime.now(UTC).isoformat(), "cells_before": len(kept)}
@@ -131,29 +130,29 @@ async def run_config(spec: SweepSpec, plan: Plan, order: list[tuple], force: boo
         log(f"[{cfg.name}] {attempt['readiness']['reason']}")
         runner = _config_runner(plan, kept, order, info, headers, runs)
         reason = await _measure(runner, cfg, stop)
-    cells = runner.cells if runner is not None else (plan.doc or {}).get("cells", []) if not force else []
+    cells = runner.cells if runner is not None else stored_cells(plan.doc) if not force else []
     status = await _judge(spec, plan, order, cells, attempt, reason, stop)
     _save(plan, runner, cells, info)
     return status
 
 
-def _config_runner(plan: Plan, kept: list[dict], order: list[tuple], info: dict, headers: dict,
+def _config_runner(plan: Plan, kept: list[CellResult], order: list[CellKey], info: dict, headers: dict,
                    runs: RunBuilder) -> Runner:
     # finished cells outside the current matrix (a prompt length dropped from the file) stay in the results
-    extra = [c for c in state.finished_cells(plan.doc, None) if state.cell_key(c) not in order]
+    extra = [c for c in kept_cells(plan.doc, None) if c.key not in order]
     results = ResultsFile(plan.paths["results"], kept=kept + extra, sections={"sweep": info}, order=order)
     checks = [ConfigurationCheck(plan.cfg.url, plan.cfg.expect, headers)] if plan.cfg.expect else []
     sink = JsonlSink(plan.paths["records"], append=True, label=plan.run_cfg.label)
     return runs.runner(plan.run_cfg, plan.cfg.url, sinks=[sink], results=results, checks=checks)
 
 
-async def _judge(spec: SweepSpec, plan: Plan, order: list[tuple], cells: list[dict], attempt: dict,
-                 reason: str | None, stop: StopSweep) -> str:
+async def _judge(spec: SweepSpec, plan: Plan, order: list[CellKey], cells: list[CellResult], attempt: dict,
+                 reason: str | None, stop: StopSweep) -> ConfigStatus:
     status = state.config_status(cells, order, attempted=True)
-    attempt.update(outcome=status, reason=reason, cells_after=sum(c.get("status") == "ok" for c in cells))
-    if status != "ok":
-        reason = reason or "; ".join(f"ctx={c['context_tokens']} {_load(c)}: {c.get('error')}"
-                                     for c in cells if c.get("status") != "ok") or "cells missing"
+    attempt.update(outcome=status, reason=reason, cells_after=len(ok_keys(cells)))
+    if status is not ConfigStatus.OK:
+        reason = reason or "; ".join(f"{c.key.label()}: {c.error}" for c in cells
+                                     if c.status is not CellStatus.OK) or "cells missing"
         attempt["reason"] = reason
         log(f"[{plan.cfg.name}] {status.upper()}: {reason}")
         if stop.signum is None:
@@ -161,12 +160,12 @@ async def _judge(spec: SweepSpec, plan: Plan, order: list[tuple], cells: list[di
     return status
 
 
-def _save(plan: Plan, runner: Runner | None, cells: list[dict], info: dict) -> None:
+def _save(plan: Plan, runner: Runner | None, cells: list[CellResult], info: dict) -> None:
     if runner is not None and runner.results.doc:
         runner.results.save()
         return
     doc = dict(plan.doc or {"schema": RESULTS_SCHEMA, "label": plan.cfg.name, "target": None})
-    doc.update(cells=cells, sweep=info, updated_at=datetime.now(UTC).isoformat())
+    doc.update(cells=[c.to_json() for c in cells], sweep=info, updated_at=datetime.now(UTC).isoformat())
     write_json_atomic(plan.paths["results"], doc)
 
 
@@ -247,7 +246,7 @@ async def run_sweep(spec: SweepSpec, runs: RunBuilder, force: bool = False, only
     stop.arm()
     try:
         plans = plan_sweep(spec, force, only, runs)
-        order = [state.cell_key(c.as_dict()) for c in plans[0].run_cfg.cells()]
+        order = list(plans[0].run_cfg.cells())
         summary = await _run_plans(spec, plans, order, force, stop, runs)
     finally:
         lock.close()
@@ -256,7 +255,8 @@ async def run_sweep(spec: SweepSpec, runs: RunBuilder, force: bool = False, only
     print_summary(spec, summary)
     if stop.signum is not None:
         return 128 + stop.signum
-    return 0 if all(c["status"] == "ok" for c in summary["configs"] if not only or c["name"] in only) else 1
+    return 0 if all(c["status"] == ConfigStatus.OK for c in summary["configs"] if not only or c["name"] in only) \
+        else 1
 
 
 async def _run_plans(spec: SweepSpec, plans: list[Plan], order: list[tuple], force: bool, stop: StopSweep,

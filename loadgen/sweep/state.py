@@ -15,19 +15,17 @@ import os
 import orjson
 
 from loadgen.errors import UsageError
-from loadgen.files import read_json, read_jsonl, write_atomic
-from loadgen.results.document import cell_key as results_cell_key
+from loadgen.files import read_json
+from loadgen.names import ConfigStatus
+from loadgen.record import CellKey
+from loadgen.results.cell_result import CellResult
+from loadgen.results.stored import ok_keys
 
 
 def paths(out_dir: str, name: str) -> dict[str, str]:
     base = os.path.join(out_dir, name)
     return {"results": base + ".json", "records": base + ".requests.jsonl",
             "reconfigure": base + ".reconfigure.log", "diagnostics": base + ".diagnostics.txt"}
-
-
-def cell_key(cell: dict) -> tuple:
-    """(prompt length, concurrency, request rate or None): open-loop cells differ by their rate."""
-    return results_cell_key(cell)
 
 
 def load_doc(path: str) -> dict | None:
@@ -61,35 +59,11 @@ def settings_diff(doc: dict, settings: dict) -> list[str]:
     return diffs
 
 
-def finished_cells(doc: dict | None, wanted: list[tuple] | None) -> list[dict]:
-    """Stored cells that need no new measurement: status ok and part of the matrix (`wanted`; None: any)."""
-    if not doc:
-        return []
-    return [c for c in doc.get("cells", [])
-            if c.get("status") == "ok" and (wanted is None or cell_key(c) in wanted)]
-
-
-def prune_records(path: str, kept: list[dict]) -> int:
-    """Rewrite the JSONL keeping only records of `kept` cells (by their run id), so records match results:
-    records of a cell that never finished (the process was killed) go. Returns how many were dropped."""
-    if not os.path.exists(path):
-        return 0
-    keep = {(c.get("run_id"), cell_key(c)) for c in kept}
-    rows = read_jsonl(path)
-    good = [r for r in rows if (r.get("run_id"), cell_key(r["cell"])) in keep]
-    dropped = len(rows) - len(good)
-    with open(path, "rb") as fh:
-        torn = not fh.read().endswith(b"\n") and os.path.getsize(path) > 0
-    if dropped or torn:
-        write_atomic(path, b"".join(orjson.dumps(r) + b"\n" for r in good))
-    return dropped
-
-
-def config_status(cells: list[dict], wanted: list[tuple], attempted: bool) -> str:
+def config_status(cells: list[CellResult], wanted: list[CellKey], attempted: bool) -> ConfigStatus:
     """ok: every cell measured; partial: some; failed: tried and none; pending: not tried yet."""
-    ok = {cell_key(c) for c in cells if c.get("status") == "ok"} & set(wanted)
+    ok = ok_keys(cells) & set(wanted)
     if len(ok) == len(wanted):
-        return "ok"
+        return ConfigStatus.OK
     if ok:
-        return "partial"
-    return "failed" if attempted else "pending"
+        return ConfigStatus.PARTIAL
+    return ConfigStatus.FAILED if attempted else ConfigStatus.PENDING

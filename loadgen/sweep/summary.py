@@ -9,8 +9,10 @@ from datetime import UTC, datetime
 
 from loadgen.errors import UsageError
 from loadgen.files import write_json_atomic
+from loadgen.names import ConfigStatus
 from loadgen.results.compare import compare_table, load_inputs
 from loadgen.results.schema import SWEEP_SCHEMA
+from loadgen.results.stored import ok_keys, stored_cells
 from loadgen.sweep import state
 from loadgen.sweep.spec import SweepSpec
 
@@ -32,13 +34,13 @@ def write_summary(spec: SweepSpec, order: list[tuple[int, int]], started_at: str
         paths = state.paths(spec.out_dir, cfg.name)
         doc = state.load_doc(paths["results"]) or {}
         attempts = (doc.get("sweep") or {}).get("attempts", [])
-        cells = doc.get("cells", [])
+        cells = stored_cells(doc)
         last = attempts[-1] if attempts else {}
         ready = (last.get("readiness") or {})
         configs.append({
             "name": cfg.name, "params": cfg.params,
             "status": state.config_status(cells, order, attempted=bool(attempts)),
-            "reason": last.get("reason"), "cells_ok": sum(c.get("status") == "ok" for c in cells),
+            "reason": last.get("reason"), "cells_ok": len(ok_keys(cells)),
             "cells_total": len(order), "attempts": len(attempts), "ready_s": ready.get("elapsed_s"),
             "results": os.path.basename(paths["results"]), "records": os.path.basename(paths["records"]),
             "diagnostics": (os.path.basename(paths["diagnostics"]) if os.path.exists(paths["diagnostics"])
@@ -54,7 +56,7 @@ def write_summary(spec: SweepSpec, order: list[tuple[int, int]], started_at: str
 def print_summary(spec: SweepSpec, summary: dict) -> None:
     print(f"\nsweep {spec.name} ({spec.out_dir}):")
     for c in summary["configs"]:
-        note = f"  {c['reason']}" if c["status"] != "ok" and c["reason"] else ""
+        note = f"  {c['reason']}" if c["status"] != ConfigStatus.OK and c["reason"] else ""
         print(f"  {c['name']:<20} {c['status']:<8} {c['cells_ok']}/{c['cells_total']} cells{note}")
     runs = load_inputs([spec.out_dir])
     if any(r.cells for r in runs):

@@ -1,0 +1,57 @@
+"""The one builder of a cell's result: records + telemetry windows + incidents → `CellResult` (pure).
+
+Figures come from `loadgen.metrics` (the formulas, shared with the tables and the live exporter); the
+incidents the builder sees itself are the request counts' (`cell_status.request_incidents`), a telemetry
+source lost mid-run and a client that fell behind; the caller passes the ones only it saw (a worker that
+died, the server going away, an interrupt).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from loadgen.metrics import telemetry as cell_telemetry
+from loadgen.metrics.cell import summarize
+from loadgen.record import CellKey, Record
+from loadgen.results.cell_result import CellResult, from_json, saturation_note
+from loadgen.results.cell_status import DEFAULT_MAX_FAILED_FRACTION, failed_fraction, request_incidents
+from loadgen.results.incidents import Incident, IncidentKind
+from loadgen.telemetry.base import SourceResult
+
+TELEMETRY_LOST = "TELEMETRY LOST"  # how a requested source that went quiet mid-run opens its warning
+
+
+def figures(key: CellKey, records: Sequence[Record], sources: Sequence[SourceResult], client: dict | None) -> dict:
+    """The cell's figures as flat JSON: the client-side summary, accept length, power, each source's values."""
+    summary = summarize(records) | {"client": client}
+    flat = key.as_dict() | summary
+    flat["accept_length"] = cell_telemetry.accept_length(summary, list(sources))
+    flat["power"] = cell_telemetry.power(list(sources), summary["output_tokens"], summary["duration_s"],
+                                         summary.get("window_ns"))
+    flat["telemetry"] = {r.name: {"available": r.available, "reason": r.reason, **r.values} for r in sources}
+    return flat
+
+
+def build_cell(key: CellKey, records: Sequence[Record], sources: Sequence[SourceResult] = (),
+               client: dict | None = None, incidents: Sequence[Incident] = (),
+               max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION) -> CellResult:
+    """The cell's result from its measured records, its telemetry sources' results over the window, the
+    client's health and the incidents the caller saw; judged by `max_failed_fraction`."""
+    flat = figures(key, records, sources, client) | {"max_failed_fraction": max_failed_fraction}
+    flat["failed_fraction"] = failed_fraction(flat)
+    result = from_json(flat | {"incidents": []})
+    warnings = [w for r in sources for w in r.warnings]
+    for w in warnings:
+        if w.startswith(TELEMETRY_LOST):
+            result.add(IncidentKind.TELEMETRY_LOST, w)
+    result.warnings = [w for w in warnings if not w.startswith(TELEMETRY_LOST)]
+    for found in (*request_incidents(flat), *incidents):
+        result.add(found.kind, found.reason)
+    if client and client.get("saturated"):
+        result.add(IncidentKind.CLIENT_SATURATED, saturation_note(client))
+    return result
+
+
+def unmeasured(key: CellKey, kind: IncidentKind, reason: str, run_id: str | None = None) -> CellResult:
+    """The result of a cell that was never measured (not reached, failed before load, no slot)."""
+    return CellResult(key, run_id, incidents=[Incident(kind, reason)])

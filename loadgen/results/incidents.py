@@ -1,0 +1,109 @@
+"""What went wrong in a cell, as named values, and the one judgement of its status from them.
+
+Whoever sees something go wrong records an `Incident` (kind + one-line reason) on the cell's result: the
+builder (too many failed requests, nothing succeeded, telemetry lost, client saturated), the server-down
+policy, a worker that died, a shard without a slot, an interrupt, the sweep's configuration check, a cell that
+was never reached. Nobody sets a status: `judge` derives it, every time, from the incidents alone:
+
+- `skipped` when any incident skips the cell (it was never measured: not reached, no slot for this shard);
+- else `failed` when any incident fails it; its error is the failing reasons in the order they were seen;
+- else `ok`. Incidents that only note (telemetry lost, client saturated, failures below the limit, an
+  interrupt that stopped the cell early) leave the status alone and appear in the cell's note.
+
+`finished` is the one resume rule, for plain runs and sweeps alike: a stored cell is kept (not measured again)
+when it is ok and was not stopped early by an interrupt.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from loadgen.names import CellStatus
+
+
+class Effect(StrEnum):
+    """What an incident does to its cell."""
+
+    SKIP = "skip"  # the cell was not measured
+    FAIL = "fail"  # measured, but its figures must not be used
+    NOTE = "note"  # usable, with a note beside it
+
+
+class IncidentKind(StrEnum):
+    """Everything that can go wrong in a cell, each with its effect (`EFFECTS`)."""
+
+    NOT_REACHED = "not_reached"  # the run stopped before this cell
+    NO_SLOT = "no_slot"  # a shard whose part of the cell's concurrency is empty
+    BEFORE_LOAD = "before_load"  # preparing the cell failed before any request was sent
+    NOTHING_SUCCEEDED = "nothing_succeeded"
+    FAILED_REQUESTS = "failed_requests"  # more failed than --max-failed-fraction allows
+    SERVER_DOWN = "server_down"
+    WORKER_DIED = "worker_died"
+    INTERRUPTED = "interrupted"  # stopped early by an interrupt: some measured requests were never sent
+    CONFIGURATION_CHANGED = "configuration_changed"  # a sweep's server changed during the cell
+    RECORDED = "recorded"  # a failure stored by an older loadgen without its kind
+    SOME_FAILED = "some_failed"  # failed requests below the limit
+    TELEMETRY_LOST = "telemetry_lost"
+    CLIENT_SATURATED = "client_saturated"
+
+
+EFFECTS: dict[IncidentKind, Effect] = {
+    IncidentKind.NOT_REACHED: Effect.SKIP,
+    IncidentKind.NO_SLOT: Effect.SKIP,
+    IncidentKind.BEFORE_LOAD: Effect.FAIL,
+    IncidentKind.NOTHING_SUCCEEDED: Effect.FAIL,
+    IncidentKind.FAILED_REQUESTS: Effect.FAIL,
+    IncidentKind.SERVER_DOWN: Effect.FAIL,
+    IncidentKind.WORKER_DIED: Effect.FAIL,
+    IncidentKind.INTERRUPTED: Effect.NOTE,  # usable figures, but measured again on resume (`finished`)
+    IncidentKind.CONFIGURATION_CHANGED: Effect.FAIL,
+    IncidentKind.RECORDED: Effect.FAIL,
+    IncidentKind.SOME_FAILED: Effect.NOTE,
+    IncidentKind.TELEMETRY_LOST: Effect.NOTE,
+    IncidentKind.CLIENT_SATURATED: Effect.NOTE,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Incident:
+    """One thing that went wrong in a cell: its kind and a one-line reason a person reads."""
+
+    kind: IncidentKind
+    reason: str
+
+    @property
+    def effect(self) -> Effect:
+        return EFFECTS[self.kind]
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "reason": self.reason}
+
+    @classmethod
+    def from_json(cls, data: dict) -> Incident:
+        return cls(IncidentKind(data["kind"]), str(data["reason"]))
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """A cell's status, its error (None when ok) and the notes of its incidents."""
+
+    status: CellStatus
+    error: str | None
+    notes: tuple[str, ...]
+
+
+def finished(incidents: list[Incident] | tuple[Incident, ...]) -> bool:
+    """Kept on resume: judged ok, and not stopped early by an interrupt."""
+    return judge(incidents).status is CellStatus.OK and not any(i.kind is IncidentKind.INTERRUPTED
+                                                                  for i in incidents)
+
+
+def judge(incidents: list[Incident] | tuple[Incident, ...]) -> Verdict:
+    """The one judgement of a cell (module docstring): skipped > failed > ok."""
+    notes = tuple(i.reason for i in incidents if i.effect is Effect.NOTE)
+    for effect, status in ((Effect.SKIP, CellStatus.SKIPPED), (Effect.FAIL, CellStatus.FAILED)):
+        reasons = [i.reason for i in incidents if i.effect is effect]
+        if reasons:
+            return Verdict(status, "; ".join(dict.fromkeys(reasons)), notes)
+    return Verdict(CellStatus.OK, None, notes)

@@ -1,0 +1,80 @@
+"""docs/results.md, generated from the result types: `python3 -m loadgen.results.schema_doc > docs/results.md`.
+
+tests/test_results_schema.py checks that the file in the repository is what this prints and that every file
+loadgen writes (a run, a sweep, a merge) holds only the fields described here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+from loadgen.results.cell_result import JUDGED, KEY_FIELDS, PARTS, RESERVED
+from loadgen.results.incidents import EFFECTS
+from loadgen.results.schema import RESULTS_SCHEMA
+
+DOCUMENT_FIELDS = {
+    "schema": f"`{RESULTS_SCHEMA}`",
+    "label": "the run's `--label`",
+    "run_id": "the run's id (also on every record)",
+    "started_at": "when the run started (ISO 8601 UTC)",
+    "updated_at": "when the file was last replaced (after every cell)",
+    "loadgen_version": "the version that wrote the file",
+    "anchor": "{mono_ns, wall_ns}: one monotonic reading and the wall clock at the same moment",
+    "args": "the run's settings (every flag, the API key never)",
+    "target": "{url, api, engine, model, server_info, spec, fingerprint}: what the server is",
+    "prompt_sizing": "how prompt lengths were made exact (the tokenizer endpoint, or estimated)",
+    "cells": "one object per cell, below",
+    "host": "{hostname, boot_id, pid}: whose monotonic clock the times are on",
+    "environment": "Python, platform, CPUs, loadgen version, git commit",
+    "shard": "{index, count}: this process's shard of the run (--shard)",
+    "earlier_runs": "the runs whose cells a resumed file kept: run_id, started_at, updated_at",
+    "sweep": "a sweep configuration's own part: sweep, config, params, settings, attempts",
+    "merged_from": "`loadgen merge`: the shards' run ids, labels, hosts and clock offsets",
+}
+CELL_FIELDS = {
+    "context_tokens": ("tokens", "the cell's prompt length (0 for a dataset's own lengths)"),
+    "concurrency": ("requests", "closed loop: the slots; open loop: the in-flight cap (0 = none)"),
+    "request_rate": ("requests/s", "open loop only: the cell's target rate"),
+    "run_id": ("", "the run that measured the cell"),
+    "status": ("", "ok | failed | skipped, judged from `incidents` (below)"),
+    "error": ("", "why the cell failed or was skipped; null when ok"),
+    "warnings": ("", "the cell's note: its incidents' notes, then its telemetry sources' warnings"),
+    "incidents": ("", "[{kind, reason}]: everything that went wrong; the status is judged from them"),
+    "gpu": ("", "reserved for the GPU verdict"),
+    "slo": ("", "reserved for latency targets and goodput"),
+    "correctness": ("", "reserved for output verification"),
+}
+
+
+def _row(name: str, unit: str, text: str) -> str:
+    return f"| `{name}` | {unit} | {text} |"
+
+
+def render() -> str:
+    """The whole of docs/results.md."""
+    lines = ["# The results file", "",
+             f"`--out FILE.json` (schema `{RESULTS_SCHEMA}`), replaced atomically after every cell. Generated from",
+             "`loadgen/results/cell_result.py` by `python3 -m loadgen.results.schema_doc`; formulas are in",
+             "[definitions.md](definitions.md). Times are seconds unless a name ends in `_ns` (monotonic ns).", "",
+             "## The document", "", "| field | meaning |", "|---|---|"]
+    lines += [f"| `{k}` | {v} |" for k, v in DOCUMENT_FIELDS.items()]
+    lines += ["", "## A cell", "",
+              "A cell's object is flat: the key, the parts' fields, the verdict. Fields of one kind of load",
+              "(open loop, ramps, the request-rate ceiling, retries after a server went away, merged shards)",
+              "appear only in cells of that kind; a cell that was never measured holds its key and verdict.", "",
+              "| field | unit | meaning |", "|---|---|---|"]
+    lines += [_row(k, *CELL_FIELDS[k]) for k in (*KEY_FIELDS, "run_id", *JUDGED, *RESERVED)]
+    for part, cls in PARTS.items():
+        lines += ["", f"### {part}: {cls.__doc__.strip()}", "", "| field | unit | meaning |", "|---|---|---|"]
+        lines += [_row(f.name, f.metadata["unit"], f.metadata["doc"]) for f in fields(cls)]
+    lines += ["", "## Incidents", "", "| kind | effect on the cell |", "|---|---|"]
+    lines += [f"| `{kind}` | {effect} |" for kind, effect in EFFECTS.items()]
+    return "\n".join(lines) + "\n"
+
+
+def documented_cell_fields() -> set[str]:
+    return set(CELL_FIELDS) | {f.name for cls in PARTS.values() for f in fields(cls)}
+
+
+if __name__ == "__main__":
+    print(render(), end="")
