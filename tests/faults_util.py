@@ -47,6 +47,11 @@ def assert_accounted(doc: dict, records: list[dict], planned: int) -> None:
         assert len(mine) + cell["requests_not_sent"] == planned, (len(mine), cell["requests_not_sent"])
 
 
+def verdict(cell: dict) -> tuple:
+    """A cell's key, status, error and incidents: what a test of a failed or skipped cell checks."""
+    return cell["context_tokens"], cell["concurrency"], cell["status"], cell["error"], cell["incidents"]
+
+
 def _key(rec: dict) -> tuple:
     return rec["cell"]["context_tokens"], rec["cell"]["concurrency"]
 

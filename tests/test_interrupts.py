@@ -18,7 +18,7 @@ import pytest
 
 from loadgen.files import read_json
 from tests.conftest import ROOT
-from tests.faults_util import assert_accounted, jsonl_lines, outputs, records_path, wait_truth
+from tests.faults_util import assert_accounted, jsonl_lines, outputs, records_path, verdict, wait_truth
 
 PLANNED = 8
 
@@ -95,8 +95,9 @@ def check_drained(lg: Loadgen, sim, name: str) -> list[dict]:
     assert [r["outcome"] for r in records] == ["ok"] * 4
     assert first["status"] == "ok" and first["requests_not_sent"] == PLANNED - 4
     assert first["warnings"] == [f"stopped early (interrupted by {name}): 4 of 8 measured requests not sent"]
-    assert second == {"context_tokens": 60, "concurrency": 8, "status": "skipped",
-                      "error": f"not measured: interrupted by {name}"}
+    why = f"not measured: interrupted by {name}"
+    assert verdict(second) == (60, 8, "skipped", why, [{"kind": "not_reached", "reason": why}])
+    assert first["incidents"] == [{"kind": "interrupted", "reason": first["warnings"][0]}]
     truth = wait_truth(sim, lambda rows: len(rows) >= 5)
     for rec in records:
         row = truth[rec["request_id"]]

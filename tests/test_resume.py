@@ -16,6 +16,7 @@ import orjson
 from loadgen.files import read_json
 from tests.conftest import ROOT, run_loadgen
 from tests.faults_util import jsonl_lines, outputs
+from tests.schema_check import assert_documented
 
 # two cells of 8 requests; ~0.5 s per request at --sim-speed 8, so the second cell is long enough to be killed in
 MATRIX = ("--concurrency", "2,4", "--contexts", "60", "--max-tokens", "600", "--requests-per-cell", "8",
@@ -49,10 +50,14 @@ def test_the_same_command_again_resumes_and_appends(tmp_path):
     assert (f"resuming {out}: 1 of 2 cells already measured (ctx=60 c=2), kept; measuring 1; records appended "
             f"to {str(out)[:-5]}.requests.jsonl (--force replaces both)") in again.stderr
     doc, records = outputs(out)
+    assert_documented(doc)
     assert [c["concurrency"] for c in doc["cells"]] == [2, 4]
     assert doc["cells"][0] == first[0]  # kept as it was, not measured again
     after = jsonl_lines(out)
-    assert after[:len(before) - 1] == before[:-1]  # appended: every earlier whole record is still there
+    # appended: every earlier whole record of the kept cell is still there, in order; those of the cell the
+    # kill cut short (measured again) are gone, as in a sweep
+    kept = [line for line in before[:-1] if orjson.loads(line)["cell"]["concurrency"] == 2]
+    assert after[:len(kept)] == kept
     new = [r for r in records if r["run_id"] == doc["run_id"]]
     assert len(new) == 8 and {r["cell"]["concurrency"] for r in new} == {4}
     assert doc["earlier_runs"][0]["run_id"] == first[0]["run_id"] != doc["run_id"]

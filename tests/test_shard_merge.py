@@ -22,6 +22,7 @@ from loadgen.results.merge import clock_offset_ns, merge, overlap
 from loadgen.schedule.closed import JobList
 from loadgen.schedule.split import ShardJobs, part_of, slot_counts
 from tests.conftest import ROOT, run_loadgen
+from tests.schema_check import assert_documented
 
 
 # ---- the split --------------------------------------------------------------------------------------------
@@ -136,6 +137,8 @@ def test_two_shards_and_merge_equal_one_process(sim_factory, tmp_path):
     assert proc.returncode == 0, proc.stderr
     doc, recs = read_json(str(merged)), read_jsonl(str(merged)[:-5] + ".requests.jsonl")
     one_doc, one_recs = read_json(str(one)), read_jsonl(str(one)[:-5] + ".requests.jsonl")
+    for written in (doc, one_doc, read_json(str(tmp_path / "s0.json")), read_json(str(tmp_path / "s1.json"))):
+        assert_documented(written)
     # the shards together sent exactly the requests one process sends: same cells, sequence numbers, tokens
     key = Counter((r["cell"]["concurrency"], r["seq"], r["phase"], r["completion_tokens"]) for r in recs)
     assert key == Counter((r["cell"]["concurrency"], r["seq"], r["phase"], r["completion_tokens"])

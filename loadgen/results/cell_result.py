@@ -112,9 +112,9 @@ class AcceptLength:
 
     accept_length: Figures | None = doc("{value, source, per_source, unavailable}: best source first "
                                         "(per_request, counters, gauge, log, chunks; accept_length.md)", "tokens")
-    accept_length_per_request: Figures | None = doc("from per-request server data, weighted by verify steps",
-                                                    "tokens")
-    accept_length_chunks: Figures | None = doc("the client's estimate: tokens per content chunk", "tokens")
+    accept_length_per_request: float | None = doc("from per-request server data, weighted by verify steps",
+                                                  "tokens")
+    accept_length_chunks: float | None = doc("the client's estimate: tokens per content chunk", "tokens")
     one_event_per_token: bool | None = doc("the server streams one event per token (chunks say nothing)")
     draft_tokens: Figures | None = doc("llama.cpp's per-request draft counts (a cross-check)", "tokens")
 
@@ -233,6 +233,8 @@ def from_json(data: dict) -> CellResult:
                         **{name: data.get(name) for name in RESERVED}, extra=extra)
     if "incidents" in data:
         result.incidents = [Incident.from_json(i) for i in data["incidents"]]
+        if data.get("status", result.status) != result.status:  # a status set by hand (or by another tool)
+            result.incidents += _stored_verdict(data)
     else:
         result.incidents = legacy_incidents(data)
     notes = set(result.verdict.notes)
@@ -243,14 +245,8 @@ def from_json(data: dict) -> CellResult:
 def legacy_incidents(data: dict) -> list[Incident]:
     """The incidents behind a cell written before they were stored: its failure or skip as it was recorded,
     an early stop (requests not sent while the cell was ok) and a saturated client."""
-    status = data.get("status", CellStatus.OK)
-    found = []
-    if status == CellStatus.SKIPPED:
-        kind = IncidentKind.NO_SLOT if data.get("shard_has_no_slot") else IncidentKind.NOT_REACHED
-        found.append(Incident(kind, data.get("error") or "not measured"))
-    elif status != CellStatus.OK:
-        found.append(Incident(IncidentKind.RECORDED, data.get("error") or str(status)))
-    elif data.get("requests_not_sent"):
+    found = _stored_verdict(data)
+    if not found and data.get("requests_not_sent"):
         stored = [w for w in data.get("warnings") or [] if w.startswith("stopped early")]
         found.append(Incident(IncidentKind.INTERRUPTED, stored[0] if stored else
                               f"stopped early: {data['requests_not_sent']} measured requests not sent"))
@@ -258,6 +254,17 @@ def legacy_incidents(data: dict) -> list[Incident]:
     if client.get("saturated"):
         found.append(Incident(IncidentKind.CLIENT_SATURATED, saturation_note(client)))
     return found
+
+
+def _stored_verdict(data: dict) -> list[Incident]:
+    """The incident a stored status of skipped or failed stands for (none for ok)."""
+    status = data.get("status", CellStatus.OK)
+    if status == CellStatus.SKIPPED:
+        kind = IncidentKind.NO_SLOT if data.get("shard_has_no_slot") else IncidentKind.NOT_REACHED
+        return [Incident(kind, data.get("error") or "not measured")]
+    if status != CellStatus.OK:
+        return [Incident(IncidentKind.RECORDED, data.get("error") or str(status))]
+    return []
 
 
 def saturation_note(client: dict) -> str:

@@ -6,7 +6,9 @@ policy, a worker that died, a shard without a slot, an interrupt, the sweep's co
 was never reached. Nobody sets a status: `judge` derives it, every time, from the incidents alone:
 
 - `skipped` when any incident skips the cell (it was never measured: not reached, no slot for this shard);
-- else `failed` when any incident fails it; its error is the failing reasons in the order they were seen;
+- else `failed` when any incident fails it; its error is the failing reasons in the order they were seen,
+  leaving out the request counts' (too many failed, nothing succeeded) when a cause is named beside them
+  (the server went away, a worker died, the configuration changed: the failed requests are its symptom);
 - else `ok`. Incidents that only note (telemetry lost, client saturated, failures below the limit, an
   interrupt that stopped the cell early) leave the status alone and appear in the cell's note.
 
@@ -65,6 +67,9 @@ EFFECTS: dict[IncidentKind, Effect] = {
 }
 
 
+SYMPTOMS = frozenset({IncidentKind.FAILED_REQUESTS, IncidentKind.NOTHING_SUCCEEDED})
+
+
 @dataclass(frozen=True, slots=True)
 class Incident:
     """One thing that went wrong in a cell: its kind and a one-line reason a person reads."""
@@ -103,7 +108,9 @@ def judge(incidents: list[Incident] | tuple[Incident, ...]) -> Verdict:
     """The one judgement of a cell (module docstring): skipped > failed > ok."""
     notes = tuple(i.reason for i in incidents if i.effect is Effect.NOTE)
     for effect, status in ((Effect.SKIP, CellStatus.SKIPPED), (Effect.FAIL, CellStatus.FAILED)):
-        reasons = [i.reason for i in incidents if i.effect is effect]
+        found = [i for i in incidents if i.effect is effect]
+        causes = [i for i in found if i.kind not in SYMPTOMS]
+        reasons = [i.reason for i in causes or found]
         if reasons:
             return Verdict(status, "; ".join(dict.fromkeys(reasons)), notes)
     return Verdict(CellStatus.OK, None, notes)
