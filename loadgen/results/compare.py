@@ -13,6 +13,7 @@ import orjson
 
 from loadgen.errors import UsageError
 from loadgen.files import read_json
+from loadgen.names import CellStatus
 from loadgen.record import cell_key
 from loadgen.results import category_compare
 from loadgen.results import text_table as tt
@@ -175,7 +176,7 @@ def _load(row: dict) -> str:
 
 
 def _note(row: dict) -> str:
-    return "" if row["status"] == "ok" else f"{row['status'].upper()}: {row['error'] or ''}"
+    return "" if row["status"] == CellStatus.OK else f"{row['status'].upper()}: {row['error'] or ''}"
 
 
 COLUMNS = [

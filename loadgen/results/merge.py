@@ -25,6 +25,7 @@ from loadgen.metrics import telemetry as cell_telemetry
 from loadgen.metrics.cell import summarize
 from loadgen.metrics.client_health import combine
 from loadgen.metrics.power import derive_power
+from loadgen.names import Phase
 from loadgen.record import CellKey, Record, RunAnchor, cell_key
 from loadgen.results.cell_result import CellResult, from_json
 from loadgen.results.cell_status import failed_fraction, max_failed_fraction, request_incidents
@@ -157,7 +158,7 @@ def merge(docs: list[dict], rows: list[list[dict]]) -> tuple[dict, list[dict]]:
             row = shift(row, offset)
             merged_rows.append(row)
             key = cell_key(row["cell"])
-            if row.get("phase") == "measure" and row.get("attempt", 0) == attempt.get(key, 0):
+            if row.get("phase") == Phase.MEASURE and row.get("attempt", 0) == attempt.get(key, 0):
                 by_cell.setdefault(key, []).append(Record.from_dict(row))
         per_doc.append(by_cell)
     for key in keys:

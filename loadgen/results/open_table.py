@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from loadgen.metrics.open_loop import MIN_WINDOW_REQUESTS
+from loadgen.names import CellStatus
 from loadgen.results import text_table as tt
 from loadgen.results.text_table import Column, millis, number
 
@@ -17,7 +18,7 @@ def _notes(cell: dict) -> str:
     notes = []
     if client.get("saturated"):
         notes.append("CLIENT-BOUND: " + "; ".join(client.get("reasons", [])))
-    if cell.get("status", "ok") != "ok":
+    if cell.get("status", CellStatus.OK) != CellStatus.OK:
         notes.append(f"{cell['status'].upper()}: {cell.get('error') or ''}")
     return " | ".join(notes)
 

@@ -6,7 +6,9 @@ of requests the per-request figures are over, and a percentile over fewer than F
 
 from __future__ import annotations
 
+from loadgen.names import CellStatus
 from loadgen.results import text_table as tt
+from loadgen.results.cell_result import saturation_note
 from loadgen.results.text_table import Column, field, millis, number
 
 FEW_SAMPLES = 100
@@ -27,12 +29,13 @@ def _accept(cell: dict) -> str:
 def _notes(cell: dict) -> str:
     acc = cell.get("accept_length") or {}
     notes = []
-    if cell.get("status", "ok") != "ok":
+    if cell.get("status", CellStatus.OK) != CellStatus.OK:
         notes.append(f"{cell['status'].upper()}: {cell.get('error') or ''}")
     if acc.get("disagreement"):
         notes.append("sources disagree: " + acc["disagreement"])
-    if (cell.get("client") or {}).get("saturated"):
-        notes.append("CLIENT SATURATED (" + "; ".join(cell["client"].get("reasons", [])) + ") add --workers")
+    saturated = saturation_note(cell["client"]) if (cell.get("client") or {}).get("saturated") else None
+    if saturated and saturated not in cell.get("warnings", []):  # a file of an earlier loadgen
+        notes.append(saturated)
     notes += cell.get("warnings", [])
     return " | ".join(notes)
 
