@@ -8,10 +8,11 @@ cell usable; `failure_note` says how many there were.
 
 from __future__ import annotations
 
+from loadgen.config import RunConfig
 from loadgen.names import CellStatus, Outcome
 from loadgen.results.incidents import Incident, IncidentKind
 
-DEFAULT_MAX_FAILED_FRACTION = 0.01
+DEFAULT_MAX_FAILED_FRACTION = RunConfig.max_failed_fraction  # defined once, with the run's settings
 
 
 def failed_fraction(cell: dict) -> float | None:
