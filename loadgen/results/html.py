@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from loadgen import __version__
+from loadgen.record import cell_key
 from loadgen.results import compare, open_table
 from loadgen.results.cell_status import problem
 from loadgen.results.compare import Run
@@ -110,7 +111,7 @@ def _winners_section(runs: list[Run], base: int) -> str:
 
 
 def _key(row: dict) -> tuple:
-    return (row["context_tokens"], row["concurrency"], row.get("request_rate") or 0.0)
+    return cell_key(row)
 
 
 def _plots_section(plots: list[Plot], notes: list[str]) -> str:

@@ -5,6 +5,7 @@ of the page (the browser test) can check it against the results file."""
 
 from __future__ import annotations
 
+from loadgen.record import cell_key
 from loadgen.results import compare
 from loadgen.results import table as matrix_table
 from loadgen.results import text_table as tt
@@ -59,7 +60,7 @@ def _head(columns: list[str], numeric_from: int) -> str:
 
 
 def _comparison_row(row: dict, cell: dict, first: bool, color) -> str:
-    key = (row["context_tokens"], row["concurrency"], row.get("request_rate") or 0.0)
+    key = cell_key(row)
     why = problem(cell)
     tds = [el("td", text(prompt_text(key[0])) if first else "", class_="num"),
            el("td", text(load_text(key)) if first else "", class_="num"),
@@ -92,7 +93,7 @@ def comparison_table(runs: list[Run], base: int) -> str:
     head.append("note")
     body, prev = [], None
     for row in rows:
-        key = (row["context_tokens"], row["concurrency"], row.get("request_rate") or 0.0)
+        key = cell_key(row)
         body.append(_comparison_row(row, cells[(row["config"], key)], key != prev, colors.get(row["config"])))
         prev = key
     table = el("table", _head(head, 3) + el("tbody", "".join(body)), class_="data", data_table="comparison")
