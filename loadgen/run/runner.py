@@ -36,6 +36,7 @@ from loadgen.run.progress import Progress
 from loadgen.run.server_down import ServerDownPolicy
 from loadgen.run.setup import find_target, size_prompts
 from loadgen.run.transport import Transport
+from loadgen.schedule.cell_run import LoadOutcome, StopToken
 from loadgen.sinks.base import Sink
 from loadgen.target.discover import Target
 from loadgen.workload.tokenizers import sizing_note
@@ -65,6 +66,7 @@ class Preflight(Protocol):
 
 
 TelemetryPlan = Callable[[Target], list[SourceFactory]]  # the sources each cell samples, once the target is known
+Table = Callable[[list[dict]], str | None]  # a table printed after the matrix (None: nothing to show)
 
 
 @dataclass
@@ -79,6 +81,8 @@ class RunParts:
     interrupts: Interrupts | None = None
     checks: list[CellCheck] = field(default_factory=list)
     preflight: list[Preflight] = field(default_factory=list)
+    banner: str | None = None  # said once before the run: what kind of load it is
+    tables: list[Table] = field(default_factory=list)  # the load's own tables, after the matrix
 
 
 def new_run_id() -> str:
@@ -108,9 +112,8 @@ class Runner:
         return [c for c in self.cfg.cells() if cell_key(c.as_dict()) not in done]
 
     async def run(self) -> int:
-        banner = self.parts.driver.banner()
-        if banner:
-            log(banner)
+        if self.parts.banner:
+            log(self.parts.banner)
         if self.parts.interrupts is None:
             return await self._run()
         return await self.parts.interrupts.guard(self._run)
@@ -136,7 +139,7 @@ class Runner:
                     await svc.close(finished)
                 await self.parts.transport.close()
         print(table(self.cells, title(self.cfg.label, self.run_id)))
-        for text in [*self.parts.driver.tables(self.cells), lengths_table(self.cells), category_table(self.cells)]:
+        for text in [*(t(self.cells) for t in self.parts.tables), lengths_table(self.cells), category_table(self.cells)]:
             if text:
                 print(text)
         print(f"results: {self.results.path}", file=sys.stderr)
@@ -176,8 +179,8 @@ class Runner:
             self.results.save()  # with the cells that were not measured, marked skipped
 
     async def measure_cell(self, session: aiohttp.ClientSession, measurer: CellMeasurer, cell: CellKey) -> dict:
-        async def attempt(c: CellKey, n: int) -> dict:
-            return await measurer.measure(session, c, n)
+        async def attempt(c: CellKey, n: int, stop: StopToken) -> tuple[dict, LoadOutcome]:
+            return await measurer.measure(session, c, n, stop)
 
         try:
             entry = await self.parts.server_down.run_cell(session, cell, attempt,

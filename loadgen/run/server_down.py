@@ -32,9 +32,12 @@ import aiohttp
 from loadgen.client.recorder import one_line
 from loadgen.config import FaultsConfig
 from loadgen.console import log
+from loadgen.names import Outcome
+from loadgen.names import ServerDownPolicy as OnServerDown
 from loadgen.record import CellKey, Record
 from loadgen.run.cell import empty_entry
 from loadgen.run.control import RunControl
+from loadgen.schedule.cell_run import LoadOutcome, StopToken
 from loadgen.sinks.base import NullSink
 from loadgen.target.discover import Target
 from loadgen.target.readiness import wait_ready
@@ -45,7 +48,8 @@ BACKOFF_MAX_S = 2.0
 CONNECT_CHECK_S = 2.0
 WAIT_POLL_S = 0.2
 
-Measure = Callable[[CellKey, int], Awaitable[dict]]  # (cell, attempt) → the attempt's entry
+# (cell, attempt, the attempt's stop token) → the attempt's entry and what its load did
+Measure = Callable[[CellKey, int, StopToken], Awaitable[tuple[dict, LoadOutcome]]]
 
 
 def backoff_s(consecutive: int) -> float:
@@ -68,30 +72,33 @@ async def port_open(url: str, timeout_s: float = CONNECT_CHECK_S) -> bool:
 
 
 class ServerGuard(NullSink):
-    """Watches every record (it is a sink) and paces closed-loop slots (`pause`, given to the driver)."""
+    """Watches every record (it is a sink) and paces closed-loop slots (`pause`, given to the driver); when
+    the server is down, it stops the cell's load through the token it was armed with."""
 
-    def __init__(self, url: str, control: RunControl, threshold: int):
+    def __init__(self, url: str, threshold: int):
         self.url = url
-        self.control = control
         self.threshold = threshold
         self.consecutive = 0
         self.last_error: str | None = None
         self.down: str | None = None
         self.down_event = asyncio.Event()
+        self.stop: StopToken | None = None
         self._check: asyncio.Task | None = None
 
-    def arm(self) -> None:
+    def arm(self, stop: StopToken | None = None) -> None:
+        """Watch a new attempt at a cell, whose load stops through `stop`."""
         self.consecutive = 0
         self.down = None
         self.down_event = asyncio.Event()
+        self.stop = stop
 
     def record(self, rec: Record) -> None:
-        if rec.outcome == "connection_error":
+        if rec.outcome == Outcome.CONNECTION_ERROR:
             self.consecutive += 1
             self.last_error = rec.error
             if self.consecutive % self.threshold == 0 and self.down is None and self._check is None:
                 self._check = asyncio.get_running_loop().create_task(self._confirm())
-        elif rec.outcome != "cancelled":
+        elif rec.outcome != Outcome.CANCELLED:
             self.consecutive = 0
 
     async def _confirm(self) -> None:
@@ -105,11 +112,11 @@ class ServerGuard(NullSink):
     def mark_down(self, reason: str) -> None:
         self.down = reason
         self.down_event.set()
-        if self.control.current is not None:
-            self.control.current.stopping = True
+        if self.stop is not None:
+            self.stop.stop(reason)
 
     async def pause(self, rec: Record) -> None:
-        if rec.outcome == "connection_error" and self.down is None:
+        if rec.outcome == Outcome.CONNECTION_ERROR and self.down is None:
             try:
                 await asyncio.wait_for(self.down_event.wait(), backoff_s(self.consecutive))
             except TimeoutError:
@@ -151,19 +158,20 @@ class ServerDownPolicy:
 
     async def _after_down(self, session, cell: CellKey, entry: dict, target: Target, headers: dict) -> bool:
         """Apply the policy to a cell whose server went away; True when the cell is to be measured again."""
-        if self.policy == "stop":
+        if self.policy == OnServerDown.STOP:
             self.control.stop(f"not measured: the server went away during {cell.label()} (--on-server-down stop)")
             return False
-        if self.policy == "skip":
+        if self.policy == OnServerDown.SKIP:
             log(f"{cell.label()}: failed; going on to the next cell (--on-server-down skip)")
             return False
         return await self._wait(session, entry, target, headers)
 
     async def _attempt(self, cell: CellKey, measure: Measure, attempt: int, planned: int) -> dict:
-        self.guard.arm()
-        self.control.current = None
+        stop = StopToken(self.control.token)  # this attempt's load stops with the run, or when the server is down
+        self.guard.arm(stop)
+        outcome: LoadOutcome | None = None
         try:
-            entry = await measure(cell, attempt)
+            entry, outcome = await measure(cell, attempt, stop)
         except (aiohttp.ClientConnectionError, OSError, TimeoutError) as exc:
             # preparing the cell talks to the server (tokenizing prompts): it may already be gone
             if await port_open(self.guard.url):
@@ -173,19 +181,18 @@ class ServerDownPolicy:
             entry = empty_entry(cell)
         await self.guard.settle()
         entry["attempt"] = attempt
-        self._account(entry, planned)
+        self._account(entry, planned, outcome)
         return entry
 
-    def _account(self, entry: dict, planned: int) -> None:
+    def _account(self, entry: dict, planned: int, outcome: LoadOutcome | None) -> None:
         """requests_not_sent, and a warning when the cell stopped before sending all it planned."""
-        run = self.control.current
         if self.timed_cells:
             entry["requests_not_sent"] = None
             return
-        if run is None:  # the cell ended while it was being prepared
+        if outcome is None:  # the cell ended while it was being prepared
             entry["requests_not_sent"] = planned
             return
-        not_sent = sum(1 for job in run.jobs[run.next_job:] if job.phase == "measure")
+        not_sent = outcome.measured_not_sent
         entry["requests_not_sent"] = not_sent
         if not_sent and self.guard.down is None:
             entry.setdefault("warnings", []).append(
