@@ -39,6 +39,7 @@ class StopToken:
 
     @property
     def reason(self) -> str | None:
+        """Its own reason, else that of the first linked token (in the order given) that is stopped."""
         if self._reason is not None:
             return self._reason
         return next((r for t in self._linked if (r := t.reason) is not None), None)
