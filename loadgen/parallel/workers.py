@@ -2,7 +2,7 @@
 
 The parent keeps everything that is not the requests themselves: setup, prompts, the job list, the sinks
 (JSONL, live exporter), telemetry and the summary. Per cell it tells each worker its number of slots
-(`loadgen.parallel.shard.slot_counts`) and feeds it jobs on demand: a worker holds a few jobs ahead of its free slots
+(`loadgen.schedule.split.slot_counts`) and feeds it jobs on demand: a worker holds a few jobs ahead of its free slots
 and asks for one more each time it sends, so requests go out in sequence order across workers, the first
 `--warmup` first, as one process would send them. In a cell's last wave (no more jobs left than slots) a
 worker gets a job only when a slot of its is about to idle, so no job waits in a busy worker while another

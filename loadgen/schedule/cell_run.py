@@ -99,7 +99,7 @@ class CellRun:
         self._feed = feed
         self._next = 0
         self._timed_out = False
-        self.deadline_ns = deadline_ns
+        self._deadline_ns = deadline_ns
 
     def _view(self, phases: tuple[Sequence[Job], Sequence[Job]], deadline_ns: int | None,
               measured: bool = True) -> CellRun:
@@ -114,12 +114,12 @@ class CellRun:
         """The warmup jobs, or the measured ones."""
         warm, measure = self._phases
         if phase == Phase.WARMUP:
-            return self._view((warm, ()), self.deadline_ns, measured=False)
-        return self._view(((), measure), self.deadline_ns)
+            return self._view((warm, ()), self._deadline_ns, measured=False)
+        return self._view(((), measure), self._deadline_ns)
 
     def split(self, part: Callable[[Sequence[Job]], Sequence[Job]]) -> CellRun:
         """Each phase's jobs through `part` (this process's share of them, `--shard`)."""
-        return self._view((part(self._phases[0]), part(self._phases[1])), self.deadline_ns)
+        return self._view((part(self._phases[0]), part(self._phases[1])), self._deadline_ns)
 
     def untimed(self) -> CellRun:
         """The same jobs without the deadline (an open loop's schedule ends the cell itself)."""
@@ -137,6 +137,10 @@ class CellRun:
     @property
     def attempt(self) -> int:
         return self._shared.attempt
+
+    @property
+    def deadline_ns(self) -> int | None:
+        return self._deadline_ns
 
     @property
     def stop_token(self) -> StopToken:
@@ -174,7 +178,7 @@ class CellRun:
         """The next job, or None: stopped, no job left, or past the deadline."""
         if self.stopped or self._next >= len(self._jobs):
             return None
-        if self.deadline_ns is not None and time.monotonic_ns() >= self.deadline_ns:
+        if self._deadline_ns is not None and time.monotonic_ns() >= self._deadline_ns:
             self._timed_out = True
             return None
         job = self._jobs[self._next]
