@@ -40,7 +40,9 @@ from raw_reader import RawConnection, request_bytes  # noqa: E402
 
 from loadgen.client.api import RequestOptions, build_body  # noqa: E402
 from loadgen.record import CellKey, Record  # noqa: E402
-from loadgen.schedule.closed import CellRun, Job, closed_loop  # noqa: E402
+from loadgen.schedule.cell_run import CellRun  # noqa: E402
+from loadgen.schedule.closed import closed_loop  # noqa: E402
+from loadgen.schedule.jobs import Job  # noqa: E402
 
 PATH = "/v1/chat/completions"
 READY = re.compile(rb"ready on (http://\S+)")

@@ -41,7 +41,9 @@ from client_overhead import chat_body, machine, pin_self  # noqa: E402
 from raw_reader import RawConnection, request_bytes  # noqa: E402
 
 from loadgen.record import CellKey, Record  # noqa: E402
-from loadgen.schedule.closed import CellRun, Job, closed_loop  # noqa: E402
+from loadgen.schedule.cell_run import CellRun  # noqa: E402
+from loadgen.schedule.closed import closed_loop  # noqa: E402
+from loadgen.schedule.jobs import Job  # noqa: E402
 from loadgen.sim.truth import read_truth  # noqa: E402
 
 READY = re.compile(rb"ready on (http://\S+)")

@@ -4,6 +4,8 @@
   object (`runner.run = self.run`) and nothing calls `setattr` with behaviour. Data attributes are fine.
 - The core (`loadgen/` outside `loadgen/cli/`) never imports `exporters/`; the CLI wires exporters in, and
   nothing outside the CLI imports it.
+- Layers: a package of loadgen imports only its own layer and those below it (`LAYERS`, mirrored by
+  docs/architecture.md), and no two packages import each other.
 - Sizes: a product module ≤ 300 lines, a function ≤ 40 lines, unless the module docstring names it under
   "Size exception:" with the reason.
 """
@@ -14,6 +16,8 @@ import ast
 import pathlib
 
 import pytest
+
+pytestmark = pytest.mark.unit
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PRODUCT = sorted([*ROOT.glob("loadgen/**/*.py"), *ROOT.glob("exporters/**/*.py")])
@@ -130,3 +134,78 @@ def test_module_and_function_sizes(path):
             if n > MAX_FUNCTION_LINES and node.name not in allowed:
                 problems.append(f"{node.name}() is {n} lines (> {MAX_FUNCTION_LINES})")
     assert problems == [], f"{_rel(path)}: " + "; ".join(problems)
+
+
+# ---- layers ------------------------------------------------------------------------------------------------
+# The packages of loadgen from the bottom up (docs/architecture.md, "Layers", mirrors this list). A package is
+# the first folder under loadgen/, or a top-level module by its name (`loadgen` itself: its __init__). A
+# package may import its own layer and the layers below it, never one above. Imports under
+# `if TYPE_CHECKING:` count: a type named in a signature is a dependency of the reader too.
+LAYERS: list[set[str]] = [
+    {"loadgen", "names"},                                        # imports nothing of loadgen
+    {"errors", "redact", "aio", "files", "console", "record"},   # the foundation
+    {"config"},                                                  # RunConfig and its sub-configs
+    {"client", "sinks"},                                         # the transport and the record sinks
+    {"target"},                                                  # what the server is, whether it is ready
+    {"workload"},                                                # prompts, sized by the target's tokenizer
+    {"schedule"},                                                # jobs and loops
+    {"metrics"},                                                 # pure figures from records
+    {"telemetry"},                                               # sources sampled during a cell's window
+    {"results"},                                                 # the results file and its renderings
+    {"run"},                                                     # the runner, one cell, drivers, policies
+    {"parallel"},                                                # worker processes, shards
+    {"sweep"},                                                   # reconfigure, prove ready, measure
+    {"sim"},                                                     # the built-in simulator
+    {"cli"},                                                     # flags → the run's parts
+    {"__main__"},
+]
+LAYER_OF = {pkg: i for i, layer in enumerate(LAYERS) for pkg in layer}
+CORE = [p for p in PRODUCT if _rel(p).startswith("loadgen/")]
+
+
+def _package(path: pathlib.Path, root: pathlib.Path = ROOT) -> str:
+    parts = path.relative_to(root / "loadgen").with_suffix("").parts
+    return "loadgen" if parts == ("__init__",) else parts[0]
+
+
+def _imported_packages(path: pathlib.Path, root: pathlib.Path = ROOT) -> set[str]:
+    """The loadgen packages a module imports (`loadgen.x.y` → x; `from loadgen import y` → y, or `loadgen`
+    for a name of its __init__), its own left out."""
+    out = set()
+    for node in ast.walk(_tree(path)):
+        if isinstance(node, ast.Import):
+            mods = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            mods = [node.module] if node.module != "loadgen" else \
+                [f"loadgen.{a.name}" if (root / "loadgen" / a.name).exists()
+                 or (root / "loadgen" / f"{a.name}.py").exists() else "loadgen" for a in node.names]
+        else:
+            continue
+        out |= {m.split(".")[1] if "." in m else "loadgen" for m in mods if m.split(".")[0] == "loadgen"}
+    return out - {_package(path, root)}
+
+
+def test_every_package_has_a_layer():
+    missing = sorted({_package(p) for p in CORE} - LAYER_OF.keys())
+    assert missing == [], f"packages without a layer in LAYERS: {missing}"
+
+
+def test_a_lower_layer_never_imports_a_higher_one():
+    found = [f"{_rel(p)} ({_package(p)}, layer {LAYER_OF[_package(p)]}) imports {dep} (layer {LAYER_OF[dep]})"
+             for p in CORE for dep in sorted(_imported_packages(p))
+             if LAYER_OF.get(dep, -1) > LAYER_OF.get(_package(p), len(LAYERS))]
+    assert found == [], "imports pointing up the layers:\n" + "\n".join(found)
+
+
+def test_no_two_packages_import_each_other():
+    edges = {(_package(p), dep) for p in CORE for dep in _imported_packages(p)}
+    cycles = sorted(f"{a} ↔ {b}" for a, b in edges if (b, a) in edges and a < b)
+    assert cycles == [], f"packages importing each other: {cycles}"
+
+
+def test_the_layer_scan_sees_type_checking_imports(tmp_path):
+    mod = tmp_path / "loadgen" / "metrics" / "m.py"
+    mod.parent.mkdir(parents=True)
+    mod.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from loadgen.run.cell import X\n"
+                   "from loadgen import __version__\nimport loadgen.record\nfrom loadgen.metrics import stats\n")
+    assert _imported_packages(mod, tmp_path) == {"run", "loadgen", "record"}

@@ -8,6 +8,7 @@ from itertools import pairwise
 import numpy as np
 import pytest
 
+from loadgen.metrics.open_loop import Ramp
 from loadgen.schedule import arrivals
 from loadgen.schedule.arrivals import (
     cv2,
@@ -98,7 +99,7 @@ def test_constant_ramp_puts_arrival_k_where_the_integral_is_k():
         assert ramp_cumulative(r0, r1, s, t) == pytest.approx(k, abs=1e-9)
     # r is linear, so ∫ over a gap = r(gap midpoint) × gap = 1 exactly: the gaps shrink as 1/r
     for a, b in pairwise(offs):
-        assert arrivals.ramp_rate(r0, r1, s, (a + b) / 2) * (b - a) == pytest.approx(1.0, abs=1e-9)
+        assert Ramp(r0, r1, s).rate_at((a + b) / 2) * (b - a) == pytest.approx(1.0, abs=1e-9)
 
 
 def test_poisson_ramp_follows_the_rate():

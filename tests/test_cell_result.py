@@ -8,6 +8,7 @@ import pathlib
 import pytest
 
 from loadgen.files import read_json
+from loadgen.metrics.source_result import SourceResult
 from loadgen.names import CellStatus, Outcome
 from loadgen.record import CellKey, Record
 from loadgen.results.build_cell import build_cell, unmeasured
@@ -15,7 +16,6 @@ from loadgen.results.cell_result import from_json
 from loadgen.results.compare import compare_table, load_inputs
 from loadgen.results.incidents import Incident, IncidentKind, judge
 from loadgen.results.stored import kept_cells, stored_cells
-from loadgen.telemetry.base import SourceResult
 
 pytestmark = pytest.mark.unit
 

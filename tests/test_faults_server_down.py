@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from loadgen.record import CellKey, Record
-from loadgen.run.control import RunControl
 from loadgen.run.server_down import ServerGuard, backoff_s
 from tests.conftest import ROOT, run_loadgen
 from tests.faults_util import assert_accounted, outputs, verdict, wait_truth
@@ -188,7 +187,7 @@ def test_backoff_schedule():
 
 def test_pause_backs_off_and_wakes_when_the_server_is_declared_down():
     async def scenario():
-        guard = ServerGuard("http://127.0.0.1:1", RunControl(), threshold=100)
+        guard = ServerGuard("http://127.0.0.1:1", threshold=100)
         rec = Record(run_id="r", cell=CellKey(60, 1), seq=0, outcome="connection_error", error="refused")
         for _ in range(3):
             guard.record(rec)

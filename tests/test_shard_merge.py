@@ -19,7 +19,7 @@ from loadgen.files import read_json, read_jsonl
 from loadgen.metrics.cell import summarize
 from loadgen.record import CellKey, Record
 from loadgen.results.merge import clock_offset_ns, merge, overlap
-from loadgen.schedule.closed import JobList
+from loadgen.schedule.jobs import JobList
 from loadgen.schedule.split import ShardJobs, part_of, slot_counts
 from tests.conftest import ROOT, run_loadgen
 from tests.schema_check import assert_documented

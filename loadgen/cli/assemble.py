@@ -2,6 +2,7 @@
 
     driver     ClosedLoop | OpenLoop, wrapped by WorkerDriver (--workers), ShardPart (--shard),
                AlignedStart (--start-at)
+    report     the load's banner and tables: open loop (--request-rate, --ramp), ceiling (--max-request-rate)
     transport  H1Transport (default) | AiohttpTransport (--http-client aiohttp)
     sinks      JSONL records, the server-down guard, the live exporter (--metrics-port)
     policies   ServerDownPolicy (--on-server-down), Interrupts (--drain-timeout)
@@ -23,11 +24,14 @@ from loadgen.console import log
 from loadgen.parallel.shard import AlignedStart, ShardPart
 from loadgen.parallel.workers import WorkerDriver, WorkerPool
 from loadgen.results.document import ResultsFile
+from loadgen.results.load_banner import open_loop_banner, throttle_banner
+from loadgen.results.open_table import render as open_loop_table
+from loadgen.results.throttle_table import throttle_table
 from loadgen.run.control import RunControl
 from loadgen.run.drivers import ClosedLoop, Driver, OpenLoop
 from loadgen.run.interrupts import Interrupts
 from loadgen.run.ready_wait import ReadyWait
-from loadgen.run.runner import CellCheck, Runner, RunParts, Service, new_run_id
+from loadgen.run.runner import CellCheck, Runner, RunParts, Service, Table, new_run_id
 from loadgen.run.server_down import ServerDownPolicy, ServerGuard
 from loadgen.run.transport import AiohttpTransport, H1Transport, Transport
 from loadgen.schedule.throttle import StartGate
@@ -62,6 +66,15 @@ def make_driver(cfg: RunConfig, url: str, headers: dict, transport: Transport, g
     return driver
 
 
+def load_report(cfg: RunConfig) -> tuple[str | None, list[Table]]:
+    """What is said about the kind of load: a banner before the run, tables after the matrix."""
+    if cfg.open_loop.enabled:
+        return open_loop_banner(cfg.open_loop), [open_loop_table]
+    if cfg.workload.max_request_rate:
+        return throttle_banner(cfg.workload.max_request_rate), [throttle_table]
+    return None, []
+
+
 def build_runner(cfg: RunConfig, url: str, *, sinks: list[Sink] | None = None, results: ResultsFile | None = None,
                  checks: list[CellCheck] | None = None, extra_sinks: list[Sink] | None = None) -> Runner:
     """The runner of `cfg` against `url`. `sinks` default to the JSONL records beside `cfg.out`; a sweep
@@ -69,7 +82,7 @@ def build_runner(cfg: RunConfig, url: str, *, sinks: list[Sink] | None = None, r
     run_id = cfg.parallel.run_id or new_run_id()
     headers = cfg.auth_headers()
     control = RunControl()
-    guard = ServerGuard(url, control, cfg.faults.server_down_after)
+    guard = ServerGuard(url, cfg.faults.server_down_after)
     sinks = [*(extra_sinks or []), *([JsonlSink(requests_path(cfg.out), label=cfg.label)] if sinks is None else sinks)]
     sinks.append(guard)
     telemetry = TelemetryPlan(cfg.telemetry)
@@ -80,8 +93,9 @@ def build_runner(cfg: RunConfig, url: str, *, sinks: list[Sink] | None = None, r
     if exporter is not None:
         sinks.append(exporter[0])
         services.append(exporter[1])
+    banner, tables = load_report(cfg)
     parts = RunParts(
-        driver=driver, transport=transport, control=control, sinks=sinks, telemetry=telemetry,
+        driver=driver, banner=banner, tables=tables, transport=transport, control=control, sinks=sinks, telemetry=telemetry,
         server_down=ServerDownPolicy(cfg.faults, guard, control, timed_cells=bool(cfg.duration_per_cell_s)),
         services=services, checks=checks or [],
         preflight=[TelemetryPreflight(cfg.telemetry), ReadyWait(cfg.wait_ready_s, cfg.api, cfg.model, headers, control)],

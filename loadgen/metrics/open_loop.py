@@ -16,7 +16,6 @@ import numpy as np
 
 from loadgen.metrics.stats import percentile
 from loadgen.record import Record
-from loadgen.schedule import arrivals
 
 NS = 1e9
 MIN_WINDOW_REQUESTS = 10  # a ramp window with fewer requests is not judged (its p99 would be its max)
@@ -73,7 +72,10 @@ class Ramp:
     duration_s: float
 
     def rate_at(self, t_s: float) -> float:
-        return arrivals.ramp_rate(self.r0, self.r1, self.duration_s, t_s)
+        """Target rate of the ramp at t: r(t) = r0 + (r1 − r0)·t/S, t clamped to [0, S] (the derivative of the
+        schedule's Λ(t), `schedule.arrivals.ramp_cumulative`)."""
+        t = min(max(t_s, 0.0), self.duration_s)
+        return self.r0 + (self.r1 - self.r0) * t / self.duration_s
 
     @property
     def mean_rate(self) -> float:

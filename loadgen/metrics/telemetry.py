@@ -4,7 +4,7 @@ cross-checking) and power (with energy per token)."""
 from __future__ import annotations
 
 from loadgen.metrics.power import derive_power
-from loadgen.telemetry.base import SourceResult
+from loadgen.metrics.source_result import SourceResult
 
 # Best first: per-request server data, counter deltas, the windowed gauge, log lines, client chunks.
 ACCEPT_ORDER = ("per_request", "counters", "gauge", "log", "chunks")

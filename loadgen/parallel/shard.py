@@ -14,30 +14,47 @@ import time
 from collections.abc import Sequence
 
 from loadgen.console import log
+from loadgen.names import Phase
 from loadgen.record import CellKey, Record
 from loadgen.results.cell_result import CellResult
 from loadgen.results.incidents import IncidentKind
-from loadgen.run.drivers import Driver, Wrapper
-from loadgen.schedule.closed import CellRun
+from loadgen.run.drivers import Driver
+from loadgen.schedule.cell_run import CellRun
 from loadgen.schedule.split import ShardJobs, slot_counts
 
 
-class ShardPart(Wrapper):
-    """Part `index` of `count` of every closed-loop cell: its slots, and the requests those slots own."""
+class ShardPart:
+    """Part `index` of `count` of every closed-loop cell: its slots, and the requests those slots own (of the
+    warmup and of the measured jobs, each split on its own)."""
 
     def __init__(self, inner: Driver, index: int, count: int):
-        super().__init__(inner)
+        self.inner = inner
         self.index, self.count = index, count
 
     def slots(self, cell: CellKey) -> int:
         return slot_counts(cell.concurrency, self.count)[self.index]
 
-    async def load(self, run: CellRun, cell: CellKey) -> None:
-        run.jobs = ShardJobs(run.jobs, cell.concurrency, self.count, self.index)
-        slots = self.slots(cell)
-        if slots == 0 or not len(run.jobs):
-            return  # this part has no slot in a cell narrower than the shard count
-        await self.inner.load(run, CellKey(cell.context_tokens, slots, cell.request_rate))
+    def planned_requests(self, cell: CellKey) -> int:
+        return self.inner.planned_requests(cell)
+
+    def part(self, run: CellRun, cell: CellKey) -> CellRun:
+        """This part's jobs of the cell's run."""
+        return run.split(lambda jobs: ShardJobs(jobs, cell.concurrency, self.count, self.index))
+
+    def narrow(self, cell: CellKey) -> CellKey:
+        """The cell as this part's slots see it: its concurrency is theirs."""
+        return CellKey(cell.context_tokens, self.slots(cell), cell.request_rate)
+
+    async def warm_up(self, run: CellRun, cell: CellKey) -> None:
+        part = self.part(run, cell)
+        if self.slots(cell) and part.phase(Phase.WARMUP).jobs_left():
+            await self.inner.warm_up(part, self.narrow(cell))
+
+    async def drive(self, run: CellRun, cell: CellKey) -> None:
+        part = self.part(run, cell)
+        if self.slots(cell) and part.phase(Phase.MEASURE).jobs_left():
+            await self.inner.drive(part, self.narrow(cell))
+        # else this part has no slot in a cell narrower than the shard count, or no job
 
     def finish(self, cell: CellKey, result: CellResult, measured: Sequence[Record]) -> None:
         self.inner.finish(cell, result, measured)
@@ -48,14 +65,17 @@ class ShardPart(Wrapper):
             result.load.shard_has_no_slot = True
 
 
-class AlignedStart(Wrapper):
+class AlignedStart:
     """Cell k's measured load starts at `start_at` + k·`period_s` (Unix time); without a period, only the
-    first cell waits for `start_at`."""
+    first cell waits for `start_at`. The warmup goes as soon as the cell is ready."""
 
     def __init__(self, inner: Driver, start_at: float, period_s: float | None):
-        super().__init__(inner)
+        self.inner = inner
         self.start_at, self.period_s = start_at, period_s
         self.cells_started = 0
+
+    def planned_requests(self, cell: CellKey) -> int:
+        return self.inner.planned_requests(cell)
 
     async def warm_up(self, run: CellRun, cell: CellKey) -> None:
         await self.inner.warm_up(run, cell)
@@ -66,6 +86,9 @@ class AlignedStart(Wrapper):
         if self.period_s or k == 0:
             await wait_until(self.start_at + k * (self.period_s or 0), k)
         await self.inner.drive(run, cell)
+
+    def finish(self, cell: CellKey, result: CellResult, measured: Sequence[Record]) -> None:
+        self.inner.finish(cell, result, measured)
 
 
 async def wait_until(t_s: float, k: int) -> None:

@@ -2,7 +2,7 @@
 
 The parent keeps everything that is not the requests themselves: setup, prompts, the job list, the sinks
 (JSONL, live exporter), telemetry and the summary. Per cell it tells each worker its number of slots
-(`loadgen.parallel.shard.slot_counts`) and feeds it jobs on demand: a worker holds a few jobs ahead of its free slots
+(`loadgen.schedule.split.slot_counts`) and feeds it jobs on demand: a worker holds a few jobs ahead of its free slots
 and asks for one more each time it sends, so requests go out in sequence order across workers, the first
 `--warmup` first, as one process would send them. In a cell's last wave (no more jobs left than slots) a
 worker gets a job only when a slot of its is about to idle, so no job waits in a busy worker while another
@@ -14,7 +14,7 @@ across processes (CLOCK_MONOTONIC is per host). `Record.worker` is the worker's 
 Client self-monitoring merges too: event-loop lag p99 over the raw lag samples of every process, CPU % of
 the busiest process (saturation is per core), and the cell is saturated when any process was.
 
-The worker process itself and its wire are in `loadgen.parallel.worker`.
+The worker process itself is `loadgen.parallel.worker`, the messages between them `loadgen.parallel.wire`.
 
 `--workers auto` = 1 (in-process) while the largest concurrency is ≤ AUTO_STREAMS_PER_WORKER, else
 min(cores − 1, ⌈C / AUTO_STREAMS_PER_WORKER⌉). Open-loop cells run in the parent (documented gap).
@@ -29,15 +29,15 @@ import sys
 import time
 from collections.abc import Sequence
 
-import orjson
-
 from loadgen.config import RunConfig
 from loadgen.metrics.client_health import merge_client
+from loadgen.names import Outcome, Phase
+from loadgen.parallel import wire
 from loadgen.record import CellKey, Record
 from loadgen.results.cell_result import CellResult
 from loadgen.results.incidents import IncidentKind
-from loadgen.run.drivers import Driver, Wrapper
-from loadgen.schedule.closed import CellRun
+from loadgen.run.drivers import Driver
+from loadgen.schedule.cell_run import CellRun
 from loadgen.schedule.split import slot_counts
 from loadgen.target.discover import Target
 
@@ -68,13 +68,13 @@ class Worker:
         self.slots = 0
         self.result: dict | None = None
 
-    def send(self, msg: dict) -> None:
+    def send(self, msg: wire.Message) -> None:
         if self.proc.returncode is None and not self.proc.stdin.is_closing():
-            self.proc.stdin.write(orjson.dumps(msg) + b"\n")
+            self.proc.stdin.write(wire.encode(msg))
 
-    async def recv(self) -> dict | None:
+    async def recv(self) -> wire.Message | None:
         line = await self.proc.stdout.readline()
-        return orjson.loads(line) if line else None
+        return wire.decode(line) if line else None
 
 
 class WorkerPool:
@@ -82,8 +82,8 @@ class WorkerPool:
 
     def __init__(self, n: int, cfg: RunConfig, url: str, headers: dict):
         self.n = n
-        self.setup = {"url": url, "api": cfg.api, "timeout_s": cfg.timeout_s, "idle_timeout_s": cfg.idle_timeout_s,
-                      "headers": headers, "http_client": cfg.parallel.http_client}
+        self.setup = wire.Setup(url=url, api=cfg.api, timeout_s=cfg.timeout_s, idle_timeout_s=cfg.idle_timeout_s,
+                                headers=headers, http_client=cfg.parallel.http_client)
         self.workers: list[Worker] = []
         self.broken = False  # a worker died: later cells run in the parent
         self.problems: dict[CellKey, list[str]] = {}
@@ -95,15 +95,15 @@ class WorkerPool:
             stdout=asyncio.subprocess.PIPE, limit=LINE_LIMIT, start_new_session=True) for i in range(self.n)))
         self.workers = [Worker(i + 1, p) for i, p in enumerate(procs)]
         for w in self.workers:
-            w.send({"op": "setup", **self.setup})
+            w.send(self.setup)
         for w in self.workers:
             msg = await asyncio.wait_for(w.recv(), START_TIMEOUT_S)
-            if not msg or msg.get("op") != "ready":
+            if not isinstance(msg, wire.Ready):
                 raise RuntimeError(f"worker {w.index} did not start: {msg}")
 
     async def close(self, finished: bool = True) -> None:
         for w in self.workers:
-            w.send({"op": "exit"})
+            w.send(wire.Exit())
             if w.proc.stdin is not None:
                 w.proc.stdin.close()
         for w in self.workers:
@@ -121,8 +121,8 @@ class WorkerPool:
             w.slots, w.result = k, None
         dispatch = Dispatch(run, active)
         for w in active:
-            w.send({"op": "cell", "run_id": run.run_id, "cell": cell.as_dict(), "attempt": run.attempt,
-                    "slots": w.slots, "deadline_ns": run.deadline_ns})
+            w.send(wire.CellStart(run_id=run.run_id, cell=cell, attempt=run.attempt, slots=w.slots,
+                                  deadline_ns=run.deadline_ns))
         dispatch.prime()
         readers = [asyncio.ensure_future(dispatch.read(w)) for w in active]
         watcher = asyncio.ensure_future(dispatch.watch())
@@ -131,7 +131,7 @@ class WorkerPool:
         except asyncio.CancelledError:
             # a second interrupt: the workers cancel their requests, whose records still come back
             for w in active:
-                w.send({"op": "cancel"})
+                w.send(wire.Cancel())
             await asyncio.wait(readers, timeout=CANCEL_GRACE_S)
             raise
         finally:
@@ -165,16 +165,16 @@ class Dispatch:
         if job is None:
             self.ended = True
             for other in self.workers:
-                other.send({"op": "end"})
+                other.send(wire.End())
             return
         self.held[w.index][job.seq] = job
-        w.send({"op": "job", "seq": job.seq, "phase": job.phase, "body": job.body})
+        w.send(wire.JobGiven(seq=job.seq, phase=job.phase, body=job.body))
 
     def in_tail(self) -> bool:
         """The last wave: no more jobs left than slots. From here a worker gets a job only when a request of
         its ended and it holds fewer jobs (in flight or queued) than slots, so no spare job waits in a busy
         worker while another worker's slots idle: the ramp-down stays one request long, as in one process."""
-        return len(self.run.jobs) - self.run.next_job <= sum(w.slots for w in self.workers)
+        return self.run.jobs_left() <= sum(w.slots for w in self.workers)
 
     def prime(self) -> None:
         # slot by slot across workers first, so the first jobs (warmup) are spread as one process spreads them
@@ -187,7 +187,6 @@ class Dispatch:
                 self.give(w)
 
     async def read(self, w: Worker) -> None:
-        run = self.run
         while True:
             msg = await w.recv()
             if msg is None:
@@ -197,25 +196,25 @@ class Dispatch:
                     pass
                 self.died(w)
                 return
-            op = msg["op"]
-            if op == "sent":
-                self.sent[w.index][msg["seq"]] = msg["t_ns"]
-                run.in_flight += 1
-                run.on_sent()
-                if not self.in_tail():
-                    self.give(w)
-            elif op == "rec":
-                rec = Record.from_dict(msg["rec"])
-                self.held[w.index].pop(rec.seq, None)
-                self.sent[w.index].pop(rec.seq, None)
-                run.in_flight -= 1
-                run.on_record(rec)
-                if self.in_tail() and len(self.held[w.index]) < w.slots:
-                    self.give(w)  # fewer jobs in its hands than slots: the slot just freed would idle
-            elif op == "done":
-                w.result = msg["client"] | {"worker": w.index, "slots": w.slots}
-                self.unsent += msg.get("unsent", 0)
-                return
+            match msg:
+                case wire.Sent():
+                    self.sent[w.index][msg.seq] = msg.t_ns
+                    self.run.mark_sent()
+                    if not self.in_tail():
+                        self.give(w)
+                case wire.RecordEnded():
+                    self.recorded(w, msg.rec)
+                case wire.Done():
+                    w.result = msg.client | {"worker": w.index, "slots": w.slots}
+                    self.unsent += msg.unsent
+                    return
+
+    def recorded(self, w: Worker, rec: Record) -> None:
+        self.held[w.index].pop(rec.seq, None)
+        self.sent[w.index].pop(rec.seq, None)
+        self.run.mark_ended(rec)
+        if self.in_tail() and len(self.held[w.index]) < w.slots:
+            self.give(w)  # fewer jobs in its hands than slots: the slot just freed would idle
 
     def died(self, w: Worker) -> None:
         """A worker process is gone (killed, out of memory): its requests in flight get a record each
@@ -230,42 +229,50 @@ class Dispatch:
                 continue
             rec = self.run.new_record(job, t_sent)
             rec.t_sent_ns, rec.t_end_ns, rec.worker = t_sent, now, w.index
-            rec.outcome, rec.error = "cancelled", f"{why} with the request in flight"
-            self.run.in_flight -= 1
-            self.run.on_record(rec)
+            rec.outcome, rec.error = Outcome.CANCELLED, f"{why} with the request in flight"
+            self.run.mark_ended(rec)
         self.held[w.index].clear()
-        self.run.stopping = True  # the others finish what they sent; the cell is judged on what came back
+        self.run.stop_token.stop(why)  # the others finish what they sent; the cell is judged on what came back
 
     async def watch(self) -> None:
         """Forward a stop (first interrupt, server down) to the workers: no new requests, in flight finish."""
-        while not self.run.stopping:
+        while not self.run.stopped:
             await asyncio.sleep(0.05)
         self.stopped = True
         for w in self.workers:
-            w.send({"op": "stop"})
+            w.send(wire.Stop())
 
     def give_back_unsent(self) -> None:
         # Jobs handed to a worker but never sent (dropped at a stop or the deadline) count as not taken, so
         # `requests_not_sent` stays planned − sent. They were among the last taken: step the cursor back.
-        self.run.next_job = max(0, self.run.next_job - self.unsent)
+        self.run.put_back(self.unsent)
 
 
-
-
-class WorkerDriver(Wrapper):
-    """Closed-loop cells over the pool's worker processes; after a worker died, later cells run in this
-    process through the inner driver."""
+class WorkerDriver:
+    """Closed-loop cells over the pool's worker processes, warmup and measured load alike; after a worker
+    died, later cells run in this process through the inner driver."""
 
     def __init__(self, inner: Driver, pool: WorkerPool):
-        super().__init__(inner)
+        self.inner = inner
         self.pool = pool
         self.per_worker: dict[CellKey, list[dict]] = {}
 
-    async def load(self, run: CellRun, cell: CellKey) -> None:
+    def planned_requests(self, cell: CellKey) -> int:
+        return self.inner.planned_requests(cell)
+
+    async def warm_up(self, run: CellRun, cell: CellKey) -> None:
         if self.pool.broken:
-            await self.inner.load(run, cell)
+            await self.inner.warm_up(run, cell)
             return
-        self.per_worker[run.cell] = await self.pool.run_cell(run, cell)
+        warmup = run.phase(Phase.WARMUP)
+        if warmup.jobs_left():
+            await self.pool.run_cell(warmup, cell)
+
+    async def drive(self, run: CellRun, cell: CellKey) -> None:
+        if self.pool.broken:
+            await self.inner.drive(run, cell)
+            return
+        self.per_worker[run.cell] = await self.pool.run_cell(run.phase(Phase.MEASURE), cell)
 
     def finish(self, cell: CellKey, result: CellResult, measured: Sequence[Record]) -> None:
         self.inner.finish(cell, result, measured)

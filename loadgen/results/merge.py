@@ -25,6 +25,7 @@ from loadgen.metrics import telemetry as cell_telemetry
 from loadgen.metrics.cell import summarize
 from loadgen.metrics.client_health import combine
 from loadgen.metrics.power import derive_power
+from loadgen.metrics.source_result import SourceResult
 from loadgen.names import Phase
 from loadgen.record import CellKey, Record, RunAnchor, cell_key
 from loadgen.results.cell_result import CellResult, from_json
@@ -32,7 +33,6 @@ from loadgen.results.cell_status import failed_fraction, max_failed_fraction, re
 from loadgen.results.provenance import wall_clock
 from loadgen.results.schema import RESULTS_SCHEMA as SCHEMA
 from loadgen.sinks.jsonl import requests_path
-from loadgen.telemetry.base import SourceResult
 
 TIME_FIELDS = ("t_intended_ns", "t_sent_ns", "t_first_byte_ns", "t_first_token_ns", "t_last_token_ns",
                "t_end_ns")

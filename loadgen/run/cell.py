@@ -25,7 +25,8 @@ from loadgen.run.drivers import Driver
 from loadgen.run.monitor import LoopMonitor
 from loadgen.run.progress import Progress
 from loadgen.run.transport import Transport
-from loadgen.schedule.closed import CellRun, JobList
+from loadgen.schedule.cell_run import CellRun, LoadOutcome, StopToken
+from loadgen.schedule.jobs import JobList
 from loadgen.sinks.base import Sink
 from loadgen.telemetry.base import TelemetrySource
 from loadgen.workload.prompts import PromptBuilder
@@ -61,7 +62,7 @@ class CellMeasurer:
         return JobList(bodies, n_total, cfg.warmup, categories=categories)
 
     def cell_run(self, session: aiohttp.ClientSession, cell: CellKey, jobs: JobList, attempt: int,
-                 measured: list[Record]) -> CellRun:
+                 measured: list[Record], stop: StopToken) -> CellRun:
         def on_record(rec: Record) -> None:
             rec.category = jobs.category(rec.seq)
             for s in self.sinks:
@@ -78,12 +79,14 @@ class CellMeasurer:
         if self.cfg.duration_per_cell_s:
             deadline = time.monotonic_ns() + int(self.cfg.duration_per_cell_s * 1e9)
         return CellRun(self.run_id, cell, jobs, self.transport.sender(session), on_sent, on_record, deadline,
-                       attempt=attempt)
+                       attempt=attempt, warmup=self.cfg.warmup, stop=stop)
 
-    async def measure(self, session: aiohttp.ClientSession, cell: CellKey, attempt: int = 0) -> CellResult:
+    async def measure(self, session: aiohttp.ClientSession, cell: CellKey, attempt: int = 0,
+                      stop: StopToken | None = None) -> tuple[CellResult, LoadOutcome]:
+        """One attempt at the cell, its load stopped early through `stop`: its result, and what its load did."""
         jobs = await self.jobs(cell)
         measured: list[Record] = []
-        run = self.control.current = self.cell_run(session, cell, jobs, attempt, measured)
+        run = self.cell_run(session, cell, jobs, attempt, measured, stop or StopToken(self.control.token))
         await self.transport.before_cell(session, cell, len(jobs))
         for s in self.sinks:
             s.cell_started(cell, self.run_id)
@@ -92,7 +95,7 @@ class CellMeasurer:
         results, client = await self.measured_window(run, cell, measured)
         result = build_cell(cell, measured, results, client, max_failed_fraction=self.cfg.max_failed_fraction)
         self.driver.finish(cell, result, measured)
-        return result
+        return result, run.cell_outcome()
 
     async def measured_window(self, run: CellRun, cell: CellKey, measured: list[Record]):
         """The measured load with telemetry and self-monitoring open around it; (source results, client
@@ -104,7 +107,8 @@ class CellMeasurer:
             await src.start()
         drawer = asyncio.create_task(self.progress.redraw())
         try:
-            load = self.control.load = asyncio.ensure_future(self.driver.drive(run, cell))
+            load = asyncio.ensure_future(self.driver.drive(run, cell))
+            self.control.loading_cell(load, run.cell_outcome)
             # a second interrupt cancels the load (in-flight requests are recorded as cancelled); the cell is
             # still summarised and saved
             await asyncio.wait([load])

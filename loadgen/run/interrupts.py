@@ -62,7 +62,7 @@ class Interrupts:
         control = self.control
         if self.count == 1:
             self.signum = control.interrupted_by = sig
-            in_flight = control.current.in_flight if control.current is not None and control.loading() else 0
+            in_flight = control.in_flight()
             control.stop(f"not measured: interrupted by {name}")
             log(f"\n{name}: no new requests; {in_flight} in flight may finish within "
                 f"{self.drain_timeout_s:g} s (--drain-timeout); {name} again cancels them")

@@ -40,6 +40,7 @@ from loadgen.run.progress import Progress
 from loadgen.run.server_down import ServerDownPolicy
 from loadgen.run.setup import find_target, size_prompts
 from loadgen.run.transport import Transport
+from loadgen.schedule.cell_run import LoadOutcome, StopToken
 from loadgen.sinks.base import Sink
 from loadgen.target.discover import Target
 from loadgen.workload.tokenizers import sizing_note
@@ -69,6 +70,7 @@ class Preflight(Protocol):
 
 
 TelemetryPlan = Callable[[Target], list[SourceFactory]]  # the sources each cell samples, once the target is known
+Table = Callable[[list[dict]], str | None]  # a table printed after the matrix (None: nothing to show)
 
 
 @dataclass
@@ -83,6 +85,8 @@ class RunParts:
     interrupts: Interrupts | None = None
     checks: list[CellCheck] = field(default_factory=list)
     preflight: list[Preflight] = field(default_factory=list)
+    banner: str | None = None  # said once before the run: what kind of load it is
+    tables: list[Table] = field(default_factory=list)  # the load's own tables, after the matrix
 
 
 def new_run_id() -> str:
@@ -112,9 +116,8 @@ class Runner:
         return [c for c in self.cfg.cells() if c not in done]
 
     async def run(self) -> int:
-        banner = self.parts.driver.banner()
-        if banner:
-            log(banner)
+        if self.parts.banner:
+            log(self.parts.banner)
         if self.parts.interrupts is None:
             return await self._run()
         return await self.parts.interrupts.guard(self._run)
@@ -141,7 +144,7 @@ class Runner:
                 await self.parts.transport.close()
         cells = [c.to_json() for c in self.cells]
         print(table(cells, title(self.cfg.label, self.run_id)))
-        for text in [*self.parts.driver.tables(cells), lengths_table(cells), category_table(cells)]:
+        for text in [*(t(cells) for t in self.parts.tables), lengths_table(cells), category_table(cells)]:
             if text:
                 print(text)
         print(f"results: {self.results.path}", file=sys.stderr)
@@ -183,8 +186,8 @@ class Runner:
 
     async def measure_cell(self, session: aiohttp.ClientSession, measurer: CellMeasurer,
                            cell: CellKey) -> CellResult:
-        async def attempt(c: CellKey, n: int) -> CellResult:
-            return await measurer.measure(session, c, n)
+        async def attempt(c: CellKey, n: int, stop: StopToken) -> tuple[CellResult, LoadOutcome]:
+            return await measurer.measure(session, c, n, stop)
 
         try:
             result = await self.parts.server_down.run_cell(session, cell, attempt,

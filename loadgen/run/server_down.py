@@ -29,27 +29,29 @@ from urllib.parse import urlparse
 
 import aiohttp
 
-from loadgen import names
 from loadgen.client.recorder import one_line
 from loadgen.config import FaultsConfig
 from loadgen.console import log
-from loadgen.names import Outcome, Phase
+from loadgen.names import Outcome
+from loadgen.names import ServerDownPolicy as OnServerDown
 from loadgen.record import CellKey, Record
 from loadgen.results.build_cell import build_cell
 from loadgen.results.cell_result import CellResult
 from loadgen.results.incidents import IncidentKind
 from loadgen.run.control import RunControl
+from loadgen.schedule.cell_run import LoadOutcome, StopToken
 from loadgen.sinks.base import NullSink
 from loadgen.target.discover import Target
 from loadgen.target.readiness import wait_ready
 
-POLICIES = tuple(names.ServerDownPolicy)
+POLICIES = tuple(OnServerDown)
 BACKOFF_FIRST_S = 0.05
 BACKOFF_MAX_S = 2.0
 CONNECT_CHECK_S = 2.0
 WAIT_POLL_S = 0.2
 
-Measure = Callable[[CellKey, int], Awaitable[CellResult]]  # (cell, attempt) → the attempt's result
+# (cell, attempt, the attempt's stop token) â the attempt's result and what its load did
+Measure = Callable[[CellKey, int, StopToken], Awaitable[tuple[CellResult, LoadOutcome]]]
 
 
 def backoff_s(consecutive: int) -> float:
@@ -72,22 +74,25 @@ async def port_open(url: str, timeout_s: float = CONNECT_CHECK_S) -> bool:
 
 
 class ServerGuard(NullSink):
-    """Watches every record (it is a sink) and paces closed-loop slots (`pause`, given to the driver)."""
+    """Watches every record (it is a sink) and paces closed-loop slots (`pause`, given to the driver); when
+    the server is down, it stops the cell's load through the token it was armed with."""
 
-    def __init__(self, url: str, control: RunControl, threshold: int):
+    def __init__(self, url: str, threshold: int):
         self.url = url
-        self.control = control
         self.threshold = threshold
         self.consecutive = 0
         self.last_error: str | None = None
         self.down: str | None = None
         self.down_event = asyncio.Event()
+        self.stop: StopToken | None = None
         self._check: asyncio.Task | None = None
 
-    def arm(self) -> None:
+    def arm(self, stop: StopToken | None = None) -> None:
+        """Watch a new attempt at a cell, whose load stops through `stop`."""
         self.consecutive = 0
         self.down = None
         self.down_event = asyncio.Event()
+        self.stop = stop
 
     def record(self, rec: Record) -> None:
         if rec.outcome == Outcome.CONNECTION_ERROR:
@@ -109,8 +114,8 @@ class ServerGuard(NullSink):
     def mark_down(self, reason: str) -> None:
         self.down = reason
         self.down_event.set()
-        if self.control.current is not None:
-            self.control.current.stopping = True
+        if self.stop is not None:
+            self.stop.stop(reason)
 
     async def pause(self, rec: Record) -> None:
         if rec.outcome == Outcome.CONNECTION_ERROR and self.down is None:
@@ -154,19 +159,20 @@ class ServerDownPolicy:
 
     async def _after_down(self, session, cell: CellKey, result: CellResult, target: Target, headers: dict) -> bool:
         """Apply the policy to a cell whose server went away; True when the cell is to be measured again."""
-        if self.policy == names.ServerDownPolicy.STOP:
+        if self.policy == OnServerDown.STOP:
             self.control.stop(f"not measured: the server went away during {cell.label()} (--on-server-down stop)")
             return False
-        if self.policy == names.ServerDownPolicy.SKIP:
+        if self.policy == OnServerDown.SKIP:
             log(f"{cell.label()}: failed; going on to the next cell (--on-server-down skip)")
             return False
         return await self._wait(session, result, target, headers)
 
     async def _attempt(self, cell: CellKey, measure: Measure, attempt: int, planned: int) -> CellResult:
-        self.guard.arm()
-        self.control.current = None
+        stop = StopToken(self.control.token)  # this attempt's load stops with the run, or when the server is down
+        self.guard.arm(stop)
+        outcome: LoadOutcome | None = None
         try:
-            result = await measure(cell, attempt)
+            result, outcome = await measure(cell, attempt, stop)
         except (aiohttp.ClientConnectionError, OSError, TimeoutError) as exc:
             # preparing the cell talks to the server (tokenizing prompts): it may already be gone
             if await port_open(self.guard.url):
@@ -176,19 +182,18 @@ class ServerDownPolicy:
             result = build_cell(cell, [])
         await self.guard.settle()
         result.load.attempt = attempt
-        self._account(result, planned)
+        self._account(result, planned, outcome)
         return result
 
-    def _account(self, result: CellResult, planned: int) -> None:
+    def _account(self, result: CellResult, planned: int, outcome: LoadOutcome | None) -> None:
         """requests_not_sent, and an incident when an interrupt stopped the cell before it sent all it planned."""
-        run = self.control.current
         if self.timed_cells:
             result.requests.requests_not_sent = None
             return
-        if run is None:  # the cell ended while it was being prepared
+        if outcome is None:  # the cell ended while it was being prepared
             result.requests.requests_not_sent = planned
             return
-        not_sent = sum(1 for job in run.jobs[run.next_job:] if job.phase == Phase.MEASURE)
+        not_sent = outcome.measured_not_sent
         result.requests.requests_not_sent = not_sent
         if not_sent and self.guard.down is None:
             req = result.requests.requests

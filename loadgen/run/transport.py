@@ -17,7 +17,7 @@ from loadgen.client.config import CONNECT_TIMEOUT_S, ClientConfig
 from loadgen.client.h1 import Pool
 from loadgen.client.h1_sender import Sender, settle_gc
 from loadgen.record import CellKey
-from loadgen.schedule.closed import SendFn
+from loadgen.schedule.cell_run import SendFn
 
 MAX_WARM_CONNECTIONS = 1024
 

@@ -100,12 +100,6 @@ def cv2(offsets: list[float]) -> float | None:
 
 
 # ---- ramp ----------------------------------------------------------------------------------------------
-def ramp_rate(r0: float, r1: float, duration_s: float, t_s: float) -> float:
-    """Target rate of the ramp at t: r(t) = r0 + (r1 − r0)·t/S, clamped to [0, S]."""
-    t = min(max(t_s, 0.0), duration_s)
-    return r0 + (r1 - r0) * t / duration_s
-
-
 def ramp_cumulative(r0: float, r1: float, duration_s: float, t_s: float) -> float:
     """Expected arrivals by t: Λ(t) = r0·t + (r1 − r0)·t²/(2S)."""
     return r0 * t_s + (r1 - r0) * t_s * t_s / (2.0 * duration_s)

@@ -13,7 +13,7 @@ import asyncio
 import time
 from collections.abc import Sequence
 
-from loadgen.schedule.closed import CellRun
+from loadgen.schedule.cell_run import CellRun, LoadOutcome
 
 NS = 1e9
 SLEEP_SLICE_S = 0.25  # the scheduler wakes this often at least: an interrupt is seen between sparse arrivals
@@ -21,11 +21,11 @@ SLEEP_SLICE_S = 0.25  # the scheduler wakes this often at least: an interrupt is
 
 async def sleep_until(run: CellRun, due_ns: int) -> None:
     """Sleep until the monotonic time `due_ns`, waking at least every SLEEP_SLICE_S to see a stop."""
-    while not run.stopping and (delay_ns := due_ns - time.monotonic_ns()) > 0:
+    while not run.stopped and (delay_ns := due_ns - time.monotonic_ns()) > 0:
         await asyncio.sleep(min(delay_ns / NS, SLEEP_SLICE_S))
 
 
-async def open_loop(run: CellRun, due_ns: Sequence[int], cap: int | None) -> None:
+async def open_loop(run: CellRun, due_ns: Sequence[int], cap: int | None) -> LoadOutcome:
     """Send job i at the absolute monotonic time due_ns[i] (t_intended_ns = due_ns[i]), at once when late.
 
     With a cap, a due request first waits for one of `cap` slots; later requests queue behind it in order
@@ -53,6 +53,7 @@ async def open_loop(run: CellRun, due_ns: Sequence[int], cap: int | None) -> Non
             task.add_done_callback(tasks.discard)
         while tasks:
             await asyncio.gather(*list(tasks))
+        return run.outcome()
     finally:
         for task in list(tasks):
             task.cancel()

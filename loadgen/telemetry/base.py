@@ -2,7 +2,8 @@
 
 A source is started when a cell's measured window opens and stopped when it closes. In between it samples
 in the background (its own asyncio task). `stop()` returns a `SourceResult` whose values describe only
-the window [t_start_ns, t_stop_ns]. A source that could not measure says so (`available=False`, `reason`),
+the window [t_start_ns, t_stop_ns] (the type is in `loadgen.metrics.source_result`: the metrics fold it, so
+it lives in the lower layer). A source that could not measure says so (`available=False`, `reason`),
 never returns zeros.
 """
 
@@ -10,26 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from loadgen.aio import cancel_and_wait
-
-
-@dataclass
-class SourceResult:
-    """What one source measured over one cell window.
-
-    `kind` names the quantity family ("accept_length", "power", "server"). `values` holds the source's
-    figures (documented by each adapter); `warnings` are one-line notes shown to the user.
-    """
-
-    name: str
-    kind: str
-    available: bool
-    values: dict[str, Any] = field(default_factory=dict)
-    reason: str | None = None
-    warnings: list[str] = field(default_factory=list)
+from loadgen.metrics.source_result import SourceResult
 
 
 class TelemetrySource(Protocol):

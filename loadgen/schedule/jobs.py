@@ -1,0 +1,87 @@
+"""A cell's jobs: what each scheduled request sends, made on demand, and views over them (a phase's jobs
+chained to the next phase's)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from loadgen.names import Phase
+from loadgen.workload.prefix import relabel
+
+
+@dataclass
+class Job:
+    seq: int
+    phase: str
+    body: dict
+
+
+class JobList(Sequence):
+    """Jobs `start..stop-1` of a cell, made on demand: request i reuses sized body i mod len(bodies) under its
+    own sequence number (still unique, so no prefix cache serves it), and the first `warmup` are warmup. A
+    duration-bound cell asks for a million jobs without building a million objects."""
+
+    def __init__(self, bodies: list[dict], stop: int, warmup: int, start: int = 0,
+                 categories: list[str | None] | None = None):
+        self.bodies, self.stop, self.warmup, self.start = bodies, stop, warmup, start
+        self.categories = categories  # per body: its dataset row's category
+
+    def category(self, seq: int) -> str | None:
+        """The category of request `seq` (that of the body it reuses), or None."""
+        return self.categories[seq % len(self.categories)] if self.categories else None
+
+    def __len__(self) -> int:
+        return max(0, self.stop - self.start)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            lo, hi, _ = i.indices(len(self))
+            return JobList(self.bodies, self.start + hi, self.warmup, self.start + lo, self.categories)
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        seq = self.start + i
+        n = len(self.bodies)
+        body = self.bodies[seq] if seq < n else relabel(self.bodies[seq % n], seq % n, seq)
+        return Job(seq=seq, phase=Phase.WARMUP if seq < self.warmup else Phase.MEASURE, body=body)
+
+
+class Chain(Sequence):
+    """Two job sequences one after the other, as one (lazy: a duration-bound cell's jobs stay unbuilt)."""
+
+    def __init__(self, first: Sequence[Job], second: Sequence[Job]):
+        self.first, self.second = first, second
+
+    def __len__(self) -> int:
+        return len(self.first) + len(self.second)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        n = len(self.first)
+        return self.first[i] if i < n else self.second[i - n]
+
+
+class Tail(Sequence):
+    """Jobs `start..` of a sequence, not copied (the jobs a load never sent)."""
+
+    def __init__(self, jobs: Sequence[Job], start: int):
+        self.jobs, self.start = jobs, start
+
+    def __len__(self) -> int:
+        return max(0, len(self.jobs) - self.start)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        return self.jobs[self.start + i]
