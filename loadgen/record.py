@@ -11,7 +11,11 @@ import time
 from array import array
 from dataclasses import dataclass, field, fields
 
-OUTCOMES = ("ok", "http_error", "timeout", "connection_error", "protocol_error", "cancelled")
+from loadgen.names import Outcome, Phase
+
+# in their order in the results' `by_outcome` and the live exporter's labels; plain strings, since they key
+# dicts that orjson writes (it takes enum members as values, not as keys)
+OUTCOMES = tuple(o.value for o in Outcome)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +53,7 @@ class Record:
     run_id: str
     cell: CellKey
     seq: int
-    phase: str = "measure"  # warmup | measure
+    phase: Phase = Phase.MEASURE
     request_id: str = ""
     t_intended_ns: int = 0
     t_sent_ns: int = 0
@@ -57,7 +61,7 @@ class Record:
     t_first_token_ns: int | None = None
     t_last_token_ns: int | None = None
     t_end_ns: int = 0
-    outcome: str = "ok"
+    outcome: Outcome = Outcome.OK
     status: int | None = None
     error: str | None = None
     prompt_tokens: int | None = None
@@ -74,7 +78,7 @@ class Record:
 
     @property
     def ok(self) -> bool:
-        return self.outcome == "ok"
+        return self.outcome == Outcome.OK  # a member, or its string from code that writes strings
 
     def to_dict(self) -> dict:
         """The record as plain data (for JSON). Lists and `spec` are shared, not copied: `dataclasses.asdict`
