@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field
 
 from loadgen.errors import UsageError
-from loadgen.names import Api, ArrivalLaw, HttpClient, PrefixCache, ServerDownPolicy
+from loadgen.names import Api, ArrivalLaw, DatasetFormat, HttpClient, PrefixCache, ServerDownPolicy
 from loadgen.record import CellKey
 
 DEFAULT_SPAN_S = 10.0  # default measured requests of a rate cell: max(16, ⌈10 s × rate⌉)
@@ -112,7 +112,7 @@ class WorkloadConfig:
     `--max-request-rate`; see docs/workloads.md)."""
 
     dataset: str | None = None  # a file replayed row by row; None = the synthetic matrix
-    dataset_format: str | None = None  # detected: openai-chat | sharegpt | prompt
+    dataset_format: DatasetFormat | None = None  # detected from the rows
     category_field: str = "category"
     max_bad_rows: int = 0
     prefix_cache: PrefixCache = PrefixCache.UNIQUE  # unique: a unique first line per request | allow: rows sent unchanged

@@ -9,6 +9,13 @@ from __future__ import annotations
 from enum import StrEnum
 
 
+def values(names: type[StrEnum]) -> tuple[str, ...]:
+    """The members' values as plain strings, where a member will not do: argparse `choices` (an invalid
+    choice's message shows each choice's repr) and the keys of a dict that orjson writes (it takes members
+    as values only)."""
+    return tuple(m.value for m in names)
+
+
 class Outcome(StrEnum):
     """What happened to one scheduled request (`Record.outcome`)."""
 
@@ -33,6 +40,14 @@ class Api(StrEnum):
     OPENAI_CHAT = "openai-chat"
     OPENAI_COMPLETIONS = "openai-completions"
     SGLANG_GENERATE = "sglang-generate"
+
+
+class DatasetFormat(StrEnum):
+    """The format of a `--dataset` file, detected from its rows (docs/workloads.md)."""
+
+    OPENAI_CHAT = "openai-chat"
+    SHAREGPT = "sharegpt"
+    PROMPT = "prompt"
 
 
 class HttpClient(StrEnum):

@@ -11,11 +11,9 @@ import time
 from array import array
 from dataclasses import dataclass, field, fields
 
-from loadgen.names import Outcome, Phase
+from loadgen.names import Outcome, Phase, values
 
-# in their order in the results' `by_outcome` and the live exporter's labels; plain strings, since they key
-# dicts that orjson writes (it takes enum members as values, not as keys)
-OUTCOMES = tuple(o.value for o in Outcome)
+OUTCOMES = values(Outcome)  # the order of the results' `by_outcome` (plain strings: they are its keys)
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ from itertools import pairwise
 import numpy as np
 import pytest
 
+from loadgen.names import ArrivalLaw
 from loadgen.schedule import arrivals
 from loadgen.schedule.arrivals import (
     cv2,
@@ -133,4 +134,5 @@ def test_bad_parameters_raise(call):
 
 
 def test_laws_are_listed():
-    assert arrivals.LAWS == ("constant", "poisson", "gamma")
+    assert tuple(ArrivalLaw) == ("constant", "poisson", "gamma")
+    assert set(arrivals.SAMPLERS) == set(ArrivalLaw)
