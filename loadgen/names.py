@@ -1,7 +1,9 @@
 """Every enumerated value loadgen reads or writes, named once (the lowest layer: imports nothing of loadgen).
 
-Each is a `StrEnum`, so a member is its string wherever a string is expected (JSON, CSV, argparse choices,
-an older results file read back), and a misspelt name fails at import time instead of comparing False.
+Each is a `StrEnum`, so a member is its string wherever a string is expected (a JSON value, CSV, a format
+string, a dict lookup, an older results file read back, which compares equal to the member), and a misspelt
+name fails at import time instead of comparing False. Two places want the plain strings (`values`): argparse
+`choices` and the keys of a dict that orjson writes.
 """
 
 from __future__ import annotations
