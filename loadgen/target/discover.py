@@ -37,7 +37,7 @@ class Target:
     tokenize_path: str | None = None
 
     def __post_init__(self) -> None:
-        self.api = Api(self.api)  # a sweep file's API arrives as its string
+        self.api = Api(self.api)  # a caller may name it by its string
 
     def spec_settings(self) -> dict:
         return {k: self.server_info[k] for k in SPEC_KEYS if self.server_info.get(k) is not None}
