@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass, field
 
 from loadgen.errors import UsageError
+from loadgen.names import Api, ArrivalLaw, DatasetFormat, HttpClient, PrefixCache, ServerDownPolicy
 from loadgen.record import CellKey
 
 DEFAULT_SPAN_S = 10.0  # default measured requests of a rate cell: max(16, ⌈10 s × rate⌉)
@@ -44,7 +45,7 @@ class OpenLoopConfig:
     """Open-loop load (`--request-rate`, `--ramp`); off when neither is given."""
 
     request_rate: list[float] | None = None
-    arrival: str | None = None  # constant | poisson | gamma; None when open loop is off
+    arrival: ArrivalLaw | None = None  # None when open loop is off
     burstiness: float | None = None
     max_concurrency: int | None = None
     ramp: RampSpec | None = None
@@ -76,7 +77,7 @@ class TelemetryConfig:
 class FaultsConfig:
     """What to do when the server goes away (`--on-server-down`) or the user interrupts (`--drain-timeout`)."""
 
-    on_server_down: str = "stop"  # stop | wait | skip
+    on_server_down: ServerDownPolicy = ServerDownPolicy.STOP
     server_down_after: int = 3
     server_wait_timeout_s: float = 600.0
     cell_attempts: int = 3
@@ -87,7 +88,7 @@ class FaultsConfig:
 class ParallelConfig:
     """Client processes and shards (`--workers`, `--shard`, `--start-at`, `--cell-period`, `--run-id`)."""
 
-    http_client: str = "h1"  # h1 | aiohttp
+    http_client: HttpClient = HttpClient.H1
     workers: int = 1
     shard: tuple[int, int] | None = None  # (index, count)
     run_id: str | None = None
@@ -111,10 +112,10 @@ class WorkloadConfig:
     `--max-request-rate`; see docs/workloads.md)."""
 
     dataset: str | None = None  # a file replayed row by row; None = the synthetic matrix
-    dataset_format: str | None = None  # detected: openai-chat | sharegpt | prompt
+    dataset_format: DatasetFormat | None = None  # detected from the rows
     category_field: str = "category"
     max_bad_rows: int = 0
-    prefix_cache: str = "unique"  # unique: a unique first line per request | allow: rows sent unchanged
+    prefix_cache: PrefixCache = PrefixCache.UNIQUE  # unique: a unique first line per request | allow: rows sent unchanged
     ignore_eos_source: str = "default"  # flag | default (on for the synthetic matrix) | rows (a dataset)
     max_request_rate: float | None = None  # closed loop: at most R request starts per second
     context_spreads: tuple = ()  # ((prompt length, LengthSpread), ...): lengths drawn per request
@@ -124,7 +125,7 @@ class WorkloadConfig:
 @dataclass
 class RunConfig:
     url: str | None
-    api: str = "openai-chat"
+    api: Api = Api.OPENAI_CHAT
     model: str | None = None
     concurrency: list[int] = field(default_factory=lambda: [1, 32, 64, 128])
     contexts: list[int] = field(default_factory=lambda: [60, 1024])

@@ -1,12 +1,21 @@
 """Every enumerated value loadgen reads or writes, named once (the lowest layer: imports nothing of loadgen).
 
-Each is a `StrEnum`, so a member is its string wherever a string is expected (JSON, CSV, argparse choices,
-an older results file read back), and a misspelt name fails at import time instead of comparing False.
+Each is a `StrEnum`, so a member is its string wherever a string is expected (a JSON value, CSV, a format
+string, a dict lookup, an older results file read back, which compares equal to the member), and a misspelt
+name fails at import time instead of comparing False. Two places want the plain strings (`values`): argparse
+`choices` and the keys of a dict that orjson writes.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
+
+
+def values(names: type[StrEnum]) -> tuple[str, ...]:
+    """The members' values as plain strings, where a member will not do: argparse `choices` (an invalid
+    choice's message shows each choice's repr) and the keys of a dict that orjson writes (it takes members
+    as values only)."""
+    return tuple(m.value for m in names)
 
 
 class Outcome(StrEnum):
@@ -33,6 +42,14 @@ class Api(StrEnum):
     OPENAI_CHAT = "openai-chat"
     OPENAI_COMPLETIONS = "openai-completions"
     SGLANG_GENERATE = "sglang-generate"
+
+
+class DatasetFormat(StrEnum):
+    """The format of a `--dataset` file, detected from its rows (docs/workloads.md)."""
+
+    OPENAI_CHAT = "openai-chat"
+    SHAREGPT = "sharegpt"
+    PROMPT = "prompt"
 
 
 class HttpClient(StrEnum):

@@ -12,7 +12,9 @@ from array import array
 from dataclasses import dataclass, field, fields
 from typing import NamedTuple
 
-OUTCOMES = ("ok", "http_error", "timeout", "connection_error", "protocol_error", "cancelled")
+from loadgen.names import Outcome, Phase, values
+
+OUTCOMES = values(Outcome)  # the order of the results' `by_outcome` (plain strings: they are its keys)
 
 
 class CellKey(NamedTuple):
@@ -72,7 +74,7 @@ class Record:
     run_id: str
     cell: CellKey
     seq: int
-    phase: str = "measure"  # warmup | measure
+    phase: Phase = Phase.MEASURE
     request_id: str = ""
     t_intended_ns: int = 0
     t_sent_ns: int = 0
@@ -80,7 +82,7 @@ class Record:
     t_first_token_ns: int | None = None
     t_last_token_ns: int | None = None
     t_end_ns: int = 0
-    outcome: str = "ok"
+    outcome: Outcome = Outcome.OK
     status: int | None = None
     error: str | None = None
     prompt_tokens: int | None = None
@@ -97,7 +99,7 @@ class Record:
 
     @property
     def ok(self) -> bool:
-        return self.outcome == "ok"
+        return self.outcome == Outcome.OK  # a member, or its string from code that writes strings
 
     def to_dict(self) -> dict:
         """The record as plain data (for JSON). Lists and `spec` are shared, not copied: `dataclasses.asdict`

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loadgen.client.api import ProtocolError, StreamState
 from loadgen.client.sse import SseParser
+from loadgen.client.stream import ProtocolError, StreamState
 from loadgen.sim.render import OpenAIChunks, generate_event, sse
 
 STREAMS = Path(__file__).parent / "fixtures" / "streams"

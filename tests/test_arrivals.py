@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from loadgen.metrics.open_loop import Ramp
+from loadgen.names import ArrivalLaw
 from loadgen.schedule import arrivals
 from loadgen.schedule.arrivals import (
     cv2,
@@ -134,4 +135,5 @@ def test_bad_parameters_raise(call):
 
 
 def test_laws_are_listed():
-    assert arrivals.LAWS == ("constant", "poisson", "gamma")
+    assert tuple(ArrivalLaw) == ("constant", "poisson", "gamma")
+    assert set(arrivals.SAMPLERS) == set(ArrivalLaw)

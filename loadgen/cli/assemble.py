@@ -21,6 +21,7 @@ from loadgen.cli.telemetry_checks import TelemetryPreflight
 from loadgen.client.config import ClientConfig
 from loadgen.config import RunConfig
 from loadgen.console import log
+from loadgen.names import HttpClient
 from loadgen.parallel.shard import AlignedStart, ShardPart
 from loadgen.parallel.workers import WorkerDriver, WorkerPool
 from loadgen.results.document import ResultsFile
@@ -38,11 +39,13 @@ from loadgen.schedule.throttle import StartGate
 from loadgen.sinks.base import Sink
 from loadgen.sinks.jsonl import JsonlSink, requests_path
 
+TRANSPORTS: dict[HttpClient, type[Transport]] = {HttpClient.H1: H1Transport, HttpClient.AIOHTTP: AiohttpTransport}
+
 
 def make_transport(cfg: RunConfig, url: str, headers: dict) -> Transport:
     ccfg = ClientConfig(base_url=url, api=cfg.api, timeout_s=cfg.timeout_s, idle_timeout_s=cfg.idle_timeout_s,
                         headers=headers)
-    return H1Transport(ccfg) if cfg.parallel.http_client == "h1" else AiohttpTransport(ccfg)
+    return TRANSPORTS[cfg.parallel.http_client](ccfg)
 
 
 def make_driver(cfg: RunConfig, url: str, headers: dict, transport: Transport, guard: ServerGuard,

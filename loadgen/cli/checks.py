@@ -12,6 +12,7 @@ from urllib.parse import urlparse
 
 from loadgen.client.api import APIS
 from loadgen.errors import UsageError
+from loadgen.names import Api
 
 
 def parse_int_list(flag: str, text: str, minimum: int = 1) -> list[int]:
@@ -79,10 +80,10 @@ def check_url(url: str) -> str:
     return url.rstrip("/")
 
 
-def check_api(api: str) -> str:
+def check_api(api: str) -> Api:
     if api not in APIS:
         raise UsageError(f"--api {api!r} is unknown; choose one of {', '.join(APIS)}")
-    return api
+    return Api(api)
 
 
 def check_out_path(path: str) -> str:

@@ -33,8 +33,8 @@ from loadgen.config import (
 )
 from loadgen.errors import UsageError
 from loadgen.metrics.open_loop import MIN_RAMP_REQUESTS
+from loadgen.names import ArrivalLaw, HttpClient, ServerDownPolicy, values
 from loadgen.parallel.workers import auto_workers
-from loadgen.run.server_down import POLICIES
 from loadgen.telemetry.accept_log import split_command
 from loadgen.workload import lengths
 
@@ -122,7 +122,7 @@ def open_loop_config(a: argparse.Namespace, warmup: int) -> OpenLoopConfig:
                         ("--burstiness", a.burstiness)):
         if value is not None and not on:
             raise UsageError(f"{flag} applies to open-loop load; add --request-rate R or --ramp R0:R1:S")
-    law = a.arrival or "poisson"
+    law = ArrivalLaw(a.arrival or ArrivalLaw.POISSON)
     check_arrival(law, a.burstiness)
     if a.max_concurrency is not None and a.max_concurrency < 1:
         raise UsageError(f"--max-concurrency {a.max_concurrency}: must be ≥ 1 (leave it out for no cap)")
@@ -135,10 +135,10 @@ def open_loop_config(a: argparse.Namespace, warmup: int) -> OpenLoopConfig:
                           ramp_window_s=a.ramp_window)
 
 
-def check_arrival(law: str, burstiness: float | None) -> None:
-    if burstiness is not None and law != "gamma":
+def check_arrival(law: ArrivalLaw, burstiness: float | None) -> None:
+    if burstiness is not None and law is not ArrivalLaw.GAMMA:
         raise UsageError("--burstiness shapes gamma arrivals only; add --arrival gamma or drop --burstiness")
-    if law == "gamma" and burstiness is None:
+    if law is ArrivalLaw.GAMMA and burstiness is None:
         raise UsageError("--arrival gamma needs --burstiness B (CV² = 1/B: 0.5 bursty, 1 Poisson, 4 regular)")
     if burstiness is not None and not (burstiness > 0 and math.isfinite(burstiness)):
         raise UsageError(f"--burstiness {burstiness}: must be a finite number > 0")
@@ -156,8 +156,9 @@ def check_ramp(a: argparse.Namespace, ramp: RampSpec, warmup: int) -> None:
 
 
 def faults_config(a: argparse.Namespace) -> FaultsConfig:
-    if a.on_server_down not in POLICIES:
-        raise UsageError(f"--on-server-down {a.on_server_down!r} is unknown; choose one of {', '.join(POLICIES)}")
+    policies = values(ServerDownPolicy)
+    if a.on_server_down not in policies:
+        raise UsageError(f"--on-server-down {a.on_server_down!r} is unknown; choose one of {', '.join(policies)}")
     if a.server_down_after < 1:
         raise UsageError(f"--server-down-after {a.server_down_after} must be ≥ 1, e.g. 3")
     if not a.server_wait_timeout > 0:
@@ -166,7 +167,7 @@ def faults_config(a: argparse.Namespace) -> FaultsConfig:
         raise UsageError(f"--cell-attempts {a.cell_attempts} must be ≥ 1, e.g. 3")
     if not a.drain_timeout >= 0:
         raise UsageError(f"--drain-timeout {a.drain_timeout:g} must be ≥ 0 seconds, e.g. 30")
-    return FaultsConfig(on_server_down=a.on_server_down, server_down_after=a.server_down_after,
+    return FaultsConfig(on_server_down=ServerDownPolicy(a.on_server_down), server_down_after=a.server_down_after,
                         server_wait_timeout_s=a.server_wait_timeout, cell_attempts=a.cell_attempts,
                         drain_timeout_s=a.drain_timeout)
 
@@ -192,7 +193,7 @@ def parallel_config(a: argparse.Namespace, cfg: RunConfig) -> ParallelConfig:
             raise UsageError("--shard with more than one cell needs --cell-period S (longer than the longest "
                              "cell, e.g. --duration-per-cell + the longest request), so shards start cell k "
                              "together")
-    return ParallelConfig(http_client=a.http_client, workers=workers, shard=shard, run_id=a.run_id,
+    return ParallelConfig(http_client=HttpClient(a.http_client), workers=workers, shard=shard, run_id=a.run_id,
                           start_at=start_at, cell_period_s=a.cell_period)
 
 

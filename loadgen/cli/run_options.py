@@ -6,11 +6,10 @@ from __future__ import annotations
 import argparse
 
 from loadgen.config import ExporterConfig, FaultsConfig, ParallelConfig, RunConfig, TelemetryConfig, WorkloadConfig
+from loadgen.names import ArrivalLaw, HttpClient, PrefixCache, values
 from loadgen.parallel.workers import AUTO_STREAMS_PER_WORKER
-from loadgen.schedule import arrivals
 
 D = RunConfig(url=None)
-HTTP_CLIENTS = ("h1", "aiohttp")
 SIM_DEFAULTS = {"speed": 4.0, "budget": 8, "topk": 4}
 
 EXAMPLES = """\
@@ -125,7 +124,7 @@ def open_loop_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("open loop (requests arrive at a rate; replaces --concurrency)")
     g.add_argument("--request-rate", metavar="R[,R...]",
                    help="requests per second; a list makes one cell per rate per context")
-    g.add_argument("--arrival", choices=arrivals.LAWS,
+    g.add_argument("--arrival", choices=values(ArrivalLaw),
                    help="arrival law: constant | poisson (default) | gamma (needs --burstiness)")
     g.add_argument("--burstiness", type=float, metavar="B",
                    help="gamma arrivals: CV² of the gaps = 1/B (B<1 burstier than Poisson, 1 = Poisson, >1 "
@@ -153,7 +152,7 @@ def workload_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-bad-rows", type=int, default=w.max_bad_rows, metavar="N",
                    help="unusable rows tolerated (each is named with file:line); more stops before any load "
                         "(default %(default)s)")
-    g.add_argument("--prefix-cache", choices=("unique", "allow"), default=w.prefix_cache,
+    g.add_argument("--prefix-cache", choices=values(PrefixCache), default=w.prefix_cache,
                    help="unique (default): every request starts with its own line, so no prefix cache serves it; "
                         "allow: dataset rows are sent unchanged (a radix cache may serve repeated prefixes)")
     g.add_argument("--context-dist", metavar="LAW:MEAN:WIDTH",
@@ -191,7 +190,7 @@ def interrupt_options(p: argparse.ArgumentParser) -> None:
 
 def client_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("client")
-    g.add_argument("--http-client", choices=HTTP_CLIENTS, default=ParallelConfig.http_client,
+    g.add_argument("--http-client", choices=values(HttpClient), default=ParallelConfig.http_client,
                    help="HTTP client of the measured streaming request: h1 (default; lean HTTP/1.1 on asyncio "
                         "protocols, see docs/performance.md) or aiohttp")
     g.add_argument("--workers", default=str(ParallelConfig.workers), metavar="N|auto",

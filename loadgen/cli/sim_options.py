@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from loadgen.cli.help_format import DefaultsShown
+from loadgen.names import Engine, values
 from loadgen.sim.connections import connection_options
 from loadgen.sim.per_token import per_token_options
 
@@ -34,7 +35,7 @@ def sim_options(p: argparse.ArgumentParser) -> None:
     fault_options(p)
     connection_options(p)
     per_token_options(p)
-    p.add_argument("--engine", choices=("sglang", "vllm", "llamacpp"), default="sglang",
+    p.add_argument("--engine", choices=values(Engine), default=Engine.SGLANG.value,
                    help="which server to imitate: sglang (default), vllm (metric names, /version) or llamacpp "
                         "(llama-server's stream shape, timings, prefix cache, /tokenize, llamacpp: metrics)")
     p.add_argument("--dcgm-port", type=int, metavar="PORT",

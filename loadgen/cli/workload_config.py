@@ -10,6 +10,7 @@ import math
 from loadgen.config import RunConfig, WorkloadConfig
 from loadgen.console import log
 from loadgen.errors import UsageError
+from loadgen.names import PrefixCache
 from loadgen.workload import lengths
 from loadgen.workload.corpus import load_prompts_file
 from loadgen.workload.dataset import load_dataset
@@ -22,7 +23,8 @@ def workload_config(a: argparse.Namespace, cfg: RunConfig, default_contexts: str
     (`context_tokens` 0) and the default requests per cell to the number of rows (in place on `cfg`)."""
     if a.max_bad_rows < 0:
         raise UsageError(f"--max-bad-rows {a.max_bad_rows}: must be ≥ 0 (0 = every row must be usable)")
-    w = WorkloadConfig(category_field=a.category_field, max_bad_rows=a.max_bad_rows, prefix_cache=a.prefix_cache,
+    w = WorkloadConfig(category_field=a.category_field, max_bad_rows=a.max_bad_rows,
+                       prefix_cache=PrefixCache(a.prefix_cache),
                        max_request_rate=_max_request_rate(a, cfg),
                        ignore_eos_source="flag" if a.ignore_eos is not None else "default")
     w.context_spreads, w.output_spread = _spreads(a, cfg, default_contexts)
@@ -30,7 +32,7 @@ def workload_config(a: argparse.Namespace, cfg: RunConfig, default_contexts: str
         raise UsageError("length spreads (N±P%, --context-dist, --output-dist) shape the synthetic matrix; a "
                          "--dataset request takes its lengths from its row")
     if not a.dataset:
-        _synthetic_checks(a)
+        _synthetic_checks(a, w)
         return w
     if a.prompts:
         raise UsageError("--prompts and --dataset exclude each other: --prompts is a text source cut to "
@@ -39,8 +41,8 @@ def workload_config(a: argparse.Namespace, cfg: RunConfig, default_contexts: str
     return w
 
 
-def _synthetic_checks(a: argparse.Namespace) -> None:
-    if a.prefix_cache != "unique":
+def _synthetic_checks(a: argparse.Namespace, w: WorkloadConfig) -> None:
+    if w.prefix_cache is not PrefixCache.UNIQUE:
         raise UsageError("--prefix-cache allow applies to --dataset rows; synthetic prompts always get a "
                          "unique first line")
     if a.prompts:

@@ -19,10 +19,12 @@ import time
 import aiohttp
 import orjson
 
-from loadgen.client.api import PATHS, ProtocolError
+from loadgen.client.api import PATHS
 from loadgen.client.config import CONNECT_TIMEOUT_S, ClientConfig, timeout_error
 from loadgen.client.h1 import REUSE_IDLE_S
 from loadgen.client.recorder import CANCELLED, ERROR_BODY_MAX, StreamRecorder, http_error, one_line
+from loadgen.client.stream import ProtocolError
+from loadgen.names import Outcome
 from loadgen.record import Record
 
 # errors of a reused connection the server had closed; a failed connect (ClientConnectorError) is not one
@@ -114,15 +116,15 @@ async def send(session: aiohttp.ClientSession, cfg: ClientConfig, body: dict, re
         async with resp:
             ended = await _read(resp, recorder)
     except asyncio.CancelledError:
-        recorder.finish("cancelled", CANCELLED)
+        recorder.finish(Outcome.CANCELLED, CANCELLED)
         raise
     except (ProtocolError, aiohttp.ClientResponseError) as exc:
         # ClientResponseError here: the answer was not valid HTTP (bad status line or headers)
-        return recorder.finish("protocol_error", one_line(str(exc)))
+        return recorder.finish(Outcome.PROTOCOL_ERROR, one_line(str(exc)))
     except TimeoutError as exc:
-        return recorder.finish("timeout", _timeout_error(exc, cfg, rec.chunks))
+        return recorder.finish(Outcome.TIMEOUT, _timeout_error(exc, cfg, rec.chunks))
     except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, ConnectionError, OSError) as exc:
-        return recorder.finish("connection_error", one_line(f"{type(exc).__name__}: {exc}"))
+        return recorder.finish(Outcome.CONNECTION_ERROR, one_line(f"{type(exc).__name__}: {exc}"))
     finally:
         for own in owned:
             await own.close()
@@ -155,7 +157,7 @@ async def _read(resp: aiohttp.ClientResponse, recorder: StreamRecorder) -> tuple
     if resp.status != 200:
         text = await resp.content.read(ERROR_BODY_MAX)
         rec.t_end_ns = time.monotonic_ns()
-        return "http_error", http_error(resp.status, text)
+        return Outcome.HTTP_ERROR, http_error(resp.status, text)
     readany, feed = resp.content.readany, recorder.feed
     while True:
         data = await readany()

@@ -1,27 +1,17 @@
-"""The three wire APIs: how to build a request body and how to read each streamed event.
-
-Pure functions and a small state machine per request, so they are tested with tables of inputs. Token
-counts always come from the server, wherever it puts them: OpenAI routes carry `usage` (running usage in
-every chunk when the server honours `continuous_usage_stats`; else a final usage chunk with `choices: []`, or
-the finish chunk itself, as llama.cpp's `/v1/completions` does), and llama.cpp adds `timings` (`predicted_n`,
-`prompt_n`, `cache_n`, `draft_n`, `draft_n_accepted`) beside it; SGLang's `/generate` carries a cumulative
-`meta_info.completion_tokens` in every event. A usage that arrives after content events without counts is
-a total, not a running count. Cached prompt tokens come from `usage.prompt_tokens_details.cached_tokens`
-(llama.cpp, vLLM, SGLang with its cache report), `timings.cache_n` or `meta_info.cached_tokens`.
-"""
+"""The three wire APIs: each one's path and request body (reading its streamed events: `loadgen.client.stream`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-import orjson
+from loadgen.names import Api
 
-APIS = ("openai-chat", "openai-completions", "sglang-generate")
+APIS = tuple(Api)  # what --api and a sweep file's `api` are checked against
 
 PATHS = {
-    "openai-chat": "/v1/chat/completions",
-    "openai-completions": "/v1/completions",
-    "sglang-generate": "/generate",
+    Api.OPENAI_CHAT: "/v1/chat/completions",
+    Api.OPENAI_COMPLETIONS: "/v1/completions",
+    Api.SGLANG_GENERATE: "/generate",
 }
 
 
@@ -34,18 +24,27 @@ class RequestOptions:
     spec_details: bool = True  # ask SGLang for per-request speculative details (ignored by other servers)
 
 
-def build_body(api: str, prompt: str | list[dict], opts: RequestOptions, stream: bool = True) -> dict:
+def build_body(api: Api, prompt: str | list[dict], opts: RequestOptions, stream: bool = True) -> dict:
     """The JSON body for one request. `prompt` is text, or chat messages for openai-chat."""
-    if api == "sglang-generate":
-        return {
-            "text": prompt,
-            "sampling_params": {
-                "max_new_tokens": opts.max_tokens,
-                "temperature": opts.temperature,
-                "ignore_eos": opts.ignore_eos,
-            },
-            "stream": stream,
-        }
+    match api:
+        case Api.SGLANG_GENERATE:
+            return {
+                "text": prompt,
+                "sampling_params": {
+                    "max_new_tokens": opts.max_tokens,
+                    "temperature": opts.temperature,
+                    "ignore_eos": opts.ignore_eos,
+                },
+                "stream": stream,
+            }
+        case Api.OPENAI_CHAT:
+            messages = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
+            return _openai_body(opts, stream) | {"messages": messages}
+        case _:
+            return _openai_body(opts, stream) | {"prompt": prompt}
+
+
+def _openai_body(opts: RequestOptions, stream: bool) -> dict:
     body: dict = {
         "model": opts.model,
         "max_tokens": opts.max_tokens,
@@ -58,185 +57,4 @@ def build_body(api: str, prompt: str | list[dict], opts: RequestOptions, stream:
         body["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
     if opts.spec_details:
         body["return_spec_tokens_details"] = True
-    if api == "openai-chat":
-        messages = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
-        body["messages"] = messages
-    else:
-        body["prompt"] = prompt
     return body
-
-
-class ProtocolError(ValueError):
-    """The server sent something that is not the API's stream format (a `ValueError`, which is what
-    `loadgen.client.h1_connection` expects of a body reader given bytes it cannot read)."""
-
-
-@dataclass(slots=True)
-class StreamState:
-    """Reads one request's events in order.
-
-    After each `feed`, `new_tokens` is the number of tokens the event added (0 for events without content;
-    None when the server gives no running count, in which case only the final total is known) and
-    `content` tells whether the event carried generated text (the TTFT event is the first with content).
-    """
-
-    api: str
-    done: bool = False
-    finished: bool = False  # a finish_reason was seen
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    spec: dict | None = None
-    cached_tokens: int | None = None
-    error: str | None = None
-    content: bool = False
-    new_tokens: int | None = 0
-    _running_tokens: int = 0
-    _uncounted: bool = False  # a content event came without a running count: a later usage is a total
-    running_counts: bool = field(default=False)
-
-    def feed(self, payload: bytes) -> bool:
-        """Read one event; returns `content` (so a caller's loop needs no attribute read for it).
-
-        Runs once per event: the common case (an OpenAI chunk with choices) is inline; error objects are looked
-        for only in events that are not chunks (no choices / no meta_info), where servers put them. Every branch
-        sets `content` and `new_tokens` once; events that set `done` or `error` never carry content."""
-        if payload == b"[DONE]":
-            self.content, self.new_tokens, self.done = False, 0, True
-            return False
-        try:
-            obj = orjson.loads(payload)
-        except orjson.JSONDecodeError:
-            raise ProtocolError(f"event is not JSON: {payload[:120]!r}") from None
-        if type(obj) is not dict:
-            raise ProtocolError(f"event is not a JSON object: {payload[:120]!r}")
-        api = self.api
-        if api == "sglang-generate":
-            return self._feed_generate(obj)
-        choices = obj.get("choices")
-        if not choices:
-            if not self._error(obj):
-                self._feed_openai_meta(obj, choices)
-            return False
-        choice = choices[0]
-        if api == "openai-chat":
-            delta = choice.get("delta")
-            text = bool(delta and (delta.get("content") or delta.get("reasoning_content")))
-        else:
-            text = bool(choice.get("text"))
-        if choice.get("finish_reason"):
-            self.finished = True
-        usage = obj.get("usage")
-        if usage or "timings" in obj:
-            return self._feed_counted(obj, usage, text)
-        self._uncounted = self._uncounted or text
-        self.content, self.new_tokens = text, (None if text else 0)
-        return text
-
-    def _feed_counted(self, obj: dict, usage: dict | None, text: bool) -> bool:
-        """A chunk with choices and usage (or timings): a running count, or, after content without counts
-        (llama.cpp's finish chunk), the request's totals."""
-        if usage is not None and not (self._uncounted or self.finished) and "timings" not in obj:
-            ct = usage.get("completion_tokens")
-            if ct is not None:  # a running count mid-stream, the common event: the totals come at the end
-                new = self.new_tokens = ct - self._running_tokens
-                self.running_counts, self._running_tokens = True, ct
-                self.completion_tokens = ct
-                content = self.content = text or new > 0
-                return content
-        self._totals(obj, usage)
-        ct = usage.get("completion_tokens") if usage else None
-        if ct is None or self._uncounted:
-            self._uncounted = self._uncounted or text
-            self.content, self.new_tokens = text, (None if text else 0)
-            return text
-        new = self.new_tokens = ct - self._running_tokens
-        self.running_counts, self._running_tokens = True, ct
-        content = self.content = text or new > 0
-        return content
-
-    def _totals(self, obj: dict, usage: dict | None) -> None:
-        """The counts of a usage object and of llama.cpp's `timings`; usage wins where both give one."""
-        timings = obj.get("timings")
-        if isinstance(timings, dict):
-            self._timings(timings)
-        if not usage:
-            return
-        if usage.get("prompt_tokens") is not None:
-            self.prompt_tokens = usage["prompt_tokens"]
-        if usage.get("completion_tokens") is not None:
-            self.completion_tokens = usage["completion_tokens"]
-        details = usage.get("prompt_tokens_details")
-        if isinstance(details, dict) and details.get("cached_tokens") is not None:
-            self.cached_tokens = int(details["cached_tokens"])
-
-    def _timings(self, t: dict) -> None:
-        """llama.cpp's per-request `timings`: counts where usage gave none, and the draft tokens (`draft_n`
-        proposed, `draft_n_accepted` accepted) as the request's speculative details."""
-        if self.completion_tokens is None and t.get("predicted_n") is not None:
-            self.completion_tokens = int(t["predicted_n"])
-        if self.prompt_tokens is None and t.get("prompt_n") is not None:
-            self.prompt_tokens = int(t["prompt_n"]) + int(t.get("cache_n") or 0)
-        if self.cached_tokens is None and t.get("cache_n") is not None:
-            self.cached_tokens = int(t["cache_n"])
-        if t.get("draft_n") is not None:
-            self.spec = {"draft_n": int(t["draft_n"]), "draft_n_accepted": int(t.get("draft_n_accepted") or 0)}
-
-    def _error(self, obj: dict) -> bool:
-        """An error object sent as an event (`{"error": ...}`, or OpenAI's `{"object": "error", ...}`)."""
-        err = obj.get("error")
-        if not err and obj.get("object") != "error":
-            return False
-        self.content, self.new_tokens = False, 0
-        if err:
-            self.error = str(err.get("message", err) if isinstance(err, dict) else err)[:300]
-        else:
-            self.error = str(obj.get("message", "error"))[:300]
-        return True
-
-    def _feed_openai_meta(self, obj: dict, choices) -> None:
-        """An OpenAI event without choices: SGLang's spec details or the final usage (no `choices` key at all
-        is a protocol error)."""
-        self.content, self.new_tokens = False, 0
-        if choices is None:
-            raise ProtocolError(f"event has no 'choices': {orjson.dumps(obj)[:120]!r}")
-        sglext = obj.get("sglext")
-        if sglext and sglext.get("spec_tokens_details") is not None:
-            details = sglext["spec_tokens_details"]
-            self.spec = details[0] if isinstance(details, list) else details
-        self._totals(obj, obj.get("usage"))
-
-    def _feed_generate(self, obj: dict) -> bool:
-        """A `/generate` event: cumulative `meta_info.completion_tokens`; an error object has no meta_info."""
-        meta = obj.get("meta_info")
-        if meta is None:
-            if "meta_info" not in obj and self._error(obj):
-                return False
-            self.content, self.new_tokens = False, 0
-            raise ProtocolError(f"event has no 'meta_info': {orjson.dumps(obj)[:120]!r}")
-        ct = meta.get("completion_tokens")
-        if ct is None:
-            self.content, self.new_tokens = False, 0
-            raise ProtocolError("meta_info has no completion_tokens")
-        self.running_counts = True
-        self.new_tokens = ct - self._running_tokens
-        self._running_tokens = ct
-        self.content = self.new_tokens > 0
-        self.completion_tokens = ct
-        self.prompt_tokens = meta.get("prompt_tokens", self.prompt_tokens)
-        if meta.get("cached_tokens") is not None:
-            self.cached_tokens = int(meta["cached_tokens"])
-        if meta.get("finish_reason"):
-            self.finished = True
-        if meta.get("spec_verify_ct") is not None:
-            self.spec = {k: v for k, v in meta.items() if k.startswith("spec_")}
-        return self.content
-
-    def incomplete_reason(self) -> str | None:
-        """Why a stream that ended is not a complete response, or None when it is."""
-        if self.error:
-            return f"server error in stream: {self.error}"
-        if not self.done:
-            return "stream ended without [DONE]"
-        if self.completion_tokens is None:
-            return "stream ended without token usage (server ignored stream_options.include_usage?)"
-        return None

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from loadgen.names import Api
+
 CONNECT_TIMEOUT_S = 10.0
 
 
@@ -20,7 +22,7 @@ class ClientConfig:
     """Where and how a sender sends: `base_url` + the API's path, extra `headers`, limits in seconds."""
 
     base_url: str
-    api: str
+    api: Api
     timeout_s: float = 600.0
     idle_timeout_s: float = 120.0
     headers: dict | None = None

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 from loadgen.client.config import CONNECT_TIMEOUT_S
 from loadgen.client.h1_connection import CONTINUE, Connection
+from loadgen.names import Outcome
 
 REUSE_IDLE_S = 4.0  # uvicorn (SGLang, vLLM) closes keep-alive connections idle for 5 s: never race it
 
@@ -43,7 +44,7 @@ class _Discard:
         if not self.fut.done():
             self.fut.set_result(True)
 
-    def fail(self, kind: str, message: str, now: int) -> None:
+    def fail(self, kind: Outcome, message: str, now: int) -> None:
         if not self.fut.done():
             self.fut.set_result(False)
 

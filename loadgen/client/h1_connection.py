@@ -24,6 +24,7 @@ from loadgen.client.h1_parse import (
     keep_alive_limits,
     parse_head,
 )
+from loadgen.names import Outcome
 
 HEAD, BODY, TRAILER, DRAIN, IDLE = range(5)
 CONTINUE, DONE, CLOSE = 0, 1, 2  # what a handler's body() asks for
@@ -81,7 +82,7 @@ class Connection(asyncio.Protocol):
             return
         where = "before the response head" if state == HEAD else "mid-body"
         reason = f"{type(exc).__name__}: {exc}" if exc else "server closed the connection"
-        handler.fail("connection_error", f"{reason} ({where})", now)
+        handler.fail(Outcome.CONNECTION_ERROR, f"{reason} ({where})", now)
 
     def data_received(self, data: bytes) -> None:
         now = monotonic_ns()
@@ -103,7 +104,7 @@ class Connection(asyncio.Protocol):
         self.last_rx_ns = 0
         if self.lost or self.transport.is_closing():  # a write would be dropped and nobody would answer
             now = monotonic_ns()
-            handler.fail("connection_error", "server closed the connection (before the request was sent)", now)
+            handler.fail(Outcome.CONNECTION_ERROR, "server closed the connection (before the request was sent)", now)
             return now
         self.handler = handler
         self.state = HEAD
@@ -271,4 +272,4 @@ class Connection(asyncio.Protocol):
         handler = self.handler
         self.abort()
         if handler is not None:
-            handler.fail("protocol_error", message, now)
+            handler.fail(Outcome.PROTOCOL_ERROR, message, now)

@@ -54,18 +54,15 @@ def keep_alive_limits(headers: dict[str, str]) -> tuple[float | None, bool]:
     value = headers.get("keep-alive")
     if not value:
         return None, True
-    timeout_s, more = None, True
+    params: dict[str, float] = {}  # a parameter given twice: the last one counts
     for part in value.split(","):
         name, _, number = part.strip().partition("=")
         try:
-            n = float(number)
+            params[name.lower()] = float(number)
         except ValueError:
             continue
-        if name.lower() == "timeout":
-            timeout_s = n
-        elif name.lower() == "max":
-            more = n > 1
-    return timeout_s, more
+    left = params.get("max")
+    return params.get("timeout"), left is None or left > 1
 
 
 def chunk_size(line: bytes) -> int:

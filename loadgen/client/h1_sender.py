@@ -26,6 +26,7 @@ from loadgen.client.config import ClientConfig, timeout_error
 from loadgen.client.h1 import Pool
 from loadgen.client.h1_connection import CLOSE, CONTINUE, DONE, Connection
 from loadgen.client.recorder import CANCELLED, END, ERROR_BODY_MAX, MORE, STOP, StreamRecorder, http_error, one_line
+from loadgen.names import Outcome
 from loadgen.record import Record
 
 monotonic_ns = time.monotonic_ns
@@ -47,7 +48,7 @@ class StreamHandler:
         self.status = 0
         self.error_body = b""
 
-    def resolve(self, result: tuple[str, str] | None, now: int) -> None:
+    def resolve(self, result: tuple[Outcome, str] | None, now: int) -> None:
         if not self.fut.done():
             self.rec.t_end_ns = now
             self.fut.set_result(result)
@@ -58,11 +59,11 @@ class StreamHandler:
 
     def end(self, now: int) -> None:
         if self.status != 200:
-            self.resolve(("http_error", http_error(self.status, self.error_body)), now)
+            self.resolve((Outcome.HTTP_ERROR, http_error(self.status, self.error_body)), now)
         else:
             self.resolve(None, now)
 
-    def fail(self, kind: str, message: str, now: int) -> None:
+    def fail(self, kind: Outcome, message: str, now: int) -> None:
         self.resolve((kind, one_line(message)), now)
 
     def _error_body(self, data: bytes, now: int) -> int:
@@ -96,7 +97,7 @@ class Watchdog:
 
     def fire(self, which: str, limit_s: float, now: int) -> None:
         self.conn.abort()
-        self.handler.resolve(("timeout", timeout_error(which, limit_s, self.handler.rec.chunks)), now)
+        self.handler.resolve((Outcome.TIMEOUT, timeout_error(which, limit_s, self.handler.rec.chunks)), now)
 
     def cancel(self) -> None:
         self.timer.cancel()
@@ -126,7 +127,7 @@ class Sender:
             return rec
         reused = conn.served > 0
         handler, result = await self._exchange(conn, request, rec)
-        if reused and result is not None and result[0] == "connection_error" and not conn.last_rx_ns:
+        if reused and result is not None and result[0] is Outcome.CONNECTION_ERROR and not conn.last_rx_ns:
             rec.retried_on_new_connection += 1
             rec.t_end_ns = 0
             conn = await self._connection(rec, self.pool.connect)
@@ -145,7 +146,7 @@ class Sender:
             result = await handler.fut
         except asyncio.CancelledError:
             conn.abort()
-            handler.recorder.finish("cancelled", CANCELLED)
+            handler.recorder.finish(Outcome.CANCELLED, CANCELLED)
             raise
         finally:
             watchdog.cancel()
@@ -157,15 +158,15 @@ class Sender:
         try:
             return await get()
         except asyncio.CancelledError:
-            self._finish(rec, "cancelled", CANCELLED)
+            self._finish(rec, Outcome.CANCELLED, CANCELLED)
             raise
         except TimeoutError:
-            self._finish(rec, "timeout", timeout_error("connect", self.pool.connect_timeout_s, 0))
+            self._finish(rec, Outcome.TIMEOUT, timeout_error("connect", self.pool.connect_timeout_s, 0))
         except OSError as exc:
-            self._finish(rec, "connection_error", one_line(f"{type(exc).__name__}: {exc}"))
+            self._finish(rec, Outcome.CONNECTION_ERROR, one_line(f"{type(exc).__name__}: {exc}"))
         return None
 
-    def _finish(self, rec: Record, outcome: str, error: str) -> None:
+    def _finish(self, rec: Record, outcome: Outcome, error: str) -> None:
         StreamRecorder(rec, self.cfg.api).finish(outcome, error)
 
 

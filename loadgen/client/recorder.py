@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import time
 
-from loadgen.client.api import StreamState
 from loadgen.client.sse import SseParser
+from loadgen.client.stream import StreamState
+from loadgen.names import Api, Outcome
 from loadgen.record import Record
 
 MORE, END, STOP = 0, 1, 2  # what `feed` says: read on; the answer is complete ([DONE]); stop (error event)
@@ -44,7 +45,7 @@ class StreamRecorder:
 
     __slots__ = ("rec", "state", "parser", "chunk_tokens", "last_token_ns")
 
-    def __init__(self, rec: Record, api: str):
+    def __init__(self, rec: Record, api: Api):
         self.rec = rec
         self.state = StreamState(api=api)
         self.parser = SseParser()
@@ -85,7 +86,7 @@ class StreamRecorder:
             self.last_token_ns, rec.chunks = last, rec.chunks + chunks
         return said
 
-    def finish(self, outcome: str | None, error: str | None) -> Record:
+    def finish(self, outcome: Outcome | None, error: str | None) -> Record:
         """End the record: `outcome` and `error` when the request failed, None to judge it by the stream.
         `t_end_ns` is now unless the sender has set it."""
         rec, state, chunk_tokens = self.rec, self.state, self.chunk_tokens
@@ -100,12 +101,12 @@ class StreamRecorder:
         if outcome is None:
             reason = state.incomplete_reason()
             if reason is None:
-                rec.outcome = "ok"
+                rec.outcome = Outcome.OK
                 if chunk_tokens is not None and sum(chunk_tokens) != state.completion_tokens:
                     # running counts disagree with the final usage: the final total wins, per-chunk data is dropped
                     rec.chunk_tokens = None
                 return rec
-            outcome = "protocol_error" if state.error is None else "http_error"
+            outcome = Outcome.PROTOCOL_ERROR if state.error is None else Outcome.HTTP_ERROR
             error = reason
         rec.outcome = outcome
         rec.error = error

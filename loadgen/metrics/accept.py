@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from loadgen.names import AcceptSource
 from loadgen.record import Record
 
 
@@ -32,6 +33,6 @@ def accept_length_best(ok: Sequence[Record]) -> dict:
     verify counts, else the chunk estimate (`accept_length_chunks`), else None with source None."""
     value = accept_length_per_request(ok)
     if value is not None:
-        return {"value": value, "source": "per_request"}
+        return {"value": value, "source": AcceptSource.PER_REQUEST}
     value = accept_length_chunks(ok)
-    return {"value": value, "source": "chunks" if value is not None else None}
+    return {"value": value, "source": AcceptSource.CHUNKS if value is not None else None}

@@ -28,6 +28,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from loadgen.names import EnergyMethod
+
 MAX_PRECISE_NS = 60_000_000  # a bracket this narrow holds one collection of any exporter refreshing slower
 ONE_COLLECTION = 0.9  # a bracket under 0.9 periods holds exactly one collection, whatever the phase
 STEADY_POWER = 0.02  # two power readings within 2 % of each other: the power held steady between them
@@ -148,7 +150,7 @@ def window_energy_j(gpu: dict, t0_ns: int, t1_ns: int) -> float | None:
     head, tail = gpu.get("edge_points_head"), gpu.get("edge_points_tail")
     if gpu.get("energy_j") is None or not head or not tail:
         return None
-    counter = gpu.get("energy_method") == "counter"
+    counter = gpu.get("energy_method") is EnergyMethod.COUNTER
     before = energy_before_j([tuple(p) for p in head], t0_ns, counter)
     after = energy_after_j([tuple(p) for p in tail], t1_ns, counter)
     if before is None or after is None:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from loadgen.metrics.energy_window import window_energy_j
+from loadgen.names import EnergyMethod
 
 EDGE_SNAPSHOTS = 8  # distinct readings kept at each end of the window, to cut its energy at the cell's edges
 STALE_AFTER_S = 2.0  # a reading unchanged this long means the exporter refreshes slower than we sample
@@ -153,9 +154,9 @@ class GpuPowerStats:
         covered_s = self.covered_s
         mean_w = self.integral_j / covered_s if covered_s > 0 and self.integral_j > 0 else self.p_last_w
         if self.e_readings >= 2:
-            energy_j, method = (self.e_done_mj + self.e_last_mj - self.e_first_mj) / 1000, "counter"
+            energy_j, method = (self.e_done_mj + self.e_last_mj - self.e_first_mj) / 1000, EnergyMethod.COUNTER
         elif self.n >= 2 and self.p_last_w is not None:
-            energy_j, method = self.integral_j, "integrated"
+            energy_j, method = self.integral_j, EnergyMethod.INTEGRATED
         else:
             energy_j, method = None, None
         return {
@@ -198,7 +199,7 @@ def summarize_power(source: str, per_gpu: list[dict[str, Any]], max_w_total: flo
         "max_w_total": max_w_total,
         "per_gpu": per_gpu,
         "energy_j": _sum_or_none([g["energy_j"] for g in per_gpu]),
-        "energy_method": methods.pop() if len(methods) == 1 else ("mixed" if methods else None),
+        "energy_method": methods.pop() if len(methods) == 1 else (EnergyMethod.MIXED if methods else None),
         "limit_w_total": limit_w_total,
         "power_fraction_of_limit": (mean_w_total / limit_w_total
                                     if mean_w_total is not None and limit_w_total else None),

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from loadgen.metrics.power import derive_power
 from loadgen.metrics.source_result import SourceResult
+from loadgen.names import AcceptSource
 
-# Best first: per-request server data, counter deltas, the windowed gauge, log lines, client chunks.
-ACCEPT_ORDER = ("per_request", "counters", "gauge", "log", "chunks")
 DISAGREE_RATIO = 0.10
 
 
@@ -43,7 +42,8 @@ def disagreement(per_source: dict[str, float], best: str) -> str | None:
 
 def accept_length(client_summary: dict, results: list[SourceResult]) -> dict:
     """{value, source, per_source, unavailable, disagreement}: value from the best available source in
-    ACCEPT_ORDER; `disagreement` names any source more than 10 % away from the best one (`disagreement`)."""
+    AcceptSource order (best first: per-request server data, counter deltas, the windowed gauge, log
+    lines, client chunks); `disagreement` names any source more than 10 % away from the best one (`disagreement`)."""
     per_source: dict[str, float] = {}
     unavailable: dict[str, str] = {}
     if client_summary.get("accept_length_per_request") is not None:
@@ -57,7 +57,7 @@ def accept_length(client_summary: dict, results: list[SourceResult]) -> dict:
                                  "tokens per chunk), so chunks do not show its verify steps")
     elif chunks is not None:
         per_source["chunks"] = chunks
-    best = next((s for s in ACCEPT_ORDER if s in per_source), None)
+    best = next((s for s in AcceptSource if s in per_source), None)
     out = {"value": per_source.get(best) if best else None, "source": best,
            "per_source": per_source, "unavailable": {k: v for k, v in unavailable.items() if k not in per_source}}
     far = disagreement(per_source, best) if best else None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from loadgen.names import AcceptSource
 from loadgen.results.cell_status import usable
 from loadgen.results.compare import Run, comparison
 
@@ -18,7 +19,6 @@ BUDGET_KEYS = ("speculative_ddtree_budget", "speculative_num_draft_tokens")
 BUDGET_PARAMS = ("budget", "ddtree_budget", "num_draft_tokens")
 TOPK_KEYS = ("speculative_eagle_topk",)
 TOPK_PARAMS = ("topk", "top_k")
-SOURCES = ("per_request", "counters", "gauge", "log", "chunks")
 
 
 def _number(*candidates):
@@ -134,7 +134,7 @@ def _spread(values: list[float]) -> tuple[float, float, float]:
 
 def accept_by_source(runs: list[Run]) -> dict[int, dict[str, dict[str, tuple[float, float, float]]]]:
     """{context: {config: {source: (mean, lowest, highest)}}}: each source's accept length over the
-    configuration's usable cells (closed and open loop) of that prompt length, sources in SOURCES order."""
+    configuration's usable cells (closed and open loop) of that prompt length, sources in AcceptSource order."""
     values: dict[int, dict[str, dict[str, list[float]]]] = {}
     for r in runs:
         for (ctx, _, _), cell in sorted(r.cells.items()):
@@ -147,7 +147,7 @@ def accept_by_source(runs: list[Run]) -> dict[int, dict[str, dict[str, tuple[flo
             for source, v in per.items():
                 if isinstance(v, (int, float)):
                     values.setdefault(ctx, {}).setdefault(r.name, {}).setdefault(source, []).append(float(v))
-    order = {s: i for i, s in enumerate(SOURCES)}
+    order = {s: i for i, s in enumerate(AcceptSource)}
     return {ctx: {name: {s: _spread(by[s]) for s in sorted(by, key=lambda s: order.get(s, len(order)))}
                   for name, by in configs.items()}
             for ctx, configs in sorted(values.items())}
@@ -156,7 +156,7 @@ def accept_by_source(runs: list[Run]) -> dict[int, dict[str, dict[str, tuple[flo
 def chosen_sources(runs: list[Run]) -> list[str]:
     """The sources the cells' accept length values came from (a table reader's "accept" column)."""
     found = {(c.get("accept_length") or {}).get("source") for r in runs for c in r.cells.values() if usable(c)}
-    return [s for s in SOURCES if s in found] + sorted(s for s in found - set(SOURCES) if s)
+    return [s.value for s in AcceptSource if s in found] + sorted(s for s in found - set(AcceptSource) if s)
 
 
 def _category_values(cell: dict) -> dict[str, float]:

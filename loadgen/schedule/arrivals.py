@@ -24,31 +24,45 @@ import random
 from collections.abc import Callable, Iterator
 from itertools import islice, pairwise
 
-LAWS = ("constant", "poisson", "gamma")
+from loadgen.names import ArrivalLaw
+
+Sampler = Callable[[], float]
 
 
-def gap_sampler(law: str, rate: float, rng: random.Random,
-                burstiness: float | None = None) -> Callable[[], float]:
+def _constant(rate: float, rng: random.Random, burstiness: float | None) -> Sampler:
+    return lambda: 1.0 / rate
+
+
+def _poisson(rate: float, rng: random.Random, burstiness: float | None) -> Sampler:
+    return lambda: rng.expovariate(rate)
+
+
+def _gamma(rate: float, rng: random.Random, burstiness: float | None) -> Sampler:
+    b = burstiness if burstiness is not None else 1.0
+    if not b > 0:
+        raise ValueError(f"burstiness must be > 0, got {b}")
+    scale = 1.0 / (rate * b)
+    return lambda: rng.gammavariate(b, scale)
+
+
+SAMPLERS: dict[ArrivalLaw, Callable[[float, random.Random, float | None], Sampler]] = {
+    ArrivalLaw.CONSTANT: _constant, ArrivalLaw.POISSON: _poisson, ArrivalLaw.GAMMA: _gamma}
+
+
+def gap_sampler(law: ArrivalLaw, rate: float, rng: random.Random, burstiness: float | None = None) -> Sampler:
     """A function drawing one inter-arrival gap (seconds) of `law` at `rate` requests/s."""
     if not rate > 0 or not math.isfinite(rate):
         raise ValueError(f"rate must be finite and > 0, got {rate}")
-    if law == "constant":
-        return lambda: 1.0 / rate
-    if law == "poisson":
-        return lambda: rng.expovariate(rate)
-    if law == "gamma":
-        b = burstiness if burstiness is not None else 1.0
-        if not b > 0:
-            raise ValueError(f"burstiness must be > 0, got {b}")
-        scale = 1.0 / (rate * b)
-        return lambda: rng.gammavariate(b, scale)
-    raise ValueError(f"unknown arrival law {law!r}; choose one of {', '.join(LAWS)}")
+    make = SAMPLERS.get(law)
+    if make is None:
+        raise ValueError(f"unknown arrival law {law!r}; choose one of {', '.join(ArrivalLaw)}")
+    return make(rate, rng, burstiness)
 
 
-def arrivals(law: str, rate: float, rng: random.Random, burstiness: float | None = None) -> Iterator[float]:
+def arrivals(law: ArrivalLaw, rate: float, rng: random.Random, burstiness: float | None = None) -> Iterator[float]:
     """Offsets (s) of an endless schedule: 0, g1, g1+g2, …; `constant` yields exactly i/rate."""
     gap = gap_sampler(law, rate, rng, burstiness)
-    if law == "constant":
+    if ArrivalLaw(law) is ArrivalLaw.CONSTANT:  # a law's name as a string is taken too
         i = 0
         while True:
             yield i / rate
@@ -59,13 +73,13 @@ def arrivals(law: str, rate: float, rng: random.Random, burstiness: float | None
         t += gap()
 
 
-def offsets_s(law: str, rate: float, n: int, rng: random.Random,
+def offsets_s(law: ArrivalLaw, rate: float, n: int, rng: random.Random,
               burstiness: float | None = None) -> list[float]:
     """The first `n` offsets of a schedule (see `arrivals`)."""
     return list(islice(arrivals(law, rate, rng, burstiness), n))
 
 
-def offsets_for_span_s(law: str, rate: float, span_s: float, rng: random.Random,
+def offsets_for_span_s(law: ArrivalLaw, rate: float, span_s: float, rng: random.Random,
                        burstiness: float | None = None, lead: int = 0) -> list[float]:
     """The first `lead` offsets (warmup), then every further offset o with o − o_lead < span_s.
 
@@ -114,7 +128,7 @@ def ramp_inverse(r0: float, r1: float, duration_s: float, u: float) -> float:
     return 2.0 * u / (r0 + math.sqrt(r0 * r0 + 2.0 * u * (r1 - r0) / duration_s))
 
 
-def ramp_offsets_s(law: str, r0: float, r1: float, duration_s: float, rng: random.Random,
+def ramp_offsets_s(law: ArrivalLaw, r0: float, r1: float, duration_s: float, rng: random.Random,
                    burstiness: float | None = None) -> list[float]:
     """Offsets (s) of a linear ramp from r0 to r1 req/s over `duration_s` (see the module docstring)."""
     if not (r0 >= 0 and r1 > r0 and duration_s > 0):

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from loadgen.names import Engine
+
 
 @dataclass
 class SimConfig:
     model: str = "Kimi-K2.6-sim"
     context_length: int = 32768  # prompt + output tokens a request may hold
     api_key: str | None = None  # required as 'Authorization: Bearer KEY' on /v1/* and /generate when set
-    engine_name: str = "sglang"  # "sglang", "vllm" or "llamacpp": metric names, info routes, stream shape
+    engine_name: Engine = Engine.SGLANG  # the engine imitated: metric names, info routes, stream shape
     log_file: str | None = None  # --log-file: the llama.cpp imitation writes its per-request lines there
     per_token_events: bool = False  # one SSE event per token, a step's events back to back (sim/per_token.py)

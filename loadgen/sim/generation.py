@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 
+from loadgen.names import Outcome
 from loadgen.sim.engine import Engine, SimRequest
 from loadgen.sim.metrics import TtftHistogram
 from loadgen.sim.render import spec_details
@@ -80,7 +81,7 @@ class Generations:
         got = 0
         while got < req.max_tokens:
             got += await req.queue.get()
-        self._end(truth, req, "ok")
+        self._end(truth, req, Outcome.OK)
 
     async def stream(self, request: web.Request, req: SimRequest, api: str, events: Events) -> web.StreamResponse:
         """Open the SSE response, submit `req`, write `events(resp)`, then [DONE]. A client that goes away
@@ -99,7 +100,7 @@ class Generations:
             self.engine.abort(req)
             self._end(truth, req, "client_disconnected")
             raise
-        self._end(truth, req, "ok")
+        self._end(truth, req, Outcome.OK)
         return resp
 
     # ---- truth -------------------------------------------------------------------------------------------
@@ -116,6 +117,7 @@ class Generations:
         truth["chunk_tokens"].append(k)
 
     def _end(self, truth: dict, req: SimRequest, outcome: str) -> None:
+        """`outcome`: Outcome.OK, or the truth's word for a request the client left (client_disconnected)."""
         truth.update(t_end_ns=time.monotonic_ns(), verify_ct=req.verify_ct, completion_tokens=req.generated,
                      prompt_tokens=req.prompt_tokens, cached_tokens=req.cached_tokens,
                      outcome=outcome, budget=self.engine.spec.budget, prompt_kind=req.kind, prompt=req.prompt,
@@ -124,6 +126,6 @@ class Generations:
             truth["t_first_chunk_ns"] = truth["chunk_times_ns"][0]
         if self.hooks is not None:
             truth.update(self.hooks.truth_fields())
-        if self.latency is not None and outcome == "ok":
+        if self.latency is not None and outcome is Outcome.OK:
             self.latency.observe_end(truth, req.t_admitted_ns)
         self.truth.write(truth)

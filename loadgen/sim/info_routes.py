@@ -12,6 +12,7 @@ import uuid
 
 from aiohttp import web
 
+from loadgen.names import Engine as EngineName
 from loadgen.sim import tokenizer
 from loadgen.sim.config import SimConfig
 from loadgen.sim.engine import Engine, SimRequest
@@ -35,9 +36,9 @@ class InfoRoutes:
         router.add_get("/server_info", self.get_server_info)
         router.add_get("/get_server_info", self.get_server_info)
         router.add_get("/model_info", self.model_info)
-        if self.cfg.engine_name == "vllm":
+        if self.cfg.engine_name is EngineName.VLLM:
             router.add_get("/version", self.version)
-        if self.cfg.engine_name != "llamacpp":  # llama-server's own /tokenize is in sim/llamacpp.py
+        if self.cfg.engine_name is not EngineName.LLAMACPP:  # llama-server's own /tokenize is in sim/llamacpp.py
             router.add_post("/v1/tokenize", self.tokenize)
             router.add_post("/tokenize", self.tokenize)
         router.add_route("*", "/flush_cache", self.flush_cache)
@@ -82,7 +83,7 @@ class InfoRoutes:
             "root": self.cfg.model, "parent": None, "max_model_len": self.cfg.context_length}]})
 
     async def get_server_info(self, request: web.Request) -> web.Response:
-        if self.cfg.engine_name != "sglang":
+        if self.cfg.engine_name is not EngineName.SGLANG:
             raise web.HTTPNotFound()
         return json_response(self.server_info())
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from loadgen.aio import install_uvloop
+from loadgen.names import Engine as EngineName
 from loadgen.sim import faults
 from loadgen.sim.arrival import stamp_arrivals
 from loadgen.sim.config import SimConfig
@@ -35,9 +36,10 @@ async def serve(args: argparse.Namespace) -> None:
     engine = _engine(args, gpus)
     truth = TruthLog(args.truth)
     closer = closer_from_args(args, truth)
-    server = SimServer(engine, _sim_config(args), truth, hooks=faults.hooks_from_args(args, engine, truth),
-                       closer=closer)
-    decode_log = _decode_log(engine, args.log_file) if args.engine != "llamacpp" else None  # it logs per request
+    cfg = _sim_config(args)
+    server = SimServer(engine, cfg, truth, hooks=faults.hooks_from_args(args, engine, truth), closer=closer)
+    per_request = cfg.engine_name is EngineName.LLAMACPP  # llama-server logs per request, not per batch
+    decode_log = None if per_request else _decode_log(engine, args.log_file)
     app = server.app()
     dcgm = None if gpus is None else await _serve_dcgm(gpus, args)
     # Freeze what start-up made: a full collection over it (15-25 ms) would otherwise stall the first burst of
@@ -69,7 +71,7 @@ def _engine(args: argparse.Namespace, gpus) -> Engine:
 def _sim_config(args: argparse.Namespace) -> SimConfig:
     api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
     return SimConfig(model=args.model, context_length=args.context_length, api_key=api_key,
-                     engine_name=args.engine, per_token_events=args.per_token_events, log_file=args.log_file)
+                     engine_name=EngineName(args.engine), per_token_events=args.per_token_events, log_file=args.log_file)
 
 
 def _decode_log(engine: Engine, path: str | None):

@@ -11,6 +11,7 @@ import time
 
 from aiohttp import web
 
+from loadgen.names import Engine as EngineName
 from loadgen.sim.arrival import take_arrival
 from loadgen.sim.config import SimConfig
 from loadgen.sim.engine import Engine
@@ -38,10 +39,10 @@ class SimServer:
         latency = ServerLatency()
         ttft = latency.ttft
         generations = Generations(engine, cfg.context_length, truth, ttft, hooks, latency=latency)
-        llama = llamacpp_parts(engine, cfg, generations) if cfg.engine_name == "llamacpp" else None
+        llama = llamacpp_parts(engine, cfg, generations) if cfg.engine_name is EngineName.LLAMACPP else None
         self.metrics = MetricsEndpoint(llama.collector if llama else _collector(engine, cfg, latency))
         self.routes = [*([llama.routes] if llama else []), InfoRoutes(engine, cfg, started_at_s=time.time()),
-                       OpenAIRoutes(generations, cfg.model, spec_details=cfg.engine_name == "sglang",
+                       OpenAIRoutes(generations, cfg.model, spec_details=cfg.engine_name is EngineName.SGLANG,
                                     per_token_events=cfg.per_token_events, wire=llama.wire if llama else None),
                        GenerateRoute(generations)]
 
@@ -71,6 +72,8 @@ class SimServer:
 
 
 def _collector(engine: Engine, cfg: SimConfig, latency: ServerLatency):
-    if cfg.engine_name == "vllm":
-        return VllmCollector(engine, cfg.model, latency.ttft)
-    return SglangCollector(engine, cfg.model, latency.ttft, latency=latency)
+    match cfg.engine_name:
+        case EngineName.VLLM:
+            return VllmCollector(engine, cfg.model, latency.ttft)
+        case _:
+            return SglangCollector(engine, cfg.model, latency.ttft, latency=latency)

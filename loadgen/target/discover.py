@@ -12,9 +12,9 @@ import orjson
 from loadgen.client.api import PATHS, RequestOptions, build_body
 from loadgen.client.recorder import one_line
 from loadgen.errors import ServerError, UsageError
+from loadgen.names import Api, Engine
 from loadgen.redact import redact
 from loadgen.target.engine_detect import detect_from_metrics
-from loadgen.target.llamacpp import ENGINE as LLAMACPP
 from loadgen.target.llamacpp import HOW_KNOWN, llamacpp_server_info, read_props, recognised_by
 
 PROBE_TRIES = 3
@@ -29,12 +29,15 @@ SPEC_KEYS = ("speculative_algorithm", "speculative_ddtree_budget", "speculative_
 @dataclass
 class Target:
     url: str
-    api: str
+    api: Api
     model: str
-    engine: str = "openai"
+    engine: str = "openai"  # an Engine's name, or "openai" for a server not recognised
     server_info: dict = field(default_factory=dict)
     max_model_len: int | None = None
     tokenize_path: str | None = None
+
+    def __post_init__(self) -> None:
+        self.api = Api(self.api)  # a caller may name it by its string
 
     def spec_settings(self) -> dict:
         return {k: self.server_info[k] for k in SPEC_KEYS if self.server_info.get(k) is not None}
@@ -125,7 +128,7 @@ async def _detect_llamacpp(session: aiohttp.ClientSession, target: Target, model
                            props: dict | None = None) -> bool:
     if not marks:
         return False
-    target.engine = LLAMACPP
+    target.engine = Engine.LLAMACPP
     target.server_info = await llamacpp_server_info(session, target.url, models, target.model, marks, props)
     target.max_model_len = target.max_model_len or target.server_info.get("context_length")
     return True
@@ -141,7 +144,7 @@ async def _detect_engine(session: aiohttp.ClientSession, target: Target, models=
         except (TimeoutError, aiohttp.ClientError):
             continue
         if status == 200 and isinstance(info, dict):
-            target.engine = "sglang"
+            target.engine = Engine.SGLANG
             target.server_info = info
             if not target.max_model_len and info.get("context_length"):
                 target.max_model_len = int(info["context_length"])
@@ -149,7 +152,7 @@ async def _detect_engine(session: aiohttp.ClientSession, target: Target, models=
     try:
         status, info = await get_json(session, target.url + "/version")
         if status == 200 and isinstance(info, dict) and "version" in info:
-            target.engine = "vllm"
+            target.engine = Engine.VLLM
             target.server_info = info
             return
     except (TimeoutError, aiohttp.ClientError):
@@ -241,11 +244,9 @@ async def probe_prompt_tokens(session: aiohttp.ClientSession, target: Target, te
         what = f"HTTP {status}: {snippet}" if status else snippet
         raise UsageError(f"a 1-token probe request to {path} failed ({what}); check that the server can "
                          "generate (e.g. /health_generate answers 200), then run again")
+    counts = "meta_info" if target.api is Api.SGLANG_GENERATE else "usage"  # where the answer counts tokens
     try:
-        obj = orjson.loads(raw)
-        meta = obj["meta_info"] if target.api == "sglang-generate" else obj["usage"]
-        return int(meta["prompt_tokens"])
+        return int(orjson.loads(raw)[counts]["prompt_tokens"])
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-        where = "meta_info.prompt_tokens" if target.api == "sglang-generate" else "usage.prompt_tokens"
-        raise UsageError(f"the probe answer from {path} has no {where} ({snippet[:80]}); is --api "
+        raise UsageError(f"the probe answer from {path} has no {counts}.prompt_tokens ({snippet[:80]}); is --api "
                          f"{target.api} the right API for this server?") from None

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import aiohttp
 
-PREFIXES = (("sglang:", "sglang"), ("vllm:", "vllm"), ("llamacpp:", "llamacpp"))
+from loadgen.names import Engine
+
+PREFIXES = tuple((f"{engine}:", engine) for engine in Engine)  # sglang:, vllm:, llamacpp:
 
 
-def engine_from_metrics(text: str) -> str | None:
+def engine_from_metrics(text: str) -> Engine | None:
     """'sglang', 'vllm' or 'llamacpp' from the first sample line whose name has an engine prefix; None otherwise."""
     for line in text.splitlines():
         if not line or line.startswith("#"):
@@ -23,7 +25,7 @@ def engine_from_metrics(text: str) -> str | None:
     return None
 
 
-async def detect_from_metrics(session: aiohttp.ClientSession, url: str) -> str | None:
+async def detect_from_metrics(session: aiohttp.ClientSession, url: str) -> Engine | None:
     """'sglang', 'vllm' or 'llamacpp' from the metric names at `<url>/metrics`; None when it does not answer or names none."""
     try:
         async with session.get(url + "/metrics", timeout=aiohttp.ClientTimeout(total=10)) as resp:

@@ -17,9 +17,9 @@ from __future__ import annotations
 import aiohttp
 import orjson
 
+from loadgen.names import Engine
 from loadgen.target.launch_args import local_llamacpp_settings
 
-ENGINE = "llamacpp"
 SERVER_HEADER = "llama.cpp"
 PROPS_KEPT = ("build_info", "model_path", "model_alias", "model_ftype", "chat_template")
 # how the settings were learnt, not what they are: left out of the fingerprint (a proxy may hide the header)
@@ -32,7 +32,7 @@ def recognised_by(models: dict | None, server_header: str | None) -> list[str]:
     if server_header and server_header.strip().lower().startswith(SERVER_HEADER):
         marks.append("Server header")
     entries = (models or {}).get("data") if isinstance(models, dict) else None
-    if any(isinstance(m, dict) and m.get("owned_by") == ENGINE for m in entries or []):
+    if any(isinstance(m, dict) and m.get("owned_by") == Engine.LLAMACPP for m in entries or []):
         marks.append("owned_by")
     return marks
 

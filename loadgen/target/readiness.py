@@ -26,6 +26,7 @@ import orjson
 from loadgen.client.aiohttp_sender import send
 from loadgen.client.api import RequestOptions, build_body
 from loadgen.client.config import ClientConfig
+from loadgen.names import Phase
 from loadgen.record import CellKey, Record
 from loadgen.target.llamacpp import llamacpp_identity
 
@@ -136,7 +137,7 @@ class _Gate:
         opts = RequestOptions(model=self.model or "", max_tokens=1, ignore_eos=False, spec_details=False)
         for i in range(self.successes):
             prompt = f"Readiness probe {uuid.uuid4().hex}. Reply with one word."
-            rec = Record(run_id="readiness", cell=CellKey(0, 1), seq=i, phase="warmup",
+            rec = Record(run_id="readiness", cell=CellKey(0, 1), seq=i, phase=Phase.WARMUP,
                          request_id=f"readiness-{uuid.uuid4().hex[:12]}", t_intended_ns=time.monotonic_ns())
             await send(self.session, ccfg, build_body(self.api, prompt, opts), rec)
             if rec.ok and (rec.completion_tokens or 0) >= 1:

@@ -37,6 +37,7 @@ import aiohttp
 from loadgen.aio import cancel_and_wait
 from loadgen.metrics.energy_window import MAX_PRECISE_NS, collection_times, refresh_period_ns
 from loadgen.metrics.power import STALE_AFTER_S, GpuPowerStats, summarize_power
+from loadgen.names import EnergyMethod
 from loadgen.telemetry.base import PeriodicSampler, SourceResult
 from loadgen.telemetry.dcgm_format import ENERGY, ENFORCED_LIMIT, MGMT_LIMIT, POWER, parse_dcgm
 
@@ -253,7 +254,7 @@ def _staleness_warnings(node: _Node, gpus: list[_Gpu]) -> list[str]:
 
 def _energy_warnings(node: _Node, gpus: list[_Gpu]) -> list[str]:
     out = []
-    integrated = [g for g in gpus if g.stats.figures()["energy_method"] == "integrated"]
+    integrated = [g for g in gpus if g.stats.figures()["energy_method"] is EnergyMethod.INTEGRATED]
     if integrated:
         every_s = integrated[0].stats.covered_s / max(1, integrated[0].stats.n - 1)
         out.append(

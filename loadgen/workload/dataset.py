@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from loadgen.client.api import RequestOptions, build_body
+from loadgen.names import Api, DatasetFormat, PrefixCache
 from loadgen.record import CellKey
 from loadgen.target.discover import TokenCounter
 from loadgen.workload.corpus import seeded_rng
@@ -25,7 +26,7 @@ from loadgen.workload.textfile import BadRow, WorkloadError, check_bad_rows, rea
 @dataclass
 class Dataset:
     path: str
-    format: str
+    format: DatasetFormat
     rows: list[DatasetRow]
     bad: list[BadRow] = field(default_factory=list)
 
@@ -38,7 +39,7 @@ class Dataset:
 
     @property
     def chat(self) -> bool:
-        return self.format != "prompt"
+        return self.format is not DatasetFormat.PROMPT
 
 
 def load_dataset(path: str, category_field: str = "category", max_bad_rows: int = 0,
@@ -50,13 +51,13 @@ def load_dataset(path: str, category_field: str = "category", max_bad_rows: int 
     return Dataset(path, fmt, rows, bad)
 
 
-def check_api(ds: Dataset, api: str) -> str | None:
+def check_api(ds: Dataset, api: Api) -> str | None:
     """How the rows meet the API: None when they fit, a note when prompt rows are wrapped as chat turns;
     WorkloadError when chat rows would lose their turns."""
-    if ds.chat and api != "openai-chat":
+    if ds.chat and api is not Api.OPENAI_CHAT:
         raise WorkloadError(f"--dataset {ds.path} holds chat turns ({FORMATS[ds.format]}); they go to the chat "
                             f"API with their turns intact: use --api openai-chat (not {api})")
-    if not ds.chat and api == "openai-chat":
+    if not ds.chat and api is Api.OPENAI_CHAT:
         return "prompt rows are sent to the chat API as one user turn each (use --api openai-completions or " \
                "sglang-generate to send them as plain prompts)"
     return None
@@ -69,10 +70,10 @@ class DatasetPrompts:
     run_id: str
     seed: int
     model: str
-    api: str
+    api: Api
     dataset: Dataset
     counter: TokenCounter | None
-    prefix_cache: str = "unique"
+    prefix_cache: PrefixCache = PrefixCache.UNIQUE
     ignore_eos: bool | None = None  # None: on for rows that give an output length, off for the others
     overhead_tokens: int = 0
     chars_per_token: float = 4.0
@@ -132,7 +133,7 @@ class DatasetPrompts:
         load = cell.concurrency if cell.request_rate is None else f"{cell.concurrency}r{cell.request_rate:g}"
         bodies, categories = [], []
         for seq, row in enumerate(self.order(cell, n)):
-            tag = unique_prefix(self.run_id, cell.context_tokens, load, seq) if self.prefix_cache == "unique" else ""
+            tag = unique_prefix(self.run_id, cell.context_tokens, load, seq) if self.prefix_cache is PrefixCache.UNIQUE else ""
             given = row.max_tokens is not None or row.reference is not None
             row_opts = dataclasses.replace(opts, max_tokens=self.output_tokens(row, opts.max_tokens),
                                            ignore_eos=given if self.ignore_eos is None else self.ignore_eos)

@@ -17,10 +17,11 @@ from dataclasses import dataclass
 
 import orjson
 
+from loadgen.names import DatasetFormat
 from loadgen.workload.textfile import BadRow
 
-FORMATS = {"openai-chat": "OpenAI chat JSONL (messages)", "sharegpt": "ShareGPT (conversations)",
-           "prompt": "prompt JSONL (prompt/text)"}
+FORMATS = {DatasetFormat.OPENAI_CHAT: "OpenAI chat JSONL (messages)", DatasetFormat.SHAREGPT: "ShareGPT (conversations)",
+           DatasetFormat.PROMPT: "prompt JSONL (prompt/text)"}
 HUMAN = ("human", "user")
 GPT = ("gpt", "assistant", "chatgpt", "model", "bard", "bing")
 
@@ -47,13 +48,13 @@ class RowError(ValueError):
     pass
 
 
-def row_format(obj: dict) -> str:
+def row_format(obj: dict) -> DatasetFormat:
     if "messages" in obj:
-        return "openai-chat"
+        return DatasetFormat.OPENAI_CHAT
     if "conversations" in obj:
-        return "sharegpt"
+        return DatasetFormat.SHAREGPT
     if "prompt" in obj or "text" in obj:
-        return "prompt"
+        return DatasetFormat.PROMPT
     raise RowError("no prompt field (expected messages, conversations, or prompt/text)")
 
 
@@ -103,7 +104,7 @@ def _category(obj: dict, field: str) -> str | None:
     return str(value)
 
 
-def parse_row(obj, line: int, fmt: str | None, category_field: str) -> DatasetRow:
+def parse_row(obj, line: int, fmt: DatasetFormat | None, category_field: str) -> DatasetRow:
     """One row of format `fmt` (None: the row's own), or RowError with the reason."""
     if not isinstance(obj, dict):
         raise RowError("not a JSON object")
@@ -111,11 +112,12 @@ def parse_row(obj, line: int, fmt: str | None, category_field: str) -> DatasetRo
     if fmt is not None and kind != fmt:
         raise RowError(f"a {kind} row in a {fmt} file")
     common = {"line": line, "max_tokens": _max_tokens(obj), "category": _category(obj, category_field)}
-    if kind == "openai-chat":
-        return DatasetRow(messages=_messages(obj["messages"]), **common)
-    if kind == "sharegpt":
-        msgs, answer = _sharegpt(obj["conversations"])
-        return DatasetRow(messages=msgs, reference=answer, **common)
+    match kind:
+        case DatasetFormat.OPENAI_CHAT:
+            return DatasetRow(messages=_messages(obj["messages"]), **common)
+        case DatasetFormat.SHAREGPT:
+            msgs, answer = _sharegpt(obj["conversations"])
+            return DatasetRow(messages=msgs, reference=answer, **common)
     text = obj.get("prompt", obj.get("text"))
     if not isinstance(text, str) or not text.strip():
         raise RowError("empty prompt")
@@ -156,7 +158,7 @@ def _list_items(text: str) -> list[tuple[int, object]]:
         i = end
 
 
-def parse_rows(text: str, category_field: str) -> tuple[str | None, list[DatasetRow], list[BadRow]]:
+def parse_rows(text: str, category_field: str) -> tuple[DatasetFormat | None, list[DatasetRow], list[BadRow]]:
     """(format, usable rows, bad rows) of a dataset file's text."""
     items, bad = json_objects(text)
     listed = text.lstrip().startswith("[")

@@ -12,6 +12,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from loadgen.client.api import RequestOptions, build_body
+from loadgen.names import Api
 from loadgen.record import CellKey
 from loadgen.target.discover import TokenCounter
 from loadgen.workload.corpus import Corpus, seeded_rng
@@ -29,7 +30,7 @@ class PromptBuilder:
     counter: TokenCounter | None  # the server's tokenizer (workload.tokenizers.find_tokenizer), None without one
     overhead_tokens: int = 0  # the chat template's tokens, measured by the probe
     chars_per_token: float = 4.0  # without a tokenizer: measured by the probe
-    api: str = "openai-chat"
+    api: Api = Api.OPENAI_CHAT
     sizing: dict = field(default_factory=dict)  # exact or estimated, counted by what (workload.tokenizers)
     context_spreads: dict = field(default_factory=dict)  # prompt length → LengthSpread (workload.lengths)
     output_spread: LengthSpread | None = None

@@ -22,6 +22,7 @@ import aiohttp
 import orjson
 
 from loadgen.errors import ServerError
+from loadgen.names import Api
 from loadgen.target.discover import Target, TokenCounter
 
 PARALLEL = 8  # llama.cpp counts one text per request; a few at a time keep sizing short without crowding it
@@ -39,7 +40,7 @@ class LlamaCppCounter:
         self.target = target
         self.chat_path = chat_path
         self.add_special = add_special
-        self.whole_request = chat_path is not None or (target.api != "openai-chat" and add_special)
+        self.whole_request = chat_path is not None or (target.api is not Api.OPENAI_CHAT and add_special)
         self._gate = asyncio.Semaphore(PARALLEL)
 
     @property
@@ -117,10 +118,11 @@ async def find_tokenizer(session: aiohttp.ClientSession, target: Target, whole_r
         return None
     if not whole_request:
         return LlamaCppCounter(session, target, add_special=False)
-    chat_path = await _llama_chat_path(session, target) if target.api == "openai-chat" else None
-    if target.api == "openai-chat" and chat_path is None:
+    chat = target.api is Api.OPENAI_CHAT
+    chat_path = await _llama_chat_path(session, target) if chat else None
+    if chat and chat_path is None:
         return LlamaCppCounter(session, target, add_special=False)  # the probe measures the template
-    return LlamaCppCounter(session, target, chat_path=chat_path, add_special=target.api != "sglang-generate")
+    return LlamaCppCounter(session, target, chat_path=chat_path, add_special=target.api is not Api.SGLANG_GENERATE)
 
 
 def sizing_description(counter, overhead_tokens: int, template_tokens: int | None) -> dict:
@@ -131,7 +133,7 @@ def sizing_description(counter, overhead_tokens: int, template_tokens: int | Non
                        "{prompt} with a count, llama.cpp /tokenize {content})"}
     name = getattr(counter, "name", f"{counter.target.tokenize_path} (count)")
     whole = bool(getattr(counter, "whole_request", False))
-    if template_tokens is None and not (whole and counter.target.api != "openai-chat"):
+    if template_tokens is None and not (whole and counter.target.api is not Api.OPENAI_CHAT):
         template_tokens = overhead_tokens  # measured by the probe: the template's (and BOS's) cost
     return {"exact": True, "estimated": False, "counted_by": name, "whole_request": whole,
             "template_tokens": template_tokens}

@@ -1,0 +1,264 @@
+"""Reading one request's streamed events: one small state machine per request, of its API's class, tested with
+tables of inputs.
+
+Token counts always come from the server, wherever it puts them: OpenAI routes carry `usage` (running usage in
+every chunk when the server honours `continuous_usage_stats`; else a final usage chunk with `choices: []`, or
+the finish chunk itself, as llama.cpp's `/v1/completions` does), and llama.cpp adds `timings` (`predicted_n`,
+`prompt_n`, `cache_n`, `draft_n`, `draft_n_accepted`) beside it; SGLang's `/generate` carries a cumulative
+`meta_info.completion_tokens` in every event. A usage that arrives after content events without counts is
+a total, not a running count. Cached prompt tokens come from `usage.prompt_tokens_details.cached_tokens`
+(llama.cpp, vLLM, SGLang with its cache report), `timings.cache_n` or `meta_info.cached_tokens`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import orjson
+
+from loadgen.names import Api
+
+
+class ProtocolError(ValueError):
+    """The server sent something that is not the API's stream format (a `ValueError`, which is what
+    `loadgen.client.h1_connection` expects of a body reader given bytes it cannot read)."""
+
+
+@dataclass(slots=True)
+class StreamState:
+    """Reads one request's events in order.
+
+    After each `feed`, `new_tokens` is the number of tokens the event added (0 for events without content;
+    None when the server gives no running count, in which case only the final total is known) and
+    `content` tells whether the event carried generated text (the TTFT event is the first with content).
+
+    `StreamState(api=…)` is an instance of the API's own class (`STATES`): the event reader is chosen once, when
+    the request's state is made, and each class's `feed` reads an event without asking which API it speaks. The
+    few lines the three `feed`s share (the JSON of the event) are written out in each: a call per event to share
+    them would cost more than the test of the API they replace.
+    """
+
+    api: Api
+    done: bool = False
+    finished: bool = False  # a finish_reason was seen
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    spec: dict | None = None
+    cached_tokens: int | None = None
+    error: str | None = None
+    content: bool = False
+    new_tokens: int | None = 0
+    _running_tokens: int = 0
+    _uncounted: bool = False  # a content event came without a running count: a later usage is a total
+    running_counts: bool = field(default=False)
+
+    def __new__(cls, api: Api, *args, **kwargs):
+        return object.__new__(STATES[api] if cls is StreamState else cls)
+
+    def feed(self, payload: bytes) -> bool:
+        """Read one event; returns `content` (so a caller's loop needs no attribute read for it).
+
+        Runs once per event, so each API's `feed` holds its common case inline (the event's JSON, then an OpenAI
+        chunk with choices or a `/generate` event with meta_info); error objects are looked for only in events
+        that are not chunks (no choices / no meta_info), where servers put them. Every branch sets `content` and
+        `new_tokens` once; events that set `done` or `error` never carry content."""
+        raise NotImplementedError
+
+    def _done(self) -> bool:
+        self.content, self.new_tokens, self.done = False, 0, True
+        return False
+
+    def _no_choices(self, obj: dict, choices) -> bool:
+        """An OpenAI event without choices: an error object, SGLang's spec details or the final usage."""
+        if not self._error(obj):
+            self._feed_openai_meta(obj, choices)
+        return False
+
+    def _feed_counted(self, obj: dict, usage: dict | None, text: bool) -> bool:
+        """A chunk with choices and usage (or timings): a running count, or, after content without counts
+        (llama.cpp's finish chunk), the request's totals."""
+        if usage is not None and not (self._uncounted or self.finished) and "timings" not in obj:
+            ct = usage.get("completion_tokens")
+            if ct is not None:  # a running count mid-stream, the common event: the totals come at the end
+                new = self.new_tokens = ct - self._running_tokens
+                self.running_counts, self._running_tokens = True, ct
+                self.completion_tokens = ct
+                content = self.content = text or new > 0
+                return content
+        self._totals(obj, usage)
+        ct = usage.get("completion_tokens") if usage else None
+        if ct is None or self._uncounted:
+            self._uncounted = self._uncounted or text
+            self.content, self.new_tokens = text, (None if text else 0)
+            return text
+        new = self.new_tokens = ct - self._running_tokens
+        self.running_counts, self._running_tokens = True, ct
+        content = self.content = text or new > 0
+        return content
+
+    def _totals(self, obj: dict, usage: dict | None) -> None:
+        """The counts of a usage object and of llama.cpp's `timings`; usage wins where both give one."""
+        timings = obj.get("timings")
+        if isinstance(timings, dict):
+            self._timings(timings)
+        if not usage:
+            return
+        if usage.get("prompt_tokens") is not None:
+            self.prompt_tokens = usage["prompt_tokens"]
+        if usage.get("completion_tokens") is not None:
+            self.completion_tokens = usage["completion_tokens"]
+        details = usage.get("prompt_tokens_details")
+        if isinstance(details, dict) and details.get("cached_tokens") is not None:
+            self.cached_tokens = int(details["cached_tokens"])
+
+    def _timings(self, t: dict) -> None:
+        """llama.cpp's per-request `timings`: counts where usage gave none, and the draft tokens (`draft_n`
+        proposed, `draft_n_accepted` accepted) as the request's speculative details."""
+        if self.completion_tokens is None and t.get("predicted_n") is not None:
+            self.completion_tokens = int(t["predicted_n"])
+        if self.prompt_tokens is None and t.get("prompt_n") is not None:
+            self.prompt_tokens = int(t["prompt_n"]) + int(t.get("cache_n") or 0)
+        if self.cached_tokens is None and t.get("cache_n") is not None:
+            self.cached_tokens = int(t["cache_n"])
+        if t.get("draft_n") is not None:
+            self.spec = {"draft_n": int(t["draft_n"]), "draft_n_accepted": int(t.get("draft_n_accepted") or 0)}
+
+    def _error(self, obj: dict) -> bool:
+        """An error object sent as an event (`{"error": ...}`, or OpenAI's `{"object": "error", ...}`)."""
+        err = obj.get("error")
+        if not err and obj.get("object") != "error":
+            return False
+        self.content, self.new_tokens = False, 0
+        if err:
+            self.error = str(err.get("message", err) if isinstance(err, dict) else err)[:300]
+        else:
+            self.error = str(obj.get("message", "error"))[:300]
+        return True
+
+    def _feed_openai_meta(self, obj: dict, choices) -> None:
+        """An OpenAI event without choices: SGLang's spec details or the final usage (no `choices` key at all
+        is a protocol error)."""
+        self.content, self.new_tokens = False, 0
+        if choices is None:
+            raise ProtocolError(f"event has no 'choices': {orjson.dumps(obj)[:120]!r}")
+        sglext = obj.get("sglext")
+        if sglext and sglext.get("spec_tokens_details") is not None:
+            details = sglext["spec_tokens_details"]
+            self.spec = details[0] if isinstance(details, list) else details
+        self._totals(obj, obj.get("usage"))
+
+    def incomplete_reason(self) -> str | None:
+        """Why a stream that ended is not a complete response, or None when it is."""
+        if self.error:
+            return f"server error in stream: {self.error}"
+        if not self.done:
+            return "stream ended without [DONE]"
+        if self.completion_tokens is None:
+            return "stream ended without token usage (server ignored stream_options.include_usage?)"
+        return None
+
+
+def _bad_event(payload: bytes, what: str) -> ProtocolError:
+    return ProtocolError(f"event is not {what}: {payload[:120]!r}")
+
+
+@dataclass(slots=True)
+class ChatState(StreamState):
+    """`/v1/chat/completions`: the text is the first choice's `delta` (its content or reasoning)."""
+
+    def feed(self, payload: bytes) -> bool:
+        if payload == b"[DONE]":
+            return self._done()
+        try:
+            obj = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            raise _bad_event(payload, "JSON") from None
+        if type(obj) is not dict:
+            raise _bad_event(payload, "a JSON object")
+        choices = obj.get("choices")
+        if not choices:
+            return self._no_choices(obj, choices)
+        choice = choices[0]
+        delta = choice.get("delta")
+        text = bool(delta and (delta.get("content") or delta.get("reasoning_content")))
+        if choice.get("finish_reason"):
+            self.finished = True
+        usage = obj.get("usage")
+        if usage or "timings" in obj:
+            return self._feed_counted(obj, usage, text)
+        self._uncounted = self._uncounted or text
+        self.content, self.new_tokens = text, (None if text else 0)
+        return text
+
+
+@dataclass(slots=True)
+class CompletionsState(StreamState):
+    """`/v1/completions`: the text is the first choice's `text`."""
+
+    def feed(self, payload: bytes) -> bool:
+        if payload == b"[DONE]":
+            return self._done()
+        try:
+            obj = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            raise _bad_event(payload, "JSON") from None
+        if type(obj) is not dict:
+            raise _bad_event(payload, "a JSON object")
+        choices = obj.get("choices")
+        if not choices:
+            return self._no_choices(obj, choices)
+        choice = choices[0]
+        text = bool(choice.get("text"))
+        if choice.get("finish_reason"):
+            self.finished = True
+        usage = obj.get("usage")
+        if usage or "timings" in obj:
+            return self._feed_counted(obj, usage, text)
+        self._uncounted = self._uncounted or text
+        self.content, self.new_tokens = text, (None if text else 0)
+        return text
+
+
+@dataclass(slots=True)
+class GenerateState(StreamState):
+    """SGLang's `/generate`: cumulative `meta_info.completion_tokens`; an error object has no meta_info."""
+
+    def feed(self, payload: bytes) -> bool:
+        if payload == b"[DONE]":
+            return self._done()
+        try:
+            obj = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            raise _bad_event(payload, "JSON") from None
+        if type(obj) is not dict:
+            raise _bad_event(payload, "a JSON object")
+        meta = obj.get("meta_info")
+        if meta is None:
+            if "meta_info" not in obj and self._error(obj):
+                return False
+            self.content, self.new_tokens = False, 0
+            raise ProtocolError(f"event has no 'meta_info': {orjson.dumps(obj)[:120]!r}")
+        ct = meta.get("completion_tokens")
+        if ct is None:
+            self.content, self.new_tokens = False, 0
+            raise ProtocolError("meta_info has no completion_tokens")
+        self.running_counts = True
+        self.new_tokens = ct - self._running_tokens
+        self._running_tokens = ct
+        self.content = self.new_tokens > 0
+        self.completion_tokens = ct
+        self.prompt_tokens = meta.get("prompt_tokens", self.prompt_tokens)
+        if meta.get("cached_tokens") is not None:
+            self.cached_tokens = int(meta["cached_tokens"])
+        if meta.get("finish_reason"):
+            self.finished = True
+        if meta.get("spec_verify_ct") is not None:
+            self.spec = {k: v for k, v in meta.items() if k.startswith("spec_")}
+        return self.content
+
+
+STATES: dict[Api, type[StreamState]] = {
+    Api.OPENAI_CHAT: ChatState,
+    Api.OPENAI_COMPLETIONS: CompletionsState,
+    Api.SGLANG_GENERATE: GenerateState,
+}
