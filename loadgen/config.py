@@ -10,10 +10,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import random
 from dataclasses import dataclass, field
 
 from loadgen.errors import UsageError
-from loadgen.names import Api, ArrivalLaw, DatasetFormat, HttpClient, PrefixCache, ServerDownPolicy
+from loadgen.names import Api, ArrivalLaw, DatasetFormat, HttpClient, PrefixCache, ServerDownPolicy, SpreadLaw
 from loadgen.record import CellKey
 
 DEFAULT_SPAN_S = 10.0  # default measured requests of a rate cell: max(16, ⌈10 s × rate⌉)
@@ -29,6 +30,29 @@ def default_requests_per_cell(concurrency: int) -> int:
 def default_requests_per_rate(rate: float) -> int:
     """Measured requests of a rate cell without --requests-per-cell: max(16, ⌈10 s × rate⌉)."""
     return max(16, math.ceil(DEFAULT_SPAN_S * rate))
+
+
+@dataclass(frozen=True)
+class LengthSpread:
+    """uniform: centre ± half_width (a fraction of the centre when `relative`); normal: sd = half_width."""
+
+    law: SpreadLaw
+    half_width: float
+    relative: bool = False
+
+    def draw(self, rng: random.Random, centre: int, n: int) -> list[int]:
+        """`n` lengths around `centre`, each ≥ 1."""
+        if self.law == SpreadLaw.NORMAL:
+            return [max(1, round(rng.gauss(centre, self.half_width))) for _ in range(n)]
+        w = self.half_width * centre if self.relative else self.half_width
+        lo, hi = max(1, round(centre - w)), max(1, round(centre + w))
+        return [rng.randint(lo, hi) for _ in range(n)]
+
+    def describe(self) -> str:
+        if self.law == SpreadLaw.NORMAL:
+            return f"normal (sd {self.half_width:g})"
+        return f"uniform ±{self.half_width * 100:g}%" if self.relative else f"uniform ±{self.half_width:g}"
+
 
 
 @dataclass(frozen=True)
@@ -118,8 +142,8 @@ class WorkloadConfig:
     prefix_cache: PrefixCache = PrefixCache.UNIQUE  # unique: a unique first line per request | allow: rows sent unchanged
     ignore_eos_source: str = "default"  # flag | default (on for the synthetic matrix) | rows (a dataset)
     max_request_rate: float | None = None  # closed loop: at most R request starts per second
-    context_spreads: tuple = ()  # ((prompt length, LengthSpread), ...): lengths drawn per request
-    output_spread: object = None  # LengthSpread of --max-tokens, or None: every request gets --max-tokens
+    context_spreads: tuple[tuple[int, LengthSpread], ...] = ()  # lengths drawn per request, per prompt length
+    output_spread: LengthSpread | None = None  # of --max-tokens; None: every request gets --max-tokens
 
 
 @dataclass

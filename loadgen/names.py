@@ -82,6 +82,13 @@ class PrefixCache(StrEnum):
     ALLOW = "allow"
 
 
+class SpreadLaw(StrEnum):
+    """How a spread length is drawn around its centre (`--contexts 1024±25%`, `--context-dist normal:…`)."""
+
+    UNIFORM = "uniform"
+    NORMAL = "normal"
+
+
 class CellStatus(StrEnum):
     """A cell's status in the results: measured and usable, failed (with its reason), or never measured."""
 

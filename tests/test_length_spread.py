@@ -7,11 +7,12 @@ import random
 
 import pytest
 
+from loadgen.config import LengthSpread
 from loadgen.errors import UsageError
 from loadgen.files import read_json, read_jsonl
 from loadgen.metrics.stats import distribution
 from loadgen.workload.corpus import seeded_rng
-from loadgen.workload.lengths import LengthSpread, centres, parse_dist
+from loadgen.workload.lengths import centres, parse_dist
 from tests.conftest import run_loadgen
 
 

@@ -7,14 +7,13 @@ from __future__ import annotations
 import argparse
 import math
 
-from loadgen.config import RunConfig, WorkloadConfig
+from loadgen.config import LengthSpread, RunConfig, WorkloadConfig
 from loadgen.console import log
 from loadgen.errors import UsageError
 from loadgen.names import PrefixCache
 from loadgen.workload import lengths
 from loadgen.workload.corpus import load_prompts_file
 from loadgen.workload.dataset import load_dataset
-from loadgen.workload.lengths import LengthSpread
 from loadgen.workload.textfile import WorkloadError
 
 

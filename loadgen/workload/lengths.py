@@ -9,34 +9,11 @@ own length exactly. Fixed lengths (no spread) stay the default.
 
 from __future__ import annotations
 
-import random
-from dataclasses import dataclass
-
+from loadgen.config import LengthSpread
 from loadgen.errors import UsageError
+from loadgen.names import SpreadLaw, values
 
 SPREAD_SIGNS = ("±", "+-")
-
-
-@dataclass(frozen=True)
-class LengthSpread:
-    """uniform: centre ± half_width (a fraction of the centre when `relative`); normal: sd = half_width."""
-
-    law: str  # uniform | normal
-    half_width: float
-    relative: bool = False
-
-    def draw(self, rng: random.Random, centre: int, n: int) -> list[int]:
-        """`n` lengths around `centre`, each ≥ 1."""
-        if self.law == "normal":
-            return [max(1, round(rng.gauss(centre, self.half_width))) for _ in range(n)]
-        w = self.half_width * centre if self.relative else self.half_width
-        lo, hi = max(1, round(centre - w)), max(1, round(centre + w))
-        return [rng.randint(lo, hi) for _ in range(n)]
-
-    def describe(self) -> str:
-        if self.law == "normal":
-            return f"normal (sd {self.half_width:g})"
-        return f"uniform ±{self.half_width * 100:g}%" if self.relative else f"uniform ±{self.half_width:g}"
 
 
 def split_item(flag: str, item: str) -> tuple[str, LengthSpread | None]:
@@ -51,7 +28,7 @@ def split_item(flag: str, item: str) -> tuple[str, LengthSpread | None]:
                 raise UsageError(f"{flag}: {item!r}: give a spread as N±P% or N±D, e.g. 1024±25%") from None
             if not value >= 0 or (relative and value >= 100):
                 raise UsageError(f"{flag}: {item!r}: the spread must be ≥ 0 (and below 100%)")
-            return centre.strip(), LengthSpread("uniform", value / 100 if relative else value, relative)
+            return centre.strip(), LengthSpread(SpreadLaw.UNIFORM, value / 100 if relative else value, relative)
     return item.strip(), None
 
 
@@ -84,6 +61,6 @@ def parse_dist(flag: str, text: str) -> tuple[int, LengthSpread]:
     except (IndexError, ValueError):
         raise UsageError(f"{flag} {text!r}: give LAW:MEAN:WIDTH, e.g. normal:1024:128 or uniform:1024:256") \
             from None
-    if law not in ("normal", "uniform") or len(parts) != 3 or centre < 1 or not width >= 0:
+    if law not in values(SpreadLaw) or len(parts) != 3 or centre < 1 or not width >= 0:
         raise UsageError(f"{flag} {text!r}: LAW is normal or uniform, MEAN ≥ 1 and WIDTH ≥ 0, e.g. normal:1024:128")
-    return centre, LengthSpread(law, width)
+    return centre, LengthSpread(SpreadLaw(law), width)

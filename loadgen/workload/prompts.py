@@ -12,11 +12,11 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from loadgen.client.api import RequestOptions, build_body
+from loadgen.config import LengthSpread
 from loadgen.names import Api
 from loadgen.record import CellKey
 from loadgen.target.discover import TokenCounter
 from loadgen.workload.corpus import Corpus, seeded_rng
-from loadgen.workload.lengths import LengthSpread
 from loadgen.workload.prefix import unique_prefix
 from loadgen.workload.sizing import chars_for, fit_prompts
 
