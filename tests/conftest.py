@@ -13,7 +13,17 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+TIERS = ("unit", "sim", "engine", "infra")  # registered in pyproject.toml; tests/README.md "Tiers"
 
+
+def pytest_collection_modifyitems(config, items):
+    """Each test carries exactly one tier marker, so that `-m unit` (or any tier) selects what it says."""
+    for item in items:
+        tiers = [m.name for m in item.iter_markers() if m.name in TIERS]
+        if len(tiers) != 1:
+            found = ", ".join(tiers) if tiers else "none"
+            raise pytest.UsageError(f"{item.nodeid}: needs exactly one tier marker of {', '.join(TIERS)} "
+                                    f"(found {found}); see tests/README.md \"Tiers\"")
 
 
 def stop_process(proc: subprocess.Popen) -> None:

@@ -15,6 +15,8 @@ import pathlib
 
 import pytest
 
+pytestmark = pytest.mark.unit
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PRODUCT = sorted([*ROOT.glob("loadgen/**/*.py"), *ROOT.glob("exporters/**/*.py")])
 MAX_MODULE_LINES = 300

@@ -12,6 +12,8 @@ import pytest
 
 from tests.conftest import ROOT, start_sim
 
+pytestmark = pytest.mark.sim
+
 KEY = "sk-test-7f3a9c1e5b"
 NO_KEY_ENV = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "MY_KEY")}
 

@@ -53,6 +53,7 @@ def inputs(tmp_path):
     return tmp_path, [a, b, c]
 
 
+@pytest.mark.unit
 def test_rows_values_best_and_speedups(inputs):
     _, paths = inputs
     runs = load_inputs(paths)
@@ -75,6 +76,7 @@ def test_rows_values_best_and_speedups(inputs):
     assert "FAILED: no request succeeded" in text
 
 
+@pytest.mark.sim
 def test_compare_cli_baseline_and_formats(inputs):
     tmp, paths = inputs
     res = subprocess.run([sys.executable, "-m", "loadgen", "compare", *paths, "--baseline", "b32", "--format",
@@ -101,6 +103,7 @@ def test_compare_cli_baseline_and_formats(inputs):
     assert missing.returncode == 2 and "nope.json: no such file" in missing.stderr
 
 
+@pytest.mark.unit
 def test_plot_series_come_from_the_inputs(inputs):
     _, paths = inputs
     runs = load_inputs(paths)
@@ -113,6 +116,7 @@ def test_plot_series_come_from_the_inputs(inputs):
     assert acc[1024] == {"b16": {"per_request": (5.6, 5.6, 5.6)}}  # b32's failed cell is left out
 
 
+@pytest.mark.sim
 def test_report_writes_pngs_and_handles_missing_power(inputs, tmp_path):
     _, paths = inputs
     out = tmp_path / "plots"

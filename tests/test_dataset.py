@@ -53,6 +53,7 @@ def first_line_removed(text: str) -> str:
 
 
 # ---- formats ---------------------------------------------------------------------------------------------
+@pytest.mark.unit
 def test_each_format_is_detected_and_parsed(tmp_path):
     fmt, rows, bad = parse_rows("".join(json.dumps(r) + "\n" for r in chat_rows()), "category")
     assert (fmt, bad) == ("openai-chat", [])
@@ -77,6 +78,7 @@ def test_each_format_is_detected_and_parsed(tmp_path):
                                                                                     ("two", 5, "b")])
 
 
+@pytest.mark.unit
 def test_bad_rows_are_named_with_their_line():
     text = ('{"prompt": "fine"}\n{"prompt": "broken"\n\n{"answer": 1}\n{"prompt": "   "}\n[1, 2]\n'
             '{"prompt": "x", "max_tokens": 0}\n{"messages": [{"role": "user", "content": "a chat row"}]}\n')
@@ -87,12 +89,14 @@ def test_bad_rows_are_named_with_their_line():
         (7, "max_tokens/output_len 0 must be a positive integer"), (8, "a openai-chat row in a prompt file")]
 
 
+@pytest.mark.unit
 def test_the_simulator_judges_code_and_prose():
     assert {prompt_kind(t) for t in CODE} == {"code"}
     assert {prompt_kind(t) for t in PROSE} == {"prose"}
 
 
 # ---- bad input ends the run before any load ----------------------------------------------------------------
+@pytest.mark.sim
 def test_bad_rows_stop_the_run_unless_tolerated(sim_factory, tmp_path):
     sim = sim_factory("--speed", "20")
     path = tmp_path / "d.jsonl"
@@ -110,6 +114,7 @@ def test_bad_rows_stop_the_run_unless_tolerated(sim_factory, tmp_path):
     assert "prompt rows are sent" not in proc.stderr  # completions take the prompt as it is
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("flag", ["--dataset", "--prompts"])
 def test_a_file_that_is_not_text_is_refused(tmp_path, flag):
     png = tmp_path / "image.jsonl"
@@ -124,6 +129,7 @@ def test_a_file_that_is_not_text_is_refused(tmp_path, flag):
     assert f"{flag} {latin}: not UTF-8 text (byte 0xe9 on line 2); convert it to UTF-8" in proc.stderr
 
 
+@pytest.mark.sim
 def test_prompts_names_its_bad_rows(sim_factory, tmp_path):
     sim = sim_factory("--speed", "20")
     path = tmp_path / "p.jsonl"
@@ -135,6 +141,7 @@ def test_prompts_names_its_bad_rows(sim_factory, tmp_path):
     assert sim.truth_rows() == []
 
 
+@pytest.mark.sim
 def test_chat_rows_need_the_chat_api(tmp_path):
     path = write_jsonl(tmp_path / "chat.jsonl", chat_rows())
     proc = run_loadgen("--dataset", str(path), "--api", "openai-completions", "--concurrency", "1",
@@ -152,6 +159,7 @@ def run_dataset(sim, path: Path, out: Path, *args: str):
     return proc, read_json(str(out)), records, [truth[r["request_id"]] for r in records]
 
 
+@pytest.mark.sim
 def test_chat_rows_replay_as_they_are(sim_factory, tmp_path):
     sim = sim_factory("--speed", "20")
     rows = chat_rows()
@@ -176,6 +184,7 @@ def test_chat_rows_replay_as_they_are(sim_factory, tmp_path):
             [{"messages": r["messages"], "max_tokens": r.get("max_tokens") or r.get("output_len")} for r in rows]
 
 
+@pytest.mark.sim
 def test_sharegpt_replays_with_its_own_lengths(sim_factory, tmp_path):
     sim = sim_factory("--speed", "20")
     path = tmp_path / "share.json"
@@ -194,6 +203,7 @@ def test_sharegpt_replays_with_its_own_lengths(sim_factory, tmp_path):
     assert cell["lengths"]["prompt_tokens"]["mean"] == pytest.approx(sum(t["prompt_tokens"] for t in truth) / 3)
 
 
+@pytest.mark.sim
 def test_per_category_figures_match_the_truth(sim_factory, tmp_path):
     sim = sim_factory("--speed", "10")
     path = write_jsonl(tmp_path / "chat.jsonl", chat_rows())
@@ -221,6 +231,7 @@ def test_per_category_figures_match_the_truth(sim_factory, tmp_path):
         assert f"{cats['code']['accept_length']['value']:.2f} per_request" in line
 
 
+@pytest.mark.unit
 def test_compare_shows_categories_against_the_baseline():
     from loadgen.results import category_compare
     from loadgen.results.compare import Run

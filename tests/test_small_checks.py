@@ -15,6 +15,7 @@ from tests.conftest import ROOT, run_loadgen
 from tests.test_resume import free_port
 
 
+@pytest.mark.sim
 def test_a_negative_temperature_is_refused(tmp_path):
     run = run_loadgen("--temperature", "-1", "--out", str(tmp_path / "r.json"))
     assert run.returncode == 2
@@ -22,6 +23,7 @@ def test_a_negative_temperature_is_refused(tmp_path):
                           "or 0.7\n")
 
 
+@pytest.mark.sim
 def test_a_server_that_is_not_an_llm_server_is_named_so(tmp_path):
     port = free_port()
     web = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
@@ -42,6 +44,7 @@ def test_a_server_that_is_not_an_llm_server_is_named_so(tmp_path):
         "check --url: it should be the root of the LLM server, e.g. http://gpu-host:30000")
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("argv,abbreviated", [
     (("--conc", "1"), "--conc 1"),
     (("sim", "--spee", "8"), "--spee 8"),
@@ -54,12 +57,14 @@ def test_abbreviated_long_options_are_errors(argv, abbreviated):
     assert run.returncode == 2 and f"unrecognized arguments: {abbreviated}" in run.stderr, run.stderr
 
 
+@pytest.mark.sim
 def test_the_nvml_exporter_takes_no_abbreviation_either():
     run = subprocess.run([sys.executable, "-m", "exporters.nvml", "--por", "9401"], capture_output=True,
                          text=True, cwd=ROOT, timeout=60)
     assert run.returncode == 2 and "unrecognized arguments: --por 9401" in run.stderr, run.stderr
 
 
+@pytest.mark.unit
 def test_sim_help_shows_every_default():
     text = " ".join(sim_parser().format_help().split())
     for flag, default in (("--speed", "1.0"), ("--budget", "8"), ("--max-running", "256"), ("--port", "30000"),
@@ -69,6 +74,7 @@ def test_sim_help_shows_every_default():
     assert "(default 120) (default" not in text  # a help that says its default says it once
 
 
+@pytest.mark.unit
 def test_workers_auto_is_described_alike_in_help_and_readme():
     helptext = " ".join(run_parser().format_help().split())
     readme = " ".join((ROOT / "README.md").read_text().split())

@@ -33,6 +33,7 @@ def spec_of(**changes):
     return parse_spec(doc, "sweep.toml")
 
 
+@pytest.mark.unit
 def test_docs_example_parses_and_every_configuration_validates(tmp_path):
     from loadgen.cli.sweep import CommandLineRuns
     from loadgen.sweep.runner import plan_sweep
@@ -50,6 +51,7 @@ def test_docs_example_parses_and_every_configuration_validates(tmp_path):
     assert cfg.label == "b16_t8" and cfg.out == str(tmp_path / "b16_t8.json")
 
 
+@pytest.mark.unit
 def test_templates_render_values_and_literal_braces():
     assert render("x{a}-{{b}}", {"a": "16"}, "w") == "x16-{b}"
     spec = spec_of(configs=[{"budget": 16, "topk": 8}])
@@ -59,6 +61,7 @@ def test_templates_render_values_and_literal_braces():
     assert [c.name for c in grid.configs] == ["budget16_topk8", "budget32_topk8"]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("value", ["16; reboot", "$(id)", "16 && rm -rf /", "`id`", "a|b", "-oProxyCommand=x",
                                    "16\nx", "a b", "'x'"])
 def test_hostile_placeholder_values_are_refused(value):
@@ -66,6 +69,7 @@ def test_hostile_placeholder_values_are_refused(value):
         spec_of(configs=[{"name": "x", "budget": value, "topk": 8}])
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("changes, message", [
     ({"reconfigure": "ssh gpu-host bash /root/r.sh {budget}"},
      "reconfigure must be an argv list, not a shell"),
@@ -86,6 +90,7 @@ def test_bad_sweep_files_are_one_line_errors(changes, message):
     assert "\n" not in str(exc.value)
 
 
+@pytest.mark.sim
 def test_cli_exit_2_with_one_line(tmp_path):
     bad = tmp_path / "s.toml"
     bad.write_text('reconfigure = ["r.sh", "{budget}"]\n[server]\nurl = "http://127.0.0.1:1"\n'
@@ -150,6 +155,7 @@ async def _gate(server: FakeServer, **kw):
         await runner.cleanup()
 
 
+@pytest.mark.sim
 def test_gate_needs_consecutive_real_generations():
     server = FakeServer(budget=32, failures=3)
     res = asyncio.run(_gate(server, timeout_s=10, successes=2, expect={"speculative_ddtree_budget": "32"}))
@@ -158,6 +164,7 @@ def test_gate_needs_consecutive_real_generations():
     assert res.states[0][1].startswith("generation 1/2 failed (http_error: HTTP 503")
 
 
+@pytest.mark.sim
 def test_gate_refuses_the_wrong_server_and_an_unproven_one():
     wrong = asyncio.run(_gate(FakeServer(16, 0), timeout_s=0.3, expect={"speculative_ddtree_budget": 32}))
     assert not wrong.ready
@@ -170,6 +177,7 @@ def test_gate_refuses_the_wrong_server_and_an_unproven_one():
     assert seen.ready and seen.generations_ok == 3
 
 
+@pytest.mark.sim
 def test_gate_waits_for_the_reconfiguration_to_finish():
     async def main():
         done = asyncio.get_running_loop().create_future()
