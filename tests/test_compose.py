@@ -8,7 +8,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -138,13 +137,11 @@ def test_scrape_targets_match_the_services():
     assert flag(demo, "--dcgm") == f"http://127.0.0.1:{ports['dcgm']}/metrics"
 
 
-@pytest.mark.sim
-def test_demo_uses_only_flags_loadgen_has():
+@pytest.mark.unit
+def test_demo_uses_only_flags_loadgen_has(cli):
     """The looping demo client and the simulator must use flags the CLI really accepts."""
-    run_help = subprocess.run([sys.executable, "-m", "loadgen", "--help"], capture_output=True, text=True,
-                              timeout=60, check=False, cwd=ROOT).stdout
-    sim_help = subprocess.run([sys.executable, "-m", "loadgen", "sim", "--help"], capture_output=True, text=True,
-                              timeout=60, check=False, cwd=ROOT).stdout
+    run_help = cli("--help").stdout
+    sim_help = cli("sim", "--help").stdout
     for f in set(re.findall(r"(--[a-z][a-z-]+)", SERVICES["loadgen-demo"]["command"][0])):
         assert f in run_help, f"loadgen has no {f}"
     for f in (a for a in SERVICES["sim"]["command"] if a.startswith("--")):

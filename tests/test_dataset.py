@@ -114,17 +114,17 @@ def test_bad_rows_stop_the_run_unless_tolerated(sim_factory, tmp_path):
     assert "prompt rows are sent" not in proc.stderr  # completions take the prompt as it is
 
 
-@pytest.mark.sim
+@pytest.mark.unit
 @pytest.mark.parametrize("flag", ["--dataset", "--prompts"])
-def test_a_file_that_is_not_text_is_refused(tmp_path, flag):
+def test_a_file_that_is_not_text_is_refused(tmp_path, flag, cli):
     png = tmp_path / "image.jsonl"
     png.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)))
-    proc = run_loadgen(flag, str(png), "--concurrency", "1", "--out", str(tmp_path / "r.json"))
+    proc = cli(flag, str(png), "--concurrency", "1", "--out", str(tmp_path / "r.json"))
     assert proc.returncode == 2
     assert f"{flag} {png}: not a text file" in proc.stderr
     latin = tmp_path / "latin.jsonl"
     latin.write_bytes(b'{"prompt": "ok"}\n{"prompt": "caf\xe9"}\n')
-    proc = run_loadgen(flag, str(latin), "--concurrency", "1", "--out", str(tmp_path / "r.json"))
+    proc = cli(flag, str(latin), "--concurrency", "1", "--out", str(tmp_path / "r.json"))
     assert proc.returncode == 2
     assert f"{flag} {latin}: not UTF-8 text (byte 0xe9 on line 2); convert it to UTF-8" in proc.stderr
 
@@ -142,9 +142,10 @@ def test_prompts_names_its_bad_rows(sim_factory, tmp_path):
 
 
 @pytest.mark.sim
-def test_chat_rows_need_the_chat_api(tmp_path):
+def test_chat_rows_need_the_chat_api(tmp_path, cli):
+    # the check comes after the built-in simulator has started (no --url)
     path = write_jsonl(tmp_path / "chat.jsonl", chat_rows())
-    proc = run_loadgen("--dataset", str(path), "--api", "openai-completions", "--concurrency", "1",
+    proc = cli("--dataset", str(path), "--api", "openai-completions", "--concurrency", "1",
                        "--out", str(tmp_path / "r.json"))
     assert proc.returncode == 2
     assert "use --api openai-chat (not openai-completions)" in proc.stderr

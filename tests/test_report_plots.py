@@ -123,11 +123,10 @@ def test_report_without_matplotlib_still_prints_the_table_and_writes_the_page(tm
     assert "<img" not in html.read_text() and "123.4" in html.read_text()
 
 
-@pytest.mark.sim
+@pytest.mark.unit
 @pytest.mark.parametrize("flag", ["--html", "--plots"])
-def test_report_output_in_a_missing_folder_is_bad_input(tmp_path, flag):
+def test_report_output_in_a_missing_folder_is_bad_input(tmp_path, flag, cli):
     path = write(tmp_path, "a", [cell(60, 1, 1.0)])
-    res = subprocess.run([sys.executable, "-m", "loadgen", "report", path, flag, str(tmp_path / "no" / "x")],
-                         check=False, capture_output=True, text=True, timeout=60, cwd=ROOT)
+    res = cli("report", path, flag, str(tmp_path / "no" / "x"))
     assert res.returncode == 2 and res.stdout == ""
     assert f"{flag} {tmp_path / 'no' / 'x'}: folder {tmp_path / 'no'} does not exist" in res.stderr

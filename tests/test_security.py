@@ -96,10 +96,10 @@ def test_the_key_reaches_only_the_target_and_is_never_written(tmp_path, recorder
     assert all("Authorization" not in h and KEY not in str(h) for h in recorder.headers)
 
 
-@pytest.mark.sim
-def test_there_is_no_key_flag():
+@pytest.mark.unit
+def test_there_is_no_key_flag(cli):
     # a key typed on the command line would show in `ps` and in shell history
-    proc = loadgen("--api-key", KEY)
+    proc = cli("--api-key", KEY, unset=("OPENAI_API_KEY",))
     assert proc.returncode == 2
     assert "there is no --api-key flag" in proc.stderr
     assert KEY not in proc.stderr
@@ -164,10 +164,10 @@ def test_files_follow_the_umask_and_no_temp_file_is_left(umask, mode, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json", "r.requests.jsonl"]
 
 
-@pytest.mark.sim
+@pytest.mark.unit
 @pytest.mark.parametrize("value", ['"16; touch PWNED"', '"$(touch PWNED)"', '"16 && touch PWNED"',
                                    '"--config=/etc/shadow"', '"`touch PWNED`"', '"16\\ntouch PWNED"'])
-def test_sweep_placeholders_cannot_carry_shell_syntax(value, tmp_path):
+def test_sweep_placeholders_cannot_carry_shell_syntax(value, tmp_path, cli, monkeypatch):
     marker = tmp_path / "ran.txt"
     sweep = tmp_path / "sweep.toml"
     sweep.write_text(f"""
@@ -183,7 +183,8 @@ concurrency = [1]
 name = "evil"
 budget = {value}
 """)
-    proc = loadgen("sweep", str(sweep), "--out-dir", str(tmp_path / "out"), cwd=tmp_path)
+    monkeypatch.chdir(tmp_path)  # where a smuggled `touch PWNED` would write
+    proc = cli("sweep", str(sweep), "--out-dir", str(tmp_path / "out"), unset=("OPENAI_API_KEY",))
     assert proc.returncode == 2, proc.stderr
     assert "has characters a shell or a program could misread" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1

@@ -4,8 +4,6 @@ line, exit 2), the documented example, and the gate's three conditions against a
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 from pathlib import Path
 
 import aiohttp
@@ -90,17 +88,15 @@ def test_bad_sweep_files_are_one_line_errors(changes, message):
     assert "\n" not in str(exc.value)
 
 
-@pytest.mark.sim
-def test_cli_exit_2_with_one_line(tmp_path):
+@pytest.mark.unit
+def test_cli_exit_2_with_one_line(tmp_path, cli):
     bad = tmp_path / "s.toml"
     bad.write_text('reconfigure = ["r.sh", "{budget}"]\n[server]\nurl = "http://127.0.0.1:1"\n'
                    '[matrix]\ncontexts = [60]\nconcurrency = [1]\n[[configs]]\nbudget = "1;id"\n')
-    res = subprocess.run([sys.executable, "-m", "loadgen", "sweep", str(bad)], check=False,
-                         capture_output=True, text=True, timeout=30)
+    res = cli("sweep", str(bad))
     assert res.returncode == 2
     assert res.stderr.count("\n") == 1 and "budget = '1;id' has characters" in res.stderr
-    missing = subprocess.run([sys.executable, "-m", "loadgen", "sweep", str(tmp_path / "nope.toml")],
-                             check=False, capture_output=True, text=True, timeout=30)
+    missing = cli("sweep", str(tmp_path / "nope.toml"))
     assert missing.returncode == 2 and "No such file" in missing.stderr
 
 

@@ -76,14 +76,14 @@ def test_the_ceiling_holds_and_is_reached(sim_factory, tmp_path):
     assert "request-rate ceiling:" in proc.stdout
 
 
-@pytest.mark.sim
+@pytest.mark.unit
 @pytest.mark.parametrize("extra, message", [
     (["--request-rate", "5"], "--max-request-rate caps closed-loop cells"),
     (["--workers", "2"], "--max-request-rate throttles the slots of one process"),
     (["--max-request-rate", "0"], "--max-request-rate 0: must be a finite number"),
 ])
-def test_bad_ceilings_are_refused(tmp_path, extra, message):
+def test_bad_ceilings_are_refused(tmp_path, extra, message, cli):
     args = ["--max-request-rate", "5", *extra] if "--max-request-rate" not in extra else extra
-    proc = run_loadgen(*args, "--out", str(tmp_path / "r.json"))
+    proc = cli(*args, "--out", str(tmp_path / "r.json"))
     assert proc.returncode == 2
     assert message in proc.stderr
