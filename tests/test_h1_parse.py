@@ -462,7 +462,7 @@ def cut_points(data: bytes):
     return st.lists(st.integers(0, len(data)), max_size=12)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(responses(), st.data())
 def test_any_split_of_a_valid_response_reads_the_same(response, data):
     raw, close, status, headers, body, reused = response
@@ -472,7 +472,7 @@ def test_any_split_of_a_valid_response_reads_the_same(response, data):
         assert run_case(raw, close, reads).result() == whole
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(responses(), st.data())
 def test_a_truncated_response_is_never_a_complete_one(response, data):
     raw, close, status, headers, body, reused = response
@@ -491,7 +491,7 @@ def test_a_truncated_response_is_never_a_complete_one(response, data):
 STATUS_GARBAGE = st.binary(min_size=1, max_size=30).filter(lambda b: b"\r\n" not in b and not b.startswith(b"HTTP/1."))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(STATUS_GARBAGE, st.data())
 def test_a_malformed_status_line_fails_whatever_the_reads(line, data):
     raw = line + b"\r\nContent-Length: 2\r\n\r\nok"
@@ -502,7 +502,7 @@ def test_a_malformed_status_line_fails_whatever_the_reads(line, data):
 BAD_SIZE = st.text("ghijklmnopqrstuvwxyz!#$%&*-./:<>?@[]^_`{|}~", min_size=1, max_size=8).map(str.encode)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(BAD_SIZE, st.data())
 def test_a_bad_chunk_size_fails_whatever_the_reads(size, data):
     raw = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n" + size + b"\r\nxx\r\n0\r\n\r\n"
@@ -512,7 +512,7 @@ def test_a_bad_chunk_size_fails_whatever_the_reads(size, data):
     assert b"ok".startswith(bytes(ex.handler.body))  # the chunk before it, whole or in part, and nothing after
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(TOKEN, st.data())
 def test_a_header_line_without_a_colon_fails_whatever_the_reads(name, data):
     raw = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n" + name.encode() + b" value\r\n\r\nok"
