@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TIERS = ("unit", "sim", "engine", "infra")  # registered in pyproject.toml; tests/README.md "Tiers"
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects: a test without a tier is never silently left out
 def pytest_collection_modifyitems(config, items):
     """Each test carries exactly one tier marker, so that `-m unit` (or any tier) selects what it says."""
     for item in items:
