@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import re
@@ -9,11 +10,23 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+TIERS = ("unit", "sim", "engine", "infra")  # registered in pyproject.toml; tests/README.md "Tiers"
 
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects: a test without a tier is never silently left out
+def pytest_collection_modifyitems(config, items):
+    """Each test carries exactly one tier marker, so that `-m unit` (or any tier) selects what it says."""
+    for item in items:
+        tiers = [m.name for m in item.iter_markers() if m.name in TIERS]
+        if len(tiers) != 1:
+            found = ", ".join(tiers) if tiers else "none"
+            raise pytest.UsageError(f"{item.nodeid}: needs exactly one tier marker of {', '.join(TIERS)} "
+                                    f"(found {found}); see tests/README.md \"Tiers\"")
 
 
 def stop_process(proc: subprocess.Popen) -> None:
@@ -76,6 +89,40 @@ def run_loadgen(*args: str, timeout: float = 120, env: dict | None = None, cwd: 
     """Run the real CLI; returns CompletedProcess with text stdout/stderr."""
     return subprocess.run([sys.executable, "-m", "loadgen", *args], capture_output=True, text=True,
                           timeout=timeout, cwd=cwd or ROOT, env={**os.environ, **(env or {})})
+
+
+class CliResult(NamedTuple):
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def cli(capsys, monkeypatch):
+    """The CLI in this process, for input checks that need no process of their own: `cli(*argv, env=…,
+    unset=…)` calls `loadgen.cli.main.main(argv)` and returns its exit status (an argparse error's
+    `SystemExit.code`) and what it wrote, as `run_loadgen` does for a real process. Variables in `env` are
+    set and those in `unset` removed for the call; the event-loop policy main() installs (uvloop) is put back."""
+    from loadgen.cli.main import main
+
+    def run(*argv: str, env: dict | None = None, unset: tuple[str, ...] = ()) -> CliResult:
+        capsys.readouterr()
+        policy = asyncio.get_event_loop_policy()
+        with monkeypatch.context() as mp:
+            for name in unset:
+                mp.delenv(name, raising=False)
+            for name, value in (env or {}).items():
+                mp.setenv(name, value)
+            try:
+                code = main(list(argv))
+            except SystemExit as exc:
+                code = exc.code
+            finally:
+                asyncio.set_event_loop_policy(policy)
+        out, err = capsys.readouterr()
+        return CliResult(code, out, err)
+
+    return run
 
 
 @contextlib.asynccontextmanager

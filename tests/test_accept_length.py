@@ -11,6 +11,8 @@ import pytest
 from loadgen.files import read_json, read_jsonl
 from tests.conftest import run_loadgen
 
+pytestmark = pytest.mark.sim
+
 SOURCES = ("per_request", "counters", "gauge", "log", "chunks")
 BOGUS = "[2020-01-01 00:00:00 TP0] Decode batch, #running-req: 8, #token: 1, token usage: 0.00, " \
         "accept len: 99.00, accept rate: 0.99, cuda graph: True, gen throughput (token/s): 1.00, #queue-req: 0\n"

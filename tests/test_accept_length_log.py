@@ -25,12 +25,14 @@ async def wait_for(pred, timeout_s: float = 5.0) -> None:
         await asyncio.sleep(0.01)
 
 
+@pytest.mark.unit
 def test_parse_line():
     assert parse_line(line(3.21, 8)) == (3.21, 8)
     assert parse_line(line(5.0)) == (5.0, None)
     assert parse_line("[x] Prefill batch, #new-seq: 1, #new-token: 60") is None
 
 
+@pytest.mark.sim
 def test_windows_are_cut_to_cells(tmp_path):
     path = tmp_path / "server.log"
     path.write_text(line(99.0, 8) * 10)  # what `journalctl -f` prints at launch: the last lines, old
@@ -68,6 +70,7 @@ def test_windows_are_cut_to_cells(tmp_path):
     assert reader.proc.returncode is not None  # terminated with the run
 
 
+@pytest.mark.sim
 def test_bad_commands_are_usage_errors(tmp_path):
     with pytest.raises(UsageError, match="not found"):
         split_command("no-such-program-xyz -f")

@@ -13,6 +13,8 @@ from loadgen.telemetry.engine_metrics import SG_GAUGE, SG_QUEUE, SG_RUNNING, cou
 from loadgen.telemetry.promtext import parse_samples
 from loadgen.telemetry.server_metrics import CounterDelta, ServerMetricsSource
 
+pytestmark = pytest.mark.unit
+
 SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "samples" / "sglang-metrics.txt"
 
 

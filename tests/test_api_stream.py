@@ -14,6 +14,8 @@ from loadgen.client.sse import SseParser
 from loadgen.client.stream import ProtocolError, StreamState
 from loadgen.sim.render import OpenAIChunks, generate_event, sse
 
+pytestmark = pytest.mark.unit
+
 STREAMS = Path(__file__).parent / "fixtures" / "streams"
 SAMPLE_API = {"sglang-chat-stream.txt": "openai-chat", "sglang-chat-stream-spec-details.txt": "openai-chat",
               "sglang-completions-stream.txt": "openai-completions", "sglang-generate-stream.txt": "sglang-generate"}

@@ -21,6 +21,8 @@ from loadgen.schedule.arrivals import (
     realised_rate,
 )
 
+pytestmark = pytest.mark.unit
+
 N = 10_000
 
 

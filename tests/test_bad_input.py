@@ -1,24 +1,34 @@
 """Every bad input: exit code 2, one line on stderr naming the problem and the fix, and no load sent (the
-simulator's truth log, which gets a row for every generation request, stays empty)."""
+simulator's truth log, which gets a row for every generation request, stays empty). The CLI runs in this
+process (`conftest.cli`); two tests run it as real processes, `python -m loadgen` and the installed
+`loadgen` script, for their exit status."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
 
 import pytest
 
-from tests.conftest import ROOT, start_sim
+from tests.conftest import ROOT, CliResult, start_sim
 
 KEY = "sk-test-7f3a9c1e5b"
-NO_KEY_ENV = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "MY_KEY")}
+KEY_VARIABLES = ("OPENAI_API_KEY", "MY_KEY")
+NO_KEY_ENV = {k: v for k, v in os.environ.items() if k not in KEY_VARIABLES}
 
 
-def loadgen(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "loadgen", *args], check=False, capture_output=True, text=True, timeout=60,
-                          cwd=ROOT, env={**NO_KEY_ENV, **(env or {})})
+def loadgen_process(*args: str, program: tuple[str, ...] = (sys.executable, "-m", "loadgen")):
+    return subprocess.run([*program, *args], check=False, capture_output=True, text=True, timeout=60, cwd=ROOT,
+                          env=NO_KEY_ENV)
+
+
+@pytest.fixture
+def loadgen(cli):
+    """The CLI in this process, without an API key in the environment unless `env` gives one."""
+    return lambda *args, env=None: cli(*args, env=env, unset=KEY_VARIABLES)
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +52,7 @@ def closed_port() -> int:
         return s.getsockname()[1]
 
 
-def expect_usage_error(proc: subprocess.CompletedProcess, message: str) -> None:
+def expect_usage_error(proc: CliResult | subprocess.CompletedProcess, message: str) -> None:
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.splitlines() == [f"loadgen: error: {message}"]
     assert proc.stdout == ""
@@ -87,26 +97,36 @@ OFFLINE = [
 ]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("args,message", OFFLINE, ids=[" ".join(a) for a, _ in OFFLINE])
-def test_offline_checks(args, message, tmp_path):
-    # --url points at a port nothing listens on: these errors come before any connection is tried
-    base = ["--url", f"http://127.0.0.1:{closed_port()}", "--out", str(tmp_path / "r.json"), "--wait-ready", "0"]
+def test_offline_checks(args, message, tmp_path, loadgen):
+    # these errors come before any connection is tried (--url's port 9 is never reached)
+    base = ["--url", "http://127.0.0.1:9", "--out", str(tmp_path / "r.json"), "--wait-ready", "0"]
     proc = loadgen(*base, *args)
     expect_usage_error(proc, message)
     assert not (tmp_path / "r.requests.jsonl").exists()
 
 
+@pytest.mark.sim
+@pytest.mark.skipif(shutil.which("loadgen") is None, reason="the loadgen script is not installed (pip install -e .)")
+def test_the_installed_script_exits_2_with_one_line(tmp_path):
+    proc = loadgen_process("--concurrency", "0", "--out", str(tmp_path / "r.json"), program=(shutil.which("loadgen"),))
+    expect_usage_error(proc, "--concurrency: 0 is below 1; every value must be ≥ 1")
+
+
 # ---- checked against the server, before any generation --------------------------------------------------------
+@pytest.mark.sim
 def test_unreachable_url(tmp_path):
     port = closed_port()
+    # a real `python -m loadgen` process: its exit status is 2, as main()'s return value says in-process
     # --wait-ready 0: without it, a refused connection is a server not up yet, waited for (test_wait_ready.py)
-    proc = loadgen("--url", f"http://127.0.0.1:{port}", "--out", str(tmp_path / "r.json"), "--wait-ready", "0")
+    proc = loadgen_process("--url", f"http://127.0.0.1:{port}", "--out", str(tmp_path / "r.json"), "--wait-ready", "0")
     expect_usage_error(proc, f"cannot reach http://127.0.0.1:{port} (ClientConnectorError: Cannot connect to host "
                              f"127.0.0.1:{port} ssl:default [Connect call failed ('127.0.0.1', {port})]); check "
                              "--url and that the server is running")
 
 
-def against(sim, tmp_path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+def against(loadgen, sim, tmp_path, *args: str, env: dict | None = None) -> CliResult:
     proc = loadgen("--url", sim.url, "--out", str(tmp_path / "r.json"), "--contexts", "60", "--max-tokens", "16",
                    *args, env=env)
     # no load reached the server: only the readiness gate's 1-token generations (--wait-ready)
@@ -114,23 +134,26 @@ def against(sim, tmp_path, *args: str, env: dict | None = None) -> subprocess.Co
     return proc
 
 
-def test_model_not_served(sim, tmp_path):
-    expect_usage_error(against(sim, tmp_path, "--model", "llama-3-70b"),
+@pytest.mark.sim
+def test_model_not_served(sim, tmp_path, loadgen):
+    expect_usage_error(against(loadgen, sim, tmp_path, "--model", "llama-3-70b"),
                        f"model 'llama-3-70b' is not served by {sim.url}; it serves: Kimi-K2.6-sim")
 
 
-def test_context_longer_than_the_server_allows(sim, tmp_path):
-    expect_usage_error(against(sim, tmp_path, "--contexts", "60,2040,4096"),
+@pytest.mark.sim
+def test_context_longer_than_the_server_allows(sim, tmp_path, loadgen):
+    expect_usage_error(against(loadgen, sim, tmp_path, "--contexts", "60,2040,4096"),
                        "--contexts 2040,4096 + --max-tokens 16 exceed the server's max model length 2048; use "
                        "shorter contexts or fewer --max-tokens")
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("content", [b"", b'{"note": "no text here"}\n[1, 2]\nnot json\n', b"\n\n  \n"],
                          ids=["empty", "no-usable-rows", "blank"])
-def test_prompts_without_usable_rows(content, sim, tmp_path):
+def test_prompts_without_usable_rows(content, sim, tmp_path, loadgen):
     path = tmp_path / "prompts.jsonl"
     path.write_bytes(content)
-    proc = against(sim, tmp_path, "--prompts", str(path))
+    proc = against(loadgen, sim, tmp_path, "--prompts", str(path))
     bad = [f"{path}:1: no prompt field (expected text, prompt or messages)", f"{path}:2: not a JSON object",
            f"{path}:3: invalid JSON (invalid literal, expected 'null')"] if content.startswith(b"{") else []
     named = f", {len(bad)} bad ones named above" if bad else ""
@@ -140,34 +163,37 @@ def test_prompts_without_usable_rows(content, sim, tmp_path):
                                               "paragraphs)"]
 
 
-def test_no_key_for_a_server_that_wants_one(keyed_sim, tmp_path):
-    expect_usage_error(against(keyed_sim, tmp_path),
+@pytest.mark.sim
+def test_no_key_for_a_server_that_wants_one(keyed_sim, tmp_path, loadgen):
+    expect_usage_error(against(loadgen, keyed_sim, tmp_path),
                        f"{keyed_sim.url} answered 401 (unauthorised) and no API key was sent: put the key in the "
                        "environment variable OPENAI_API_KEY (or name another with --api-key-env, or use "
                        "--api-key-file)")
 
 
-def test_wrong_key_names_where_it_came_from(keyed_sim, tmp_path):
+@pytest.mark.sim
+def test_wrong_key_names_where_it_came_from(keyed_sim, tmp_path, loadgen):
     wrong = "sk-wrong-0000"
-    proc = against(keyed_sim, tmp_path, env={"OPENAI_API_KEY": wrong})
+    proc = against(loadgen, keyed_sim, tmp_path, env={"OPENAI_API_KEY": wrong})
     expect_usage_error(proc, f"{keyed_sim.url} answered 401 (unauthorised) to the API key from the environment "
                              "variable OPENAI_API_KEY; check that it is this server's key")
-    proc = against(keyed_sim, tmp_path, "--api-key-env", "MY_KEY", env={"MY_KEY": wrong})
+    proc = against(loadgen, keyed_sim, tmp_path, "--api-key-env", "MY_KEY", env={"MY_KEY": wrong})
     expect_usage_error(proc, f"{keyed_sim.url} answered 401 (unauthorised) to the API key from the environment "
                              "variable MY_KEY; check that it is this server's key")
     key_file = tmp_path / "key.txt"
     key_file.write_text(wrong + "\n")
-    proc = against(keyed_sim, tmp_path, "--api-key-file", str(key_file))
+    proc = against(loadgen, keyed_sim, tmp_path, "--api-key-file", str(key_file))
     expect_usage_error(proc, f"{keyed_sim.url} answered 401 (unauthorised) to the API key from the file "
                              f"{key_file} (--api-key-file); check that it is this server's key")
     assert wrong not in proc.stderr
 
 
-def test_key_file_problems(keyed_sim, tmp_path):
+@pytest.mark.sim
+def test_key_file_problems(keyed_sim, tmp_path, loadgen):
     missing = tmp_path / "missing.txt"
-    expect_usage_error(against(keyed_sim, tmp_path, "--api-key-file", str(missing)),
+    expect_usage_error(against(loadgen, keyed_sim, tmp_path, "--api-key-file", str(missing)),
                        f"--api-key-file {missing}: No such file or directory; give a file that holds the key")
     empty = tmp_path / "empty.txt"
     empty.write_text("\n")
-    expect_usage_error(against(keyed_sim, tmp_path, "--api-key-file", str(empty)),
+    expect_usage_error(against(loadgen, keyed_sim, tmp_path, "--api-key-file", str(empty)),
                        f"--api-key-file {empty} must hold the key on one line (it holds nothing)")

@@ -53,6 +53,7 @@ def inputs(tmp_path):
     return tmp_path, [a, b, c]
 
 
+@pytest.mark.unit
 def test_rows_values_best_and_speedups(inputs):
     _, paths = inputs
     runs = load_inputs(paths)
@@ -75,11 +76,10 @@ def test_rows_values_best_and_speedups(inputs):
     assert "FAILED: no request succeeded" in text
 
 
-def test_compare_cli_baseline_and_formats(inputs):
+@pytest.mark.unit
+def test_compare_cli_baseline_and_formats(inputs, cli):
     tmp, paths = inputs
-    res = subprocess.run([sys.executable, "-m", "loadgen", "compare", *paths, "--baseline", "b32", "--format",
-                          "csv", "--out", str(tmp / "t.csv")], check=False, capture_output=True, text=True,
-                         timeout=30)
+    res = cli("compare", *paths, "--baseline", "b32", "--format", "csv", "--out", str(tmp / "t.csv"))
     assert res.returncode == 0, res.stderr
     rows = list(csv.DictReader(io.StringIO(res.stdout)))
     assert len(rows) == 8 and (tmp / "t.csv").read_text().strip() == res.stdout.strip()
@@ -87,20 +87,18 @@ def test_compare_cli_baseline_and_formats(inputs):
     assert (r["config"], float(r["out_tok_s"])) == ("b16", 4000.0)
     assert float(r["out_tok_s_x"]) == pytest.approx(4000 / 3600)
     assert rows[6]["out_tok_s_x"] == ""  # the baseline failed that cell: no speed-up
-    md = subprocess.run([sys.executable, "-m", "loadgen", "compare", *paths, "--format", "md"],
-                        check=False, capture_output=True, text=True, timeout=30)
+    md = cli("compare", *paths, "--format", "md")
     assert md.stdout.splitlines()[0].startswith("| ctx | conc | configuration | out tok/s |")
     assert "| **360.0** |" in md.stdout and len(md.stdout.splitlines()) == 2 + 8 + 2  # blank line, legend
     assert md.stdout.splitlines()[-1].startswith("**bold**: best of the cell")
-    bad = subprocess.run([sys.executable, "-m", "loadgen", "compare", *paths, "--baseline", "b128"],
-                         check=False, capture_output=True, text=True, timeout=30)
+    bad = cli("compare", *paths, "--baseline", "b128")
     assert bad.returncode == 2
     assert "--baseline b128: no such configuration; choose one of b16, b32, b64" in bad.stderr
-    missing = subprocess.run([sys.executable, "-m", "loadgen", "compare", str(tmp / "nope.json")],
-                             check=False, capture_output=True, text=True, timeout=30)
+    missing = cli("compare", str(tmp / "nope.json"))
     assert missing.returncode == 2 and "nope.json: no such file" in missing.stderr
 
 
+@pytest.mark.unit
 def test_plot_series_come_from_the_inputs(inputs):
     _, paths = inputs
     runs = load_inputs(paths)
@@ -113,6 +111,7 @@ def test_plot_series_come_from_the_inputs(inputs):
     assert acc[1024] == {"b16": {"per_request": (5.6, 5.6, 5.6)}}  # b32's failed cell is left out
 
 
+@pytest.mark.sim
 def test_report_writes_pngs_and_handles_missing_power(inputs, tmp_path):
     _, paths = inputs
     out = tmp_path / "plots"

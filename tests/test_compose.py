@@ -8,7 +8,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -29,6 +28,7 @@ def compose(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
                           env=full_env, capture_output=True, text=True, timeout=60, check=False)
 
 
+@pytest.mark.infra
 @needs_compose
 @pytest.mark.parametrize("profile", [None, "gpu", "nvml", "demo"])
 def test_docker_compose_1_29_accepts_every_profile(profile):
@@ -37,12 +37,14 @@ def test_docker_compose_1_29_accepts_every_profile(profile):
     assert out.returncode == 0, out.stderr
 
 
+@pytest.mark.infra
 @needs_compose
 def test_grafana_admin_password_is_required():
     out = compose("config", "-q")
     assert out.returncode != 0 and "GRAFANA_ADMIN_PASSWORD" in out.stderr
 
 
+@pytest.mark.unit
 def test_compatible_with_docker_compose_1_29():
     # rejected by 1.29 although the compose spec has them
     assert "name" not in COMPOSE and "version" not in COMPOSE
@@ -51,18 +53,21 @@ def test_compatible_with_docker_compose_1_29():
         assert "start_interval" not in svc.get("healthcheck", {}), name
 
 
+@pytest.mark.unit
 def test_every_service_has_a_healthcheck_except_the_looping_client():
     for name, svc in SERVICES.items():
         if name != "loadgen-demo":
             assert svc["healthcheck"]["test"][0] == "CMD", name
 
 
+@pytest.mark.unit
 def test_profiles():
     assert {n for n, s in SERVICES.items() if "profiles" not in s} == {"prometheus", "alertmanager", "grafana"}
     assert SERVICES["dcgm-exporter"]["profiles"] == ["gpu"]
     assert SERVICES["sim"]["profiles"] == SERVICES["loadgen-demo"]["profiles"] == ["demo"]
 
 
+@pytest.mark.unit
 def test_prometheus_gets_its_config_rules_and_alertmanager():
     volumes = SERVICES["prometheus"]["volumes"]
     assert "./prometheus/prometheus.yml:/etc/prometheus/prometheus.yml:ro" in volumes
@@ -74,6 +79,7 @@ def test_prometheus_gets_its_config_rules_and_alertmanager():
     assert PROMETHEUS["global"]["scrape_interval"] in ("1s", "2s", "5s")
 
 
+@pytest.mark.unit
 def test_grafana_is_provisioned_with_anonymous_viewers():
     g = SERVICES["grafana"]
     env = g["environment"]
@@ -89,6 +95,7 @@ def test_grafana_is_provisioned_with_anonymous_viewers():
     assert next(d for d in ds if d["type"] == "prometheus")["url"] == "http://" + prom_addr.split("=", 1)[1]
 
 
+@pytest.mark.unit
 def test_dcgm_exporter_collects_every_second_with_power_limits():
     svc = SERVICES["dcgm-exporter"]
     cmd = svc["command"]
@@ -116,6 +123,7 @@ def flag(argv: list[str] | str, name: str) -> str:
     return m.group(1)
 
 
+@pytest.mark.unit
 def test_scrape_targets_match_the_services():
     ports = scrape_ports()
     assert set(ports) == {"loadgen", "sglang", "dcgm"}
@@ -129,18 +137,18 @@ def test_scrape_targets_match_the_services():
     assert flag(demo, "--dcgm") == f"http://127.0.0.1:{ports['dcgm']}/metrics"
 
 
-def test_demo_uses_only_flags_loadgen_has():
+@pytest.mark.unit
+def test_demo_uses_only_flags_loadgen_has(cli):
     """The looping demo client and the simulator must use flags the CLI really accepts."""
-    run_help = subprocess.run([sys.executable, "-m", "loadgen", "--help"], capture_output=True, text=True,
-                              timeout=60, check=False, cwd=ROOT).stdout
-    sim_help = subprocess.run([sys.executable, "-m", "loadgen", "sim", "--help"], capture_output=True, text=True,
-                              timeout=60, check=False, cwd=ROOT).stdout
+    run_help = cli("--help").stdout
+    sim_help = cli("sim", "--help").stdout
     for f in set(re.findall(r"(--[a-z][a-z-]+)", SERVICES["loadgen-demo"]["command"][0])):
         assert f in run_help, f"loadgen has no {f}"
     for f in (a for a in SERVICES["sim"]["command"] if a.startswith("--")):
         assert f in sim_help, f"loadgen sim has no {f}"
 
 
+@pytest.mark.unit
 def test_dockerfile_installs_the_package_with_the_exporters():
     text = (ROOT / "Dockerfile").read_text()
     assert "COPY exporters" in text and "COPY loadgen" in text and 'ENTRYPOINT ["loadgen"]' in text

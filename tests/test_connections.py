@@ -23,6 +23,8 @@ from loadgen.record import CellKey, Record
 from tests.conftest import run_loadgen
 from tests.faults_util import outputs
 
+pytestmark = pytest.mark.sim
+
 EVENTS = (b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}\n\n'
           b'data: {"choices":[{"index":0,"delta":{"content":"!"},"finish_reason":"length"}]}\n\n'
           b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}\n\n'

@@ -14,6 +14,8 @@ from loadgen.sim.tokenizer import word_for
 from tests.conftest import run_loadgen
 from tests.faults_util import wait_truth
 
+pytestmark = pytest.mark.sim
+
 CONTEXTS = (60, 1024)
 MAX_TOKENS = 256  # long enough for steady decode, short enough for three APIs in a minute
 TTFT_EXCESS_S = 0.002  # what loadgen may add to TTFT beyond the least a client adds on the same machine

@@ -44,6 +44,7 @@ def variables(dash: dict) -> dict[str, dict]:
     return {v["name"]: v for v in dash["templating"]["list"]}
 
 
+@pytest.mark.unit
 def test_committed_json_is_what_the_generator_gives():
     rendered = GEN.render()
     assert sorted(rendered) == [p.name for p in FILES]
@@ -51,6 +52,7 @@ def test_committed_json_is_what_the_generator_gives():
         assert (GRAFANA / "dashboards" / name).read_text() == text, f"{name}: run python grafana/generate.py"
 
 
+@pytest.mark.unit
 def test_four_dashboards_with_unique_uids_and_titles():
     uids = [d["uid"] for d in DASHBOARDS.values()]
     titles = [d["title"] for d in DASHBOARDS.values()]
@@ -59,18 +61,21 @@ def test_four_dashboards_with_unique_uids_and_titles():
     assert {"loadgen-run-overview", "loadgen-spec-decoding", "loadgen-gpu-power", "loadgen-finished-cells"} <= set(uids)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", sorted(DASHBOARDS))
 def test_panel_titles_are_unique_within_a_dashboard(name):
     titles = [p["title"] for p in DASHBOARDS[name]["panels"]]
     assert len(titles) == len(set(titles)), sorted(t for t in titles if titles.count(t) > 1)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", sorted(DASHBOARDS))
 def test_no_import_placeholders(name):
     text = (GRAFANA / "dashboards" / name).read_text()
     assert "${DS_" not in text and "__inputs" not in text
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", sorted(DASHBOARDS))
 def test_every_panel_has_title_description_unit_and_the_datasource_variable(name):
     for p in panels(DASHBOARDS[name]):
@@ -83,6 +88,7 @@ def test_every_panel_has_title_description_unit_and_the_datasource_variable(name
             assert t["datasource"] == DS and t["expr"].strip(), p["title"]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", sorted(DASHBOARDS))
 def test_windows_are_grafana_intervals_and_counters_are_only_rated(name):
     for title, ref, expr in GEN.panel_queries(DASHBOARDS[name]):
@@ -94,6 +100,7 @@ def test_windows_are_grafana_intervals_and_counters_are_only_rated(name):
             assert rest.startswith("["), f"{title}/{ref}: {m.group(1)} used without rate()/increase()"
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", sorted(DASHBOARDS))
 def test_heatmaps_read_classic_buckets(name):
     for p in panels(DASHBOARDS[name]):
@@ -103,6 +110,7 @@ def test_heatmaps_read_classic_buckets(name):
             assert "by (le)" in t["expr"] and p["options"]["calculate"] is False
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", sorted(DASHBOARDS))
 def test_variables_datasource_first_and_every_reference_defined(name):
     dash = DASHBOARDS[name]
@@ -121,6 +129,7 @@ def test_variables_datasource_first_and_every_reference_defined(name):
     assert used - builtins <= set(defined), used - builtins - set(defined)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", sorted(DASHBOARDS))
 def test_layout_fits_the_grid_without_overlaps(name):
     taken = set()
@@ -134,6 +143,7 @@ def test_layout_fits_the_grid_without_overlaps(name):
         taken |= cells
 
 
+@pytest.mark.unit
 def test_dashboards_cover_the_questions_they_answer():
     def exprs(uid):
         dash = next(d for d in DASHBOARDS.values() if d["uid"] == uid)
@@ -166,6 +176,7 @@ def _all_panels():
     return [(name, p) for name, d in DASHBOARDS.items() for p in panels(d)]
 
 
+@pytest.mark.unit
 def test_per_cell_panels_read_finished_cells_over_the_time_range():
     """Bar gauges, tables and bar charts are instant queries at the end of the range: they must not need the
     exporter to be up then."""
@@ -175,6 +186,7 @@ def test_per_cell_panels_read_finished_cells_over_the_time_range():
                 assert t["instant"] and "last_over_time(" in t["expr"] and "[$__range]" in t["expr"], (name, p["title"])
 
 
+@pytest.mark.unit
 def test_the_finished_cells_table_has_the_terminal_matrix_columns():
     """The terminal table's columns (loadgen/results/table.py): ctx and conc are label columns, ok/fail is two."""
     dash = next(d for d in DASHBOARDS.values() if d["uid"] == "loadgen-finished-cells")
@@ -186,6 +198,7 @@ def test_the_finished_cells_table_has_the_terminal_matrix_columns():
         "E2E mean", "tok/chk", "accept", "W", "J/tok"}
 
 
+@pytest.mark.unit
 def test_every_dashboard_marks_cells_and_selects_runs_by_label():
     for name, dash in DASHBOARDS.items():
         (cells,) = [a for a in dash["annotations"]["list"] if a.get("name") == "Cells"]
@@ -196,6 +209,7 @@ def test_every_dashboard_marks_cells_and_selects_runs_by_label():
         assert "$label" in var["run"]["definition"], name
 
 
+@pytest.mark.unit
 def test_ratios_never_divide_by_a_zero_rate():
     """J/token and tok/J: a zero denominator (power flows, no tokens complete) gives no value, not +Inf."""
     for name, p in _all_panels():
@@ -204,6 +218,7 @@ def test_ratios_never_divide_by_a_zero_rate():
                 assert "> 0)" in t["expr"], (name, p["title"], t["expr"])
 
 
+@pytest.mark.unit
 def test_recording_rules_used_by_dashboards_exist():
     recorded = {r["record"] for f in (ROOT / "prometheus" / "rules").glob("*.yml")
                 for g in yaml.safe_load(f.read_text())["groups"] for r in g["rules"] if "record" in r}
@@ -212,6 +227,7 @@ def test_recording_rules_used_by_dashboards_exist():
     assert used and used <= recorded, used - recorded
 
 
+@pytest.mark.unit
 def test_loadgen_metrics_in_dashboards_and_rules_are_served_by_the_exporter():
     served = set()
     for family in LiveExporter("r").registry.collect():
@@ -227,6 +243,7 @@ def test_loadgen_metrics_in_dashboards_and_rules_are_served_by_the_exporter():
     assert used <= served, used - served
 
 
+@pytest.mark.unit
 def test_substitute_replaces_grafana_variables():
     values = {"__rate_interval": "10s", "run": ".*"}
     assert GEN.substitute('rate(x{run=~"$run"}[$__rate_interval])', values) == 'rate(x{run=~".*"}[10s])'
@@ -235,6 +252,7 @@ def test_substitute_replaces_grafana_variables():
         GEN.substitute("x[$__interval]", values)
 
 
+@pytest.mark.unit
 def test_provisioning_datasource_and_provider():
     ds = yaml.safe_load((GRAFANA / "provisioning" / "datasources" / "loadgen.yml").read_text())
     prom = next(d for d in ds["datasources"] if d["type"] == "prometheus")
@@ -245,6 +263,7 @@ def test_provisioning_datasource_and_provider():
     assert provider["type"] == "file" and provider["options"]["path"].startswith("/var/lib/grafana/dashboards")
 
 
+@pytest.mark.infra
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed (Debian package 'prometheus')")
 def test_every_panel_query_parses(tmp_path):
     values = {"__rate_interval": "1m", "__interval": "15s", "__range": "1h", "run": ".*", "concurrency": ".*",

@@ -53,6 +53,7 @@ def first_line_removed(text: str) -> str:
 
 
 # ---- formats ---------------------------------------------------------------------------------------------
+@pytest.mark.unit
 def test_each_format_is_detected_and_parsed(tmp_path):
     fmt, rows, bad = parse_rows("".join(json.dumps(r) + "\n" for r in chat_rows()), "category")
     assert (fmt, bad) == ("openai-chat", [])
@@ -77,6 +78,7 @@ def test_each_format_is_detected_and_parsed(tmp_path):
                                                                                     ("two", 5, "b")])
 
 
+@pytest.mark.unit
 def test_bad_rows_are_named_with_their_line():
     text = ('{"prompt": "fine"}\n{"prompt": "broken"\n\n{"answer": 1}\n{"prompt": "   "}\n[1, 2]\n'
             '{"prompt": "x", "max_tokens": 0}\n{"messages": [{"role": "user", "content": "a chat row"}]}\n')
@@ -87,12 +89,14 @@ def test_bad_rows_are_named_with_their_line():
         (7, "max_tokens/output_len 0 must be a positive integer"), (8, "a openai-chat row in a prompt file")]
 
 
+@pytest.mark.unit
 def test_the_simulator_judges_code_and_prose():
     assert {prompt_kind(t) for t in CODE} == {"code"}
     assert {prompt_kind(t) for t in PROSE} == {"prose"}
 
 
 # ---- bad input ends the run before any load ----------------------------------------------------------------
+@pytest.mark.sim
 def test_bad_rows_stop_the_run_unless_tolerated(sim_factory, tmp_path):
     sim = sim_factory("--speed", "20")
     path = tmp_path / "d.jsonl"
@@ -110,20 +114,22 @@ def test_bad_rows_stop_the_run_unless_tolerated(sim_factory, tmp_path):
     assert "prompt rows are sent" not in proc.stderr  # completions take the prompt as it is
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("flag", ["--dataset", "--prompts"])
-def test_a_file_that_is_not_text_is_refused(tmp_path, flag):
+def test_a_file_that_is_not_text_is_refused(tmp_path, flag, cli):
     png = tmp_path / "image.jsonl"
     png.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)))
-    proc = run_loadgen(flag, str(png), "--concurrency", "1", "--out", str(tmp_path / "r.json"))
+    proc = cli(flag, str(png), "--concurrency", "1", "--out", str(tmp_path / "r.json"))
     assert proc.returncode == 2
     assert f"{flag} {png}: not a text file" in proc.stderr
     latin = tmp_path / "latin.jsonl"
     latin.write_bytes(b'{"prompt": "ok"}\n{"prompt": "caf\xe9"}\n')
-    proc = run_loadgen(flag, str(latin), "--concurrency", "1", "--out", str(tmp_path / "r.json"))
+    proc = cli(flag, str(latin), "--concurrency", "1", "--out", str(tmp_path / "r.json"))
     assert proc.returncode == 2
     assert f"{flag} {latin}: not UTF-8 text (byte 0xe9 on line 2); convert it to UTF-8" in proc.stderr
 
 
+@pytest.mark.sim
 def test_prompts_names_its_bad_rows(sim_factory, tmp_path):
     sim = sim_factory("--speed", "20")
     path = tmp_path / "p.jsonl"
@@ -135,9 +141,11 @@ def test_prompts_names_its_bad_rows(sim_factory, tmp_path):
     assert sim.truth_rows() == []
 
 
-def test_chat_rows_need_the_chat_api(tmp_path):
+@pytest.mark.sim
+def test_chat_rows_need_the_chat_api(tmp_path, cli):
+    # the check comes after the built-in simulator has started (no --url)
     path = write_jsonl(tmp_path / "chat.jsonl", chat_rows())
-    proc = run_loadgen("--dataset", str(path), "--api", "openai-completions", "--concurrency", "1",
+    proc = cli("--dataset", str(path), "--api", "openai-completions", "--concurrency", "1",
                        "--out", str(tmp_path / "r.json"))
     assert proc.returncode == 2
     assert "use --api openai-chat (not openai-completions)" in proc.stderr
@@ -152,6 +160,7 @@ def run_dataset(sim, path: Path, out: Path, *args: str):
     return proc, read_json(str(out)), records, [truth[r["request_id"]] for r in records]
 
 
+@pytest.mark.sim
 def test_chat_rows_replay_as_they_are(sim_factory, tmp_path):
     sim = sim_factory("--speed", "20")
     rows = chat_rows()
@@ -176,6 +185,7 @@ def test_chat_rows_replay_as_they_are(sim_factory, tmp_path):
             [{"messages": r["messages"], "max_tokens": r.get("max_tokens") or r.get("output_len")} for r in rows]
 
 
+@pytest.mark.sim
 def test_sharegpt_replays_with_its_own_lengths(sim_factory, tmp_path):
     sim = sim_factory("--speed", "20")
     path = tmp_path / "share.json"
@@ -194,6 +204,7 @@ def test_sharegpt_replays_with_its_own_lengths(sim_factory, tmp_path):
     assert cell["lengths"]["prompt_tokens"]["mean"] == pytest.approx(sum(t["prompt_tokens"] for t in truth) / 3)
 
 
+@pytest.mark.sim
 def test_per_category_figures_match_the_truth(sim_factory, tmp_path):
     sim = sim_factory("--speed", "10")
     path = write_jsonl(tmp_path / "chat.jsonl", chat_rows())
@@ -221,6 +232,7 @@ def test_per_category_figures_match_the_truth(sim_factory, tmp_path):
         assert f"{cats['code']['accept_length']['value']:.2f} per_request" in line
 
 
+@pytest.mark.unit
 def test_compare_shows_categories_against_the_baseline():
     from loadgen.results import category_compare
     from loadgen.results.compare import Run

@@ -5,6 +5,8 @@ import pytest
 from loadgen.telemetry.dcgm import normalize_url
 from loadgen.telemetry.dcgm_format import parse_dcgm
 
+pytestmark = pytest.mark.unit
+
 # Two GPUs from a real 8×H200 node's answer (dcgm-exporter 4.x default CSV, trimmed).
 REAL = """\
 # HELP DCGM_FI_DEV_SM_CLOCK SM clock frequency (in MHz).

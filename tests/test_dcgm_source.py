@@ -25,6 +25,8 @@ from loadgen.telemetry.base import SourceResult
 from loadgen.telemetry.dcgm import DcgmSource
 from tests.conftest import serve_metrics_app as serve
 
+pytestmark = pytest.mark.sim
+
 INTERVAL_S = 0.05
 NOISE_W = 0.05  # the simulated readings' deterministic ±0.05 W; the energy truth has none
 # The source dates a reading a few µs outside the span the session's trace sees; a preemption there moves

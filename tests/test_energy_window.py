@@ -24,6 +24,7 @@ MS = 1_000_000
 S = 1_000_000_000
 
 
+@pytest.mark.unit
 def test_cut_splits_an_interval_by_power_times_time():
     # steady 100 W: linear interpolation of the counter
     steady = [(0, 0.0, 100.0), (S, 100_000.0, 100.0)]
@@ -41,6 +42,7 @@ def test_cut_splits_an_interval_by_power_times_time():
     assert window_energy_j(gpu, S // 4, 3 * S // 4) == pytest.approx(50.0)
 
 
+@pytest.mark.unit
 def test_snapshots_are_dated_on_the_exporters_refresh_grid():
     # collections every 100 ms at 0, 100, 200, ... ms; 200 W steady: each collection adds 20 J
     # polled every 20 ms from 5 ms on: each new value first seen up to 20 ms after its collection
@@ -70,6 +72,7 @@ def _true_energy_j(port: int, window: dict) -> float:
         return json.loads(resp.read())["total_j"]
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("collect_ms, requests, cell_s", [(100, 76, 3.0), (1000, 512, 20.0)])
 def test_cell_energy_matches_the_exact_integral(collect_ms, requests, cell_s, sim_factory, tmp_path):
     port = _free_port()

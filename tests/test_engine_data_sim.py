@@ -44,6 +44,7 @@ def truth_accept(records: list[dict], truth: dict, cell: dict) -> float:
     return 1 + sum(t["completion_tokens"] - 1 - t["verify_ct"] for t in rows) / verify
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("api", ["openai-chat", "openai-completions"])
 def test_llamacpp_prompts_cache_and_accept_length(sim_factory, tmp_path, api):
     doc, records, truth, proc = run_against_llamacpp(sim_factory, tmp_path, api)
@@ -84,6 +85,7 @@ def test_llamacpp_prompts_cache_and_accept_length(sim_factory, tmp_path, api):
                                                  / (r.t_first_token_ns - r.t_sent_ns))
 
 
+@pytest.mark.unit
 def test_estimated_prompt_lengths_are_said_so():
     desc = sizing_description(None, 0, None)
     assert desc["estimated"] and not desc["exact"]

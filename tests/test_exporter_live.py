@@ -40,6 +40,7 @@ def exp() -> LiveExporter:
     return e
 
 
+@pytest.mark.unit
 def test_ok_request_counts_tokens_and_latencies(exp):
     exp.request_sent(CELL)
     exp.record(make_record())
@@ -58,6 +59,7 @@ def test_ok_request_counts_tokens_and_latencies(exp):
     assert value(exp, "loadgen_in_flight_requests", run="r1") == 0
 
 
+@pytest.mark.unit
 def test_itl_spreads_each_gap_over_its_chunk_tokens(exp):
     exp.record(make_record())
     # gap 400 ms over 4 tokens = 100 ms each; 600 ms over 6 tokens = 100 ms each
@@ -73,6 +75,7 @@ def test_itl_spreads_each_gap_over_its_chunk_tokens(exp):
     assert value(exp, "loadgen_itl_seconds_sum", **LABELS) == pytest.approx(1.034)
 
 
+@pytest.mark.unit
 def test_itl_gap_of_an_empty_chunk_moves_to_the_next(exp):
     exp.record(make_record(chunk_tokens=[1, 0, 2], chunk_gaps_ns=[10 * MS, 30 * MS]))
     assert value(exp, "loadgen_itl_seconds_count", **LABELS) == 2
@@ -80,12 +83,14 @@ def test_itl_gap_of_an_empty_chunk_moves_to_the_next(exp):
     assert value(exp, "loadgen_itl_seconds_bucket", le="0.0175", **LABELS) == 0
 
 
+@pytest.mark.unit
 def test_itl_needs_per_chunk_token_counts(exp):
     exp.record(make_record(chunk_tokens=None))
     assert value(exp, "loadgen_itl_seconds_count", **LABELS) == 0  # series exists, nothing observed
     assert value(exp, "loadgen_output_tokens_total", **LABELS) == 11
 
 
+@pytest.mark.unit
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 200 * MS), st.integers(0, 16)), min_size=1, max_size=40))
 def test_itl_conserves_tokens_and_time(chunks):
@@ -105,6 +110,7 @@ def test_itl_conserves_tokens_and_time(chunks):
     assert cumulative == sorted(cumulative)
 
 
+@pytest.mark.unit
 def test_failed_requests_count_but_add_no_tokens(exp):
     exp.record(make_record(outcome="timeout", completion_tokens=None, t_last_token_ns=None))
     exp.record(make_record(outcome="connection_error", t_sent_ns=0, t_first_token_ns=None, chunk_tokens=[],
@@ -116,6 +122,7 @@ def test_failed_requests_count_but_add_no_tokens(exp):
     assert value(exp, "loadgen_ttft_seconds_count", **LABELS) == 1  # the timeout had its first token
 
 
+@pytest.mark.unit
 def test_in_flight_follows_sends_and_ends(exp):
     for _ in range(3):
         exp.request_sent(CELL)
@@ -127,6 +134,7 @@ def test_in_flight_follows_sends_and_ends(exp):
     assert value(exp, "loadgen_in_flight_requests", run="r1") == 0
 
 
+@pytest.mark.unit
 def test_cell_gauges_follow_the_current_cell(exp):
     assert value(exp, "loadgen_target_concurrency", run="r1") == 4
     assert value(exp, "loadgen_context_tokens", run="r1") == 60
@@ -143,6 +151,7 @@ def test_cell_gauges_follow_the_current_cell(exp):
     assert value(exp, "loadgen_cell_active", **nxt_labels) == 0
 
 
+@pytest.mark.unit
 def test_cell_summary_sets_the_last_cell_gauges(exp):
     summary = {
         "output_tok_s": 1234.5,
@@ -161,6 +170,7 @@ def test_cell_summary_sets_the_last_cell_gauges(exp):
     assert value(exp, "loadgen_cell_active", **LABELS) == 0
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("summary", [
     {},
     {"accept_length": None, "power": None, "client": None, "output_tok_s": None},
@@ -174,6 +184,7 @@ def test_cell_summary_holes_leave_gauges_unset(exp, summary):
     assert value(exp, "loadgen_client_saturated", run="r1") == 0
 
 
+@pytest.mark.unit
 def test_request_output_rate_edges():
     assert request_output_rate(make_record(completion_tokens=1)) is None
     assert request_output_rate(make_record(t_first_token_ns=None)) is None
@@ -182,6 +193,7 @@ def test_request_output_rate_edges():
     assert request_output_rate(make_record(t_last_token_ns=None)) == pytest.approx(10 / 1.008)
 
 
+@pytest.mark.unit
 def test_a_new_run_id_replaces_the_run_level_series():
     e = LiveExporter("placeholder")
     e.cell_started(CELL, "r1")
@@ -191,6 +203,7 @@ def test_a_new_run_id_replaces_the_run_level_series():
     assert value(e, "loadgen_target_concurrency", run="r1") == 4
 
 
+@pytest.mark.unit
 def test_each_exporter_has_its_own_registry():
     a, b = LiveExporter("a"), LiveExporter("b")
     a.cell_started(CELL, "a")
@@ -209,6 +222,7 @@ async def _fetch(port: int, accept: str | None = None) -> tuple[int, str, str]:
         return r.status, r.headers["Content-Type"], await r.text()
 
 
+@pytest.mark.sim
 def test_serves_metrics_on_a_real_socket_and_lingers():
     async def scenario():
         exp = LiveExporter("r1", linger_s=0.5)
@@ -242,6 +256,7 @@ def test_serves_metrics_on_a_real_socket_and_lingers():
         assert lint.returncode == 0, lint.stdout + lint.stderr
 
 
+@pytest.mark.sim
 def test_busy_port_raises():
     async def scenario():
         with socket.socket() as taken:
@@ -254,6 +269,7 @@ def test_busy_port_raises():
     asyncio.run(scenario())
 
 
+@pytest.mark.sim
 def test_event_loop_lag_is_sampled_while_serving():
     """The loop is blocked for a measured `blocked_s`. The sampler was asleep when the block began, due at most
     LAG_SAMPLE_S later, so the next sample wakes at least blocked_s − LAG_SAMPLE_S late: with a 0.3 s block
@@ -290,6 +306,7 @@ def _parse(*argv: str):
     return {k: v for k, v in cfg.public_args().items() if k.startswith(("metrics_", "gpu_power"))}
 
 
+@pytest.mark.unit
 def test_cli_flags_fill_the_run_config():
     assert _parse() == {}
     assert _parse("--metrics-port", "9464") == {"metrics_port": 9464, "metrics_host": "127.0.0.1",
@@ -298,6 +315,7 @@ def test_cli_flags_fill_the_run_config():
     assert _parse("--metrics-port", "0", "--metrics-host", "0.0.0.0", "--linger", "2")["metrics_linger_s"] == 2.0
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("argv,message", [
     (["--linger", "5"], "need --metrics-port"),
     (["--metrics-host", "0.0.0.0"], "need --metrics-port"),
@@ -319,6 +337,7 @@ def _service(port: int, linger_s: float):
     return exporter, service
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("finished,lingers", [(True, True), (False, False)])
 def test_cli_service_serves_during_the_run_and_lingers_unless_interrupted(finished, lingers):
     """A finished run (every cell ok or not) keeps serving --linger seconds; an interrupted or crashed one
@@ -341,6 +360,7 @@ def test_cli_service_serves_during_the_run_and_lingers_unless_interrupted(finish
     assert elapsed >= 0.39 if lingers else elapsed < 0.2
 
 
+@pytest.mark.sim
 def test_cli_service_reports_a_busy_port_as_a_usage_error():
     from loadgen.errors import UsageError
 
@@ -357,6 +377,7 @@ def test_cli_service_reports_a_busy_port_as_a_usage_error():
 
 # --- cells and runs identifiable ---------------------------------------------------------------------------
 
+@pytest.mark.unit
 def test_open_loop_cells_of_one_prompt_length_have_their_own_series():
     exp = LiveExporter("r1")
     for rate, tok_s in ((20.0, 900.0), (40.0, 1700.0)):
@@ -370,6 +391,7 @@ def test_open_loop_cells_of_one_prompt_length_have_their_own_series():
         assert value(exp, "loadgen_cell_output_tokens_per_second", **labels) == tok_s
 
 
+@pytest.mark.unit
 def test_run_info_carries_the_label_the_target_and_its_speculative_settings():
     exp = LiveExporter("r1", label="B300_b16t8")
     exp.describe_target({"model": "kimi", "engine": "sglang", "fingerprint": "f00d",
@@ -383,6 +405,7 @@ def test_run_info_carries_the_label_the_target_and_its_speculative_settings():
     assert [s.labels["run"] for s in infos] == ["r2"]
 
 
+@pytest.mark.unit
 def test_the_power_limit_comes_from_the_flag_else_from_the_telemetry():
     power = {"power": {"source": "nvml", "gpus": 8, "limit_w_total": 5600.0}}
     told = LiveExporter("r1", gpu_power_limit_w=1100.0)
@@ -397,6 +420,7 @@ def test_the_power_limit_comes_from_the_flag_else_from_the_telemetry():
     assert value(read, "loadgen_gpu_power_limit_watts", run="r1", source="nvml") == 700.0
 
 
+@pytest.mark.unit
 def test_cells_carry_their_start_and_end_and_the_run_its_end(exp):
     before = time.time()
     nxt = CellKey(context_tokens=60, concurrency=8)

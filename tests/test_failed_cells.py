@@ -20,6 +20,7 @@ def measured_failures(sim, records: list[dict]) -> int:
     return sum(1 for r in records if r["phase"] == "measure" and "http_error" in truth[r["request_id"]]["faults"])
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("limit,status,code", [(None, "failed", 1), ("0.9", "ok", 0)], ids=["default", "0.9"])
 def test_a_cell_with_too_many_failures_is_failed(tmp_path, sim_factory, limit, status, code):
     sim = sim_factory("--speed", "8", "--http-error-rate", "0.25")
@@ -54,6 +55,7 @@ def cell(ok: int, failed: int, status: str = "ok", **extra) -> dict:
             "requests": {"ok": ok, "failed": failed, "by_outcome": by}, **extra}
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("entry,why", [
     (cell(100, 0), None),
     (cell(99, 1), None),  # exactly 1 %: not above the default limit

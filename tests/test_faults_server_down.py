@@ -87,6 +87,7 @@ def run(url: str, out: Path, *extra: str):
                        timeout=90)
 
 
+@pytest.mark.sim
 def test_wait_remeasures_the_cell_when_the_server_is_back(supervisor, tmp_path):
     sup = supervisor(["--crash-after", str(9 + GATE)], [], delay_s=0.5)
     out = tmp_path / "r.json"
@@ -116,6 +117,7 @@ def test_wait_remeasures_the_cell_when_the_server_is_back(supervisor, tmp_path):
     assert all(row["outcome"] == "ok" for row in measured.values())
 
 
+@pytest.mark.sim
 def test_wait_gives_up_when_the_server_stays_down(sim_factory, tmp_path):
     sim = sim_factory("--speed", "8", "--crash-after", str(9 + GATE))
     out = tmp_path / "r.json"
@@ -133,6 +135,7 @@ def test_wait_gives_up_when_the_server_stays_down(sim_factory, tmp_path):
     assert verdict(second) == (60, 8, "skipped", why, [{"kind": "not_reached", "reason": why}])
 
 
+@pytest.mark.sim
 def test_stop_writes_results_and_skips_the_rest(sim_factory, tmp_path):
     sim = sim_factory("--speed", "8", "--crash-after", str(9 + GATE))
     out = tmp_path / "r.json"
@@ -148,6 +151,7 @@ def test_stop_writes_results_and_skips_the_rest(sim_factory, tmp_path):
     assert {r["cell"]["concurrency"] for r in records} == {4}
 
 
+@pytest.mark.sim
 def test_skip_goes_on_to_the_next_cell(sim_factory, tmp_path):
     sim = sim_factory("--speed", "8", "--crash-after", str(9 + GATE))
     out = tmp_path / "r.json"
@@ -165,6 +169,7 @@ def test_skip_goes_on_to_the_next_cell(sim_factory, tmp_path):
     assert "ctx=60 c=4: failed; going on to the next cell (--on-server-down skip)" in proc.stderr
 
 
+@pytest.mark.sim
 def test_connection_errors_are_bounded_not_spun(sim_factory, tmp_path):
     sim = sim_factory("--speed", "8", "--crash-after", str(3 + GATE))
     out = tmp_path / "r.json"
@@ -180,11 +185,13 @@ def test_connection_errors_are_bounded_not_spun(sim_factory, tmp_path):
     assert doc["cells"][0]["requests_not_sent"] >= 400 - 2 - 12
 
 
+@pytest.mark.unit
 def test_backoff_schedule():
     assert [backoff_s(k) for k in range(9)] == [0.0, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 2.0, 2.0]
     assert backoff_s(10_000) == 2.0
 
 
+@pytest.mark.unit
 def test_pause_backs_off_and_wakes_when_the_server_is_declared_down():
     async def scenario():
         guard = ServerGuard("http://127.0.0.1:1", threshold=100)

@@ -20,6 +20,8 @@ from loadgen.files import read_json
 from tests.conftest import ROOT
 from tests.faults_util import assert_accounted, jsonl_lines, outputs, records_path, verdict, wait_truth
 
+pytestmark = pytest.mark.sim
+
 PLANNED = 8
 
 

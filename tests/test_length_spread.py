@@ -16,6 +16,7 @@ from loadgen.workload.lengths import centres, parse_dist
 from tests.conftest import run_loadgen
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("text, plain, spreads", [
     ("1024±25%,60", "1024,60", {1024: LengthSpread("uniform", 0.25, True)}),
     ("300+-50", "300", {300: LengthSpread("uniform", 50.0)}),
@@ -25,12 +26,14 @@ def test_spreads_are_parsed(text, plain, spreads):
     assert centres("--contexts", text) == (plain, spreads)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("text", ["1024±x", "1024±150%", "1024±-5"])
 def test_bad_spreads_are_named(text):
     with pytest.raises(UsageError, match="--contexts"):
         centres("--contexts", text)
 
 
+@pytest.mark.unit
 def test_draws_stay_in_their_range_and_repeat_under_a_seed():
     spread = LengthSpread("uniform", 0.25, True)
     a = spread.draw(random.Random(1), 1024, 2000)
@@ -42,6 +45,7 @@ def test_draws_stay_in_their_range_and_repeat_under_a_seed():
     assert (sum((x - 1024) ** 2 for x in b) / len(b)) ** 0.5 == pytest.approx(128, rel=0.06)
 
 
+@pytest.mark.sim
 def test_each_prompt_is_exactly_its_drawn_length(sim_factory, tmp_path):
     sim = sim_factory("--speed", "20")
     out = tmp_path / "r.json"

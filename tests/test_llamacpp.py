@@ -30,6 +30,8 @@ from tests.conftest import run_loadgen
 from tests.llamacpp.server import BUILD_HINT, VERSION, LlamaServer, binary, cache_dir, spec_args, start_server, tasks
 from tests.llamacpp.tiny_model import FAST_VOCAB, tiny_model
 
+pytestmark = pytest.mark.engine
+
 MAX_TOKENS = 32
 N_MAX = 4
 PER_CELL = 6

@@ -15,6 +15,8 @@ import pytest
 from tests.llamacpp.server import LlamaServer
 from tests.test_llamacpp import MAX_TOKENS, N_MAX, measured_run, model, server_accept_length, spec_server
 
+pytestmark = pytest.mark.engine
+
 __all__ = ["model", "spec_server"]  # the tier's fixtures, shared
 CONTEXTS = (60, 128)
 

@@ -35,6 +35,7 @@ def sample(name: str):
     return json.loads(path.read_text())
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("models, header, marks", [
     ({"data": [{"id": "m", "owned_by": "llamacpp"}]}, "llama.cpp", ["Server header", "owned_by"]),
     ({"data": [{"id": "m", "owned_by": "llamacpp"}]}, None, ["owned_by"]),
@@ -47,6 +48,7 @@ def test_llamacpp_is_recognised_by_its_header_or_owner(models, header, marks):
     assert recognised_by(models, header) == marks
 
 
+@pytest.mark.unit
 def test_the_captured_answers_give_context_slots_and_speculation():
     models, props, slots = (sample(f"llamacpp-{n}.json") for n in ("v1_models", "props", "slots_busy"))
     assert recognised_by(models, None) == ["owned_by"]
@@ -67,6 +69,7 @@ def test_the_captured_answers_give_context_slots_and_speculation():
         assert volatile not in json.dumps(info), volatile
 
 
+@pytest.mark.unit
 def test_one_configuration_keeps_its_fingerprint_and_a_draft_setting_changes_it():
     models, props, slots = (sample(f"llamacpp-{n}.json") for n in ("v1_models", "props", "slots_busy"))
     meta = model_meta(models, "target.gguf")
@@ -87,6 +90,7 @@ def test_one_configuration_keeps_its_fingerprint_and_a_draft_setting_changes_it(
     assert fingerprint(props, idle, None) != fingerprint(props, no_spec, None)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("argv, env, want", [
     (["llama-server", "-m", "t.gguf", "-md", "d.gguf", "--spec-type", "draft-simple", "--spec-draft-n-max", "4",
       "--spec-draft-n-min", "0", "-np", "2", "-c", "1024", "--metrics", "--slots", "--port", "8080"], {},
@@ -105,10 +109,12 @@ def test_launch_flags_give_the_speculative_settings(argv, env, want):
     assert llamacpp_settings(argv, env) == want
 
 
+@pytest.mark.unit
 def test_flag_values_take_the_next_word_or_the_part_after_equals():
     assert flag_values(["x", "-a", "1", "--b=2", "--c"]) == {"-a": "1", "--b": "2"}
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("url, port", [
     ("http://127.0.0.1:8080", 8080), ("http://localhost:9000/v1", 9000), ("http://[::1]:81", 81),
     ("http://127.0.0.2", 80), ("https://localhost", 443), ("http://10.0.0.5:8080", None),
@@ -126,6 +132,7 @@ sys.stdin.read()
 '''
 
 
+@pytest.mark.sim
 @pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="needs Linux /proc")
 def test_the_process_listening_on_the_port_gives_its_launch_settings(tmp_path):
     script = tmp_path / "listener.py"
@@ -155,6 +162,7 @@ def test_the_process_listening_on_the_port_gives_its_launch_settings(tmp_path):
     assert settings is None and "loopback" in why
 
 
+@pytest.mark.unit
 def test_unknown_draft_settings_are_said_so_in_the_server_info():
     models, props, slots = (sample(f"llamacpp-{n}.json") for n in ("v1_models", "props", "slots_busy"))
     info = server_info(model_meta(models, "target.gguf"), props, slots, None, [], "not on this machine")
@@ -163,5 +171,6 @@ def test_unknown_draft_settings_are_said_so_in_the_server_info():
     assert "draft_settings_unknown" not in server_info({}, props, slots, {}, [], None)
 
 
+@pytest.mark.unit
 def test_llamacpp_metric_names_name_the_engine():
     assert engine_from_metrics("# HELP x\nllamacpp:prompt_tokens_total 5\n") == "llamacpp"

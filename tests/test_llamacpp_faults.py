@@ -20,6 +20,8 @@ from tests.llamacpp.server import LlamaServer, spec_args, start_server, tasks
 from tests.llamacpp.tiny_model import FAST_VOCAB, tiny_model
 from tests.test_llamacpp import require_binary
 
+pytestmark = pytest.mark.engine
+
 MAX_TOKENS = 160  # ~1 s a stream on this machine: a signal sent when a first record lands finds one mid-stream
 PER_CELL = 6
 STALL_S = 10.0

@@ -19,6 +19,7 @@ from loadgen.telemetry.promtext import parse_samples, parse_types
 from tests.conftest import serve_metrics_app as serve
 
 
+@pytest.mark.sim
 def test_serves_dcgm_names_units_and_labels():
     sim = SimulatedGpus(n=2, limit_w=700.0, model="NVIDIA H200")
     sim.set_utilization(1.0)
@@ -64,6 +65,7 @@ class CollectionClock(SimulatedNvml):
         return super().nvmlDeviceGetTotalEnergyConsumption(handle)
 
 
+@pytest.mark.sim
 def test_dcgm_source_reads_the_exporter_end_to_end():
     """NVML → exporter → DcgmSource → the cell's energy: the simulated truth over exactly the cell's window.
 
@@ -102,17 +104,20 @@ class NoDriverNvml(SimulatedNvml):
         raise self.NVMLError("Driver Not Loaded")
 
 
+@pytest.mark.unit
 def test_main_exits_2_with_a_reason_when_nvml_is_unavailable(capsys):
     assert exporter.main(["--port", "0"], nvml=NoDriverNvml(SimulatedGpus(n=1))) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("exporters.nvml: NVML unavailable") and "Driver Not Loaded" in err and "\n" not in err
 
 
+@pytest.mark.unit
 def test_defaults_bind_loopback():
     args = exporter.parse_args([])
     assert (args.host, args.port, args.interval) == ("127.0.0.1", 9400, 1.0)
 
 
+@pytest.mark.sim
 @pytest.mark.skipif(importlib.util.find_spec("pynvml") is not None, reason="nvidia-ml-py installed here")
 def test_module_entry_point_without_nvidia_ml_py():
     proc = subprocess.run([sys.executable, "-m", "exporters.nvml", "--port", "0"], capture_output=True,

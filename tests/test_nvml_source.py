@@ -9,6 +9,8 @@ from loadgen.sim.gpus import SimulatedGpus, SimulatedNvml
 from loadgen.telemetry import nvml as nvml_mod
 from loadgen.telemetry.nvml import NvmlSource, nvml_available
 
+pytestmark = pytest.mark.unit
+
 INTERVAL_S = 0.05
 
 

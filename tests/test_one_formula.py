@@ -67,6 +67,7 @@ def sample(exp: LiveExporter, name: str, cell: CellKey = CLOSED, **extra) -> flo
     return exp.registry.get_sample_value(name, labels | extra)
 
 
+@pytest.mark.unit
 def test_a_zero_token_chunk_hands_its_gap_to_the_next_chunk_in_both_paths():
     rec = RECORDS[0]  # tokens [1, 0, 3], gaps [10 ms, 30 ms]: 3 tokens over 40 ms
     summary, exp = summarize([rec]), live([rec], CLOSED)
@@ -79,6 +80,7 @@ def test_a_zero_token_chunk_hands_its_gap_to_the_next_chunk_in_both_paths():
     assert summary["itl_s"]["mean"] == pytest.approx(summary["tpot_s"]["mean"])
 
 
+@pytest.mark.unit
 def test_itl_agrees_bucket_by_bucket_and_in_the_mean():
     ok = [r for r in RECORDS if r.chunk_tokens is not None]
     summary, exp = summarize(ok), live(ok, CLOSED)
@@ -91,6 +93,7 @@ def test_itl_agrees_bucket_by_bucket_and_in_the_mean():
     assert sample(exp, "loadgen_itl_seconds_sum") / count == pytest.approx(summary["itl_s"]["mean"])
 
 
+@pytest.mark.unit
 def test_per_request_rate_agrees_with_and_without_a_last_token_time():
     summary, exp = summarize(RECORDS), live(RECORDS, CLOSED)
     rates = [x for x in map(request_tok_s, RECORDS) if x is not None]
@@ -101,6 +104,7 @@ def test_per_request_rate_agrees_with_and_without_a_last_token_time():
         pytest.approx(summary["request_tok_s"]["mean"])
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("figure,metric", [("ttft_s", "loadgen_ttft_seconds"),
                                            ("e2e_s", "loadgen_e2e_latency_seconds")])
 def test_request_latencies_agree(figure, metric):
@@ -109,6 +113,7 @@ def test_request_latencies_agree(figure, metric):
     assert sample(exp, metric + "_sum") == pytest.approx(summary[figure]["mean"] * len(RECORDS))
 
 
+@pytest.mark.unit
 def test_send_lateness_agrees_and_an_unsent_request_has_none():
     recs = [make(CLOSED, i, t_sent_ns=make(CLOSED, i).t_intended_ns + i * MS) for i in range(4)]
     recs.append(make(CLOSED, 9, outcome="connection_error", t_sent_ns=0, t_first_token_ns=None))
@@ -119,6 +124,7 @@ def test_send_lateness_agrees_and_an_unsent_request_has_none():
     assert summary["send_lateness_s"]["p50"] == pytest.approx(0.0015)
 
 
+@pytest.mark.unit
 def test_achieved_request_rate_is_the_results_figure():
     # 5 requests due every 100 ms; the last two sent late, stretching the sends over 600 ms
     sent_ms = [0, 100, 200, 450, 600]
@@ -145,6 +151,7 @@ HOT = {"worker": 2, "slots": 4, "lags": [0.030] * 100, "loop_lag_p99_s": 0.030, 
        "saturated": True, "reasons": ["event-loop lag p99 30.0 ms > 10 ms", "client CPU 95% > 90%"]}
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("workers,saturated", [([CALM], False), ([CALM, HOT], True)])
 def test_client_health_verdict_is_the_results_verdict(workers, saturated):
     summary = summarize(RECORDS)
@@ -155,6 +162,7 @@ def test_client_health_verdict_is_the_results_verdict(workers, saturated):
     assert sample(exp, "loadgen_cell_event_loop_lag_p99_seconds") == summary["client"]["loop_lag_p99_s"]
 
 
+@pytest.mark.unit
 def test_workers_and_shards_merge_client_health_by_one_rule():
     bare = [{k: v for k, v in b.items() if k != "lags"} for b in (CALM, HOT)]
     by_workers = merge_client(None, bare)
@@ -167,6 +175,7 @@ def test_workers_and_shards_merge_client_health_by_one_rule():
     assert merge_client(None, [CALM])["loop_lag_p99_s"] == pytest.approx(np.percentile(CALM["lags"], 99))
 
 
+@pytest.mark.sim
 def test_the_exporter_and_the_cell_monitor_see_the_same_blocked_loop():
     async def scenario():
         exp = LiveExporter("r1", linger_s=0, registry=CollectorRegistry())
@@ -197,6 +206,7 @@ def searched_percentile(values, weights, q):
     return float(v[min(idx, len(v) - 1)])
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("values,weights,q,expected", [
     ([0.01], [3], 50, 0.01),
     ([0.01, 0.02], [1, 1], 50, 0.01),  # cumulative weight 1 of 2 reaches 50 % exactly at the first value
@@ -216,6 +226,7 @@ def test_weighted_percentile_table(values, weights, q, expected):
     assert weighted_percentile(values, weights, q) == expected == searched_percentile(values, weights, q)
 
 
+@pytest.mark.unit
 def test_weighted_percentile_equals_the_former_search_on_random_inputs():
     rnd = random.Random(5)
     for _ in range(500):
@@ -227,6 +238,7 @@ def test_weighted_percentile_equals_the_former_search_on_random_inputs():
             assert dist[f"p{q}"] == weighted_percentile(values, weights, q) == searched_percentile(values, weights, q)
 
 
+@pytest.mark.unit
 def test_weighted_percentile_of_nothing_is_none():
     assert weighted_percentile([], [], 50) is None
     assert weighted_distribution([], []) == {"mean": None, "p50": None, "p90": None, "p99": None, "samples": 0}

@@ -35,6 +35,7 @@ def rec(seq: int, intended_ms: float, sent_ms: float, **kw) -> Record:
 
 
 # ---- figures -------------------------------------------------------------------------------------------
+@pytest.mark.unit
 def test_schedule_and_achieved_rates():
     # 5 requests due every 100 ms (10/s); the client sent the last two late, stretching the span to 600 ms
     recs = [rec(0, 0, 0), rec(1, 100, 100), rec(2, 200, 200), rec(3, 300, 450), rec(4, 400, 600)]
@@ -43,6 +44,7 @@ def test_schedule_and_achieved_rates():
     assert achieved_request_rate(recs[:1]) is None and schedule_request_rate([]) is None
 
 
+@pytest.mark.unit
 def test_window_p99_counts_only_its_window_and_failures_are_infinite():
     t = [0.1, 0.2, 0.3, 0.4]
     # (0.15, 0.35] holds the requests at 0.2 and 0.3
@@ -60,6 +62,7 @@ def ramp_points(ramp: Ramp, capacity: float, slo_s: float, n: int = 400):
     return t, ttft
 
 
+@pytest.mark.unit
 def test_sustainable_rate_is_the_rate_before_the_first_breaching_window():
     ramp = Ramp(2.0, 40.0, 10.0)
     t, ttft = ramp_points(ramp, capacity=25.0, slo_s=0.5)
@@ -78,6 +81,7 @@ def test_sustainable_rate_is_the_rate_before_the_first_breaching_window():
     assert v["ttft_p99_at_cross_s"] > 0.5 and not v["held"]
 
 
+@pytest.mark.unit
 def test_sustainable_rate_when_the_slo_always_holds_or_never_does():
     ramp = Ramp(2.0, 40.0, 10.0)
     t, ttft = ramp_points(ramp, capacity=100.0, slo_s=0.5)
@@ -88,6 +92,7 @@ def test_sustainable_rate_when_the_slo_always_holds_or_never_does():
     assert never["sustainable_request_rate"] is None and never["crossed_at_s"] is not None
 
 
+@pytest.mark.unit
 def test_a_failed_request_breaches_and_sparse_windows_are_not_judged():
     ramp = Ramp(2.0, 40.0, 10.0)
     t, ttft = ramp_points(ramp, capacity=100.0, slo_s=0.5)
@@ -98,6 +103,7 @@ def test_a_failed_request_breaches_and_sparse_windows_are_not_judged():
     assert few["windows_judged"] == 0 and few["sustainable_request_rate"] is None
 
 
+@pytest.mark.unit
 def test_render_shows_both_latencies_per_rate():
     cell = {"context_tokens": 60, "concurrency": 2, "request_rate": 20.0, "requests": {"ok": 30, "failed": 0},
             "schedule_request_rate": 20.0, "achieved_request_rate": 9.5,
@@ -115,6 +121,7 @@ def test_render_shows_both_latencies_per_rate():
 
 
 # ---- command line --------------------------------------------------------------------------------------
+@pytest.mark.unit
 @pytest.mark.parametrize("args,needle", [
     (["--request-rate", "0"], "--request-rate: 0 must be"),
     (["--request-rate", "5,x"], "'x' is not a number"),
@@ -161,6 +168,7 @@ def assert_lateness_is_the_servers(records, truth):
     assert np.median(diff_ms) < 1 and np.mean(diff_ms < 2) >= 0.75 and diff_ms.max() < 25, shown
 
 
+@pytest.mark.sim
 def test_capped_client_queues_and_the_lateness_is_the_servers_view(sim_factory, tmp_path):
     """40 req/s (one every 25 ms) with one slot, ~54 ms per request: requests wait in the client. Each
     record's lateness equals the server's arrival minus the schedule, and corrected latency exceeds
@@ -198,6 +206,7 @@ def test_capped_client_queues_and_the_lateness_is_the_servers_view(sim_factory, 
     assert "CLIENT-BOUND" in proc.stdout and "open loop" in proc.stdout
 
 
+@pytest.mark.sim
 def test_server_keeps_up_and_achieved_matches_the_schedule(sim_factory, tmp_path):
     """Poisson at 30 req/s, no cap, short answers: every request leaves on time."""
     sim = sim_factory("--speed", "4")
@@ -225,6 +234,7 @@ def test_server_keeps_up_and_achieved_matches_the_schedule(sim_factory, tmp_path
     assert not cell["client"]["saturated"], (cell["client"]["reasons"], machine)
 
 
+@pytest.mark.sim
 def test_ramp_finds_the_sustainable_rate(sim_factory, tmp_path):
     """Two running slots in the server: TTFT climbs once the ramp passes its capacity. The number loadgen
     reports is the one the truth gives (TTFT from the server's first chunk), and it sits at the capacity."""

@@ -9,6 +9,8 @@ from hypothesis import strategies as st
 from loadgen.metrics.power import GpuPowerStats, cell_energy_j, derive_power, summarize_power
 from loadgen.telemetry.promtext import parse_samples, parse_text, parse_types, render_family
 
+pytestmark = pytest.mark.unit
+
 S = 1_000_000_000  # ns per s
 
 

@@ -6,6 +6,8 @@ from loadgen.sim.gpus import SimulatedGpus
 from loadgen.telemetry.dcgm_format import ENERGY, MGMT_LIMIT, POWER, parse_dcgm
 from loadgen.telemetry.promtext import parse_samples, parse_types
 
+pytestmark = pytest.mark.unit
+
 S = 1_000_000_000
 
 

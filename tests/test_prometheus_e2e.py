@@ -39,9 +39,9 @@ PROMTOOL = shutil.which("promtool")
 RULE_FILES = sorted((ROOT / "prometheus" / "rules").glob("*.yml"))
 JOBS = ("loadgen", "sglang", "dcgm")
 
-pytestmark = pytest.mark.skipif(PROMETHEUS is None or PROMTOOL is None,
+pytestmark = [pytest.mark.infra, pytest.mark.skipif(PROMETHEUS is None or PROMTOOL is None,
                                 reason="prometheus/promtool not installed (Debian package 'prometheus'; "
-                                       "CI installs it)")
+                                       "CI installs it)")]
 
 
 def _load_generator():

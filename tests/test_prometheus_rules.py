@@ -39,6 +39,7 @@ def alert_tests() -> dict[str, dict[str, int]]:
     return seen
 
 
+@pytest.mark.unit
 def test_rule_files_exist_and_groups_are_2_42_compatible():
     assert RULE_FILES, "no rule files"
     names = []
@@ -51,6 +52,7 @@ def test_rule_files_exist_and_groups_are_2_42_compatible():
     assert len(names) == len(set(names))
 
 
+@pytest.mark.unit
 def test_recording_rules_are_named_level_metric_operation():
     recorded = rules("record")
     assert len(recorded) >= 10
@@ -59,6 +61,7 @@ def test_recording_rules_are_named_level_metric_operation():
         assert "_total" not in r["record"], r["record"]  # rate() strips _total
 
 
+@pytest.mark.unit
 def test_every_alert_has_severity_summary_description():
     alerts = rules("alert")
     names = [a["alert"] for a in alerts]
@@ -70,6 +73,7 @@ def test_every_alert_has_severity_summary_description():
         assert len(a["annotations"]["description"]) > 40, a["alert"]
 
 
+@pytest.mark.unit
 def test_the_expected_alerts_are_all_there():
     names = {a["alert"] for a in rules("alert")}
     assert {"SGLangServerDown", "LoadgenRequestsFailing", "LoadgenTTFTAboveSLO", "LoadgenThroughputBelowBaseline",
@@ -84,6 +88,7 @@ def _gated(expr: str, recorded: dict[str, str], depth: int = 0) -> bool:
     return depth < 3 and any(name in expr and _gated(body, recorded, depth + 1) for name, body in recorded.items())
 
 
+@pytest.mark.unit
 def test_every_alert_is_gated_on_a_measuring_run_or_an_active_cell():
     recorded = {r["record"]: r["expr"] for r in rules("record")}
     for a in rules("alert"):
@@ -95,6 +100,7 @@ def _seconds(duration: str) -> float:
     return int(value) * {"s": 1, "m": 60, "h": 3600}[unit]
 
 
+@pytest.mark.unit
 def test_cell_alerts_can_fire_within_a_45_s_cell():
     """A rate window plus its gate plus `for:` must fit in a 45 s cell (60 s for the baseline)."""
     by_name = {a["alert"]: a for a in rules("alert")}
@@ -106,6 +112,7 @@ def test_cell_alerts_can_fire_within_a_45_s_cell():
             assert _seconds(window) <= 30 or r["record"].endswith("median7d") or "limit" in r["record"], r["record"]
 
 
+@pytest.mark.unit
 def test_the_benchmark_scale_cases_have_promtool_tests():
     names = " | ".join(t["name"] for t in yaml.safe_load(TEST_FILE.read_text())["tests"])
     for needle in ("LoadgenTTFTAboveSLO fires within a 45 s cell", "LoadgenRequestsFailing fires within a 45 s cell",
@@ -115,6 +122,7 @@ def test_the_benchmark_scale_cases_have_promtool_tests():
         assert needle in names, needle
 
 
+@pytest.mark.unit
 def test_each_alert_has_a_firing_and_a_quiet_promtool_test():
     seen = alert_tests()
     for name in (a["alert"] for a in rules("alert")):
@@ -127,18 +135,21 @@ def _promtool(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["promtool", *args], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
 
 
+@pytest.mark.infra
 @needs_promtool
 def test_promtool_check_rules():
     out = _promtool("check", "rules", "--lint=all", "--lint-fatal", *map(str, RULE_FILES))
     assert out.returncode == 0, out.stdout + out.stderr
 
 
+@pytest.mark.infra
 @needs_promtool
 def test_promtool_test_rules():
     out = _promtool("test", "rules", str(TEST_FILE))
     assert out.returncode == 0, out.stdout + out.stderr
 
 
+@pytest.mark.infra
 @needs_promtool
 def test_promtool_check_config():
     out = _promtool("check", "config", str(PROM / "prometheus.yml"))
@@ -146,6 +157,7 @@ def test_promtool_check_config():
     assert f"{len(RULE_FILES)} rule files found" in out.stdout
 
 
+@pytest.mark.infra
 @pytest.mark.skipif(shutil.which("amtool") is None, reason="amtool not installed (Debian package "
                     "'prometheus-alertmanager')")
 def test_amtool_check_alertmanager_config():
@@ -154,6 +166,7 @@ def test_amtool_check_alertmanager_config():
     assert out.returncode == 0, out.stdout + out.stderr
 
 
+@pytest.mark.unit
 def test_alertmanager_config_routes_to_a_defined_receiver():
     doc = yaml.safe_load((PROM / "alertmanager.yml").read_text())
     receivers = {r["name"] for r in doc["receivers"]}

@@ -19,6 +19,7 @@ def _values(text: str, name: str) -> list[float]:
     return [s.value for s in parse_text(text).samples if s.name == name]
 
 
+@pytest.mark.unit
 def test_profiling_fields_say_memory_bound_under_load():
     gpus = SimulatedGpus(n=2, t_ns=0)
     idle = gpus.render_metrics(t_ns=1 * S)
@@ -31,6 +32,7 @@ def test_profiling_fields_say_memory_bound_under_load():
     assert _values(busy, "DCGM_FI_DEV_POWER_VIOLATION") == [0, 0]  # 450 W of 1100 W: never throttled
 
 
+@pytest.mark.unit
 def test_power_violation_counts_the_ns_at_the_limit():
     gpus = SimulatedGpus(n=1, idle_w=100.0, load_w=700.0, limit_w=400.0, t_ns=0)
     gpus.set_utilization(1.0, t_ns=1 * S)  # 700 W wanted, 400 W allowed: throttled from here
@@ -43,6 +45,7 @@ def test_power_violation_counts_the_ns_at_the_limit():
     assert _values(gpus.render_metrics(t_ns=5 * S), "DCGM_FI_DEV_XID_ERRORS") == [79]
 
 
+@pytest.mark.sim
 def test_sglang_server_histograms_agree_with_the_truth(sim_factory):
     sim = sim_factory("--speed", "8", "--max-running", "2")
 

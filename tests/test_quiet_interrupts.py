@@ -10,8 +10,12 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from tests.conftest import ROOT
 from tests.faults_util import outputs
+
+pytestmark = pytest.mark.sim
 
 # ~3 s streams at --sim-speed 8: both signals land mid-stream however late a busy machine delivers them
 ARGS = ("--concurrency", "8,16", "--contexts", "60", "--max-tokens", "6000", "--requests-per-cell", "16",

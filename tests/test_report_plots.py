@@ -44,6 +44,7 @@ def write(tmp: Path, name: str, cells: list[dict], speed=None) -> str:
     return str(path)
 
 
+@pytest.mark.unit
 def test_unusable_cells_are_left_out_and_open_loop_is_placed_by_rate(tmp_path):
     a = write(tmp_path, "a", [cell(60, 1, 100.0), cell(60, 4, 300.0, ok=4, failed=4),  # 50 % failed: unusable
                               cell(60, 8, 0.0, status="failed"), cell(60, 0, 250.0, rate=2.0),
@@ -57,6 +58,7 @@ def test_unusable_cells_are_left_out_and_open_loop_is_placed_by_rate(tmp_path):
         "power.png not written: no cell has power data (measure with --dcgm URL or --nvml)"]
 
 
+@pytest.mark.unit
 def test_band_power_per_gpu_and_limit(tmp_path):
     power = {"gpus": 4, "mean_w_total": 1800.0, "limit_w_total": 4400.0, "j_per_output_token": 0.5}
     a = write(tmp_path, "a", [cell(60, 1, 100.0, p10=80.0, power=power), cell(60, 2, 180.0, power=power)])
@@ -68,6 +70,7 @@ def test_band_power_per_gpu_and_limit(tmp_path):
     assert pd.power_limit_per_gpu(runs) == 1100.0
 
 
+@pytest.mark.unit
 def test_accept_by_source_and_by_category(tmp_path):
     cats = {"code": {"accept_length": {"value": 6.0, "source": "per_request"}},
             "chat": {"accept_length": {"value": 3.0, "source": "per_request"}}}
@@ -85,6 +88,7 @@ def test_accept_by_source_and_by_category(tmp_path):
     assert "accept_categories.png" in [p.name for p in render(runs)[0]]
 
 
+@pytest.mark.unit
 def test_simulated_runs_are_marked(tmp_path):
     real = load_inputs([write(tmp_path, "real", [cell(60, 1, 1.0)])])
     sim = load_inputs([write(tmp_path, "sim", [cell(60, 1, 1.0)], speed=4.0)])
@@ -92,6 +96,7 @@ def test_simulated_runs_are_marked(tmp_path):
     assert sim_note(real + sim) == "SIMULATED, speed ×4: tok/s inflated and J/token deflated by that factor"
 
 
+@pytest.mark.unit
 def test_log2_axis_ticks_at_the_measured_levels_and_a_single_point_is_not_clipped():
     use_agg()
     import matplotlib.pyplot as plt
@@ -105,6 +110,7 @@ def test_log2_axis_ticks_at_the_measured_levels_and_a_single_point_is_not_clippe
     plt.close(fig)
 
 
+@pytest.mark.sim
 def test_report_without_matplotlib_still_prints_the_table_and_writes_the_page(tmp_path):
     path = write(tmp_path, "a", [cell(60, 1, 123.4)])
     html = tmp_path / "r.html"
@@ -117,10 +123,10 @@ def test_report_without_matplotlib_still_prints_the_table_and_writes_the_page(tm
     assert "<img" not in html.read_text() and "123.4" in html.read_text()
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("flag", ["--html", "--plots"])
-def test_report_output_in_a_missing_folder_is_bad_input(tmp_path, flag):
+def test_report_output_in_a_missing_folder_is_bad_input(tmp_path, flag, cli):
     path = write(tmp_path, "a", [cell(60, 1, 1.0)])
-    res = subprocess.run([sys.executable, "-m", "loadgen", "report", path, flag, str(tmp_path / "no" / "x")],
-                         check=False, capture_output=True, text=True, timeout=60, cwd=ROOT)
+    res = cli("report", path, flag, str(tmp_path / "no" / "x"))
     assert res.returncode == 2 and res.stdout == ""
     assert f"{flag} {tmp_path / 'no' / 'x'}: folder {tmp_path / 'no'} does not exist" in res.stderr

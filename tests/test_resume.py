@@ -12,11 +12,14 @@ import time
 from pathlib import Path
 
 import orjson
+import pytest
 
 from loadgen.files import read_json
 from tests.conftest import ROOT, run_loadgen
 from tests.faults_util import jsonl_lines, outputs
 from tests.schema_check import assert_documented
+
+pytestmark = pytest.mark.sim
 
 # two cells of 8 requests; ~0.5 s per request at --sim-speed 8, so the second cell is long enough to be killed in
 MATRIX = ("--concurrency", "2,4", "--contexts", "60", "--max-tokens", "600", "--requests-per-cell", "8",

@@ -14,6 +14,8 @@ from loadgen.results.comparable import mismatches
 from loadgen.results.compare import Run
 from tests.conftest import ROOT, run_loadgen
 
+pytestmark = pytest.mark.sim
+
 ARGS = ("--concurrency", "2", "--contexts", "60", "--requests-per-cell", "4", "--server-metrics", "off")
 
 

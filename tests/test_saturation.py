@@ -15,6 +15,8 @@ import pytest
 from loadgen.files import read_json
 from tests.conftest import ROOT, machine_flagged, machine_lag
 
+pytestmark = pytest.mark.sim
+
 STARVE = r'''
 import sys, threading, time
 from loadgen.cli import main as cli

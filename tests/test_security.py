@@ -68,6 +68,7 @@ def every_output(tmp_path: Path, *procs) -> list[tuple[str, str]]:
                     for name, text in (("stdout", proc.stdout), ("stderr", proc.stderr))]
 
 
+@pytest.mark.sim
 def test_the_key_reaches_only_the_target_and_is_never_written(tmp_path, recorder):
     # the simulator requires the key and, like SGLang, echoes it in /server_info
     (tmp_path / "sim").mkdir()
@@ -95,14 +96,16 @@ def test_the_key_reaches_only_the_target_and_is_never_written(tmp_path, recorder
     assert all("Authorization" not in h and KEY not in str(h) for h in recorder.headers)
 
 
-def test_there_is_no_key_flag():
+@pytest.mark.unit
+def test_there_is_no_key_flag(cli):
     # a key typed on the command line would show in `ps` and in shell history
-    proc = loadgen("--api-key", KEY)
+    proc = cli("--api-key", KEY, unset=("OPENAI_API_KEY",))
     assert proc.returncode == 2
     assert "there is no --api-key flag" in proc.stderr
     assert KEY not in proc.stderr
 
 
+@pytest.mark.unit
 def test_redact_blanks_secret_fields_and_any_string_holding_the_key():
     info = {"api_key": KEY, "admin_api_key": None, "hf_token": "hf_abc", "max_total_tokens": 4096,
             "tokenizer_path": "/models/kimi", "internal_states": [{"launch_cmd": f"sglang --api-key {KEY}"}],
@@ -126,6 +129,7 @@ def listening_addresses(port: int) -> set[str]:
     return found
 
 
+@pytest.mark.sim
 def test_listeners_bind_loopback_by_default(tmp_path):
     from exporters.live import LiveExporter
 
@@ -148,6 +152,7 @@ def test_listeners_bind_loopback_by_default(tmp_path):
         sim.stop()
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("umask,mode", [(0o022, 0o644), (0o027, 0o640), (0o077, 0o600)])
 def test_files_follow_the_umask_and_no_temp_file_is_left(umask, mode, tmp_path):
     out = tmp_path / "r.json"
@@ -159,9 +164,10 @@ def test_files_follow_the_umask_and_no_temp_file_is_left(umask, mode, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json", "r.requests.jsonl"]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("value", ['"16; touch PWNED"', '"$(touch PWNED)"', '"16 && touch PWNED"',
                                    '"--config=/etc/shadow"', '"`touch PWNED`"', '"16\\ntouch PWNED"'])
-def test_sweep_placeholders_cannot_carry_shell_syntax(value, tmp_path):
+def test_sweep_placeholders_cannot_carry_shell_syntax(value, tmp_path, cli, monkeypatch):
     marker = tmp_path / "ran.txt"
     sweep = tmp_path / "sweep.toml"
     sweep.write_text(f"""
@@ -177,7 +183,8 @@ concurrency = [1]
 name = "evil"
 budget = {value}
 """)
-    proc = loadgen("sweep", str(sweep), "--out-dir", str(tmp_path / "out"), cwd=tmp_path)
+    monkeypatch.chdir(tmp_path)  # where a smuggled `touch PWNED` would write
+    proc = cli("sweep", str(sweep), "--out-dir", str(tmp_path / "out"), unset=("OPENAI_API_KEY",))
     assert proc.returncode == 2, proc.stderr
     assert "has characters a shell or a program could misread" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1

@@ -17,6 +17,8 @@ from loadgen.telemetry.engine_metrics import WANTED
 from loadgen.telemetry.promtext import parse_samples
 from loadgen.telemetry.server_metrics import ServerMetricsSource
 
+pytestmark = pytest.mark.unit
+
 LLAMA_METRICS = Path(__file__).parent / "fixtures" / "llamacpp-metrics.txt"
 
 

@@ -26,6 +26,7 @@ from tests.schema_check import assert_documented
 
 
 # ---- the split --------------------------------------------------------------------------------------------
+@pytest.mark.unit
 def test_slot_counts_and_owner():
     assert slot_counts(8, 2) == [4, 4]
     assert slot_counts(10, 4) == [3, 3, 2, 2]
@@ -33,6 +34,7 @@ def test_slot_counts_and_owner():
     assert [part_of(j, 10, 4) for j in range(12)] == [0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 0, 1]
 
 
+@pytest.mark.unit
 @given(st.integers(1, 40), st.integers(1, 9), st.integers(0, 200))
 def test_shards_partition_the_jobs_in_order(slots, parts, n_jobs):
     jobs = JobList([{"n": i} for i in range(7)], n_jobs, warmup=0)
@@ -45,6 +47,7 @@ def test_shards_partition_the_jobs_in_order(slots, parts, n_jobs):
         assert len(views[i]) == len(part)
 
 
+@pytest.mark.unit
 def test_shard_and_start_parsing():
     assert parse_shard("2/8") == (2, 8)
     for bad in ("8/8", "-1/2", "1", "a/b", "0/0"):
@@ -76,6 +79,7 @@ def _doc(run: str, mono: int, wall: int, boot: str, index: int) -> dict:
             "host": {"boot_id": boot}, "shard": {"index": index, "count": 2}, "cells": [cell], "args": {}}
 
 
+@pytest.mark.unit
 def test_clock_offset_same_boot_and_other_host():
     a = _doc("a", 1_000, 5_000_000, "boot-1", 0)
     assert clock_offset_ns(_doc("b", 7_000, 9_000_000, "boot-1", 1), a) == 0  # one CLOCK_MONOTONIC
@@ -83,6 +87,7 @@ def test_clock_offset_same_boot_and_other_host():
     assert clock_offset_ns(_doc("b", 7_000, 9_000_000, "boot-2", 1), a) == 8_993_000 - 4_999_000
 
 
+@pytest.mark.unit
 def test_merge_recomputes_from_the_merged_records():
     t = 10**12
     docs = [_doc("a", 0, 0, "boot-1", 0), _doc("b", 0, 0, "boot-1", 1)]
@@ -105,6 +110,7 @@ def test_merge_recomputes_from_the_merged_records():
     assert cell["shards"]["requests"] == [2, 2] and cell["requests_not_sent"] == 0
 
 
+@pytest.mark.unit
 def test_overlap():
     assert overlap([(0, 10), (1, 10)]) == pytest.approx(0.9)
     assert overlap([(0, 10), (20, 30)]) == 0.0
@@ -116,6 +122,7 @@ ARGS = ("--concurrency", "1,4", "--contexts", "60", "--max-tokens", "256", "--re
         "--warmup", "2", "--server-metrics", "off")
 
 
+@pytest.mark.sim
 def test_two_shards_and_merge_equal_one_process(sim_factory, tmp_path):
     sim = sim_factory("--speed", "8")
     # one start for both, as on two hosts: an absolute time, not "+S" that each process reads when it has

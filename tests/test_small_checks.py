@@ -1,5 +1,6 @@
 """Small things a new user meets: a negative temperature, a server that is not an LLM server, abbreviated
-long options, help texts that show defaults and agree with the README. Real CLI processes and sockets."""
+long options, help texts that show defaults and agree with the README. The CLI runs in this process
+(`conftest.cli`), except against a real web server."""
 
 from __future__ import annotations
 
@@ -15,13 +16,15 @@ from tests.conftest import ROOT, run_loadgen
 from tests.test_resume import free_port
 
 
-def test_a_negative_temperature_is_refused(tmp_path):
-    run = run_loadgen("--temperature", "-1", "--out", str(tmp_path / "r.json"))
+@pytest.mark.unit
+def test_a_negative_temperature_is_refused(tmp_path, cli):
+    run = cli("--temperature", "-1", "--out", str(tmp_path / "r.json"))
     assert run.returncode == 2
     assert run.stderr == ("loadgen: error: --temperature -1: must be a finite number ≥ 0 (0 = greedy), e.g. 0 "
                           "or 0.7\n")
 
 
+@pytest.mark.sim
 def test_a_server_that_is_not_an_llm_server_is_named_so(tmp_path):
     port = free_port()
     web = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
@@ -42,6 +45,7 @@ def test_a_server_that_is_not_an_llm_server_is_named_so(tmp_path):
         "check --url: it should be the root of the LLM server, e.g. http://gpu-host:30000")
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("argv,abbreviated", [
     (("--conc", "1"), "--conc 1"),
     (("sim", "--spee", "8"), "--spee 8"),
@@ -49,17 +53,21 @@ def test_a_server_that_is_not_an_llm_server_is_named_so(tmp_path):
     (("compare", "a.json", "b.json", "--form", "md"), "--form md"),
     (("report", "a.json", "--htm", "r.html"), "--htm r.html"),
 ], ids=["run", "sim", "sweep", "compare", "report"])
-def test_abbreviated_long_options_are_errors(argv, abbreviated):
-    run = run_loadgen(*argv, timeout=60)
+def test_abbreviated_long_options_are_errors(argv, abbreviated, cli):
+    run = cli(*argv)
     assert run.returncode == 2 and f"unrecognized arguments: {abbreviated}" in run.stderr, run.stderr
 
 
-def test_the_nvml_exporter_takes_no_abbreviation_either():
-    run = subprocess.run([sys.executable, "-m", "exporters.nvml", "--por", "9401"], capture_output=True,
-                         text=True, cwd=ROOT, timeout=60)
-    assert run.returncode == 2 and "unrecognized arguments: --por 9401" in run.stderr, run.stderr
+@pytest.mark.unit
+def test_the_nvml_exporter_takes_no_abbreviation_either(capsys):
+    from exporters.nvml import main
+    with pytest.raises(SystemExit) as exc:
+        main(["--por", "9401"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "unrecognized arguments: --por 9401" in err, err
 
 
+@pytest.mark.unit
 def test_sim_help_shows_every_default():
     text = " ".join(sim_parser().format_help().split())
     for flag, default in (("--speed", "1.0"), ("--budget", "8"), ("--max-running", "256"), ("--port", "30000"),
@@ -69,6 +77,7 @@ def test_sim_help_shows_every_default():
     assert "(default 120) (default" not in text  # a help that says its default says it once
 
 
+@pytest.mark.unit
 def test_workers_auto_is_described_alike_in_help_and_readme():
     helptext = " ".join(run_parser().format_help().split())
     readme = " ".join((ROOT / "README.md").read_text().split())

@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 
 from loadgen.client.sse import SseParser
 
+pytestmark = pytest.mark.unit
+
 SAMPLES = sorted((Path(__file__).parent / "fixtures" / "streams").glob("*.txt"))
 
 

@@ -21,6 +21,7 @@ def _rec(seq: int, sent: int, end: int, c: int = 2) -> Record:
     return Record(run_id="r", cell=CellKey(60, c), seq=seq, t_sent_ns=T0 + sent, t_end_ns=T0 + end)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("spans, window", [
     # two slots: both busy from 1 to 10, then slot 2 finds no more work at 10 (the last send was at 9)
     ([(0, 10), (1, 9), (9, 12)], (1, 10)),
@@ -34,6 +35,7 @@ def test_window_rule(spans, window):
     assert got == (window and (T0 + window[0], T0 + window[1]))
 
 
+@pytest.mark.unit
 def test_token_arrivals_follow_the_chunks():
     r = Record(run_id="r", cell=CellKey(60, 1), seq=0, t_first_token_ns=100, chunks=3, completion_tokens=7,
                chunk_tokens=[1, 4, 2], chunk_gaps_ns=[10, 30])
@@ -54,6 +56,7 @@ def _truth_figures(truth: dict, records: list[dict], start: int, end: int) -> tu
     return busy_ns / (end - start), tokens / ((end - start) / 1e9), arrived
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_steady_window_holds_c_requests_against_the_truth(workers, sim_factory, tmp_path):
     sim = sim_factory("--speed", "4")

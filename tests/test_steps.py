@@ -23,6 +23,7 @@ def _rec(gaps: list[int], completion: int, **kw) -> Record:
                   completion_tokens=completion, chunk_tokens=[1] * (len(gaps) + 1), **kw)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(("gaps", "events", "step_gaps"), [
     ([], [1], []),
     ([0, 20 * US, 80 * US], [4], []),  # one read, then back-to-back events: one step
@@ -34,12 +35,14 @@ def test_step_groups(gaps, events, step_gaps):
     assert step_groups(_rec(gaps, sum(events))) == (events, step_gaps)
 
 
+@pytest.mark.unit
 def test_a_record_without_content_has_no_step():
     assert step_groups(Record(run_id="r", cell=CELL, seq=0)) == ([], [])
     figures = step_figures([])
     assert figures["steps_per_request_mean"] is None and figures["step_itl_s"]["samples"] == 0
 
 
+@pytest.mark.unit
 def test_step_figures_of_a_cell():
     recs = [_rec([10 * MS, 20 * US, 20 * US, 8 * MS, 0], 6), _rec([6 * MS], 2)]
     figures = summarize(recs)["steps"]
@@ -67,6 +70,7 @@ def _truth_steps(row: dict) -> tuple[list[int], list[int]]:
     return entries, tokens
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("per_token", [True, False], ids=["per-token-events", "event-per-step"])
 def test_steps_match_the_simulators_truth(sim_factory, tmp_path: Path, per_token):
     """Every request: its steps are the truth's steps (the prefill's, then one per verify step), each with the

@@ -17,6 +17,8 @@ import pytest
 
 from tests.schema_check import assert_documented
 
+pytestmark = pytest.mark.sim
+
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = str(ROOT / "tests" / "fixtures" / "sim_reconfigure.py")
 

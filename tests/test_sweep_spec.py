@@ -4,8 +4,6 @@ line, exit 2), the documented example, and the gate's three conditions against a
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 from pathlib import Path
 
 import aiohttp
@@ -33,6 +31,7 @@ def spec_of(**changes):
     return parse_spec(doc, "sweep.toml")
 
 
+@pytest.mark.unit
 def test_docs_example_parses_and_every_configuration_validates(tmp_path):
     from loadgen.cli.sweep import CommandLineRuns
     from loadgen.sweep.runner import plan_sweep
@@ -50,6 +49,7 @@ def test_docs_example_parses_and_every_configuration_validates(tmp_path):
     assert cfg.label == "b16_t8" and cfg.out == str(tmp_path / "b16_t8.json")
 
 
+@pytest.mark.unit
 def test_templates_render_values_and_literal_braces():
     assert render("x{a}-{{b}}", {"a": "16"}, "w") == "x16-{b}"
     spec = spec_of(configs=[{"budget": 16, "topk": 8}])
@@ -59,6 +59,7 @@ def test_templates_render_values_and_literal_braces():
     assert [c.name for c in grid.configs] == ["budget16_topk8", "budget32_topk8"]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("value", ["16; reboot", "$(id)", "16 && rm -rf /", "`id`", "a|b", "-oProxyCommand=x",
                                    "16\nx", "a b", "'x'"])
 def test_hostile_placeholder_values_are_refused(value):
@@ -66,6 +67,7 @@ def test_hostile_placeholder_values_are_refused(value):
         spec_of(configs=[{"name": "x", "budget": value, "topk": 8}])
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("changes, message", [
     ({"reconfigure": "ssh gpu-host bash /root/r.sh {budget}"},
      "reconfigure must be an argv list, not a shell"),
@@ -86,16 +88,15 @@ def test_bad_sweep_files_are_one_line_errors(changes, message):
     assert "\n" not in str(exc.value)
 
 
-def test_cli_exit_2_with_one_line(tmp_path):
+@pytest.mark.unit
+def test_cli_exit_2_with_one_line(tmp_path, cli):
     bad = tmp_path / "s.toml"
     bad.write_text('reconfigure = ["r.sh", "{budget}"]\n[server]\nurl = "http://127.0.0.1:1"\n'
                    '[matrix]\ncontexts = [60]\nconcurrency = [1]\n[[configs]]\nbudget = "1;id"\n')
-    res = subprocess.run([sys.executable, "-m", "loadgen", "sweep", str(bad)], check=False,
-                         capture_output=True, text=True, timeout=30)
+    res = cli("sweep", str(bad))
     assert res.returncode == 2
     assert res.stderr.count("\n") == 1 and "budget = '1;id' has characters" in res.stderr
-    missing = subprocess.run([sys.executable, "-m", "loadgen", "sweep", str(tmp_path / "nope.toml")],
-                             check=False, capture_output=True, text=True, timeout=30)
+    missing = cli("sweep", str(tmp_path / "nope.toml"))
     assert missing.returncode == 2 and "No such file" in missing.stderr
 
 
@@ -150,6 +151,7 @@ async def _gate(server: FakeServer, **kw):
         await runner.cleanup()
 
 
+@pytest.mark.sim
 def test_gate_needs_consecutive_real_generations():
     server = FakeServer(budget=32, failures=3)
     res = asyncio.run(_gate(server, timeout_s=10, successes=2, expect={"speculative_ddtree_budget": "32"}))
@@ -158,6 +160,7 @@ def test_gate_needs_consecutive_real_generations():
     assert res.states[0][1].startswith("generation 1/2 failed (http_error: HTTP 503")
 
 
+@pytest.mark.sim
 def test_gate_refuses_the_wrong_server_and_an_unproven_one():
     wrong = asyncio.run(_gate(FakeServer(16, 0), timeout_s=0.3, expect={"speculative_ddtree_budget": 32}))
     assert not wrong.ready
@@ -170,6 +173,7 @@ def test_gate_refuses_the_wrong_server_and_an_unproven_one():
     assert seen.ready and seen.generations_ok == 3
 
 
+@pytest.mark.sim
 def test_gate_waits_for_the_reconfiguration_to_finish():
     async def main():
         done = asyncio.get_running_loop().create_future()

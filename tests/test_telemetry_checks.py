@@ -13,6 +13,8 @@ import pytest
 from tests.conftest import run_loadgen
 from tests.faults_util import outputs
 
+pytestmark = pytest.mark.sim
+
 ARGS = ("--concurrency", "2", "--contexts", "60", "--max-tokens", "16", "--requests-per-cell", "4")
 DCGM_TEXT = b'DCGM_FI_DEV_POWER_USAGE{gpu="0",UUID="GPU-0",modelName="H200"} 412.5\n'
 

@@ -3,8 +3,12 @@ marked), the open-loop table and compare (failed cells marked and never best; ma
 
 from __future__ import annotations
 
+import pytest
+
 from loadgen.results import compare, open_table, table
 from loadgen.results.text_table import Column, field, header, line, pad
+
+pytestmark = pytest.mark.unit
 
 CLOSED = {"context_tokens": 1024, "concurrency": 32, "max_failed_fraction": 0.05,  # 1 of 64 failed: usable
           "requests": {"ok": 63, "failed": 1}, "output_tok_s": 4723.25,

@@ -22,6 +22,7 @@ def recs(starts_s: list[float]) -> list[Record]:
     return [Record(run_id="r", cell=CellKey(60, 4), seq=i, t_intended_ns=round(t * S)) for i, t in enumerate(starts_s)]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("starts_s, peak, rate", [
     ([0.0] * 5 + [1.001] * 5 + [2.002] * 5, 5, 5.0),  # bursts of R at the ceiling: R
     ([i / 4 for i in range(13)], 5, 4.0),  # evenly spaced at 4/s: [0, 1] holds 5 starts, [0, 1) holds 4
@@ -33,6 +34,7 @@ def test_peak_and_achieved_rate(starts_s, peak, rate):
     assert throttled_request_rate(recs(starts_s)) == (pytest.approx(rate) if rate is not None else None)
 
 
+@pytest.mark.unit
 def test_a_fractional_rate_spaces_starts_evenly():
     async def starts() -> list[int]:
         gate, out = StartGate(2.5), []
@@ -50,6 +52,7 @@ def max_in_any_window(starts_ns: list[int]) -> int:
     return max(bisect_right(starts, t + S) - i for i, t in enumerate(starts))
 
 
+@pytest.mark.sim
 def test_the_ceiling_holds_and_is_reached(sim_factory, tmp_path):
     sim = sim_factory("--speed", "50")
     out = tmp_path / "r.json"
@@ -73,13 +76,14 @@ def test_the_ceiling_holds_and_is_reached(sim_factory, tmp_path):
     assert "request-rate ceiling:" in proc.stdout
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("extra, message", [
     (["--request-rate", "5"], "--max-request-rate caps closed-loop cells"),
     (["--workers", "2"], "--max-request-rate throttles the slots of one process"),
     (["--max-request-rate", "0"], "--max-request-rate 0: must be a finite number"),
 ])
-def test_bad_ceilings_are_refused(tmp_path, extra, message):
+def test_bad_ceilings_are_refused(tmp_path, extra, message, cli):
     args = ["--max-request-rate", "5", *extra] if "--max-request-rate" not in extra else extra
-    proc = run_loadgen(*args, "--out", str(tmp_path / "r.json"))
+    proc = cli(*args, "--out", str(tmp_path / "r.json"))
     assert proc.returncode == 2
     assert message in proc.stderr

@@ -12,6 +12,8 @@ import pytest
 from loadgen.client.recorder import StreamRecorder
 from loadgen.record import CellKey, Record
 
+pytestmark = pytest.mark.unit
+
 STREAMS = Path(__file__).parent / "fixtures" / "streams"
 
 

@@ -11,8 +11,12 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from tests.conftest import ROOT, run_loadgen
 from tests.faults_util import assert_accounted, outputs, wait_truth
+
+pytestmark = pytest.mark.sim
 
 PLANNED = 16
 ARGS = ("--concurrency", "4", "--contexts", "60", "--max-tokens", "64", "--requests-per-cell", str(PLANNED),

@@ -31,6 +31,7 @@ def _run(sim, tmp_path, name: str, *extra: str):
     return read_json(str(out)), read_jsonl(str(out)[:-5] + ".requests.jsonl"), proc
 
 
+@pytest.mark.sim
 def test_workers_send_what_one_process_sends(sim_factory, tmp_path):
     sim = sim_factory("--speed", "10")
     one_doc, one, _ = _run(sim, tmp_path, "one")
@@ -65,6 +66,7 @@ def test_workers_send_what_one_process_sends(sim_factory, tmp_path):
         assert r["chunk_tokens"] == truth[r["request_id"]]["chunk_tokens"]
 
 
+@pytest.mark.sim
 def test_interrupt_with_workers_accounts_for_every_request(sim_factory, tmp_path):
     sim = sim_factory("--speed", "2")
     out = tmp_path / "r.json"
@@ -90,6 +92,7 @@ def test_interrupt_with_workers_accounts_for_every_request(sim_factory, tmp_path
     assert all(r["outcome"] == "ok" for r in recs)  # the first interrupt lets requests in flight finish
 
 
+@pytest.mark.sim
 def test_a_dead_worker_costs_records_not_the_run(sim_factory, tmp_path):
     sim = sim_factory("--speed", "8")
     out = tmp_path / "r.json"
@@ -130,6 +133,7 @@ def child_of(pid: int, marker: bytes) -> int:
     raise AssertionError(f"no child of {pid} runs {marker!r}")
 
 
+@pytest.mark.unit
 def test_auto_workers_rule():
     assert auto_workers(128, cores=16) == 1
     assert auto_workers(256, cores=16) == 1
@@ -141,6 +145,7 @@ def test_auto_workers_rule():
     assert prefetch(1) == 2 and prefetch(64) == 8 and prefetch(4096) == 64
 
 
+@pytest.mark.unit
 def test_merged_client_verdict():
     parent = {"loop_lag_p99_s": 0.001, "cpu_percent": 20.0, "saturated": False, "reasons": []}
     w1 = {"worker": 1, "slots": 4, "lags": [0.001] * 50 + [0.002] * 50, "loop_lag_p99_s": 0.002,

@@ -10,6 +10,8 @@ import pytest
 from loadgen.workload.prefix import relabel, unique_prefix
 from loadgen.workload.sizing import fit_prompts
 
+pytestmark = pytest.mark.unit
+
 
 async def words(texts: list[str]) -> list[int]:
     return [len(re.findall(r"\w+|[^\w\s]", t)) for t in texts]

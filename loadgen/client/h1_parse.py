@@ -15,7 +15,8 @@ class HttpFormatError(ValueError):
 
 def parse_head(head: bytes) -> tuple[int, dict[str, str]]:
     """Status and lower-cased headers of a response head (without the final blank line); repeated headers
-    are joined with ", "; an HTTP/1.0 answer without `Connection: keep-alive` gets `connection: close`."""
+    are joined with ", "; an HTTP/1.0 answer without `Connection: keep-alive` gets `connection: close`.
+    A header line without a name and a colon is an error: skipped, it could hide the body's framing."""
     cut = head.find(b"\r\n")
     parts = (head if cut < 0 else head[:cut]).split(b" ", 2)
     if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
@@ -24,9 +25,10 @@ def parse_head(head: bytes) -> tuple[int, dict[str, str]]:
     if cut >= 0:
         for line in head[cut + 2:].decode("latin-1").split("\r\n"):
             name, sep, value = line.partition(":")
-            if sep:
-                key, value = name.strip().lower(), value.strip()
-                headers[key] = headers[key] + ", " + value if key in headers else value
+            key, value = name.strip().lower(), value.strip()
+            if not (sep and key):
+                raise HttpFormatError(f"malformed header line {line[:80]!r}")
+            headers[key] = headers[key] + ", " + value if key in headers else value
     if parts[0] == b"HTTP/1.0" and "keep-alive" not in headers.get("connection", "").lower():
         headers.setdefault("connection", "close")
     return int(parts[1]), headers
@@ -39,10 +41,10 @@ def body_framing(headers: dict[str, str]) -> tuple[str, int, bool]:
     if "chunked" in headers.get("transfer-encoding", "").lower():
         return "chunked", 0, keep_alive
     if "content-length" in headers:
-        try:
-            return "length", int(headers["content-length"]), keep_alive
-        except ValueError:
-            raise HttpFormatError(f"bad Content-Length {headers['content-length']!r}") from None
+        value = headers["content-length"]
+        if not (value.isascii() and value.isdigit()):  # int() would take "-5", "+5", "1_0": a body never done
+            raise HttpFormatError(f"bad Content-Length {value!r}")
+        return "length", int(value), keep_alive
     return "close", 0, False
 
 
