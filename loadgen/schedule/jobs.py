@@ -48,7 +48,23 @@ class JobList(Sequence):
         return Job(seq=seq, phase=Phase.WARMUP if seq < self.warmup else Phase.MEASURE, body=body)
 
 
-class Chain(Sequence):
+class _View(Sequence):
+    """A lazy sequence of jobs: indexing and slicing come from `__len__` and `_at(i)` for 0 <= i < len."""
+
+    def _at(self, i: int) -> Job:
+        raise NotImplementedError
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        return self._at(i)
+
+
+class Chain(_View):
     """Two job sequences one after the other, as one (lazy: a duration-bound cell's jobs stay unbuilt)."""
 
     def __init__(self, first: Sequence[Job], second: Sequence[Job]):
@@ -57,18 +73,12 @@ class Chain(Sequence):
     def __len__(self) -> int:
         return len(self.first) + len(self.second)
 
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return [self[k] for k in range(*i.indices(len(self)))]
-        if i < 0:
-            i += len(self)
-        if not 0 <= i < len(self):
-            raise IndexError(i)
+    def _at(self, i: int) -> Job:
         n = len(self.first)
         return self.first[i] if i < n else self.second[i - n]
 
 
-class Tail(Sequence):
+class Tail(_View):
     """Jobs `start..` of a sequence, not copied (the jobs a load never sent)."""
 
     def __init__(self, jobs: Sequence[Job], start: int):
@@ -77,11 +87,5 @@ class Tail(Sequence):
     def __len__(self) -> int:
         return max(0, len(self.jobs) - self.start)
 
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return [self[k] for k in range(*i.indices(len(self)))]
-        if i < 0:
-            i += len(self)
-        if not 0 <= i < len(self):
-            raise IndexError(i)
+    def _at(self, i: int) -> Job:
         return self.jobs[self.start + i]
