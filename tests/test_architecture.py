@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import ast
 import pathlib
+from enum import StrEnum
 
 import pytest
+
+from loadgen import names
 
 pytestmark = pytest.mark.unit
 
@@ -209,3 +212,61 @@ def test_the_layer_scan_sees_type_checking_imports(tmp_path):
     mod.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from loadgen.run.cell import X\n"
                    "from loadgen import __version__\nimport loadgen.record\nfrom loadgen.metrics import stats\n")
     assert _imported_packages(mod, tmp_path) == {"run", "loadgen", "record"}
+
+
+# ---- the cell's verdict, named values, one cell key -------------------------------------------------------
+def _enum_values() -> set[str]:
+    return {m.value for e in vars(names).values() if isinstance(e, type) and issubclass(e, StrEnum) for m in e}
+
+
+def verdict_writes(path: pathlib.Path) -> list[str]:
+    """`x["status"] = …`, `x["error"] = …` and `x.setdefault("status", …)`: a module that sets a verdict."""
+    found = []
+    for node in ast.walk(_tree(path)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
+            if isinstance(node, ast.AugAssign | ast.AnnAssign) else []
+        for one in (e for t in targets for e in (t.elts if isinstance(t, ast.Tuple) else [t])):
+            if isinstance(one, ast.Subscript) and isinstance(one.slice, ast.Constant) and one.slice.value in VERDICT:
+                found.append(f"{_rel(path)}:{node.lineno}: {ast.unparse(one)}")
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "setdefault"
+                and node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value in VERDICT):
+            found.append(f"{_rel(path)}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+VERDICT = ("status", "error")
+
+
+def test_no_module_writes_a_cells_status_or_error():
+    """Status and error are judged from incidents (results/incidents.judge) and written by the result's one
+    serialisation (a dict built in results/cell_result.to_json), never set on a dict."""
+    found = [hit for path in CORE for hit in verdict_writes(path)]
+    assert found == [], "\n".join(found)
+
+
+def literal_comparisons(path: pathlib.Path, values: set[str]) -> list[str]:
+    """`==` / `!=` with a string literal that is the value of one of loadgen.names' enums."""
+    found = []
+    for node in ast.walk(_tree(path)):
+        if isinstance(node, ast.Compare) and any(isinstance(o, ast.Eq | ast.NotEq) for o in node.ops) \
+                and any(isinstance(c, ast.Constant) and c.value in values for c in [node.left, *node.comparators]):
+            found.append(f"{_rel(path)}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_enumerated_values_are_compared_by_name():
+    found = [hit for path in CORE for hit in literal_comparisons(path, _enum_values())]
+    assert len(found) <= 10, "compare with the enum member (loadgen/names.py):\n" + "\n".join(found)
+
+
+def test_the_scans_catch_what_they_count(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text('def f(cell, rec):\n    cell["status"] = "failed"\n    cell["error"], x = "e", 1\n'
+                   '    cell.setdefault("error", "e")\n    return rec.outcome == "ok" or rec.api != "openai-chat"\n')
+    assert len(verdict_writes(bad)) == 3
+    assert len(literal_comparisons(bad, _enum_values())) == 2
+
+
+def test_one_cell_key():
+    defs = [_rel(p) for p in CORE for n in ast.walk(_tree(p)) if isinstance(n, ast.FunctionDef) and n.name == "cell_key"]
+    assert defs == ["loadgen/record.py"]
