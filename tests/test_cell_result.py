@@ -27,7 +27,7 @@ MS = 1_000_000
 def test_judge_skip_beats_fail_beats_ok_and_notes_never_fail():
     down, lost = Incident(K.SERVER_DOWN, "the server went away"), Incident(K.TELEMETRY_LOST, "TELEMETRY LOST")
     assert judge([]).status is CellStatus.OK
-    assert judge([lost]) .status is CellStatus.OK and judge([lost]).notes == ("TELEMETRY LOST",)
+    assert judge([lost]).status is CellStatus.OK and judge([lost]).notes == ("TELEMETRY LOST",)
     assert judge([lost, down]).status is CellStatus.FAILED and judge([lost, down]).error == "the server went away"
     assert judge([down, Incident(K.NO_SLOT, "no slot")]).error == "no slot"
     # the failed requests are the server's going away: the error names the cause only

@@ -14,7 +14,7 @@ from typing import Any
 
 from loadgen.names import CellStatus
 from loadgen.record import CellKey, cell_key
-from loadgen.results.incidents import Effect, Incident, IncidentKind, Verdict, finished, judge
+from loadgen.results.incidents import Incident, IncidentKind, Verdict, finished, judge
 
 Figures = dict[str, Any]  # a distribution {mean, p50, …, samples} or another block of figures, documented per field
 
@@ -271,8 +271,3 @@ def saturation_note(client: dict) -> str:
     """The note of a cell whose client fell behind: 'CLIENT SATURATED (event-loop lag …) add --workers'."""
     return "CLIENT SATURATED (" + "; ".join(client.get("reasons", [])) + ") add --workers"
 
-
-def effect_of(result: CellResult) -> Effect | None:
-    """The strongest effect among the cell's incidents (None: none)."""
-    effects = {i.effect for i in result.incidents}
-    return next((e for e in (Effect.SKIP, Effect.FAIL, Effect.NOTE) if e in effects), None)
