@@ -143,3 +143,10 @@ def test_a_plain_run_and_a_sweep_keep_the_same_cells_of_one_interrupted_file(tmp
     assert plain.remaining == [CellKey(60, 4), CellKey(60, 8)]
     assert "1 of 3 cells already measured (ctx=60 c=1), kept; measuring 2 (2 failed or unmeasured before)" \
         in capsys.readouterr().err
+
+
+def test_an_incident_of_a_newer_loadgen_is_read_as_a_recorded_failure():
+    cell = build_cell(CellKey(60, 2), [_record(0)]).to_json()
+    cell["incidents"] = [{"kind": "gpu_on_fire", "reason": "GPU 3 at 95 C"}]
+    result = from_json(cell | {"status": "failed", "error": "GPU 3 at 95 C"})
+    assert result.status is CellStatus.FAILED and result.error == "gpu_on_fire: GPU 3 at 95 C"

@@ -86,7 +86,12 @@ class Incident:
 
     @classmethod
     def from_json(cls, data: dict) -> Incident:
-        return cls(IncidentKind(data["kind"]), str(data["reason"]))
+        """An incident read back; a kind this version does not know (a newer loadgen's) fails the cell as a
+        recorded failure, its kind kept in the reason."""
+        try:
+            return cls(IncidentKind(data["kind"]), str(data["reason"]))
+        except ValueError:
+            return cls(IncidentKind.RECORDED, f"{data['kind']}: {data['reason']}")
 
 
 @dataclass(frozen=True, slots=True)
