@@ -17,7 +17,7 @@ from typing import ClassVar
 
 import orjson
 
-from loadgen.record import CellKey, Record
+from loadgen.record import CellKey, Record, cell_key
 
 
 class WireError(ValueError):
@@ -68,8 +68,7 @@ class CellStart(Message):
 
     @classmethod
     def from_fields(cls, values: dict) -> Message:
-        c = values["cell"]
-        return cls(**values | {"cell": CellKey(c["context_tokens"], c["concurrency"], c.get("request_rate"))})
+        return cls(**values | {"cell": cell_key(values["cell"])})
 
 
 @dataclass(frozen=True)
