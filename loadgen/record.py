@@ -61,6 +61,21 @@ def cell_key(cell: dict) -> CellKey:
     return CellKey(int(cell["context_tokens"]), int(cell["concurrency"]), None if rate is None else float(rate))
 
 
+class ChunksElsewhere(NamedTuple):
+    """In place of a kept record's per-chunk lists (both fields): the lists went whole to every sink, were
+    folded into its cell's per-chunk figures (`metrics.chunk_fold`) and lie at `offset` in the cell's spill
+    file (`run/chunk_spill.py`): `gaps` int64 gaps, then, when `tokens`, `gaps + 1` int32 counts."""
+
+    offset: int
+    gaps: int
+    tokens: bool
+
+
+def chunks_elsewhere(r: "Record") -> bool:
+    """Whether the record's per-chunk lists were moved out (`ChunksElsewhere`)."""
+    return isinstance(r.chunk_gaps_ns, ChunksElsewhere)
+
+
 @dataclass(slots=True)
 class Record:
     """What happened to one scheduled request.

@@ -13,12 +13,12 @@ from collections.abc import Sequence
 
 from loadgen.metrics.accept import accept_length_chunks, accept_length_per_request
 from loadgen.metrics.category import category_figures, length_distributions
+from loadgen.metrics.chunk_fold import ChunkFold
 from loadgen.metrics.connections import retried_on_new_connection
 from loadgen.metrics.open_loop import achieved_request_rate, schedule_request_rate
 from loadgen.metrics.request import (
     e2e_from_intended_s,
     e2e_s,
-    itl_pairs,
     prefill_tok_s,
     request_tok_s,
     send_lateness_s,
@@ -27,9 +27,8 @@ from loadgen.metrics.request import (
     ttft_s,
 )
 from loadgen.metrics.server_counts import cached_fraction, cached_tokens, draft_tokens, one_event_per_token
-from loadgen.metrics.stats import distribution, mean, percentile, weighted_distribution
-from loadgen.metrics.steady import measured_edges_ns, steady_figures
-from loadgen.metrics.steps import step_figures
+from loadgen.metrics.stats import distribution, mean, percentile
+from loadgen.metrics.steady import Arrivals, measured_edges_ns, steady_figures, token_arrivals
 from loadgen.record import OUTCOMES, Record
 
 NS = 1e9
@@ -72,15 +71,10 @@ def _present(values) -> list:
 
 
 def itl_distribution(ok: Sequence[Record]) -> dict:
-    """Per-token ITL over the cell: the (value, weight) pairs of every ok request (`itl_pairs`), exact
-    weighted percentiles (`weighted_distribution`)."""
-    values: list[float] = []
-    weights: list[int] = []
-    for r in ok:
-        v, w = itl_pairs(r)
-        values += v
-        weights += w
-    return weighted_distribution(values, weights)
+    """Per-token ITL over the cell: the (value, weight) pairs of every ok request (`itl_pairs`), weighted
+    percentiles (`weighted_distribution`): exact up to `sketch.EXACT_MAX` pairs, within 0.1 % beyond
+    (`chunk_fold.ChunkFold`, which a long cell fills as its requests end)."""
+    return ChunkFold.of(ok).itl_figures()
 
 
 def achieved_concurrency(recs: Sequence[Record], window_s: float) -> float | None:
@@ -101,14 +95,14 @@ def send_lateness(recs: Sequence[Record]) -> dict:
     return distribution(lateness, (50, 99)) | {"max": max(lateness) if lateness else None}
 
 
-def latencies(ok: Sequence[Record]) -> dict:
-    """The latency distributions (s) over ok requests: TTFT, TPOT, ITL, E2E (from the actual and the
-    intended send)."""
+def latencies(ok: Sequence[Record], chunks: ChunkFold | None = None) -> dict:
+    """The latency distributions (s) over ok requests: TTFT, TPOT, ITL (`itl_distribution`, or the fold's
+    that the cell filled as its requests ended), E2E (from the actual and the intended send)."""
     return {
         "ttft_s": distribution(_present(ttft_s(r) for r in ok)),
         "ttft_from_intended_s": distribution(_present(ttft_from_intended_s(r) for r in ok)),
         "tpot_s": distribution(_present(tpot_s(r) for r in ok)),
-        "itl_s": itl_distribution(ok),
+        "itl_s": chunks.itl_figures() if chunks is not None else itl_distribution(ok),
         "e2e_s": distribution([e2e_s(r) for r in ok]),
         "e2e_from_intended_s": distribution([e2e_from_intended_s(r) for r in ok]),
     }
@@ -121,9 +115,12 @@ def rate_figures(recs: Sequence[Record]) -> dict:
     return {"schedule_request_rate": schedule_request_rate(recs), "achieved_request_rate": achieved_request_rate(recs)}
 
 
-def summarize(recs: Sequence[Record]) -> dict:
-    """The cell's client-side figures (DESIGN.md §4), from its measure-phase records."""
+def summarize(recs: Sequence[Record], chunks: ChunkFold | None = None, arrivals: Arrivals = token_arrivals) -> dict:
+    """The cell's client-side figures (DESIGN.md §4), from its measure-phase records; the per-chunk ones
+    from `chunks`, the fold of the ok records' chunks made as they ended (kept records then carry
+    `ChunksElsewhere`, read back through `arrivals` where the steady window needs them), else folded here."""
     ok = [r for r in recs if r.ok]
+    chunks = chunks if chunks is not None else ChunkFold.of(ok)
     window = measured_window_s(recs)
     rates = _present(request_tok_s(r) for r in ok)
     prompt = [r.prompt_tokens for r in ok if r.prompt_tokens is not None]
@@ -137,15 +134,15 @@ def summarize(recs: Sequence[Record]) -> dict:
         "output_tok_s": output_tok_s(ok, window),
         "request_tok_s": {"mean": mean(rates), "p10": percentile(rates, 10), "p50": percentile(rates, 50),
                           "p90": percentile(rates, 90), "samples": len(rates)},
-        **latencies(ok),
-        "steps": step_figures(ok),
+        **latencies(ok, chunks),
+        "steps": chunks.step_figures(),
         "retried_on_new_connection": retried_on_new_connection(recs),
         "prefill_tok_s": mean(_present(prefill_tok_s(r) for r in ok)),
         "prefill_s": prefill_time_s(ok),
         "tokens_per_chunk_mean": tokens_per_chunk(ok),
         "accept_length_per_request": accept_length_per_request(ok),
         "accept_length_chunks": accept_length_chunks(ok),
-        "one_event_per_token": one_event_per_token(ok),
+        "one_event_per_token": one_event_per_token(ok, (chunks.counted, chunks.counted_per_token)),
         "cached_tokens": cached_tokens(ok),
         "cached_fraction": cached_fraction(ok),
         "draft_tokens": draft_tokens(ok),
@@ -155,5 +152,5 @@ def summarize(recs: Sequence[Record]) -> dict:
         "by_category": category_figures(recs, window),
         **rate_figures(recs),
         "window_ns": measured_edges_ns(recs),
-        "steady": steady_figures(recs),
+        "steady": steady_figures(recs, arrivals),
     }

@@ -7,6 +7,8 @@ the monotonic clock; every figure here is in seconds (or tokens per second).
 
 from __future__ import annotations
 
+import numpy as np
+
 from loadgen.record import Record
 
 NS = 1e9
@@ -69,8 +71,8 @@ def prefill_tok_s(r: Record) -> float | None:
     return computed / t if computed > 0 and t and t > 0 else None
 
 
-def itl_pairs(r: Record, estimate: bool = True) -> tuple[list[float], list[int]]:
-    """Per-token inter-token latency as (value s, weight) pairs.
+def itl_arrays(r: Record, estimate: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Per-token inter-token latency as (value s, weight) arrays.
 
     A content chunk that carries n > 0 tokens, after time g since the previous token-carrying chunk,
     contributes the value g/n with weight n. A chunk with no tokens (its count arrived with a later chunk)
@@ -81,15 +83,22 @@ def itl_pairs(r: Record, estimate: bool = True) -> tuple[list[float], list[int]]
 
     Without per-chunk counts (`chunk_tokens` is None) every chunk counts as one token: an estimate, given
     only when `estimate` (the results keep it, the live histogram leaves it out)."""
-    gaps = r.chunk_gaps_ns
+    gaps = np.asarray(r.chunk_gaps_ns, dtype=np.int64)
     if r.chunk_tokens is None:
-        return ([g / NS for g in gaps], [1] * len(gaps)) if estimate else ([], [])
-    values, weights = [], []
-    pending_ns = 0
-    for g, n in zip(gaps, r.chunk_tokens[1:]):
-        pending_ns += g
-        if n > 0:
-            values.append(pending_ns / NS / n)
-            weights.append(n)
-            pending_ns = 0
-    return values, weights
+        if not estimate:
+            return np.empty(0), np.empty(0, dtype=np.int64)
+        return gaps / NS, np.ones(len(gaps), dtype=np.int64)
+    counts = np.asarray(r.chunk_tokens, dtype=np.int64)[1:len(gaps) + 1]
+    gaps = gaps[:len(counts)]
+    if counts.size and counts.min() > 0:
+        return gaps / NS / counts, counts
+    carrying = np.flatnonzero(counts > 0)
+    ends = np.cumsum(gaps)[carrying]  # time from the first chunk to each token-carrying chunk
+    spans = np.diff(ends, prepend=0)
+    return spans / NS / counts[carrying], counts[carrying]
+
+
+def itl_pairs(r: Record, estimate: bool = True) -> tuple[list[float], list[int]]:
+    """`itl_arrays` as lists."""
+    values, weights = itl_arrays(r, estimate)
+    return values.tolist(), weights.tolist()

@@ -5,7 +5,7 @@ per figure, the formula in its docstring; "ok" measure-phase records only.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from loadgen.record import Record
 
@@ -43,13 +43,20 @@ def draft_tokens(ok: Sequence[Record]) -> dict | None:
             "requests": len(spec)}
 
 
-def one_event_per_token(ok: Sequence[Record]) -> bool:
+def per_token_counts(ok: Iterable[Record]) -> tuple[int, bool]:
+    """(how many ok records with ≥ 2 chunks carry per-chunk counts, whether every count of theirs is ≤ 1)."""
+    counted = [r.chunk_tokens for r in ok if r.chunks >= 2 and r.completion_tokens and r.chunk_tokens]
+    return len(counted), all(max(c) <= 1 for c in counted)
+
+
+def one_event_per_token(ok: Sequence[Record], counts: tuple[int, bool] | None = None) -> bool:
     """True when the server streamed (about) one content event per token: Σ completion_tokens / Σ chunks ≤
-    PER_TOKEN_CHUNKS_MAX over ok requests with ≥ 2 chunks, or every running per-chunk count is ≤ 1."""
+    PER_TOKEN_CHUNKS_MAX over ok requests with ≥ 2 chunks, or every running per-chunk count is ≤ 1
+    (`per_token_counts`, of the records or as a `ChunkFold` summed them)."""
     multi = [r for r in ok if r.chunks >= 2 and r.completion_tokens]
     if not multi:
         return False
-    counted = [r.chunk_tokens for r in multi if r.chunk_tokens]
-    if counted and all(max(c) <= 1 for c in counted):
+    counted, per_token = counts if counts is not None else per_token_counts(multi)
+    if counted and per_token:
         return True
     return sum(r.completion_tokens for r in multi) / sum(r.chunks for r in multi) <= PER_TOKEN_CHUNKS_MAX

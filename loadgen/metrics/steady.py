@@ -15,12 +15,13 @@ in-flight count never reached C (an open-loop cell, a shard's part of a cell) ha
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import accumulate
 
-from loadgen.record import Record
+from loadgen.record import Record, chunks_elsewhere
 
 NS = 1e9
+Arrivals = Callable[[Record], list[tuple[int, float]]]
 
 
 def in_flight_events(recs: Sequence[Record]) -> list[tuple[int, int]]:
@@ -60,9 +61,23 @@ def token_arrivals(r: Record) -> list[tuple[int, float]]:
     return list(zip(times, tokens))
 
 
-def tokens_in_window(ok: Sequence[Record], start_ns: int, end_ns: int) -> float:
-    """Σ tokens of the ok requests' chunks whose arrival falls in (start, end]."""
-    return sum(n for r in ok for t, n in token_arrivals(r) if start_ns < t <= end_ns)
+def tokens_in_window(ok: Sequence[Record], start_ns: int, end_ns: int, arrivals: Arrivals = token_arrivals) -> float:
+    """Σ tokens of the ok requests' chunks whose arrival falls in (start, end].
+
+    A record whose chunks were moved out (`record.ChunksElsewhere`: kept records of a long cell) counts all
+    its completion tokens when its first and last chunk lie inside, none when both lie outside on one side,
+    and only a record across an edge is read chunk by chunk through `arrivals` (which can read the spill)."""
+    total = 0.0
+    for r in ok:
+        if chunks_elsewhere(r) and r.t_first_token_ns is not None and r.t_last_token_ns is not None:
+            first, last = r.t_first_token_ns, r.t_last_token_ns
+            if first > start_ns and last <= end_ns:
+                total += r.completion_tokens or 0
+                continue
+            if last <= start_ns or first > end_ns:
+                continue
+        total += sum(n for t, n in arrivals(r) if start_ns < t <= end_ns)
+    return total
 
 
 def measured_edges_ns(recs: Sequence[Record]) -> dict:
@@ -74,7 +89,7 @@ def measured_edges_ns(recs: Sequence[Record]) -> dict:
     return {"start_ns": min(r.t_sent_ns for r in sent), "end_ns": max(r.t_end_ns for r in sent)}
 
 
-def steady_figures(recs: Sequence[Record]) -> dict | None:
+def steady_figures(recs: Sequence[Record], arrivals: Arrivals = token_arrivals) -> dict | None:
     """The steady window of a closed-loop cell, or None (open loop, or no window):
 
     - start_ns, end_ns: the window (module docstring); duration_s = (end − start) / 1e9
@@ -98,7 +113,7 @@ def steady_figures(recs: Sequence[Record]) -> dict | None:
         "end_ns": end,
         "duration_s": duration_s,
         "achieved_concurrency": sum(overlap_ns(r, start, end) for r in recs) / NS / duration_s,
-        "output_tok_s": tokens_in_window(ok, start, end) / duration_s,
+        "output_tok_s": tokens_in_window(ok, start, end, arrivals) / duration_s,
         "requests": len(ended),
         "ok": sum(r.ok for r in ended),
         "ramp_s": max(0.0, whole_s - duration_s),

@@ -16,9 +16,12 @@ each other, would have its steps merged: the figures then read fewer, longer ste
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 
-from loadgen.metrics.stats import distribution, mean
+import numpy as np
+
+from loadgen.metrics.sketch import BoundedDistribution
 from loadgen.record import Record
 
 STEP_GAP_S = 1e-3
@@ -35,46 +38,84 @@ def step_groups(r: Record, gap_ns: int = STEP_GAP_NS) -> tuple[list[int], list[i
     gaps between them), so Σ step gaps = time from the first event to the first event of the last step."""
     if r.chunks <= 0:
         return [], []
-    events, gaps = [1], []
-    since = 0
-    for g in r.chunk_gaps_ns:
-        since += g
-        if g >= gap_ns:
-            gaps.append(since)
-            since = 0
-            events.append(1)
-        else:
-            events[-1] += 1
-    return events, gaps
+    n_events, starts, step_gaps = step_marks(r, gap_ns)
+    return np.diff(np.append(starts, n_events)).tolist(), step_gaps.tolist()
+
+
+def step_marks(r: Record, gap_ns: int = STEP_GAP_NS) -> tuple[int, np.ndarray, np.ndarray]:
+    """(content events, index of each step's first event, step gaps in ns) of a record with chunks: the
+    arrays behind `step_groups` (one content event per gap, plus the first)."""
+    gaps = np.asarray(r.chunk_gaps_ns, dtype=np.int64)
+    marks = np.flatnonzero(gaps >= gap_ns)
+    step_gaps = np.diff(np.cumsum(gaps)[marks], prepend=0)
+    return len(gaps) + 1, np.append(0, marks + 1), step_gaps
+
+
+def joined_gaps(recs: Sequence[Record]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(every record's gaps end to end, the record each gap belongs to, where each record's gaps start)."""
+    joined = array("q")
+    lengths = np.empty(len(recs), dtype=np.int64)
+    for i, r in enumerate(recs):
+        joined.extend(r.chunk_gaps_ns)
+        lengths[i] = len(r.chunk_gaps_ns)
+    gaps = np.frombuffer(joined, dtype=np.int64) if joined else np.empty(0, dtype=np.int64)
+    starts = np.cumsum(lengths) - lengths
+    return gaps, np.repeat(np.arange(len(recs)), lengths), starts
+
+
+class StepSums:
+    """The sums behind `step_figures`, added a batch of records at a time (bounded: the step gaps go to a
+    `BoundedDistribution`)."""
+
+    def __init__(self, gap_ns: int = STEP_GAP_NS):
+        self.gap_ns = gap_ns
+        self.gaps = BoundedDistribution(weighted=False)
+        self.requests = self.steps = self.events = self.decode_steps = self.decode_tokens = 0
+
+    def add(self, recs: Sequence[Record], joined: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+        """`step_marks` of every record (each with chunks) at once, from their `joined_gaps`: a step begins
+        after a gap ≥ `gap_ns`; its gap runs from the previous step's first event (or the record's first)."""
+        gaps, owner, starts = joined
+        marks = np.flatnonzero(gaps >= self.gap_ns)
+        ends = np.cumsum(gaps)
+        mark_owner = owner[marks]
+        same = np.zeros(len(marks), dtype=bool)
+        same[1:] = mark_owner[1:] == mark_owner[:-1]
+        base_at = np.where(same, np.append(-1, marks[:-1]), starts[mark_owner] - 1)
+        base = np.where(base_at >= 0, ends[np.maximum(base_at, 0)], 0)
+        self.gaps.add((ends[marks] - base) / NS)
+        per_rec = np.bincount(mark_owner, minlength=len(recs))
+        self.requests += len(recs)
+        self.steps += len(recs) + len(marks)
+        self.events += len(gaps) + len(recs)
+        tokens = np.fromiter((r.completion_tokens or 0 for r in recs), dtype=np.int64, count=len(recs))
+        decoding = (per_rec >= 1) & (tokens > 0)
+        self.decode_steps += int(per_rec[decoding].sum())
+        self.decode_tokens += int(tokens[decoding].sum())
+
+    def figures(self) -> dict:
+        return {
+            "threshold_s": self.gap_ns / NS,
+            "step_itl_s": self.gaps.summary((50, 99)),
+            "steps_per_request_mean": self.steps / self.requests if self.requests else None,
+            "events_per_step_mean": self.events / self.steps if self.steps else None,
+            "tokens_per_step": self.decode_tokens / self.decode_steps if self.decode_steps else None,
+        }
 
 
 def step_figures(ok: Sequence[Record], gap_ns: int = STEP_GAP_NS) -> dict:
-    """The cell's step-level view, over ok requests (`step_groups` each):
+    """The cell's step-level view, over ok requests (`step_groups` each; summed by `StepFold`):
 
     - `threshold_s`: the grouping threshold (`STEP_GAP_S`);
-    - `step_itl_s`: mean, p50, p99 of every step gap (s), one value per gap between steps (not token-weighted);
+    - `step_itl_s`: mean, p50, p99 of every step gap (s), one value per gap between steps (not token-weighted;
+      exact up to `sketch.EXACT_MAX` gaps, beyond that percentiles within 0.1 %: `sketch.BoundedDistribution`);
     - `steps_per_request_mean`: mean over requests of their number of steps (the prefill's step included);
     - `events_per_step_mean`: Σ content events / Σ steps — 1 where the server sends a step as one event, about
       the accept length where it sends one event per token;
     - `tokens_per_step`: Σ completion_tokens / Σ (steps − 1) over requests with ≥ 2 steps — the client's accept
       length from steps (the formula of `accept.accept_length_chunks`, with steps in place of events)."""
-    steps: list[int] = []
-    gaps: list[float] = []
-    events = decode_steps = decode_tokens = 0
-    for r in ok:
-        per_step, step_gaps = step_groups(r, gap_ns)
-        if not per_step:
-            continue
-        steps.append(len(per_step))
-        gaps += [g / NS for g in step_gaps]
-        events += sum(per_step)
-        if len(per_step) >= 2 and r.completion_tokens:
-            decode_steps += len(per_step) - 1
-            decode_tokens += r.completion_tokens
-    return {
-        "threshold_s": gap_ns / NS,
-        "step_itl_s": distribution(gaps, (50, 99)),
-        "steps_per_request_mean": mean(steps),
-        "events_per_step_mean": events / sum(steps) if steps else None,
-        "tokens_per_step": decode_tokens / decode_steps if decode_steps else None,
-    }
+    sums = StepSums(gap_ns)
+    with_chunks = [r for r in ok if r.chunks > 0]
+    if with_chunks:
+        sums.add(with_chunks, joined_gaps(with_chunks))
+    return sums.figures()

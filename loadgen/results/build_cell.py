@@ -12,7 +12,9 @@ from collections.abc import Sequence
 
 from loadgen.metrics import telemetry as cell_telemetry
 from loadgen.metrics.cell import summarize
+from loadgen.metrics.chunk_fold import ChunkFold
 from loadgen.metrics.source_result import SourceResult
+from loadgen.metrics.steady import Arrivals, token_arrivals
 from loadgen.record import CellKey, Record
 from loadgen.results.cell_result import CellResult, from_json, saturation_note
 from loadgen.results.cell_status import DEFAULT_MAX_FAILED_FRACTION, failed_fraction, request_incidents
@@ -21,9 +23,11 @@ from loadgen.results.incidents import Incident, IncidentKind
 TELEMETRY_LOST = "TELEMETRY LOST"  # how a requested source that went quiet mid-run opens its warning
 
 
-def figures(key: CellKey, records: Sequence[Record], sources: Sequence[SourceResult], client: dict | None) -> dict:
-    """The cell's figures as flat JSON: the client-side summary, accept length, power, each source's values."""
-    summary = summarize(records) | {"client": client}
+def figures(key: CellKey, records: Sequence[Record], sources: Sequence[SourceResult], client: dict | None,
+            chunks: ChunkFold | None = None, arrivals: Arrivals = token_arrivals) -> dict:
+    """The cell's figures as flat JSON: the client-side summary (its per-chunk figures from `chunks` when the
+    cell folded them as it ran: `metrics.cell.summarize`), accept length, power, each source's values."""
+    summary = summarize(records, chunks, arrivals) | {"client": client}
     flat = key.as_dict() | summary
     flat["accept_length"] = cell_telemetry.accept_length(summary, list(sources))
     flat["power"] = cell_telemetry.power(list(sources), summary["output_tokens"], summary["duration_s"],
@@ -34,10 +38,12 @@ def figures(key: CellKey, records: Sequence[Record], sources: Sequence[SourceRes
 
 def build_cell(key: CellKey, records: Sequence[Record], sources: Sequence[SourceResult] = (),
                client: dict | None = None, incidents: Sequence[Incident] = (),
-               max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION) -> CellResult:
-    """The cell's result from its measured records, its telemetry sources' results over the window, the
-    client's health and the incidents the caller saw; judged by `max_failed_fraction`."""
-    flat = figures(key, records, sources, client) | {"max_failed_fraction": max_failed_fraction}
+               max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION, chunks: ChunkFold | None = None,
+               arrivals: Arrivals = token_arrivals) -> CellResult:
+    """The cell's result from its measured records (with the fold of their chunks, when the cell made one as it
+    ran), its telemetry sources' results over the window, the client's health and the incidents the caller
+    saw; judged by `max_failed_fraction`."""
+    flat = figures(key, records, sources, client, chunks, arrivals) | {"max_failed_fraction": max_failed_fraction}
     flat["failed_fraction"] = failed_fraction(flat)
     result = from_json(flat | {"incidents": []})
     warnings = [w for r in sources for w in r.warnings]

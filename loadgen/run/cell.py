@@ -1,8 +1,9 @@
 """One attempt at one cell: prompts → jobs → warmup → measured load (telemetry and self-monitoring open)
 → the cell's result (`results.build_cell`).
 
-Every record goes to every sink as its request ends; the measured ones are also kept (compact) until the
-cell's result is built. Its formulas live in `loadgen.metrics`; the driver adds its own figures.
+Every record goes to every sink as its request ends; the measured ones are also kept until the cell's result
+is built, their chunks folded and moved to disk (`chunk_spill.CellRecords`: memory does not grow with the
+chunks of a long cell). Its formulas live in `loadgen.metrics`; the driver adds its own figures.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from loadgen.names import Phase
 from loadgen.record import CellKey, Record
 from loadgen.results.build_cell import build_cell
 from loadgen.results.cell_result import CellResult
+from loadgen.run.chunk_spill import CellRecords
 from loadgen.run.control import RunControl
 from loadgen.run.drivers import Driver
 from loadgen.run.monitor import LoopMonitor
@@ -62,13 +64,13 @@ class CellMeasurer:
         return JobList(bodies, n_total, cfg.warmup, categories=categories)
 
     def cell_run(self, session: aiohttp.ClientSession, cell: CellKey, jobs: JobList, attempt: int,
-                 measured: list[Record], stop: StopToken) -> CellRun:
+                 measured: CellRecords, stop: StopToken) -> CellRun:
         def on_record(rec: Record) -> None:
             rec.category = jobs.category(rec.seq)
             for s in self.sinks:
                 s.record(rec)
             if rec.phase == Phase.MEASURE:
-                measured.append(rec.compact())  # kept until the summary: per-chunk lists as machine ints
+                measured.keep(rec)
             self.progress.add(rec)
 
         def on_sent() -> None:
@@ -85,16 +87,25 @@ class CellMeasurer:
                       stop: StopToken | None = None) -> tuple[CellResult, LoadOutcome]:
         """One attempt at the cell, its load stopped early through `stop`: its result, and what its load did."""
         jobs = await self.jobs(cell)
-        measured: list[Record] = []
+        measured = CellRecords()
+        try:
+            return await self._measure(session, cell, jobs, attempt, measured, stop)
+        finally:
+            measured.close()
+
+    async def _measure(self, session: aiohttp.ClientSession, cell: CellKey, jobs: JobList, attempt: int,
+                       measured: CellRecords, stop: StopToken | None) -> tuple[CellResult, LoadOutcome]:
         run = self.cell_run(session, cell, jobs, attempt, measured, stop or StopToken(self.control.token))
         await self.transport.before_cell(session, cell, len(jobs))
         for s in self.sinks:
             s.cell_started(cell, self.run_id)
         self.progress.reset(cell.label(), 0 if self.cfg.duration_per_cell_s else len(jobs))
         await self.driver.warm_up(run, cell)
-        results, client = await self.measured_window(run, cell, measured)
-        result = build_cell(cell, measured, results, client, max_failed_fraction=self.cfg.max_failed_fraction)
-        self.driver.finish(cell, result, measured)
+        results, client = await self.measured_window(run, cell, measured.records)
+        measured.finish()
+        result = build_cell(cell, measured.records, results, client, max_failed_fraction=self.cfg.max_failed_fraction,
+                            chunks=measured.fold, arrivals=measured.spill.arrivals)
+        self.driver.finish(cell, result, measured.records)
         return result, run.cell_outcome()
 
     async def measured_window(self, run: CellRun, cell: CellKey, measured: list[Record]):
