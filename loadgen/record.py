@@ -55,25 +55,32 @@ class CellKey(NamedTuple):
         return f"ctx={self.context_tokens} {load}"
 
 
+def request_id_for(run_id: str, cell: CellKey, seq: int, attempt: int = 0) -> str:
+    """The id loadgen gives request `seq` of a cell: `run-context-load-seq`, with `-aN` for attempt N > 0
+    (load = the concurrency, or `CrR` for an open-loop rate R capped at C)."""
+    load = str(cell.concurrency) if cell.request_rate is None else f"{cell.concurrency}r{cell.request_rate:g}"
+    return f"{run_id}-{cell.context_tokens}-{load}-{seq}" + (f"-a{attempt}" if attempt else "")
+
+
 def cell_key(cell: dict) -> CellKey:
     """The cell that a results entry, a record's `cell` or a sweep's cell names."""
     rate = cell.get("request_rate")
     return CellKey(int(cell["context_tokens"]), int(cell["concurrency"]), None if rate is None else float(rate))
 
 
-class ChunksElsewhere(NamedTuple):
-    """In place of a kept record's per-chunk lists (both fields): the lists went whole to every sink, were
-    folded into its cell's per-chunk figures (`metrics.chunk_fold`) and lie at `offset` in the cell's spill
-    file (`run/chunk_spill.py`): `gaps` int64 gaps, then, when `tokens`, `gaps + 1` int32 counts."""
+class _ChunksElsewhere(array):
+    """The type of `CHUNKS_ELSEWHERE` (an empty array, so that code that only iterates reads no chunks)."""
 
-    offset: int
-    gaps: int
-    tokens: bool
+
+CHUNKS_ELSEWHERE = _ChunksElsewhere("q")
+"""In place of a kept record's per-chunk lists (both fields; `chunk_tokens` stays None when it was None): the
+lists went whole to every sink, were folded into the cell's per-chunk figures (`metrics.chunk_fold`) and lie
+in the cell's spill file (`run/chunk_spill.py`), found by the record's `seq`."""
 
 
 def chunks_elsewhere(r: "Record") -> bool:
-    """Whether the record's per-chunk lists were moved out (`ChunksElsewhere`)."""
-    return isinstance(r.chunk_gaps_ns, ChunksElsewhere)
+    """Whether the record's per-chunk lists were moved out (`CHUNKS_ELSEWHERE`)."""
+    return r.chunk_gaps_ns is CHUNKS_ELSEWHERE
 
 
 @dataclass(slots=True)

@@ -118,7 +118,7 @@ def rate_figures(recs: Sequence[Record]) -> dict:
 def summarize(recs: Sequence[Record], chunks: ChunkFold | None = None, arrivals: Arrivals = token_arrivals) -> dict:
     """The cell's client-side figures (DESIGN.md §4), from its measure-phase records; the per-chunk ones
     from `chunks`, the fold of the ok records' chunks made as they ended (kept records then carry
-    `ChunksElsewhere`, read back through `arrivals` where the steady window needs them), else folded here."""
+    `record.CHUNKS_ELSEWHERE`, read back through `arrivals` where the steady window needs them), else folded here."""
     ok = [r for r in recs if r.ok]
     chunks = chunks if chunks is not None else ChunkFold.of(ok)
     window = measured_window_s(recs)

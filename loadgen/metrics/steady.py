@@ -64,7 +64,7 @@ def token_arrivals(r: Record) -> list[tuple[int, float]]:
 def tokens_in_window(ok: Sequence[Record], start_ns: int, end_ns: int, arrivals: Arrivals = token_arrivals) -> float:
     """Σ tokens of the ok requests' chunks whose arrival falls in (start, end].
 
-    A record whose chunks were moved out (`record.ChunksElsewhere`: kept records of a long cell) counts all
+    A record whose chunks were moved out (`record.CHUNKS_ELSEWHERE`: kept records of a long cell) counts all
     its completion tokens when its first and last chunk lie inside, none when both lie outside on one side,
     and only a record across an edge is read chunk by chunk through `arrivals` (which can read the spill)."""
     total = 0.0

@@ -101,14 +101,14 @@ class CellMeasurer:
             s.cell_started(cell, self.run_id)
         self.progress.reset(cell.label(), 0 if self.cfg.duration_per_cell_s else len(jobs))
         await self.driver.warm_up(run, cell)
-        results, client = await self.measured_window(run, cell, measured.records)
-        measured.finish()
-        result = build_cell(cell, measured.records, results, client, max_failed_fraction=self.cfg.max_failed_fraction,
+        results, client = await self.measured_window(run, cell, measured)
+        records = measured.records()
+        result = build_cell(cell, records, results, client, max_failed_fraction=self.cfg.max_failed_fraction,
                             chunks=measured.fold, arrivals=measured.spill.arrivals)
-        self.driver.finish(cell, result, measured.records)
+        self.driver.finish(cell, result, records)
         return result, run.cell_outcome()
 
-    async def measured_window(self, run: CellRun, cell: CellKey, measured: list[Record]):
+    async def measured_window(self, run: CellRun, cell: CellKey, measured: CellRecords):
         """The measured load with telemetry and self-monitoring open around it; (source results, client
         health)."""
         sources = [f() for f in self.telemetry]
@@ -129,5 +129,5 @@ class CellMeasurer:
             drawer.cancel()
             self.progress.clear()
             results = [await src.stop() for src in sources]
-        lateness_p99 = send_lateness(measured).get("p99") if cell.request_rate is not None else None
+        lateness_p99 = send_lateness(measured.records()).get("p99") if cell.request_rate is not None else None
         return results, await monitor.stop(lateness_p99)

@@ -1,7 +1,7 @@
 """A cell's kept records in bounded memory: per-chunk lists folded as each request ends, then moved to disk.
 
 Every record reaches every sink whole first (the JSONL keeps every chunk). What the cell then keeps of an ok
-record until its summary is its per-request fields; its chunks are folded into the cell's per-chunk figures
+record until its summary is its per-request fields, as columns (`record_columns.RecordColumns`); its chunks are folded into the cell's per-chunk figures
 (`metrics.chunk_fold.ChunkFold`) and written to a temporary spill file, from which the summary reads back only
 the few records that cross an edge of the steady window (`metrics.steady.tokens_in_window`). A record whose
 per-chunk counts disagree with its total, and a failed one, keeps its lists (compact), as before.
@@ -15,7 +15,8 @@ from array import array
 
 from loadgen.metrics.chunk_fold import ChunkFold
 from loadgen.metrics.steady import token_arrivals
-from loadgen.record import ChunksElsewhere, Record, chunks_elsewhere
+from loadgen.record import CHUNKS_ELSEWHERE, Record, chunks_elsewhere
+from loadgen.run.record_columns import RecordColumns
 
 
 def movable(r: Record) -> bool:
@@ -26,31 +27,51 @@ def movable(r: Record) -> bool:
 
 
 class ChunkSpill:
-    """Per-chunk lists in a temporary file (deleted when closed), each at its `ChunksElsewhere` offset."""
+    """Per-chunk lists in a temporary file (deleted when closed), found by the record's `seq`: where its gaps
+    start and how many there are (negative: no per-chunk counts), 16 bytes a record in memory."""
 
     def __init__(self):
         self._file = tempfile.TemporaryFile(prefix="loadgen-chunks-")
         self._end = 0
+        self._first_seq: int | None = None
+        self._offsets = array("q")
+        self._gaps = array("q")
 
     def move(self, r: Record) -> None:
         gaps = array("q", r.chunk_gaps_ns)
         tokens = None if r.chunk_tokens is None else array("i", r.chunk_tokens)
         data = gaps.tobytes() + (tokens.tobytes() if tokens is not None else b"")
         self._file.write(data)
-        ref = ChunksElsewhere(self._end, len(gaps), tokens is not None)
+        if self._first_seq is None:
+            self._first_seq = r.seq
+        if r.seq < self._first_seq:  # requests end out of order: room in front
+            before = self._first_seq - r.seq
+            self._offsets = array("q", [-1] * before) + self._offsets
+            self._gaps = array("q", [0] * before) + self._gaps
+            self._first_seq = r.seq
+        i = r.seq - self._first_seq
+        if i >= len(self._offsets):
+            self._offsets.extend([-1] * (i + 1 - len(self._offsets)))
+            self._gaps.extend([0] * (i + 1 - len(self._gaps)))
+        self._offsets[i], self._gaps[i] = self._end, len(gaps) if tokens is not None else -1 - len(gaps)
         self._end += len(data)
-        r.chunk_gaps_ns = ref
-        r.chunk_tokens = ref if tokens is not None else None
+        r.chunk_gaps_ns = CHUNKS_ELSEWHERE
+        r.chunk_tokens = CHUNKS_ELSEWHERE if tokens is not None else None
 
-    def lists(self, ref: ChunksElsewhere) -> tuple[array, array | None]:
+    def lists(self, seq: int) -> tuple[array, array | None]:
+        """The gaps and counts (None: none) of the record `seq`."""
+        i = seq - (self._first_seq or 0)
+        offset, n = self._offsets[i], self._gaps[i]
+        has_tokens = n >= 0
+        n = n if has_tokens else -1 - n
         self._file.flush()
-        self._file.seek(ref.offset)
+        self._file.seek(offset)
         gaps = array("q")
-        gaps.frombytes(self._file.read(8 * ref.gaps))
+        gaps.frombytes(self._file.read(8 * n))
         tokens = None
-        if ref.tokens:
+        if has_tokens:
             tokens = array("i")
-            tokens.frombytes(self._file.read(4 * (ref.gaps + 1)))
+            tokens.frombytes(self._file.read(4 * (n + 1)))
         self._file.seek(0, 2)
         return gaps, tokens
 
@@ -58,7 +79,7 @@ class ChunkSpill:
         """`steady.token_arrivals` of the record, its lists read back when they were moved here."""
         if not chunks_elsewhere(r):
             return token_arrivals(r)
-        gaps, tokens = self.lists(r.chunk_gaps_ns)
+        gaps, tokens = self.lists(r.seq)
         return token_arrivals(dataclasses.replace(r, chunk_gaps_ns=gaps, chunk_tokens=tokens))
 
     def close(self) -> None:
@@ -66,36 +87,42 @@ class ChunkSpill:
 
 
 class CellRecords:
-    """The measured records one cell keeps for its summary, with the fold of their chunks and the spill.
-    Ok records wait in a batch of `BATCH` before they are folded (`ChunkFold.add`) and moved to the spill;
-    `finish()` folds the last batch."""
+    """The measured records one cell keeps for its summary: as columns (`RecordColumns`), their chunks
+    folded (`ChunkFold`) and moved to the spill. Ok records wait in a batch of `BATCH` before they are
+    folded (failed ones keep their lists, compact); `finish()` folds the last batch, `records()` gives them back as `Record` objects."""
 
     BATCH = 64
 
     def __init__(self):
-        self.records: list[Record] = []
+        self.columns = RecordColumns()
         self.fold = ChunkFold()
         self.spill = ChunkSpill()
         self._batch: list[Record] = []
 
+    def __len__(self) -> int:
+        return len(self.columns) + len(self._batch)
+
     def keep(self, rec: Record) -> None:
-        self.records.append(rec)
-        if not rec.ok:
-            rec.compact()
-            return
         self._batch.append(rec)
         if len(self._batch) >= self.BATCH:
             self.finish()
 
     def finish(self) -> None:
-        """Fold the waiting batch and move its records' chunks to the spill (all folded after this)."""
+        """Fold the waiting batch's ok records, move their chunks to the spill and every record of the batch
+        to the columns (in the order they ended)."""
         batch, self._batch = self._batch, []
-        self.fold.add(batch)
+        self.fold.add([rec for rec in batch if rec.ok])
         for rec in batch:
-            if movable(rec):
+            if rec.ok and movable(rec):
                 self.spill.move(rec)
             else:
                 rec.compact()
+            self.columns.append(rec)
+
+    def records(self) -> list[Record]:
+        """Every kept record (the waiting batch folded first)."""
+        self.finish()
+        return self.columns.records()
 
     def close(self) -> None:
         self.spill.close()

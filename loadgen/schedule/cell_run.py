@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from loadgen.names import Outcome, Phase
-from loadgen.record import CellKey, Record
+from loadgen.record import CellKey, Record, request_id_for
 from loadgen.schedule.feed import JobFeed
 from loadgen.schedule.jobs import Chain, Job, Tail
 
@@ -197,11 +197,8 @@ class CellRun:
 
     def new_record(self, job: Job, t_intended_ns: int) -> Record:
         s = self._shared
-        c = s.cell
-        load = str(c.concurrency) if c.request_rate is None else f"{c.concurrency}r{c.request_rate:g}"
-        retry = f"-a{s.attempt}" if s.attempt else ""
-        return Record(run_id=s.run_id, cell=c, seq=job.seq, phase=job.phase,
-                      request_id=f"{s.run_id}-{c.context_tokens}-{load}-{job.seq}{retry}",
+        return Record(run_id=s.run_id, cell=s.cell, seq=job.seq, phase=job.phase,
+                      request_id=request_id_for(s.run_id, s.cell, job.seq, s.attempt),
                       t_intended_ns=t_intended_ns, attempt=s.attempt)
 
     def mark_sent(self) -> None:

@@ -1,0 +1,146 @@
+"""Bounded memory for long cells: the relative-error sketch against exact percentiles, the per-chunk fold
+against the per-record formulas, and a cell's summary from kept records (chunks folded and spilled) against
+the summary of the same records whole."""
+
+from __future__ import annotations
+
+import copy
+import random
+
+import numpy as np
+import pytest
+
+from loadgen.metrics.cell import summarize
+from loadgen.metrics.chunk_fold import ChunkFold
+from loadgen.metrics.request import itl_pairs
+from loadgen.metrics.sketch import ALPHA, BoundedDistribution, RelativeSketch
+from loadgen.metrics.stats import distribution, weighted_distribution, weighted_percentiles
+from loadgen.metrics.steps import step_groups
+from loadgen.names import Outcome
+from loadgen.record import CellKey, Record, chunks_elsewhere, request_id_for
+from loadgen.run.chunk_spill import CellRecords
+from loadgen.run.record_columns import RecordColumns
+
+QS = (0, 1, 10, 50, 90, 99, 99.9, 100)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("weighted", [False, True])
+def test_sketch_percentiles_within_alpha_of_the_exact_inverted_cdf(weighted):
+    rng = np.random.default_rng(7)
+    values = np.concatenate([rng.lognormal(-5, 1.5, 200_000), np.zeros(300), [1e-9, 900.0]])
+    weights = rng.integers(1, 9, len(values)).astype(float) if weighted else np.ones(len(values))
+    sketch = RelativeSketch()
+    for part in np.array_split(np.arange(len(values)), 37):  # added in batches, as a cell adds them
+        sketch.add(values[part], weights[part])
+    exact = weighted_percentiles(values, weights, QS)
+    for q, got, want in zip(QS, sketch.percentiles(QS), exact):
+        assert abs(got - want) <= ALPHA * want, (q, got, want)
+    assert sketch.mean() == pytest.approx(np.dot(values, weights) / weights.sum(), rel=1e-12)
+    assert sketch.total == weights.sum()
+    assert sketch.counts.size < 20_000  # bounded by the values' range, not their number
+
+
+@pytest.mark.unit
+def test_bounded_distribution_is_exact_until_its_limit_then_within_alpha():
+    rng = np.random.default_rng(3)
+    values = rng.lognormal(-4, 1, 5_000)
+    small = BoundedDistribution(weighted=False, exact_max=10_000)
+    big = BoundedDistribution(weighted=False, exact_max=1_000)
+    for part in np.array_split(values, 50):
+        small.add(part)
+        big.add(part)
+    assert small.exact and small.summary() == distribution(values)
+    assert not big.exact
+    got, want = big.summary(), distribution(values)
+    assert got["samples"] == want["samples"] and got["mean"] == pytest.approx(want["mean"], rel=1e-12)
+    # a sketched percentile is within alpha of an order statistic at its rank (inverted CDF)
+    for q in (50, 90, 99):
+        rank = weighted_percentiles(values, np.ones(len(values)), [q])[0]
+        assert abs(got[f"p{q}"] - rank) <= ALPHA * rank
+
+
+def _record(rng: random.Random, seq: int, t0: int, counts: bool = True) -> Record:
+    chunks = rng.randint(1, 40)
+    gaps = [rng.choice([0, rng.randint(10_000, 900_000), rng.randint(1_000_000, 40_000_000)])
+            for _ in range(chunks - 1)]
+    tokens = [rng.choice([0, 1, 1, 3, 4]) for _ in range(chunks)] if counts else None
+    if tokens is not None:
+        tokens[0] = max(tokens[0], 1)
+    sent = t0 + rng.randint(0, 5_000_000)
+    first = sent + rng.randint(1_000_000, 9_000_000)
+    last = first + sum(gaps)
+    return Record(run_id="r", cell=CellKey(60, 8), seq=seq, request_id=request_id_for("r", CellKey(60, 8), seq),
+                  t_intended_ns=sent, t_sent_ns=sent,
+                  t_first_byte_ns=first, t_first_token_ns=first, t_last_token_ns=last, t_end_ns=last + 1000,
+                  prompt_tokens=60, completion_tokens=sum(tokens) if tokens else chunks, chunks=chunks,
+                  chunk_tokens=tokens, chunk_gaps_ns=gaps, spec={"spec_verify_ct": max(1, chunks - 1)})
+
+
+def _closed_loop(n: int, slots: int = 8) -> list[Record]:
+    """Records of `slots` slots each sending its next request when its previous one ended."""
+    rng = random.Random(11)
+    free = [1_000_000] * slots
+    recs = []
+    for seq in range(n):
+        s = min(range(slots), key=free.__getitem__)
+        r = _record(rng, seq, free[s], counts=seq % 7 != 0)
+        if seq % 13 == 5:
+            r.outcome, r.error = Outcome.HTTP_ERROR, "HTTP 500: boom"
+        free[s] = r.t_end_ns
+        recs.append(r)
+    recs.sort(key=lambda r: r.t_end_ns)  # records reach the cell as requests end
+    return recs
+
+
+@pytest.mark.unit
+def test_fold_in_batches_equals_the_per_record_formulas():
+    recs = [r for r in _closed_loop(300) if r.ok]
+    fold = ChunkFold()
+    for i in range(0, len(recs), 17):
+        fold.add(recs[i:i + 17])
+    values, weights = [], []
+    for r in recs:
+        v, w = itl_pairs(r)
+        values += v
+        weights += w
+    assert fold.itl_figures() == weighted_distribution(values, weights)
+    groups = [step_groups(r) for r in recs]
+    gaps = [g / 1e9 for _, step_gaps in groups for g in step_gaps]
+    steps = fold.step_figures()
+    assert steps["step_itl_s"] == distribution(gaps, (50, 99))
+    assert steps["steps_per_request_mean"] == pytest.approx(np.mean([len(e) for e, _ in groups]), rel=1e-15)
+    assert steps["events_per_step_mean"] == sum(sum(e) for e, _ in groups) / sum(len(e) for e, _ in groups)
+
+
+@pytest.mark.unit
+def test_summary_of_kept_records_equals_the_summary_of_whole_records():
+    whole = _closed_loop(600)
+    kept = CellRecords()
+    for r in copy.deepcopy(whole):
+        kept.keep(r)
+    try:
+        records = kept.records()
+        assert sum(chunks_elsewhere(r) for r in records) > 500  # the ok ones moved out
+        got = summarize(records, kept.fold, kept.spill.arrivals)
+    finally:
+        kept.close()
+    want = summarize(whole)
+    assert got["steady"] is not None and got["steady"]["output_tok_s"] > 0
+    assert got == want
+
+
+@pytest.mark.unit
+def test_columns_give_back_the_records_they_were_given():
+    recs = _closed_loop(200)
+    recs[3].spec = {"spec_verify_ct": 7, "spec_accept_length": 2.5, "nested": {"a": 1}}
+    recs[4].spec = None
+    recs[5].spec = {"draft_n": 12, "draft_n_accepted": 9}
+    recs[6].request_id, recs[7].category, recs[8].worker = "mine", "code", 3
+    recs[9].t_first_token_ns = recs[9].t_last_token_ns = None
+    columns = RecordColumns()
+    for r in copy.deepcopy(recs):
+        columns.append(r)
+    back = columns.records()
+    assert back == recs
+    assert [type(v) for v in back[5].spec.values()] == [int, int]
