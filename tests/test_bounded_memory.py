@@ -10,6 +10,7 @@ import random
 import numpy as np
 import pytest
 
+from loadgen.errors import UsageError
 from loadgen.metrics.cell import summarize
 from loadgen.metrics.chunk_fold import ChunkFold
 from loadgen.metrics.request import itl_pairs
@@ -17,6 +18,7 @@ from loadgen.metrics.sketch import ALPHA, BoundedDistribution, RelativeSketch
 from loadgen.metrics.stats import distribution, weighted_distribution, weighted_percentiles
 from loadgen.metrics.steps import step_groups
 from loadgen.names import Outcome
+from loadgen.parallel.open_files import check_open_files, streams_per_process, workers_needed
 from loadgen.record import CellKey, Record, chunks_elsewhere, request_id_for
 from loadgen.run.chunk_spill import CellRecords
 from loadgen.run.record_columns import RecordColumns
@@ -144,3 +146,16 @@ def test_columns_give_back_the_records_they_were_given():
     back = columns.records()
     assert back == recs
     assert [type(v) for v in back[5].spec.values()] == [int, int]
+
+
+@pytest.mark.unit
+def test_open_files_say_how_many_streams_a_process_holds_and_which_workers_hold_them():
+    check_open_files(10_000, 1, 65_536, 65_536)
+    check_open_files(10_000, 3, 4_096, 4_096)  # 3,334 each
+    with pytest.raises(UsageError) as exc:
+        check_open_files(10_000, 1, 1_024, 4_096)
+    assert str(exc.value) == (
+        "--concurrency 10000: one process would hold 10000 streams, but the open-file limit 1024 (hard 4096) "
+        "lets a process hold 960; use --workers 11, or raise the hard limit (ulimit -Hn as root, LimitNOFILE= "
+        "for a systemd unit, docker --ulimit nofile=)")
+    assert workers_needed(10_000, 1_024) * streams_per_process(1_024) >= 10_000

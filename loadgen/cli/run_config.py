@@ -34,6 +34,7 @@ from loadgen.config import (
 from loadgen.errors import UsageError
 from loadgen.metrics.open_loop import MIN_RAMP_REQUESTS
 from loadgen.names import ArrivalLaw, HttpClient, ServerDownPolicy, values
+from loadgen.parallel.open_files import check_open_files, raise_open_file_limit, workers_needed
 from loadgen.parallel.workers import auto_workers
 from loadgen.telemetry.accept_log import split_command
 from loadgen.workload import lengths
@@ -172,10 +173,24 @@ def faults_config(a: argparse.Namespace) -> FaultsConfig:
                         drain_timeout_s=a.drain_timeout)
 
 
-def parallel_config(a: argparse.Namespace, cfg: RunConfig) -> ParallelConfig:
-    workers = parse_workers(a.workers)
+def worker_count(text: str, cfg: RunConfig) -> int:
+    """`--workers` as a number (auto: `auto_workers`, and at least as many as the open-file limit needs),
+    after the open-file limit was raised and checked against the streams of the busiest process."""
+    workers = parse_workers(text)
+    limit = raise_open_file_limit()
     if workers == "auto":
         workers = auto_workers(max(cfg.concurrency))
+        if limit is not None:
+            workers = max(workers, workers_needed(max(cfg.concurrency), limit[0]))
+    if limit is not None and not cfg.open_loop.enabled:
+        check_open_files(max(cfg.concurrency), workers, *limit)
+    elif limit is not None and cfg.open_loop.max_concurrency:  # open-loop cells run in this process
+        check_open_files(cfg.open_loop.max_concurrency, 1, *limit)
+    return workers
+
+
+def parallel_config(a: argparse.Namespace, cfg: RunConfig) -> ParallelConfig:
+    workers = worker_count(a.workers, cfg)
     shard = parse_shard(a.shard) if a.shard else None
     if shard and cfg.open_loop.enabled:
         raise UsageError("--shard splits closed-loop cells only; open-loop rates are not split across shards yet")

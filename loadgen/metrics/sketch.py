@@ -21,7 +21,7 @@ from loadgen.metrics.stats import distribution, weighted_distribution
 
 ALPHA = 1e-3  # relative error of a sketched percentile
 EXACT_MAX = 1 << 16  # values a distribution keeps exactly before it turns to its sketch
-FLUSH_AT = 1 << 13  # values a sketched distribution buffers before it adds them to its sketch
+FLUSH_AT = 1 << 12  # values a sketched distribution buffers before it adds them to its sketch (32 KiB arrays)
 
 
 class RelativeSketch:

@@ -88,29 +88,32 @@ class ChunkSpill:
 
 class CellRecords:
     """The measured records one cell keeps for its summary: as columns (`RecordColumns`), their chunks
-    folded (`ChunkFold`) and moved to the spill. Ok records wait in a batch of `BATCH` before they are
-    folded (failed ones keep their lists, compact); `finish()` folds the last batch, `records()` gives them back as `Record` objects."""
+    folded (`ChunkFold`) and moved to the spill. Records wait in a batch of `BATCH` (or `BATCH_CHUNKS` chunks) before the
+    ok ones are folded (failed ones keep their lists, compact); `finish()` folds the last batch, `records()` gives them back as `Record` objects."""
 
     BATCH = 64
+    BATCH_CHUNKS = 4096  # or fewer records, when they are long: the batch's arrays stay small
 
     def __init__(self):
         self.columns = RecordColumns()
         self.fold = ChunkFold()
         self.spill = ChunkSpill()
         self._batch: list[Record] = []
+        self._batch_chunks = 0
 
     def __len__(self) -> int:
         return len(self.columns) + len(self._batch)
 
     def keep(self, rec: Record) -> None:
         self._batch.append(rec)
-        if len(self._batch) >= self.BATCH:
+        self._batch_chunks += rec.chunks
+        if len(self._batch) >= self.BATCH or self._batch_chunks >= self.BATCH_CHUNKS:
             self.finish()
 
     def finish(self) -> None:
         """Fold the waiting batch's ok records, move their chunks to the spill and every record of the batch
         to the columns (in the order they ended)."""
-        batch, self._batch = self._batch, []
+        batch, self._batch, self._batch_chunks = self._batch, [], 0
         self.fold.add([rec for rec in batch if rec.ok])
         for rec in batch:
             if rec.ok and movable(rec):

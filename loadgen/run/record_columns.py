@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import fields
+from operator import attrgetter
 
 from loadgen.record import Record, request_id_for
 
@@ -20,6 +21,8 @@ INT_FIELDS = ("seq", "t_intended_ns", "t_sent_ns", "t_first_byte_ns", "t_first_t
               "attempt", "retried_on_new_connection")
 SHARED_FIELDS = tuple(f.name for f in fields(Record) if f.name not in INT_FIELDS + ("request_id", "spec"))
 BY_IDENTITY = frozenset({"chunk_tokens", "chunk_gaps_ns"})  # `CHUNKS_ELSEWHERE` is not any empty array
+_INTS_OF = attrgetter(*INT_FIELDS)
+_SHARED_OF = attrgetter(*SHARED_FIELDS)
 NONE = -(1 << 63)  # an int field that is None
 ABSENT, INT, FLOAT = 0, 1, 2  # how a spec key is held for one record
 
@@ -49,6 +52,8 @@ class RecordColumns:
         self.n = 0
         self.ints = {name: array("q") for name in INT_FIELDS}
         self.shared = {name: _Shared() for name in SHARED_FIELDS}
+        self._int_columns = list(self.ints.values())
+        self._shared_columns = list(self.shared.values())
         self.request_ids: dict[int, str] = {}
         self.spec_keys: dict[str, _SpecColumn] = {}
         self.spec_none = array("b")  # 1 where spec is None
@@ -59,11 +64,9 @@ class RecordColumns:
 
     def append(self, r: Record) -> None:
         i = self.n
-        for name, column in self.ints.items():
-            value = getattr(r, name)
+        for column, value in zip(self._int_columns, _INTS_OF(r)):
             column.append(NONE if value is None else value)
-        for name, shared in self.shared.items():
-            value = getattr(r, name)
+        for name, shared, value in zip(SHARED_FIELDS, self._shared_columns, _SHARED_OF(r)):
             if i == 0:
                 shared.common = value
             elif value is not shared.common and (name in BY_IDENTITY or value != shared.common):
