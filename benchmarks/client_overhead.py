@@ -172,6 +172,7 @@ class LoadgenClient:
 
     async def run(self, c: int, seconds: float) -> Tally:
         tally = Tally()
+        kept = keeper()
 
         def on_record(rec: Record) -> None:
             tally.requests += 1
@@ -179,10 +180,12 @@ class LoadgenClient:
                 tally.failed += 1
             tally.chunks += rec.chunks
             tally.tokens += rec.completion_tokens or 0
+            kept.keep(rec)  # as a cell keeps its measured records for the summary
 
         run = CellRun("bench", CellKey(60, c), self.jobs, self.send, lambda: None, on_record,
                       time.monotonic_ns() + int(seconds * 1e9))
         await closed_loop(run, c)
+        kept.close()
         return tally
 
     async def close(self) -> None:
@@ -190,6 +193,25 @@ class LoadgenClient:
             self.pool.close()
         else:
             await self.session.close()
+
+
+class _CompactList(list):
+    """How a cell kept its records before `loadgen.run.chunk_spill` (each one compact, until the summary)."""
+
+    def keep(self, rec: Record) -> None:
+        self.append(rec.compact())
+
+    def close(self) -> None:
+        pass
+
+
+def keeper():
+    """What the runner keeps a cell's measured records in: this version's `CellRecords`, or a list."""
+    try:
+        from loadgen.run.chunk_spill import CellRecords
+    except ImportError:
+        return _CompactList()
+    return CellRecords()
 
 
 CLIENTS = {"raw": RawClient.make, "loadgen": LoadgenClient.maker("h1"),

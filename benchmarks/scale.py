@@ -154,11 +154,11 @@ def workers(a) -> dict:
                                "--cpus", ",".join(map(str, server_cpus)))
     rows = []
     try:
-        for n in [int(x) for x in a.workers.split(",")]:
+        for n in a.workers.split(","):
             with tempfile.TemporaryDirectory() as tmp:
                 out = os.path.join(tmp, "r.json")
                 cmd = loadgen_cmd(url, out, "--concurrency", str(a.concurrency), "--max-tokens", str(a.events * 4),
-                                  "--duration-per-cell", str(a.seconds), "--warmup", "0", "--workers", str(n))
+                                  "--duration-per-cell", str(a.seconds), "--warmup", "0", "--workers", n)
                 server_cpu0 = cpu_s(server.pid)
                 rc, samples, err = watch(cmd, 0.5, preexec=lambda: os.sched_setaffinity(0, set(client_cpus)))
                 server_cpu = cpu_s(server.pid) - server_cpu0
@@ -168,7 +168,12 @@ def workers(a) -> dict:
                 continue
             chunks = cell["output_tokens"] / cell["tokens_per_chunk_mean"]
             client = cell["client"]
-            row = {"workers": n, "chunks_per_s": chunks / cell["duration_s"], "failed": cell["requests"]["failed"],
+            per_worker = client.get("per_worker") or []
+            worker_cpu = sum(w.get("cpu_percent") or 0 for w in per_worker)
+            total_cpu = client.get("cpu_percent_total", client.get("cpu_percent")) or 0
+            row = {"workers": n, "worker_processes": client.get("workers", 0),
+                   "parent_cpu_percent": total_cpu - worker_cpu if per_worker else total_cpu,
+                   "worker_cpu_percent": [w.get("cpu_percent") for w in per_worker], "chunks_per_s": chunks / cell["duration_s"], "failed": cell["requests"]["failed"],
                    "client_cpu_percent_total": client.get("cpu_percent_total", client.get("cpu_percent")),
                    "client_cpu_percent_max": client.get("cpu_percent"), "saturated": client["saturated"],
                    "reasons": client.get("reasons"), "server_cpu_s": server_cpu,
@@ -176,8 +181,9 @@ def workers(a) -> dict:
                    "peak_rss_mib": max(r for _, r in samples) / 1024}
             rows.append(row)
             base = rows[0]["chunks_per_s"]
-            print(f"workers {n:>2}: {row['chunks_per_s']:>10,.0f} chunks/s ({row['chunks_per_s'] / base:.2f}× of "
-                  f"{rows[0]['workers']}), client CPU {row['client_cpu_percent_total']:.0f} % (busiest process "
+            print(f"workers {n:>4} ({row['worker_processes']} processes): {row['chunks_per_s']:>10,.0f} chunks/s "
+                  f"({row['chunks_per_s'] / base:.2f}× of {rows[0]['workers']}), client CPU "
+                  f"{row['client_cpu_percent_total']:.0f} % (parent {row['parent_cpu_percent']:.0f} %, busiest "
                   f"{row['client_cpu_percent_max']:.0f} %), server CPU {row['server_cpu_percent']:.0f} % of "
                   f"{len(server_cpus)} cores' wall, failed {row['failed']}, peak RSS {row['peak_rss_mib']:.0f} MiB",
                   flush=True)
