@@ -134,12 +134,13 @@ class Record:
         return d
 
     def compact(self) -> "Record":
-        """Keep the per-chunk lists as machine integers (8 bytes a gap, 4 a count, instead of ~36 and 8 as
-        Python ints in a list), for records a cell holds until its summary; same values, same iteration."""
+        """Keep the per-chunk lists as machine integers (8 bytes a gap and a count, instead of ~36 as Python ints
+        in a list), for records a cell holds until its summary; same values, same iteration (and arrays of one
+        type copy into each other without a conversion per value)."""
         if isinstance(self.chunk_gaps_ns, list):
             self.chunk_gaps_ns = array("q", self.chunk_gaps_ns)
         if isinstance(self.chunk_tokens, list):
-            self.chunk_tokens = array("i", self.chunk_tokens)
+            self.chunk_tokens = array("q", self.chunk_tokens)
         return self
 
     @classmethod

@@ -37,26 +37,33 @@ class ChunkSpill:
         self._offsets = array("q")
         self._gaps = array("q")
 
-    def move(self, r: Record) -> None:
-        gaps = array("q", r.chunk_gaps_ns)
-        tokens = None if r.chunk_tokens is None else array("i", r.chunk_tokens)
-        data = gaps.tobytes() + (tokens.tobytes() if tokens is not None else b"")
-        self._file.write(data)
+    def move(self, recs: list[Record]) -> None:
+        """Write the records' lists (gaps, then counts, as int64) in one write and put `CHUNKS_ELSEWHERE` in
+        their place."""
+        buf = array("q")
+        for r in recs:
+            self._index(r.seq, self._end + 8 * len(buf), len(r.chunk_gaps_ns), r.chunk_tokens is not None)
+            buf.extend(r.chunk_gaps_ns)
+            if r.chunk_tokens is not None:
+                buf.extend(r.chunk_tokens)
+                r.chunk_tokens = CHUNKS_ELSEWHERE
+            r.chunk_gaps_ns = CHUNKS_ELSEWHERE
+        self._file.write(buf.tobytes())
+        self._end += 8 * len(buf)
+
+    def _index(self, seq: int, offset: int, gaps: int, tokens: bool) -> None:
         if self._first_seq is None:
-            self._first_seq = r.seq
-        if r.seq < self._first_seq:  # requests end out of order: room in front
-            before = self._first_seq - r.seq
+            self._first_seq = seq
+        if seq < self._first_seq:  # requests end out of order: room in front
+            before = self._first_seq - seq
             self._offsets = array("q", [-1] * before) + self._offsets
             self._gaps = array("q", [0] * before) + self._gaps
-            self._first_seq = r.seq
-        i = r.seq - self._first_seq
+            self._first_seq = seq
+        i = seq - self._first_seq
         if i >= len(self._offsets):
             self._offsets.extend([-1] * (i + 1 - len(self._offsets)))
             self._gaps.extend([0] * (i + 1 - len(self._gaps)))
-        self._offsets[i], self._gaps[i] = self._end, len(gaps) if tokens is not None else -1 - len(gaps)
-        self._end += len(data)
-        r.chunk_gaps_ns = CHUNKS_ELSEWHERE
-        r.chunk_tokens = CHUNKS_ELSEWHERE if tokens is not None else None
+        self._offsets[i], self._gaps[i] = offset, gaps if tokens else -1 - gaps
 
     def lists(self, seq: int) -> tuple[array, array | None]:
         """The gaps and counts (None: none) of the record `seq`."""
@@ -70,8 +77,8 @@ class ChunkSpill:
         gaps.frombytes(self._file.read(8 * n))
         tokens = None
         if has_tokens:
-            tokens = array("i")
-            tokens.frombytes(self._file.read(4 * (n + 1)))
+            tokens = array("q")
+            tokens.frombytes(self._file.read(8 * (n + 1)))
         self._file.seek(0, 2)
         return gaps, tokens
 
@@ -105,7 +112,7 @@ class CellRecords:
         return len(self.columns) + len(self._batch)
 
     def keep(self, rec: Record) -> None:
-        self._batch.append(rec)
+        self._batch.append(rec.compact())  # converted once; the fold and the spill copy the arrays
         self._batch_chunks += rec.chunks
         if len(self._batch) >= self.BATCH or self._batch_chunks >= self.BATCH_CHUNKS:
             self.finish()
@@ -114,12 +121,11 @@ class CellRecords:
         """Fold the waiting batch's ok records, move their chunks to the spill and every record of the batch
         to the columns (in the order they ended)."""
         batch, self._batch, self._batch_chunks = self._batch, [], 0
-        self.fold.add([rec for rec in batch if rec.ok])
+        ok = [rec for rec in batch if rec.ok]
+        self.fold.add(ok)
+        moving = [rec for rec in ok if movable(rec)]
+        self.spill.move(moving)
         for rec in batch:
-            if rec.ok and movable(rec):
-                self.spill.move(rec)
-            else:
-                rec.compact()
             self.columns.append(rec)
 
     def records(self) -> list[Record]:

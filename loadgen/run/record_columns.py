@@ -14,27 +14,19 @@ from array import array
 from dataclasses import fields
 from operator import attrgetter
 
-from loadgen.record import Record, request_id_for
+from loadgen.record import CHUNKS_ELSEWHERE, Record, request_id_for
 
 INT_FIELDS = ("seq", "t_intended_ns", "t_sent_ns", "t_first_byte_ns", "t_first_token_ns", "t_last_token_ns",
               "t_end_ns", "status", "prompt_tokens", "completion_tokens", "cached_tokens", "chunks", "worker",
               "attempt", "retried_on_new_connection")
-SHARED_FIELDS = tuple(f.name for f in fields(Record) if f.name not in INT_FIELDS + ("request_id", "spec"))
-BY_IDENTITY = frozenset({"chunk_tokens", "chunk_gaps_ns"})  # `CHUNKS_ELSEWHERE` is not any empty array
+CHUNK_FIELDS = ("chunk_tokens", "chunk_gaps_ns")
+SHARED_FIELDS = tuple(f.name for f in fields(Record)
+                      if f.name not in INT_FIELDS + CHUNK_FIELDS + ("request_id", "spec"))
 _INTS_OF = attrgetter(*INT_FIELDS)
 _SHARED_OF = attrgetter(*SHARED_FIELDS)
 NONE = -(1 << 63)  # an int field that is None
 ABSENT, INT, FLOAT = 0, 1, 2  # how a spec key is held for one record
-
-
-class _Shared:
-    """One field's value common to most records, with the records that differ from it."""
-
-    __slots__ = ("common", "differ")
-
-    def __init__(self):
-        self.common: object = None
-        self.differ: dict[int, object] = {}
+ELSEWHERE, ELSEWHERE_NO_COUNTS, OWN = 0, 1, 2  # where a record's chunk lists are
 
 
 class _SpecColumn:
@@ -50,10 +42,11 @@ class RecordColumns:
 
     def __init__(self):
         self.n = 0
-        self.ints = {name: array("q") for name in INT_FIELDS}
-        self.shared = {name: _Shared() for name in SHARED_FIELDS}
-        self._int_columns = list(self.ints.values())
-        self._shared_columns = list(self.shared.values())
+        self.ints = array("q")  # row-major: len(INT_FIELDS) values a record
+        self.common: tuple | None = None  # the first record's SHARED_FIELDS
+        self.differ: dict[int, tuple] = {}  # the SHARED_FIELDS of records that differ from `common`
+        self.chunks = bytearray()  # ELSEWHERE | ELSEWHERE_NO_COUNTS | OWN
+        self.own_chunks: dict[int, tuple] = {}  # (chunk_tokens, chunk_gaps_ns) of the OWN ones
         self.request_ids: dict[int, str] = {}
         self.spec_keys: dict[str, _SpecColumn] = {}
         self.spec_none = array("b")  # 1 where spec is None
@@ -64,13 +57,18 @@ class RecordColumns:
 
     def append(self, r: Record) -> None:
         i = self.n
-        for column, value in zip(self._int_columns, _INTS_OF(r)):
-            column.append(NONE if value is None else value)
-        for name, shared, value in zip(SHARED_FIELDS, self._shared_columns, _SHARED_OF(r)):
-            if i == 0:
-                shared.common = value
-            elif value is not shared.common and (name in BY_IDENTITY or value != shared.common):
-                shared.differ[i] = value
+        ints = _INTS_OF(r)
+        self.ints.extend(ints if None not in ints else [NONE if v is None else v for v in ints])
+        shared = _SHARED_OF(r)
+        if self.common is None:
+            self.common = shared
+        elif shared != self.common:
+            self.differ[i] = shared
+        if r.chunk_gaps_ns is CHUNKS_ELSEWHERE:
+            self.chunks.append(ELSEWHERE if r.chunk_tokens is CHUNKS_ELSEWHERE else ELSEWHERE_NO_COUNTS)
+        else:
+            self.chunks.append(OWN)
+            self.own_chunks[i] = (r.chunk_tokens, r.chunk_gaps_ns)
         if r.request_id != request_id_for(r.run_id, r.cell, r.seq, r.attempt):
             self.request_ids[i] = r.request_id
         self._append_spec(i, r.spec)
@@ -93,9 +91,15 @@ class RecordColumns:
 
     def record(self, i: int) -> Record:
         """Record `i` as it was appended."""
-        kw = {name: (None if column[i] == NONE else column[i]) for name, column in self.ints.items()}
-        for name, shared in self.shared.items():
-            kw[name] = shared.differ.get(i, shared.common)
+        k = len(INT_FIELDS)
+        kw = {name: (None if v == NONE else v) for name, v in zip(INT_FIELDS, self.ints[i * k:(i + 1) * k])}
+        kw.update(zip(SHARED_FIELDS, self.differ.get(i, self.common)))
+        state = self.chunks[i]
+        if state == OWN:
+            kw["chunk_tokens"], kw["chunk_gaps_ns"] = self.own_chunks[i]
+        else:
+            kw["chunk_gaps_ns"] = CHUNKS_ELSEWHERE
+            kw["chunk_tokens"] = CHUNKS_ELSEWHERE if state == ELSEWHERE else None
         kw["request_id"] = self.request_ids.get(i) or request_id_for(kw["run_id"], kw["cell"], kw["seq"],
                                                                      kw["attempt"])
         kw["spec"] = self._spec(i)
