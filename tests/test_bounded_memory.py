@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import copy
 import random
+import resource
+import socket
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -22,6 +26,7 @@ from loadgen.parallel.open_files import check_open_files, streams_per_process, w
 from loadgen.record import CellKey, Record, chunks_elsewhere, request_id_for
 from loadgen.run.chunk_spill import CellRecords
 from loadgen.run.record_columns import RecordColumns
+from tests.conftest import ROOT
 
 QS = (0, 1, 10, 50, 90, 99, 99.9, 100)
 
@@ -137,6 +142,7 @@ def test_columns_give_back_the_records_they_were_given():
     recs = _closed_loop(200)
     recs[3].spec = {"spec_verify_ct": 7, "spec_accept_length": 2.5, "nested": {"a": 1}}
     recs[4].spec = None
+    recs[10].spec = {}
     recs[5].spec = {"draft_n": 12, "draft_n_accepted": 9}
     recs[6].request_id, recs[7].category, recs[8].worker = "mine", "code", 3
     recs[9].t_first_token_ns = recs[9].t_last_token_ns = None
@@ -159,3 +165,22 @@ def test_open_files_say_how_many_streams_a_process_holds_and_which_workers_hold_
         "lets a process hold 960; use --workers 11, or raise the hard limit (ulimit -Hn as root, LimitNOFILE= "
         "for a systemd unit, docker --ulimit nofile=)")
     assert workers_needed(10_000, 1_024) * streams_per_process(1_024) >= 10_000
+
+
+@pytest.mark.sim
+def test_a_run_over_the_open_file_limit_says_so_before_any_load():
+    """A real process under a hard limit of 512 open files: exit 2, one line, before it connects anywhere
+    (the URL's port is closed: any attempt to connect would fail differently)."""
+    def low_limit():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, 512))
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.run([sys.executable, "-m", "loadgen", "--url", f"http://127.0.0.1:{port}", "--concurrency",
+                           "1000"], capture_output=True, text=True, timeout=60, cwd=ROOT, preexec_fn=low_limit)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.splitlines() == [
+        "loadgen: error: --concurrency 1000: one process would hold 1000 streams, but the open-file limit 512 "
+        "lets a process hold 448; use --workers 3, or raise the hard limit (ulimit -Hn as root, LimitNOFILE= "
+        "for a systemd unit, docker --ulimit nofile=)"]

@@ -26,6 +26,7 @@ _INTS_OF = attrgetter(*INT_FIELDS)
 _SHARED_OF = attrgetter(*SHARED_FIELDS)
 NONE = -(1 << 63)  # an int field that is None
 ABSENT, INT, FLOAT = 0, 1, 2  # how a spec key is held for one record
+KIND = {int: INT, float: FLOAT}
 ELSEWHERE, ELSEWHERE_NO_COUNTS, OWN = 0, 1, 2  # where a record's chunk lists are
 
 
@@ -51,6 +52,8 @@ class RecordColumns:
         self.spec_keys: dict[str, _SpecColumn] = {}
         self.spec_none = array("b")  # 1 where spec is None
         self.spec_other: dict[int, dict] = {}  # a spec with values other than numbers, as it was
+        self._spec_order: tuple = ()  # the keys of the spec columns, in order
+        self._spec_columns: list[_SpecColumn] = []
 
     def __len__(self) -> int:
         return self.n
@@ -76,7 +79,14 @@ class RecordColumns:
 
     def _append_spec(self, i: int, spec: dict | None) -> None:
         self.spec_none.append(spec is None)
-        numbers = spec is not None and all(type(v) in (int, float) for v in spec.values())
+        if spec is not None and tuple(spec) == self._spec_order:  # the common case: the keys of every column
+            kinds = [KIND.get(type(v)) for v in spec.values()]
+            if None not in kinds:
+                for column, value, kind in zip(self._spec_columns, spec.values(), kinds):
+                    column.values.append(value)
+                    column.kinds.append(kind)
+                return
+        numbers = spec is not None and all(type(v) in KIND for v in spec.values())
         if spec is not None and not numbers:
             self.spec_other[i] = spec
         for key in spec or ():
@@ -84,10 +94,12 @@ class RecordColumns:
                 column = self.spec_keys[key] = _SpecColumn()
                 column.values.extend([0.0] * i)
                 column.kinds.extend([ABSENT] * i)
+        self._spec_order = tuple(self.spec_keys)
+        self._spec_columns = list(self.spec_keys.values())
         for key, column in self.spec_keys.items():
             value = spec.get(key) if numbers else None
             column.values.append(0.0 if value is None else float(value))
-            column.kinds.append(ABSENT if value is None else INT if type(value) is int else FLOAT)
+            column.kinds.append(ABSENT if value is None else KIND[type(value)])
 
     def record(self, i: int) -> Record:
         """Record `i` as it was appended."""
