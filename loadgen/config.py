@@ -171,6 +171,8 @@ class RunConfig:
     max_failed_fraction: float = 0.01  # a cell with more failed + cancelled requests than this share is failed
     wait_ready_s: float = 600.0  # how long to wait for a starting server before the first cell (0: not at all)
     force: bool = False  # replace an existing --out instead of resuming it
+    repeat: int = 1  # each cell measured this many times (--repeat): mean and interval across the repeats
+    wide: bool = False  # print every column of the matrix (--wide), not the default table of WIDTH characters
     open_loop: OpenLoopConfig = field(default_factory=OpenLoopConfig)
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     faults: FaultsConfig = field(default_factory=FaultsConfig)

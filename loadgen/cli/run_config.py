@@ -64,6 +64,8 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
     cfg.exporter = exporter_config(a)
     cfg.workload = workload_config(a, cfg, ",".join(map(str, RunConfig(url=None).contexts)))
     trust_config(a, cfg)
+    cfg.repeat = positive("--repeat", a.repeat)
+    cfg.wide = a.wide
     return cfg
 
 

@@ -35,7 +35,7 @@ def run_parser() -> argparse.ArgumentParser:
         prog="loadgen", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLES, allow_abbrev=False,
         description="Measure an LLM server over a matrix of concurrency × prompt length "
                     "(subcommands: sim, sweep, compare, report, merge).")
-    for add in (target_options, matrix_options, output_options, sim_options, telemetry_options,
+    for add in (target_options, matrix_options, output_options, noise_options, sim_options, telemetry_options,
                 open_loop_options, workload_options, server_down_options, interrupt_options, client_options, exporter_options,
                 power_limit_options, trust_options):
         add(p)
@@ -95,6 +95,16 @@ def output_options(p: argparse.ArgumentParser) -> None:
     o.add_argument("--label", help="name of this run in results and tables")
     o.add_argument("--out", help="results JSON path (default results/<label or time>.json); records go to "
                                  "<out>.requests.jsonl")
+
+
+def noise_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("noise: repeats and the table (see docs/definitions.md#noise)")
+    g.add_argument("--repeat", type=int, default=RunConfig.repeat, metavar="N",
+                   help="measure each cell N times (default %(default)d): the key figures are the mean over "
+                        "the N and their 95 %% interval Student's t across them; with 1, a bootstrap over "
+                        "the requests")
+    g.add_argument("--wide", action="store_true",
+                   help="print every column of the matrix (the default table fits 120 characters)")
 
 
 def sim_options(p: argparse.ArgumentParser) -> None:

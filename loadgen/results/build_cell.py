@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from loadgen.metrics import telemetry as cell_telemetry
 from loadgen.metrics.cell import summarize
+from loadgen.metrics.cell_noise import bootstrap_method, cell_intervals
 from loadgen.metrics.source_result import SourceResult
 from loadgen.record import CellKey, Record
 from loadgen.results.cell_result import CellResult, from_json, saturation_note
@@ -29,6 +30,8 @@ def figures(key: CellKey, records: Sequence[Record], sources: Sequence[SourceRes
     flat["power"] = cell_telemetry.power(list(sources), summary["output_tokens"], summary["duration_s"],
                                          summary.get("window_ns"))
     flat["telemetry"] = {r.name: {"available": r.available, "reason": r.reason, **r.values} for r in sources}
+    flat["intervals"] = cell_intervals(records, summary["duration_s"], flat["accept_length"].get("source"))
+    flat["interval_method"] = bootstrap_method(summary["requests"]["ok"])
     return flat
 
 
@@ -48,7 +51,7 @@ def build_cell(key: CellKey, records: Sequence[Record], sources: Sequence[Source
     for found in (*request_incidents(flat), *incidents):
         result.add(found.kind, found.reason)
     if client and client.get("saturated"):
-        result.add(IncidentKind.CLIENT_SATURATED, saturation_note(client))
+        result.add(IncidentKind.CLIENT_SATURATED, saturation_note(client, key.as_dict()))
     return result
 
 

@@ -62,9 +62,10 @@ class CellMeasurer:
         return JobList(bodies, n_total, cfg.warmup, categories=categories)
 
     def cell_run(self, session: aiohttp.ClientSession, cell: CellKey, jobs: JobList, attempt: int,
-                 measured: list[Record], stop: StopToken) -> CellRun:
+                 measured: list[Record], stop: StopToken, repeat: int = 0) -> CellRun:
         def on_record(rec: Record) -> None:
             rec.category = jobs.category(rec.seq)
+            rec.repeat = repeat
             for s in self.sinks:
                 s.record(rec)
             if rec.phase == Phase.MEASURE:
@@ -82,11 +83,12 @@ class CellMeasurer:
                        attempt=attempt, warmup=self.cfg.warmup, stop=stop)
 
     async def measure(self, session: aiohttp.ClientSession, cell: CellKey, attempt: int = 0,
-                      stop: StopToken | None = None) -> tuple[CellResult, LoadOutcome]:
-        """One attempt at the cell, its load stopped early through `stop`: its result, and what its load did."""
+                      stop: StopToken | None = None, repeat: int = 0) -> tuple[CellResult, LoadOutcome]:
+        """One attempt at the cell (its `repeat`-th measurement), its load stopped early through `stop`: its
+        result, and what its load did."""
         jobs = await self.jobs(cell)
         measured: list[Record] = []
-        run = self.cell_run(session, cell, jobs, attempt, measured, stop or StopToken(self.control.token))
+        run = self.cell_run(session, cell, jobs, attempt, measured, stop or StopToken(self.control.token), repeat)
         await self.transport.before_cell(session, cell, len(jobs))
         for s in self.sinks:
             s.cell_started(cell, self.run_id)
@@ -101,11 +103,13 @@ class CellMeasurer:
         """The measured load with telemetry and self-monitoring open around it; (source results, client
         health)."""
         sources = [f() for f in self.telemetry]
-        monitor = LoopMonitor()
-        monitor.start()
         for src in sources:
             await src.start()
+        # the client is judged over its load only: the sources' first and last scrapes are not its work
+        monitor = LoopMonitor()
+        monitor.start()
         drawer = asyncio.create_task(self.progress.redraw())
+        client = None
         try:
             load = asyncio.ensure_future(self.driver.drive(run, cell))
             self.control.loading_cell(load, run.cell_outcome)
@@ -114,9 +118,12 @@ class CellMeasurer:
             await asyncio.wait([load])
             if not load.cancelled():
                 load.result()
+            lateness_p99 = send_lateness(measured).get("p99") if cell.request_rate is not None else None
+            client = await monitor.stop(lateness_p99)
         finally:
             drawer.cancel()
+            if client is None:  # the load raised: the sampler stops with it
+                await monitor.stop()
             self.progress.clear()
             results = [await src.stop() for src in sources]
-        lateness_p99 = send_lateness(measured).get("p99") if cell.request_rate is not None else None
-        return results, await monitor.stop(lateness_p99)
+        return results, client

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 
 from loadgen.aio import cancel_and_wait
-from loadgen.metrics.client_health import client_verdict
+from loadgen.metrics.client_health import client_verdict, late_lags
 from loadgen.metrics.stats import percentile
 
 MAX_SAMPLES = 200_000  # 2.8 h at 50 ms: a cell's verdict needs no more, and memory stays bounded
@@ -30,8 +30,8 @@ async def watch_loop_lag(interval_s: float, on_lag: Callable[[float], None]) -> 
 class LoopMonitor:
     """The cell's client health: lag samples every `interval_s` (`watch_loop_lag`) and the process's CPU.
 
-    `stop()` gives `client_verdict(p99 of the lags, CPU %, lateness p99)`, where CPU % = 100 × process CPU
-    time / wall time since `start()`.
+    `stop()` gives `client_verdict(p99 of the lags, CPU %, lateness p99, late samples)`, where CPU % = 100 ×
+    process CPU time / wall time since `start()`.
     """
 
     def __init__(self, interval_s: float = 0.05, on_lag=None):
@@ -58,4 +58,4 @@ class LoopMonitor:
         await cancel_and_wait(self._task)
         wall = time.monotonic() - self._wall0
         cpu = 100.0 * (time.process_time() - self._cpu0) / wall if wall > 0 else None
-        return client_verdict(percentile(self.lags, 99), cpu, lateness_p99_s)
+        return client_verdict(percentile(self.lags, 99), cpu, lateness_p99_s, late_lags(self.lags))
