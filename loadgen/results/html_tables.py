@@ -47,11 +47,12 @@ def swatch(color) -> str:
     return el("span", "", class_="swatch", style=f"background:{color}") if isinstance(color, str) else ""
 
 
-def _figure_td(value, spec: str, metric: str, best: bool = False) -> str:
+def _figure_td(value, spec: str, metric: str, best: bool = False, noise: bool = False) -> str:
     shown = tt.fmt_ms(value) if spec == "ms" else tt.fmt(value, spec)
-    classes = "num best" if best else "num"
+    classes = "num best" if best else "num noise" if noise else "num"
+    title = "best of this cell beyond noise" if best else "within noise of the cell's leader" if noise else None
     return el("td", text(shown), class_=classes, data_metric=metric, data_scale="1000" if spec == "ms" else None,
-              title="best of this cell" if best else None)
+              title=title)
 
 
 def _head(columns: list[str], numeric_from: int) -> str:
@@ -67,12 +68,12 @@ def _comparison_row(row: dict, cell: dict, first: bool, color) -> str:
            el("td", swatch(color) + text(row["config"]), class_="config")]
     for m, (_, _, _) in compare.METRICS.items():
         tds.append(_figure_td(row.get(m), compare.SHOWN.get(m, "ms" if m == "ttft_p50_s" else ".1f"), m,
-                              m in row["best"]))
+                              m in row["best"], m in row["noise"]))
         if m in compare.SPEEDUPS:
             x = row.get(m + "_x")
             tds.append(el("td", text(tt.MISSING if x is None else f"{x:.2f}x"), class_="num",
                           data_metric=m + "_x"))
-    status = "" if why is None else f"{cell.get('status', 'ok').upper()}: {why}"
+    status = compare.row_note(row)
     tds.append(el("td", text(status), class_="note"))
     classes = " ".join(c for c in ("group-start" if first else "", "unusable" if why else "",
                                    "baseline" if row["baseline"] else "") if c)
@@ -114,7 +115,7 @@ def _matrix_row(key: tuple, cell: dict) -> str:
     classes = "unusable" if why else None
     row = el("tr", "".join(tds), class_=classes, data_ctx=key[0], data_concurrency=key[1],
              data_rate=key[2] or None, data_usable="no" if why else "yes")
-    note = matrix_table._notes(cell)
+    note = matrix_table.notes(cell)
     if note:
         row += el("tr", el("td", text(note), colspan=len(MATRIX) + 4, class_="note"),
                   class_=f"note-row {classes or ''}".strip())

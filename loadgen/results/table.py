@@ -182,7 +182,8 @@ def table(cells: list[dict], heading: str | None = None, wide: bool = False, wid
     lines = [line.rstrip() for line in ([heading] if heading else []) + lines]
     wrapped = [w for n in notes_below for w in textwrap.wrap(n, width, subsequent_indent="    ")]
     legend = footnote(cells)
-    return "\n".join(lines + wrapped + (textwrap.wrap(legend, width) if legend else []))
+    legends = [] if not legend else [legend] if wide else textwrap.wrap(legend, width)
+    return "\n".join(lines + wrapped + legends)
 
 
 def progress_line(cell: dict, done: str) -> str:
