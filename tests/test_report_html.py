@@ -234,7 +234,7 @@ def check_comparison(table: dict, docs: dict, base: str) -> dict[tuple, set[str]
         for m, (path, higher) in FIELDS.items():
             best = _true_best(group, path, higher)
             marked = {name for name, row, _ in group for td in row["cells"] if td["metric"] == m and td["best"]}
-            assert marked == best, (key, m, values)
+            assert marked == best, (key, m, best)
             true_best[(*key, m)] = best
     return true_best
 

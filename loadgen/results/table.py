@@ -153,10 +153,11 @@ def note_refs(cells: list[dict]) -> tuple[list[str], list[str]]:
     return refs, lines
 
 
-def default_columns(cells: list[dict], width: int = WIDTH) -> list[Column]:
-    """The default table's columns that fit `width`: those named in DEFAULT, the lowest priority left out
-    first while a row (its note reference included) is wider."""
-    columns = [c for c in COLUMNS if c.header in DEFAULT and c.header != "note"]
+def default_columns(cells: list[dict], width: int = WIDTH, candidates: list[Column] = COLUMNS,
+                    priorities: dict[str, int] = DEFAULT) -> list[Column]:
+    """The default table's columns that fit `width`: the `candidates` named in `priorities`, the lowest
+    priority left out first while a row (its note reference included) is wider."""
+    columns = [c for c in candidates if c.header in priorities and c.header != "note"]
     refs, _ = note_refs(cells)
     ref_width = max((len(r) for r in refs), default=0)
 
@@ -164,18 +165,20 @@ def default_columns(cells: list[dict], width: int = WIDTH) -> list[Column]:
         lines = [tt.header(cols), *(tt.line(cols, c) for c in cells)]
         return max(len(line) for line in lines) + 1 + max(ref_width, len("note"))
     while len(columns) > 1 and widest(columns) > width:
-        columns.remove(min(columns, key=lambda c: (DEFAULT[c.header], -columns.index(c))))
+        columns.remove(min(columns, key=lambda c: (priorities[c.header], -columns.index(c))))
     return columns
 
 
-def table(cells: list[dict], heading: str | None = None, wide: bool = False, width: int = WIDTH) -> str:
+def table(cells: list[dict], heading: str | None = None, wide: bool = False, width: int = WIDTH,
+          candidates: list[Column] = COLUMNS, priorities: dict[str, int] = DEFAULT) -> str:
     """The matrix: `heading` (e.g. `title(...)`), the header, one row per cell, the legend of "*". Wide:
-    every column, each note in its row; else the default columns fitted to `width`, the notes below."""
+    every column, each note in its row; else the default columns fitted to `width` (`default_columns`), the
+    notes below."""
     if wide:
-        lines = [header(), *(row(c) for c in cells)]
+        lines = [header(candidates), *(row(c, candidates) for c in cells)]
         notes_below: list[str] = []
     else:
-        columns = default_columns(cells, width)
+        columns = default_columns(cells, width, candidates, priorities)
         refs, notes_below = note_refs(cells)
         lines = [tt.header([*columns, NOTE_REF])]
         lines += [tt.join([*columns, NOTE_REF], [*tt.texts(columns, c), ref]) for c, ref in zip(cells, refs)]
