@@ -72,7 +72,7 @@ def make_driver(cfg: RunConfig, url: str, headers: dict, transport: Transport, g
 def load_report(cfg: RunConfig) -> tuple[str | None, list[Table]]:
     """What is said about the kind of load: a banner before the run, tables after the matrix."""
     if cfg.open_loop.enabled:
-        return open_loop_banner(cfg.open_loop), [open_loop_table]
+        return open_loop_banner(cfg.open_loop), [lambda cells: open_loop_table(cells, cfg.wide)]
     if cfg.workload.max_request_rate:
         return throttle_banner(cfg.workload.max_request_rate), [throttle_table]
     return None, []
