@@ -122,8 +122,15 @@ def test_saturation_advice_fits_the_case():
     assert advice(64, False, 4, 16).startswith("raise --workers (now 4")
     assert "--shard" in advice(64, False, 15, 16) and "every core but one" in advice(64, False, 15, 16)
     assert "open-loop" in advice(0, True, 1, 16)
+    assert advice(64, False, 1, 16, busy_wait_s=4.31).startswith("other processes kept its loop waiting 4.3 s")
+    lagging = {"saturated": True, "reasons": ["event-loop lag p99 60.1 ms > 10 ms"], "lag_total_s": 0.8,
+               "runqueue_wait_s": 0.6}
+    assert client_health.machine_busy(lagging)  # most of the lateness was waiting for a core
+    assert not client_health.machine_busy(lagging | {"runqueue_wait_s": 0.1})  # the loop blocked itself
+    assert not client_health.machine_busy(lagging | {"runqueue_wait_s": None})
+    assert not client_health.machine_busy(lagging | {"reasons": [*lagging["reasons"], "client CPU 95% > 90%"]})
     note = table.notes({"context_tokens": 60, "concurrency": 1,
-                        "client": {"saturated": True, "reasons": ["client CPU 95% > 90%"]}})
+                        "client": {"saturated": True, "cpu_percent": 95.0, "reasons": ["client CPU 95% > 90%"]}})
     assert note.startswith("CLIENT SATURATED (client CPU 95% > 90%): one stream") and "add --workers" not in note
 
 

@@ -20,6 +20,7 @@ LAG_P99_LIMIT_S = 0.010
 CPU_LIMIT_PERCENT = 90.0
 LATENESS_P99_LIMIT_S = 0.050
 MIN_LATE_LAGS = 3  # lag samples over the limit before the lag p99 counts: one stall is not saturation
+BUSY_WAIT_SHARE = 0.5  # of the loop's lag spent waiting for a core: the machine was busy (machine_busy)
 
 
 def late_lags(lags: Sequence[float]) -> int:
@@ -42,9 +43,25 @@ def client_verdict(lag_p99_s: float | None, cpu_percent: float | None, lateness_
             "reasons": reasons} | ({} if late is None else {"late_lags": late})
 
 
-def saturation_advice(concurrency: int, open_loop: bool, workers: int, cores: int) -> str:
-    """What would help a saturated client, for its case: one stream cannot be split over processes; an
-    open-loop cell runs in one process; workers already on every core but one leave other hosts (shards)."""
+def machine_busy(client: dict) -> bool:
+    """The client was late for event-loop lag only, and at least BUSY_WAIT_SHARE of its loop's lateness
+    (Σ lag, `lag_total_s`) was time the kernel kept it waiting for a core (`runqueue_wait_s`, from
+    /proc/self/schedstat): the machine's other processes held the cores, not the client's own work (a loop
+    blocked by its own code waits off the run queue)."""
+    reasons = client.get("reasons") or []
+    wait, lag = client.get("runqueue_wait_s"), client.get("lag_total_s")
+    lag_only = bool(reasons) and all("event-loop lag" in r for r in reasons)
+    return lag_only and wait is not None and bool(lag) and wait >= BUSY_WAIT_SHARE * lag
+
+
+def saturation_advice(concurrency: int, open_loop: bool, workers: int, cores: int,
+                      busy_wait_s: float | None = None) -> str:
+    """What would help a saturated client, for its case: a busy machine (`machine_busy`, its loop kept
+    waiting `busy_wait_s` for a core) is not helped by more processes; one stream cannot be split over
+    processes; an open-loop cell runs in one process; workers on every core but one leave other hosts."""
+    if busy_wait_s is not None:
+        return (f"other processes kept its loop waiting {busy_wait_s:.1f} s for a core: more --workers will not "
+                "help; free this machine or run loadgen on a quieter host")
     if open_loop:
         return ("open-loop cells run in one process: lower the rate, or split it over hosts with --shard i/N "
                 "and loadgen merge")

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from loadgen.metrics.client_health import saturation_advice
+from loadgen.metrics.client_health import machine_busy, saturation_advice
 from loadgen.names import CellStatus
 from loadgen.record import CellKey, cell_key
 from loadgen.results.incidents import Incident, IncidentKind, Verdict, finished, judge
@@ -291,6 +291,7 @@ def saturation_note(client: dict, cell: dict) -> str:
     'CLIENT SATURATED (event-loop lag …): add --workers auto …'. `cell` holds the key (concurrency,
     request_rate)."""
     advice = saturation_advice(int(cell.get("concurrency") or 0), cell.get("request_rate") is not None,
-                               int(client.get("workers") or 1), os.cpu_count() or 1)
+                               int(client.get("workers") or 1), os.cpu_count() or 1,
+                               client["runqueue_wait_s"] if machine_busy(client) else None)
     return "CLIENT SATURATED (" + "; ".join(client.get("reasons", [])) + "): " + advice
 
