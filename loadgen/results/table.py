@@ -190,13 +190,14 @@ def table(cells: list[dict], heading: str | None = None, wide: bool = False, wid
 
 
 def progress_line(cell: dict, done: str) -> str:
-    """The one line said on stderr when a cell (or one repeat of it) is measured: `done` ("cell 3/6") and
-    the cell's headline figures, its note cut to fit WIDTH."""
+    """The one line said on stderr when a cell (or one repeat of it) is measured: `done` ("cell 3/6"), the
+    cell's headline figures and what its notes are about ("CLIENT SATURATED"; the notes are under the final
+    table), within WIDTH."""
     out = tt.field(cell, "output_tok_s")
     interval = (cell.get("intervals") or {}).get("output_tok_s")
     spread = f" {half_width('output_tok_s')(cell)}" if interval else ""
     ttft = tt.field(cell, "ttft_s.p50")
     head = (f"{done} ctx {cell['context_tokens']} conc {_load(cell)}: {tt.ok_failed(cell)} ok/fail, "
             f"{tt.fmt(out, '.1f')}{spread} tok/s, TTFT p50 {tt.fmt_ms(ttft)} ms")
-    note = notes(cell)
-    return head if not note else textwrap.shorten(f"{head} | {note}", WIDTH, placeholder=" …")
+    labels = [part.split(" (")[0].split(":")[0] for part in notes(cell).split(" | ") if part]
+    return head if not labels else textwrap.shorten(f"{head} | {', '.join(labels)}", WIDTH, placeholder=" …")
