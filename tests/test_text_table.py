@@ -67,9 +67,9 @@ def test_open_loop_table():
         'open loop — snd: from the actual send (uncorrected); int: from the intended send (corrected).',
         'TTFT and lateness in ms, E2E in s',
         '   ctx      rate/s  cap  achvd/s   ok/fail TTFT50 snd      int TTFT99 snd      int E2E99 snd     int  lat'
-        'e99  lateMax note',
+        'e99 note',
         '    60          40    -    29.31      24/0       12.3    200.0       50.0        -     0.060   0.500   86'
-        '7.3    875.8 FAILED: x',
+        '7.3 FAILED: x',
     ])
     assert open_table.render([OPEN], wide=True).splitlines()[2] == (
         '   ctx      rate/s  cap  sched/s  achvd/s   ok/fail TTFT50 snd      int TTFT99 snd      int E2E50 snd     '
