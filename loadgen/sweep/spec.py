@@ -27,6 +27,7 @@ MATRIX_FLAGS = {
     "contexts": ("--contexts", "ints"), "concurrency": ("--concurrency", "ints"),
     "max_tokens": ("--max-tokens", "int"), "requests_per_cell": ("--requests-per-cell", "int"),
     "duration_per_cell_s": ("--duration-per-cell", "float"), "warmup": ("--warmup", "int"),
+    "repeat": ("--repeat", "int"),
     "temperature": ("--temperature", "float"), "seed": ("--seed", "int"), "timeout_s": ("--timeout", "float"),
     "idle_timeout_s": ("--idle-timeout", "float"), "prompts": ("--prompts", "path"),
     "args": (None, "strs"),
