@@ -5,9 +5,17 @@ from __future__ import annotations
 
 import argparse
 
-from loadgen.config import ExporterConfig, FaultsConfig, ParallelConfig, RunConfig, TelemetryConfig, WorkloadConfig
+from loadgen.cli.help_format import Parser
+from loadgen.config import (
+    AUTO_STREAMS_PER_WORKER,
+    ExporterConfig,
+    FaultsConfig,
+    ParallelConfig,
+    RunConfig,
+    TelemetryConfig,
+    WorkloadConfig,
+)
 from loadgen.names import ArrivalLaw, HttpClient, PrefixCache, values
-from loadgen.parallel.workers import AUTO_STREAMS_PER_WORKER
 
 D = RunConfig(url=None)
 SIM_DEFAULTS = {"speed": 4.0, "budget": 8, "topk": 4}
@@ -31,7 +39,7 @@ def _ints(values: list[int]) -> str:
 
 
 def run_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="loadgen", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLES, allow_abbrev=False,
         description="Measure an LLM server over a matrix of concurrency × prompt length "
                     "(subcommands: sim, sweep, compare, report, merge).")

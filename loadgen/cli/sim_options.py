@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from loadgen.cli.help_format import DefaultsShown
+from loadgen.cli.help_format import DefaultsShown, Parser
 from loadgen.names import Engine, values
-from loadgen.sim.connections import connection_options
-from loadgen.sim.per_token import per_token_options
 
 
 def sim_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="loadgen sim", formatter_class=DefaultsShown, allow_abbrev=False,
+    p = Parser(prog="loadgen sim", formatter_class=DefaultsShown, allow_abbrev=False,
                                 description="Serve the built-in SGLang-compatible DDTree "
                                 "simulator (OpenAI + /generate + /metrics + /server_info).")
     sim_options(p)
@@ -79,3 +77,21 @@ def fault_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--http-error-status", type=int, default=503, metavar="CODE",
                    help="status of those errors (default 503)")
     g.add_argument("--fault-seed", type=int, default=0, help="seed of the random faults (default 0)")
+
+
+def connection_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("connections closed under the client (see docs/faults.md)")
+    g.add_argument("--close-after-stream", action="store_true",
+                   help="close the connection right after every streamed response, still announcing "
+                        "'Keep-Alive: timeout=5, max=100' (as llama.cpp's llama-server does)")
+    g.add_argument("--idle-close", type=float, metavar="S",
+                   help="close keep-alive connections idle for S seconds (as proxies do)")
+    g.add_argument("--close-lag", type=float, default=0.0, metavar="S",
+                   help="the FIN of a connection the server closes leaves S seconds after it stopped serving it; "
+                        "requests arriving in between are dropped (truth outcome dropped_by_close)")
+
+
+def per_token_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--per-token-events", action="store_true",
+                   help="stream each step's tokens as separate one-token SSE events, back to back (as "
+                        "llama.cpp's llama-server does); the truth keeps one entry per step")
