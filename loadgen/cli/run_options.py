@@ -16,9 +16,10 @@ from loadgen.config import (
     WorkloadConfig,
 )
 from loadgen.names import ArrivalLaw, HttpClient, PrefixCache, values
+from loadgen.sim.config import DEFAULT_BUDGET, DEFAULT_SPEED, DEFAULT_TOPK
 
 D = RunConfig(url=None)
-SIM_DEFAULTS = {"speed": 4.0, "budget": 8, "topk": 4}
+SIM_DEFAULTS = {"speed": DEFAULT_SPEED, "budget": DEFAULT_BUDGET, "topk": DEFAULT_TOPK}
 
 EXAMPLES = """\
 examples:

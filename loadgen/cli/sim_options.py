@@ -6,6 +6,7 @@ import argparse
 
 from loadgen.cli.help_format import DefaultsShown, Parser
 from loadgen.names import Engine, values
+from loadgen.sim.config import DEFAULT_BUDGET, DEFAULT_SPEED, DEFAULT_TOPK
 
 
 def sim_parser() -> argparse.ArgumentParser:
@@ -20,11 +21,13 @@ def sim_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=30000, help="port (0 = a free one; the ready line says which)")
     p.add_argument("--model", default="Kimi-K2.6-sim", help="served model name")
-    p.add_argument("--budget", type=int, default=8, help="DDTree draft budget (candidate tokens per step)")
-    p.add_argument("--topk", type=int, default=4, help="DDTree top-k branching factor")
+    p.add_argument("--budget", type=int, default=DEFAULT_BUDGET, help="DDTree draft budget (candidate tokens per step)")
+    p.add_argument("--topk", type=int, default=DEFAULT_TOPK, help="DDTree top-k branching factor")
     p.add_argument("--block-size", type=int, default=16, help="drafter block size (accept length saturates here)")
     p.add_argument("--algorithm", default="DDTREE", help="speculative algorithm name reported in /server_info")
-    p.add_argument("--speed", type=float, default=1.0, help="time compression: 4 = every step 4x faster")
+    p.add_argument("--speed", type=float, default=DEFAULT_SPEED,
+                   help="time compression: 4 = every step 4x faster, tok/s 4x the modelled deployment's; 1 = "
+                        "its calibrated figures (the built-in simulator of a run has the same default)")
     p.add_argument("--max-running", type=int, default=256, help="max running requests; the rest queue")
     p.add_argument("--context-length", type=int, default=32768, help="max model length (prompt + output)")
     p.add_argument("--seed", type=int, default=0, help="seed of the accept-length draws")
