@@ -89,4 +89,4 @@ def sim_main(argv: list[str]) -> int:
     args = sim_parser().parse_args(argv)
     from loadgen.sim.main import main as sim_run
 
-    return sim_run(args)
+    return sim_run(args, argv)

@@ -34,6 +34,7 @@ def sim_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--truth", metavar="FILE", help="write one ground-truth JSONL line per request")
     p.add_argument("--api-key-env", metavar="VAR", help="require 'Authorization: Bearer $VAR' on API routes")
     fault_options(p)
+    service_options(p)
     connection_options(p)
     per_token_options(p)
     p.add_argument("--engine", choices=values(Engine), default=Engine.SGLANG.value,
@@ -53,6 +54,17 @@ def sim_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log-file", metavar="FILE",
                    help="append SGLang 'Decode batch ... accept len: X' lines to FILE ('-' = stdout); with "
                         "--engine llamacpp, llama-server's per-request 'draft acceptance ... mean len' lines")
+
+
+def service_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("restarted per configuration by a sweep (see docs/sweep.md, sim/service.py)")
+    g.add_argument("--pidfile", metavar="FILE",
+                   help="stop the simulator FILE names (if it still runs), then write this one's pid there")
+    g.add_argument("--detach", metavar="LOG",
+                   help="run in the background, output in LOG; return once the server is ready (or failed)")
+    g.add_argument("--exit-idle", type=float, default=0.0, metavar="S",
+                   help="stop once no request has been served for S seconds (0 = never), so a sweep's last "
+                        "simulator does not outlive it")
 
 
 def fault_options(p: argparse.ArgumentParser) -> None:
