@@ -164,7 +164,7 @@ def test_skip_goes_on_to_the_next_cell(sim_factory, tmp_path):
     # the next cell was tried: preparing its prompts needs the server's tokenizer, which is gone
     assert second["status"] == "failed"
     assert second["error"].startswith("the server went away: unreachable while preparing the cell (")
-    assert second["requests"] == {"ok": 0, "failed": 0, "by_outcome": {}}
+    assert second["requests"] == {"ok": 0, "failed": 0, "cancelled": 0, "by_outcome": {}}
     assert second["requests_not_sent"] == PLANNED
     assert "ctx=60 c=4: failed; going on to the next cell (--on-server-down skip)" in proc.stderr
 

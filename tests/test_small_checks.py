@@ -70,7 +70,7 @@ def test_the_nvml_exporter_takes_no_abbreviation_either(capsys):
 @pytest.mark.unit
 def test_sim_help_shows_every_default():
     text = " ".join(sim_parser().format_help().split())
-    for flag, default in (("--speed", "1.0"), ("--budget", "8"), ("--max-running", "256"), ("--port", "30000"),
+    for flag, default in (("--speed", "4.0"), ("--budget", "8"), ("--max-running", "256"), ("--port", "30000"),
                           ("--http-error-status", "503"), ("--slow-start", "0.0"), ("--loading", "0.0")):
         entry = text.split(f" {flag} ", 1)[1].split(" --", 1)[0]  # the option's own help, after the usage
         assert "(default " + default + ")" in entry, (flag, entry)

@@ -26,8 +26,8 @@ def sim_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--block-size", type=int, default=16, help="drafter block size (accept length saturates here)")
     p.add_argument("--algorithm", default="DDTREE", help="speculative algorithm name reported in /server_info")
     p.add_argument("--speed", type=float, default=DEFAULT_SPEED,
-                   help="time compression: 4 = every step 4x faster, tok/s 4x the modelled deployment's; 1 = "
-                        "its calibrated figures (the built-in simulator of a run has the same default)")
+                   help="time compression: every step S× faster, tok/s S× the modelled deployment's (1 = its "
+                        "calibrated figures); the built-in simulator of a run starts alike")
     p.add_argument("--max-running", type=int, default=256, help="max running requests; the rest queue")
     p.add_argument("--context-length", type=int, default=32768, help="max model length (prompt + output)")
     p.add_argument("--seed", type=int, default=0, help="seed of the accept-length draws")

@@ -79,6 +79,8 @@ def millis(path: str) -> Callable[[dict], str]:
 
 
 def ok_failed(cell: dict) -> str:
-    """"ok/failed" request counts of a cell."""
+    """"ok/failed" request counts of a cell, and "+Nc" for N requests cancelled by the client (an interrupt),
+    which are neither."""
     req = cell.get("requests") or {}
-    return f"{req.get('ok', 0)}/{req.get('failed', 0)}"
+    cancelled = f"+{req['cancelled']}c" if req.get("cancelled") else ""
+    return f"{req.get('ok', 0)}/{req.get('failed', 0)}{cancelled}"
