@@ -59,7 +59,7 @@ def _percentile(path: str, ms: bool = False):
 
 
 COLUMNS = [
-    Column("ctx", 6, lambda c: str(c["context_tokens"])),
+    tt.CONTEXT,
     Column("conc", 5, _load),
     Column("ok/fail", 9, tt.ok_failed),
     Column("out tok/s", 10, number("output_tok_s", ".1f")),

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 MISSING = "-"
+DATASET = "data"  # the prompt column of a cell replaying a --dataset's rows (its key's context is 0)
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,15 @@ def number(path: str, spec: str) -> Callable[[dict], str]:
 def millis(path: str) -> Callable[[dict], str]:
     """The text of the figure at `path` (seconds) in ms."""
     return lambda item: fmt_ms(field(item, path))
+
+
+def context(item: dict) -> str:
+    """The prompt column: the requested prompt tokens, or "data" for a dataset cell (its rows' own prompts,
+    whose lengths are in the achieved-lengths table)."""
+    return str(item["context_tokens"]) if item["context_tokens"] else DATASET
+
+
+CONTEXT = Column("ctx", 6, context)
 
 
 def ok_failed(cell: dict) -> str:
