@@ -260,7 +260,7 @@ def test_failed_configurations_are_recorded_and_the_sweep_goes_on(bench):
                       "good": ("ok", 2)}
 
     crash = bench.doc("crash_at_start")["sweep"]["attempts"][-1]
-    assert crash["reason"].startswith("not ready after 2.5 s; last state: down")
+    assert crash["reason"].startswith("not ready after 2.5 s; last state: connection refused: nothing listens on")
     assert "invalid int value: 'notanumber'" in crash["diagnostics"]["output_tail"]
     assert "invalid int value" in (bench.out / "crash_at_start.diagnostics.txt").read_text()
 
