@@ -52,7 +52,7 @@ def test_matrix_names_its_run_numbers_its_notes_and_explains_the_mark():
         "    --workers auto (client processes share the load) | w",
         "* percentile over fewer than 100 requests: a p99 of fewer than 100 is close to their maximum; raise "
         "--requests-per-cell",
-        "for a tail figure.",
+        "for a tail figure",
     ]
     many = dict(CLOSED, ttft_s=dict(CLOSED["ttft_s"], samples=300), request_tok_s={"samples": 300}, warnings=[],
                 client=None, accept_length=None, intervals={"output_tok_s": [4700.0, 4746.5]})

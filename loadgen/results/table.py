@@ -83,7 +83,7 @@ def _repeats(cell: dict) -> str:
 
 
 COLUMNS = [
-    Column("ctx", 6, lambda c: str(c["context_tokens"])),
+    tt.CONTEXT,
     Column("conc", 5, _load),
     Column("ok/fail", 9, tt.ok_failed),
     Column("runs", 4, _repeats),
@@ -124,16 +124,21 @@ def row(cell: dict, columns: list[Column] = COLUMNS) -> str:
     return tt.line(columns, cell)
 
 
+CANCELLED_LEGEND = "+Nc in ok/fail: N requests cancelled by the client (an interrupt), neither ok nor failed"
+
+
 def footnote(cells: list[dict]) -> str | None:
-    """The legends of "*" and of "±95%", for the marks the rows carry."""
+    """The legends of "*", "+Nc" and "±95%", for the marks the rows carry, one a line."""
     legends = []
     if any(_few_samples(c, f) for c in cells for f in ("request_tok_s", "ttft_s")):
         legends.append(f"* percentile over fewer than {FEW_SAMPLES} requests: a p99 of fewer than {FEW_SAMPLES} "
-                       f"is close to their maximum; raise --requests-per-cell for a tail figure.")
+                       f"is close to their maximum; raise --requests-per-cell for a tail figure")
+    if any((c.get("requests") or {}).get("cancelled") for c in cells):
+        legends.append(CANCELLED_LEGEND)
     if any(c.get("intervals") for c in cells):
         legends.append("±95%: half-width of the 95 % confidence interval of out tok/s (over the requests, or "
-                       "over the runs of --repeat).")
-    return " ".join(legends) or None
+                       "over the runs of --repeat)")
+    return "\n".join(legends) or None
 
 
 def note_refs(cells: list[dict]) -> tuple[list[str], list[str]]:
@@ -184,8 +189,8 @@ def table(cells: list[dict], heading: str | None = None, wide: bool = False, wid
         lines += [tt.join([*columns, NOTE_REF], [*tt.texts(columns, c), ref]) for c, ref in zip(cells, refs)]
     lines = [line.rstrip() for line in ([heading] if heading else []) + lines]
     wrapped = [w for n in notes_below for w in textwrap.wrap(n, width, subsequent_indent="    ")]
-    legend = footnote(cells)
-    legends = [] if not legend else [legend] if wide else textwrap.wrap(legend, width)
+    legend = (footnote(cells) or "").splitlines()
+    legends = legend if wide else [w for line in legend for w in textwrap.wrap(line, width)]
     return "\n".join(lines + wrapped + legends)
 
 
