@@ -163,7 +163,7 @@ def test_repeats_combine_into_the_mean_with_a_t_interval():
     cell = combine_repeats([from_json(_repeat(100.0, 8)), from_json(_repeat(110.0, 8, True)),
                             from_json(_repeat(120.0, 8))]).to_json()
     assert cell["output_tok_s"] == pytest.approx(110.0) and cell["ttft_s"]["p50"] == pytest.approx(0.110)
-    assert cell["requests"] == {"ok": 24, "failed": 0, "by_outcome": {"ok": 24}}
+    assert cell["requests"] == {"ok": 24, "failed": 0, "cancelled": 0, "by_outcome": {"ok": 24}}
     assert cell["repeats"]["n"] == 3 and cell["repeats"]["values"]["output_tok_s"] == [100.0, 110.0, 120.0]
     half = 4.303 * 10 / math.sqrt(3)
     assert cell["intervals"]["output_tok_s"] == pytest.approx([110.0 - half, 110.0 + half])
