@@ -70,11 +70,12 @@ def _percentile(path: str, ms: bool = False):
     return show
 
 
-def half_width(path: str):
-    """"±12.3": half the width of the confidence interval of the figure at `path` (`intervals`), or "-"."""
+def half_width(path: str, scale: float = 1.0):
+    """"±12.3": half the width of the confidence interval of the figure at `path` (`intervals`), times
+    `scale` (1e3: seconds shown in ms), or "-"."""
     def show(cell: dict) -> str:
         interval = (cell.get("intervals") or {}).get(path)
-        return tt.MISSING if not interval else f"±{(interval[1] - interval[0]) / 2:.1f}"
+        return tt.MISSING if not interval else f"±{(interval[1] - interval[0]) / 2 * scale:.1f}"
     return show
 
 
@@ -91,9 +92,11 @@ COLUMNS = [
     Column("±95%", 7, half_width("output_tok_s")),
     Column("steady tok/s", 12, number("steady.output_tok_s", ".1f")),
     Column("req tok/s mean", 14, number("request_tok_s.mean", ".1f")),
+    Column("±req", 7, half_width("request_tok_s.mean")),
     Column("req p10", 8, _percentile("request_tok_s.p10")),
     Column("TTFT mean ms", 12, millis("ttft_s.mean")),
     Column("TTFT p50", 9, _percentile("ttft_s.p50", ms=True)),
+    Column("±p50", 7, half_width("ttft_s.p50", 1e3)),
     Column("TTFT p99", 9, _percentile("ttft_s.p99", ms=True)),
     Column("pp tok/s", 9, number("prefill_tok_s", ".0f")),
     Column("E2E s", 6, number("e2e_s.mean", ".2f")),
