@@ -16,6 +16,7 @@ from loadgen.record import CellKey, Record
 from loadgen.results import compare, table
 from loadgen.results.cell_result import from_json
 from loadgen.results.cell_status import not_best
+from loadgen.results.incidents import IncidentKind
 from loadgen.results.repeats import combine_repeats
 from loadgen.results.text_table import Column
 
@@ -203,3 +204,10 @@ def _fitted(cells, columns, default, width) -> list[Column]:
     text = table.table(cells, width=width, candidates=columns, priorities=default)
     assert max(len(line) for line in text.splitlines()) <= width, text
     return table.default_columns(cells, width, columns, default)
+
+
+def test_a_cell_whose_repeats_were_cut_short_is_measured_again_on_resume():
+    done = from_json(_repeat(100.0, 8))
+    cut = from_json(_repeat(90.0, 3))
+    cut.add(IncidentKind.INTERRUPTED, "stopped early: 1 of 3 repeats measured")
+    assert combine_repeats([done]).finished and not combine_repeats([done, cut]).finished
