@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from loadgen.config import RunConfig
 from loadgen.names import CellStatus, Outcome
+from loadgen.results.correctness import produced_garbage
 from loadgen.results.incidents import Incident, IncidentKind
 
 DEFAULT_MAX_FAILED_FRACTION = RunConfig.max_failed_fraction  # defined once, with the run's settings
@@ -53,6 +54,15 @@ def problem(cell: dict) -> str | None:
     if status != CellStatus.OK:
         return cell.get("error") or status
     return too_many_failed(cell)
+
+
+def not_best(cell: dict) -> str | None:
+    """Why this cell may not be named best in compare or the report, or None when it may: its figures are
+    unusable (`problem`), or its outputs were garbage (--verify)."""
+    found = problem(cell)
+    if found is None and produced_garbage(cell):
+        found = "garbage output"
+    return found
 
 
 def usable(cell: dict) -> bool:

@@ -18,7 +18,7 @@ from loadgen.record import cell_key
 from loadgen.results import category_compare
 from loadgen.results import text_table as tt
 from loadgen.results.cell_result import from_json
-from loadgen.results.cell_status import problem
+from loadgen.results.cell_status import not_best, problem
 from loadgen.results.schema import SWEEP_SCHEMA
 from loadgen.results.text_table import Column
 
@@ -128,7 +128,7 @@ def comparison(runs: list[Run], base: int = 0) -> list[dict]:
             cell = r.cells.get(key)
             if cell is None:
                 continue
-            why = problem(cell)  # failed, or too many failed requests: marked, never best
+            why = not_best(cell)  # failed, too many failed requests, garbage output: marked, never best
             ok = why is None
             row = {"context_tokens": key[0], "concurrency": key[1], "request_rate": key[2] or None, "config": r.name,
                    "status": "ok" if ok else "failed", "error": why,

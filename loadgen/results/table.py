@@ -9,6 +9,7 @@ from __future__ import annotations
 from loadgen.names import CellStatus
 from loadgen.results import text_table as tt
 from loadgen.results.cell_result import saturation_note
+from loadgen.results.correctness import verify_text
 from loadgen.results.text_table import Column, field, millis, number
 
 FEW_SAMPLES = 100
@@ -77,6 +78,7 @@ COLUMNS = [
     Column("accept", 14, _accept),
     Column("W", 7, number("power.mean_w_total", ".0f")),
     Column("J/tok", 7, number("power.j_per_output_token", ".3f")),
+    Column("verify", 10, verify_text),
     Column("note", 0, _notes),
 ]
 
