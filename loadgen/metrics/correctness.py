@@ -58,10 +58,8 @@ def garbage(out: VerifyOutput, max_tokens: int) -> tuple[GarbageReason, str] | N
     loop = repetition_loop(toks)
     if loop is not None:
         period, start = loop
-        unit = "".join(map(str, toks[start:start + period])) if out.tokens is None or out.unit is TokenUnit.LOGPROBS \
-            else " ".join(map(str, toks[start:start + period]))
-        return GarbageReason.REPETITION_LOOP, f"{period}-gram ×{(len(toks) - start) // period} from token " \
-                                              f"{start}: {unit[:EXAMPLE_CHARS]!r}"
+        return GarbageReason.REPETITION_LOOP, (f"{period}-gram ×{(len(toks) - start) // period} from token {start}: "
+                                               f"…{out.text[-EXAMPLE_CHARS:]!r}")
     n = out.completion_tokens if out.completion_tokens is not None else len(toks)
     if n < CUT_SHORT_FRACTION * max_tokens and not out.stopped:
         return GarbageReason.CUT_SHORT, f"{n} of {max_tokens} tokens, finish reason {out.finish_reason}"

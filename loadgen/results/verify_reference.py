@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from loadgen.client.verify_request import VerifyOutput
 from loadgen.errors import UsageError
-from loadgen.files import write_json_atomic, read_json
+from loadgen.files import read_json, write_json_atomic
 
 REFERENCE_SCHEMA = "loadgen.verify-reference/v1"
 
