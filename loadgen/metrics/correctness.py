@@ -14,7 +14,8 @@ from collections.abc import Sequence
 
 from loadgen.client.verify_request import VerifyOutput
 from loadgen.metrics.stats import percentile
-from loadgen.names import GarbageReason, TokenUnit
+from loadgen.names import GarbageReason
+from loadgen.record import Record
 
 MAX_LOOP_PERIOD = 32  # the longest repeated n-gram looked for, in tokens
 LOOP_REPEATS = 4  # a loop repeats its n-gram at least this often ...
@@ -124,3 +125,10 @@ def divergence_figures(verdicts: Sequence[dict]) -> dict | None:
     if not positions:
         return None
     return {"min": min(positions), "p50": percentile(positions, 50), "n": len(positions)}
+
+
+def verification_share(verified: Sequence[Record], output_tokens: int) -> float | None:
+    """Σ completion_tokens of the ok verification records / (that + the measured output tokens); None when
+    both are 0."""
+    mine = sum(r.completion_tokens or 0 for r in verified if r.ok)
+    return mine / (mine + output_tokens) if mine + output_tokens else None

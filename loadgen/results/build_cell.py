@@ -54,7 +54,7 @@ def build_cell(key: CellKey, records: Sequence[Record], sources: Sequence[Source
     if client and client.get("saturated"):
         result.add(IncidentKind.CLIENT_SATURATED, saturation_note(client))
     if verify is not None and verify.enabled:
-        result.correctness = correctness_part(verified, verify, reference)
+        result.correctness = correctness_part(verified, verify, reference, flat.get("output_tokens") or 0)
         for found in correctness_incidents(result.correctness):
             result.add(found.kind, found.reason)
     return result

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from loadgen.config import VerifyConfig
-from loadgen.metrics.correctness import divergence_figures, fractions, garbage_reasons
+from loadgen.metrics.correctness import divergence_figures, fractions, garbage_reasons, verification_share
 from loadgen.names import VerifyMode
 from loadgen.record import Record
 from loadgen.results.cell_result import Figures, doc
@@ -36,10 +36,14 @@ class Correctness:
     garbage: Figures | None = doc("{reason: {count, example}}: repetition_loop, empty, replacement_characters, "
                                   "cut_short, each with its first example")
     max_garbage_fraction: float | None = doc("the --max-garbage-fraction the cell was judged by", "fraction")
+    output_share: float | None = doc("the verification requests' share of the cell's output tokens = Σ their "
+                                     "completion_tokens / (that + output_tokens); their tokens are in no "
+                                     "throughput figure", "fraction")
 
 
-def correctness_part(verified: Sequence[Record], cfg: VerifyConfig, reference: str) -> dict:
-    """The part, from the cell's verification records (those that ended ok carry their verdict)."""
+def correctness_part(verified: Sequence[Record], cfg: VerifyConfig, reference: str, output_tokens: int) -> dict:
+    """The part, from the cell's verification records (those that ended ok carry their verdict) and the
+    measured requests' output tokens."""
     verdicts = [r.verify for r in verified if r.ok and r.verify is not None]
     checked, exact, garbage_frac = fractions(verdicts)
     part = Correctness(mode=str(cfg.mode), reference=reference, max_tokens=cfg.max_tokens, checked=checked,
@@ -47,7 +51,8 @@ def correctness_part(verified: Sequence[Record], cfg: VerifyConfig, reference: s
                        unit=str(verdicts[0]["unit"]) if verdicts else None, exact_match_fraction=exact,
                        diverged=sum(1 for v in verdicts if v.get("divergence") is not None),
                        first_divergence_tokens=divergence_figures(verdicts), garbage_fraction=garbage_frac,
-                       garbage=garbage_reasons(verdicts), max_garbage_fraction=cfg.max_garbage_fraction)
+                       garbage=garbage_reasons(verdicts), max_garbage_fraction=cfg.max_garbage_fraction,
+                       output_share=verification_share(verified, output_tokens))
     return asdict(part)
 
 

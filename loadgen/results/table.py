@@ -78,9 +78,20 @@ COLUMNS = [
     Column("accept", 14, _accept),
     Column("W", 7, number("power.mean_w_total", ".0f")),
     Column("J/tok", 7, number("power.j_per_output_token", ".3f")),
-    Column("verify", 10, verify_text),
     Column("note", 0, _notes),
 ]
+
+
+VERIFY = Column("verify", 10, verify_text)  # --verify: before the note (results/correctness.verify_text)
+
+
+def columns(verify: bool) -> list[Column]:
+    """The matrix's columns; with `verify` (a run with --verify) the verify column before the note."""
+    return [*COLUMNS[:-1], VERIFY, COLUMNS[-1]] if verify else COLUMNS
+
+
+def verified(cells: list[dict]) -> bool:
+    return any(c.get("correctness") for c in cells)
 
 
 def title(label: str | None, run_id: str) -> str:
@@ -88,12 +99,12 @@ def title(label: str | None, run_id: str) -> str:
     return f"run {run_id}" + (f"  label {label}" if label else "")
 
 
-def header() -> str:
-    return tt.header(COLUMNS)
+def header(verify: bool = False) -> str:
+    return tt.header(columns(verify))
 
 
-def row(cell: dict) -> str:
-    return tt.line(COLUMNS, cell)
+def row(cell: dict, verify: bool = False) -> str:
+    return tt.line(columns(verify), cell)
 
 
 def footnote(cells: list[dict]) -> str | None:
@@ -106,6 +117,7 @@ def footnote(cells: list[dict]) -> str | None:
 
 def table(cells: list[dict], heading: str | None = None) -> str:
     """The matrix: `heading` (e.g. `title(...)`), the header, one row per cell, the legend of "*"."""
-    lines = ([heading] if heading else []) + [header()] + [row(c) for c in cells]
+    verify = verified(cells)
+    lines = ([heading] if heading else []) + [header(verify)] + [row(c, verify) for c in cells]
     note = footnote(cells)
     return "\n".join(lines + ([note] if note else []))

@@ -173,7 +173,7 @@ class Runner:
 
     async def measure_matrix(self, session: aiohttp.ClientSession, measurer: CellMeasurer) -> None:
         log(title(self.cfg.label, self.run_id))
-        log(header())
+        log(header(self.cfg.verify.enabled))
         for cell in self.cells_to_run():
             if self.control.stopping:
                 self.results.add(unmeasured(cell, IncidentKind.NOT_REACHED, self.control.stop_reason, self.run_id))
@@ -184,7 +184,7 @@ class Runner:
             for s in self.parts.sinks:
                 s.cell_finished(cell, entry)
             self.results.save()
-            log(row(entry))
+            log(row(entry, self.cfg.verify.enabled))
         if self.control.stopping:
             self.results.save()  # with the cells that were not measured, marked skipped
 
