@@ -121,8 +121,10 @@ async def post_verify(session: aiohttp.ClientSession, base_url: str, api: Api, b
     outcome and error are in `rec`, which gets its send and end times, status and the server's counts)."""
     rec.t_sent_ns = time.monotonic_ns()
     try:
-        async with session.post(base_url + PATHS[api], data=orjson.dumps(body),
-                                headers={"Content-Type": "application/json"}) as resp:
+        headers = {"Content-Type": "application/json"}
+        if rec.request_id:
+            headers["X-Request-Id"] = rec.request_id
+        async with session.post(base_url + PATHS[api], data=orjson.dumps(body), headers=headers) as resp:
             raw = await resp.read()
             rec.status = resp.status
     except asyncio.CancelledError:

@@ -26,8 +26,9 @@ PIECE = re.compile(r" ?\w+| ?[^\w\s]|\s+")
 
 
 def units(out: VerifyOutput) -> list:
-    """The output's tokens, or the pieces of its text where the server gave none."""
-    return list(out.tokens) if out.tokens is not None else PIECE.findall(out.text)
+    """The output's tokens, or the pieces of its text where the server gave none (trailing whitespace left
+    out: it would break a loop that runs to the end)."""
+    return list(out.tokens) if out.tokens is not None else PIECE.findall(out.text.rstrip())
 
 
 def repetition_loop(tokens: Sequence) -> tuple[int, int] | None:
