@@ -275,6 +275,8 @@ def test_sweep_verify_reference_is_measured_first_and_must_exist(tmp_path):
         parse_spec(SWEEP | {"verify": {"reference": "b9"}}, str(tmp_path / "s.toml"))
     exact = parse_spec(SWEEP | {"verify": {"mode": "exact"}}, str(tmp_path / "s.toml"))
     assert exact.run_argv(exact.configs[0], "x.json")[-2:] == ["--verify", "exact"]
+    with pytest.raises(UsageError, match="mode = .fast.; choose one of garbage, exact"):
+        parse_spec(SWEEP | {"verify": {"mode": "fast"}}, str(tmp_path / "s.toml"))
 
 
 BAD = [

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from loadgen.client.api import APIS
 from loadgen.errors import UsageError
 from loadgen.sweep.template import render, render_argv, value_text
+from loadgen.sweep.verify_spec import reference_args, reference_first, verify_flags
 
 TOP_KEYS = {"name", "out_dir", "reconfigure", "diagnostics", "server", "readiness", "expect", "matrix",
             "telemetry", "grid", "configs", "verify"}
@@ -34,11 +35,6 @@ MATRIX_FLAGS = {
 TELEMETRY_FLAGS = {
     "server_metrics": ("--server-metrics", "str"), "accept_log_cmd": ("--accept-log-cmd", "str"),
     "dcgm": ("--dcgm", "strs"), "nvml": ("--nvml", "bool"), "interval_s": ("--telemetry-interval", "float"),
-}
-
-VERIFY_FLAGS = {
-    "mode": ("--verify", "str"), "prompts": ("--verify-prompts", "path"), "max_tokens": ("--verify-max-tokens", "int"),
-    "max_garbage_fraction": ("--max-garbage-fraction", "float"), "reference": (None, "str"),
 }
 
 
@@ -82,14 +78,8 @@ class SweepSpec:
     def run_argv(self, cfg: Config, out_path: str) -> list[str]:
         """The `loadgen` run arguments that measure `cfg` (parsed by the normal command line). With a
         [verify] reference configuration, it saves its reference beside its results and the others read it."""
-        argv = ["--url", cfg.url, "--label", cfg.name, "--out", out_path, *self.run_flags]
-        if self.verify_reference is not None:
-            ref = self.reference_path()
-            argv += ["--verify-save-reference" if cfg.name == self.verify_reference else "--verify-reference", ref]
-        return argv
-
-    def reference_path(self) -> str:
-        return os.path.join(self.out_dir, f"{self.verify_reference}.verify-reference.json")
+        return ["--url", cfg.url, "--label", cfg.name, "--out", out_path, *self.run_flags,
+                *reference_args(self.out_dir, self.verify_reference, cfg.name)]
 
     def settings(self, cfg: Config) -> dict:
         """What a finished cell was measured under: a stored cell is reused only when these are equal."""
@@ -130,52 +120,27 @@ def parse_spec(doc: dict, path: str, text: str = "", out_dir: str | None = None)
     diagnostics = _argv(doc, "diagnostics", path)
     readiness = _readiness(_table(doc, "readiness", path), f"{path} [readiness]")
     expect = _table(doc, "expect", path)
-    matrix = _table(doc, "matrix", path, required=True)
-    telemetry = _table(doc, "telemetry", path)
+    matrix, verify = _table(doc, "matrix", path, required=True), _table(doc, "verify", path)
     flags = ["--api", api] + (["--model", model] if model else [])
-    for key in ("api_key_env", "api_key_file"):
-        if _str(server, key, f"{path} [server]"):
-            flags += ["--" + key.replace("_", "-"), server[key]]
+    flags += [w for key in ("api_key_env", "api_key_file") if _str(server, key, f"{path} [server]")
+              for w in ("--" + key.replace("_", "-"), server[key])]
     flags += _flags(matrix, MATRIX_FLAGS, f"{path} [matrix]", base)
-    flags += _flags(telemetry, TELEMETRY_FLAGS, f"{path} [telemetry]", base)
-    verify = _table(doc, "verify", path)
-    flags += _verify_flags(verify, f"{path} [verify]", base)
+    flags += _flags(_table(doc, "telemetry", path), TELEMETRY_FLAGS, f"{path} [telemetry]", base)
+    flags += verify_flags(verify, f"{path} [verify]", base)
     for key in ("contexts", "concurrency"):
         if key not in matrix:
             raise UsageError(f"{path} [matrix]: {key} is missing; e.g. {key} = [1, 32, 64]")
-    configs = []
-    for params, where in _config_params(doc, path):
-        configs.append(_config(params, where, url, reconfigure, diagnostics, expect, readiness))
+    configs = [_config(params, where, url, reconfigure, diagnostics, expect, readiness)
+               for params, where in _config_params(doc, path)]
     names = [c.name for c in configs]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise UsageError(f"{path}: configuration names repeat ({', '.join(dup)}); give each a unique name")
-    reference = _reference_first(configs, verify.get("reference"), f"{path} [verify]")
+    reference = reference_first(configs, verify.get("reference"), f"{path} [verify]")
     out_dir = out_dir or _str(doc, "out_dir", path) or os.path.join("results", name)
     return SweepSpec(path=path, text=text, name=name, out_dir=out_dir, api=api,
                      model=model, readiness=readiness, configs=configs, run_flags=flags, matrix=dict(matrix),
                      verify_reference=reference)
-
-
-def _verify_flags(verify: dict, where: str, base: str) -> list[str]:
-    """[verify]: its run flags (`--verify` is on whenever the table is there; `mode` picks garbage or exact)."""
-    if not verify:
-        return []
-    flags = _flags({k: v for k, v in verify.items() if k != "reference"}, VERIFY_FLAGS, where, base)
-    return flags if "mode" in verify else ["--verify", *flags]
-
-
-def _reference_first(configs: list[Config], reference, where: str) -> str | None:
-    """The [verify] reference configuration's name, moved to the front of `configs` (it is measured first:
-    the others compare with its outputs); a name that is no configuration is a UsageError."""
-    if reference is None:
-        return None
-    names = [c.name for c in configs]
-    if not isinstance(reference, str) or reference not in names:
-        raise UsageError(f"{where}: reference = {reference!r} is no configuration of this sweep; choose one of "
-                         f"{', '.join(names)}")
-    configs.sort(key=lambda c: c.name != reference)
-    return reference
 
 
 def _config_params(doc: dict, path: str) -> list[tuple[dict, str]]:
