@@ -302,3 +302,37 @@ def test_bad_input_exits_2_with_one_line_before_any_load(args, message, tmp_path
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"loadgen: error: {message}"), lines
     assert not (tmp_path / "r.requests.jsonl").exists()
+
+
+# ---- where the verdicts show: compare's best, the report, the live exporter -------------------------------
+def test_garbage_is_never_best_in_compare_and_shows_in_the_report():
+    from loadgen.results import compare
+    from loadgen.results.html_tables import matrix_table_html
+
+    garbage = cell_of([CLEAN, LOOPED, CLEAN, CLEAN])
+    garbage["output_tok_s"] = 10 * (cell_of([CLEAN])["output_tok_s"] or 1)
+    clean = cell_of([CLEAN, CLEAN, CLEAN, CLEAN])
+    runs = [compare.Run("fast", "a.json", {}, {(60, 8, None): garbage}),
+            compare.Run("right", "b.json", {}, {(60, 8, None): clean})]
+    rows = {r["config"]: r for r in compare.comparison(runs)}
+    assert rows["fast"]["status"] == "failed" and rows["fast"]["error"].startswith("GARBAGE OUTPUT: 1 of 4")
+    assert "tok_s" not in " ".join(rows["fast"]["best"])
+    html = matrix_table_html(runs[0])
+    assert ">verify<" in html and "garb 1/4" in html
+    assert ">verify<" not in matrix_table_html(compare.Run("plain", "c.json", {}, {
+        (60, 8, None): build_cell(CellKey(60, 8), measured()).to_json()}))
+
+
+def test_live_exporter_keeps_verification_requests_out_of_its_latency_histograms():
+    from exporters.live import LiveExporter
+
+    reg = CollectorRegistry()
+    exp = LiveExporter("r", registry=reg)
+    exp.cell_started(CellKey(60, 8), "r")
+    exp.request_sent(CellKey(60, 8))
+    exp.record(verify_record(0, LOOPED))
+    labels = {"run": "r", "concurrency": "8", "context_tokens": "60", "request_rate": ""}
+    assert reg.get_sample_value("loadgen_verify_garbage_ratio", labels) == 1.0
+    assert reg.get_sample_value("loadgen_requests_total", labels | {"outcome": "ok"}) == 1
+    assert reg.get_sample_value("loadgen_e2e_latency_seconds_count", labels) == 0
+    assert reg.get_sample_value("loadgen_in_flight_requests", {"run": "r"}) == 0
