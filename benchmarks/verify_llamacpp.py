@@ -1,6 +1,7 @@
 """Are greedy outputs identical with speculative decoding? llama-server (the engine tier's build and tiny model)
 without a draft, with the target as its own draft, and with a noisy draft (the same architecture and
-tokenizer, other random weights: most of its drafts are rejected), measured with `loadgen --verify` at
+tokenizer, the target's weights with Gaussian noise on the output projection: some drafts accepted, some
+rejected) and with an unrelated draft (other random weights: every draft rejected), measured with `loadgen --verify` at
 concurrency 1, 2 and 4 against one reference: the server without a draft, the prompts answered one at a time.
 
     PYTHONPATH=$PWD python3 benchmarks/verify_llamacpp.py [--out-dir DIR]
@@ -27,12 +28,13 @@ CONCURRENCY = "1,2,4"
 SLOTS = 4
 
 
-def noisy_draft() -> Path:
-    """The tiny model's architecture and tokenizer with other random weights (seed 1)."""
-    path = cache_dir() / "tiny-models" / f"llama-e64-l2-{Path(VOCAB).stem}-seed1.gguf"
+def draft_model(tag: str, **kw) -> Path:
+    """A draft for the tiny model: its architecture and tokenizer, with `kw` for `write_tiny_llama` (other
+    random weights: `seed=1`; the target's weights with a noisy output projection: `output_noise=…`)."""
+    path = cache_dir() / "tiny-models" / f"llama-e64-l2-{Path(VOCAB).stem}-{tag}.gguf"
     if not path.exists():
         partial = path.with_suffix(".partial")
-        write_tiny_llama(partial, cache_dir() / "models" / VOCAB, seed=1)
+        write_tiny_llama(partial, cache_dir() / "models" / VOCAB, **kw)
         partial.replace(path)
     return path
 
@@ -70,11 +72,13 @@ def main() -> int:
     a = p.parse_args()
     out = a.out_dir or Path(tempfile.mkdtemp(prefix="verify-llamacpp-"))
     out.mkdir(parents=True, exist_ok=True)
-    model, noisy = tiny_model(), noisy_draft()
+    model = tiny_model()
+    noisy, unrelated = draft_model("noise0.15", output_noise=0.15), draft_model("seed1", seed=1)
     reference = out / "no-draft.verify-reference.json"
     runs = {"no draft": (spec_args(model, None, slots=SLOTS), True),
             "draft=target": (spec_args(model, model, slots=SLOTS), False),
-            "noisy draft": (spec_args(model, noisy, slots=SLOTS), False)}
+            "noisy draft": (spec_args(model, noisy, slots=SLOTS), False),
+            "unrelated": (spec_args(model, unrelated, slots=SLOTS), False)}
     print(f"{'server':<14} {'conc':>4} {'checked':>7} {'exact':>6} {'diverged':>8} {'div min':>7} {'div p50':>7} "
           f"{'garbage':>7} {'accept':>6}  {'unit':<8} reasons")
     for name, (args, save) in runs.items():
