@@ -34,6 +34,7 @@ def sim_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--truth", metavar="FILE", help="write one ground-truth JSONL line per request")
     p.add_argument("--api-key-env", metavar="VAR", help="require 'Authorization: Bearer $VAR' on API routes")
     fault_options(p)
+    output_fault_options(p)
     service_options(p)
     connection_options(p)
     per_token_options(p)
@@ -92,6 +93,18 @@ def fault_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--http-error-status", type=int, default=503, metavar="CODE",
                    help="status of those errors (default 503)")
     g.add_argument("--fault-seed", type=int, default=0, help="seed of the random faults (default 0)")
+
+
+def output_fault_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("output faults (deterministic outputs per prompt; see docs/faults.md)")
+    g.add_argument("--garbage-above", type=int, metavar="N",
+                   help="a request's first token produced while more than N requests run starts a repetition "
+                        "loop that lasts to the end of its output")
+    g.add_argument("--drift-above", type=int, metavar="M",
+                   help="with --drift-after K: the output diverges from its clean one at the first token at "
+                        "position ≥ K produced while more than M requests run")
+    g.add_argument("--drift-after", type=int, default=0, metavar="K",
+                   help="first output position that may drift (default 0)")
 
 
 def connection_options(p: argparse.ArgumentParser) -> None:

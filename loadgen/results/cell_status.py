@@ -12,6 +12,7 @@ from __future__ import annotations
 from loadgen.config import RunConfig
 from loadgen.metrics.counts import not_ok, scheduled
 from loadgen.names import CellStatus, Outcome
+from loadgen.results.correctness import produced_garbage
 from loadgen.results.incidents import Incident, IncidentKind
 
 DEFAULT_MAX_FAILED_FRACTION = RunConfig.max_failed_fraction  # defined once, with the run's settings
@@ -107,5 +108,6 @@ def client_saturated(cell: dict) -> str | None:
 
 def not_best(cell: dict) -> str | None:
     """Why this cell may not be named best in compare and the report, or None when it may: its figures are
-    unusable (`problem`), or its client fell behind (its latencies are partly the client's)."""
-    return problem(cell) or client_saturated(cell)
+    unusable (`problem`), its outputs were garbage (--verify), or its client fell behind (its latencies are
+    partly the client's)."""
+    return problem(cell) or ("garbage output" if produced_garbage(cell) else None) or client_saturated(cell)

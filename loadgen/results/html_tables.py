@@ -11,6 +11,7 @@ from loadgen.results import table as matrix_table
 from loadgen.results import text_table as tt
 from loadgen.results.cell_status import problem
 from loadgen.results.compare import Run
+from loadgen.results.correctness import produced_garbage, verify_text
 from loadgen.results.html_build import el, text
 from loadgen.results.plot_axes import config_colors
 
@@ -101,7 +102,7 @@ def comparison_table(runs: list[Run], base: int) -> str:
     return el("div", table, class_="scroll")
 
 
-def _matrix_row(key: tuple, cell: dict) -> str:
+def _matrix_row(key: tuple, cell: dict, verify: bool = False) -> str:
     """The cell's figures, and below them (full width) its notes when it has any."""
     why = problem(cell)
     wall = cell.get("wall_clock") or {}
@@ -112,20 +113,24 @@ def _matrix_row(key: tuple, cell: dict) -> str:
     for _, metric, spec in MATRIX:
         tds.append(_figure_td(tt.field(cell, metric), spec, metric))
     tds.append(el("td", text((cell.get("accept_length") or {}).get("source") or "")))
+    if verify:  # --verify: garbage / differing / exact outputs of the cell, as the terminal's verify column
+        tds.append(el("td", text(verify_text(cell)), data_metric="correctness",
+                      class_="bad" if produced_garbage(cell) else None))
     classes = "unusable" if why else None
     row = el("tr", "".join(tds), class_=classes, data_ctx=key[0], data_concurrency=key[1],
              data_rate=key[2] or None, data_usable="no" if why else "yes")
     note = matrix_table.notes(cell)
     if note:
-        row += el("tr", el("td", text(note), colspan=len(MATRIX) + 4, class_="note"),
+        row += el("tr", el("td", text(note), colspan=len(MATRIX) + 4 + verify, class_="note"),
                   class_=f"note-row {classes or ''}".strip())
     return row
 
 
 def matrix_table_html(run: Run) -> str:
     """One configuration's cells, in (prompt, load) order, with the terminal matrix's figures."""
-    head = ["prompt", "load", "ok/fail", *(h for h, _, _ in MATRIX), "accept source"]
-    body = "".join(_matrix_row(key, cell) for key, cell in sorted(run.cells.items()))
+    verify = matrix_table.verified(list(run.cells.values()))
+    head = ["prompt", "load", "ok/fail", *(h for h, _, _ in MATRIX), "accept source", *(["verify"] if verify else [])]
+    body = "".join(_matrix_row(key, cell, verify) for key, cell in sorted(run.cells.items()))
     table = el("table", _head(head, 2) + el("tbody", body), class_="data matrix", data_table="matrix",
                data_config=run.name)
     return el("div", table, class_="scroll")

@@ -18,6 +18,7 @@ import textwrap
 from loadgen.names import CellStatus
 from loadgen.results import text_table as tt
 from loadgen.results.cell_result import saturation_note
+from loadgen.results.correctness import verify_text
 from loadgen.results.text_table import Column, field, millis, number
 
 FEW_SAMPLES = 100
@@ -110,8 +111,20 @@ COLUMNS = [
 
 # the default table's columns → priority: when the rows are wider than the limit, the lowest goes first
 DEFAULT = {"ctx": 100, "conc": 100, "ok/fail": 90, "out tok/s": 100, "±95%": 80, "req tok/s mean": 85,
-           "TTFT p50": 85, "TTFT p99": 70, "E2E s": 60, "accept": 75, "J/tok": 50, "note": 100}
+           "TTFT p50": 85, "TTFT p99": 70, "E2E s": 60, "accept": 75, "J/tok": 50, "verify": 95, "note": 100}
 NOTE_REF = Column("note", 0, lambda ref: ref)  # the default table's note column: the number of the cell's note
+
+
+VERIFY = Column("verify", 10, verify_text)  # --verify: before the note (results/correctness.verify_text)
+
+
+def columns(verify: bool) -> list[Column]:
+    """The matrix's columns; with `verify` (a run with --verify) the verify column before the note."""
+    return [*COLUMNS[:-1], VERIFY, COLUMNS[-1]] if verify else COLUMNS
+
+
+def verified(cells: list[dict]) -> bool:
+    return any(c.get("correctness") for c in cells)
 
 
 def title(label: str | None, run_id: str) -> str:
@@ -178,18 +191,20 @@ def default_columns(cells: list[dict], width: int = WIDTH, candidates: list[Colu
 
 
 def table(cells: list[dict], heading: str | None = None, wide: bool = False, width: int = WIDTH,
-          candidates: list[Column] = COLUMNS, priorities: dict[str, int] = DEFAULT) -> str:
+          candidates: list[Column] | None = None, priorities: dict[str, int] = DEFAULT) -> str:
     """The matrix: `heading` (e.g. `title(...)`), the header, one row per cell, the legend of "*". Wide:
     every column, each note in its row; else the default columns fitted to `width` (`default_columns`), the
-    notes below."""
+    notes below. The candidates default to the matrix's columns (`columns`: the verify column when a cell
+    was verified)."""
+    candidates = candidates if candidates is not None else columns(verified(cells))
     if wide:
         lines = [header(candidates), *(row(c, candidates) for c in cells)]
         notes_below: list[str] = []
     else:
-        columns = default_columns(cells, width, candidates, priorities)
+        shown = default_columns(cells, width, candidates, priorities)
         refs, notes_below = note_refs(cells)
-        lines = [tt.header([*columns, NOTE_REF])]
-        lines += [tt.join([*columns, NOTE_REF], [*tt.texts(columns, c), ref]) for c, ref in zip(cells, refs)]
+        lines = [tt.header([*shown, NOTE_REF])]
+        lines += [tt.join([*shown, NOTE_REF], [*tt.texts(shown, c), ref]) for c, ref in zip(cells, refs)]
     lines = [line.rstrip() for line in ([heading] if heading else []) + lines]
     wrapped = [w for n in notes_below for w in textwrap.wrap(n, width, subsequent_indent="    ")]
     legend = (footnote(cells) or "").splitlines()

@@ -41,6 +41,7 @@ from loadgen.run.progress import Progress
 from loadgen.run.server_down import ServerDownPolicy
 from loadgen.run.setup import find_target, size_prompts
 from loadgen.run.transport import Transport
+from loadgen.run.verify import Verifier
 from loadgen.schedule.cell_run import LoadOutcome, StopToken
 from loadgen.sinks.base import Sink
 from loadgen.target.discover import Target
@@ -88,6 +89,7 @@ class RunParts:
     preflight: list[Preflight] = field(default_factory=list)
     banner: str | None = None  # said once before the run: what kind of load it is
     tables: list[Table] = field(default_factory=list)  # the load's own tables, after the matrix
+    verifier: Verifier | None = None  # --verify: verification requests in every cell
 
 
 def new_run_id() -> str:
@@ -165,8 +167,10 @@ class Runner:
             log("speculative: " + "  ".join(f"{k.replace('speculative_', '')}={v}" for k, v in spec.items()))
         log(f"{sizing_note(prompts.describe())}; run {self.run_id}")
         p = self.parts
+        if p.verifier is not None:
+            await p.verifier.prepare(session, prompts.model)
         return CellMeasurer(cfg, self.run_id, prompts, p.driver, p.transport, p.sinks, p.telemetry(t),
-                            self.control, Progress())
+                            self.control, Progress(), p.verifier)
 
     async def measure_matrix(self, session: aiohttp.ClientSession, measurer: CellMeasurer) -> None:
         todo = self.cells_to_run()
