@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from loadgen.config import ExporterConfig, FaultsConfig, ParallelConfig, RunConfig, TelemetryConfig, WorkloadConfig
-from loadgen.names import ArrivalLaw, HttpClient, PrefixCache, values
+from loadgen.config import DEFAULT_SLO_ATTAINMENT, ExporterConfig, FaultsConfig, ParallelConfig, RunConfig, TelemetryConfig, WorkloadConfig
+from loadgen.names import ArrivalLaw, HttpClient, PrefixCache, SloMetric, values
 from loadgen.parallel.workers import AUTO_STREAMS_PER_WORKER
 
 D = RunConfig(url=None)
@@ -37,7 +37,7 @@ def run_parser() -> argparse.ArgumentParser:
                     "(subcommands: sim, sweep, compare, report, merge).")
     for add in (target_options, matrix_options, output_options, sim_options, telemetry_options,
                 open_loop_options, workload_options, server_down_options, interrupt_options, client_options, exporter_options,
-                power_limit_options, trust_options):
+                power_limit_options, trust_options, slo_options):
         add(p)
     return p
 
@@ -238,3 +238,14 @@ def trust_options(p: argparse.ArgumentParser) -> None:
                    help="wait up to S seconds for a server that is starting (503 loading, health up but "
                         "generation failing, connection refused) before the first cell (default %(default)g; "
                         "0 = fail at once)")
+
+
+def slo_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("latency targets and goodput (see docs/definitions.md#slo)")
+    g.add_argument("--slo", metavar="METRIC=VALUE[,...]",
+                   help="per-request latency targets; a request is good when it succeeded and met every one: "
+                        f"{', '.join(values(SloMetric))} (itl: the request's p99 gap); values in ms or s, e.g. "
+                        "--slo ttft=300ms,tpot=25ms,e2e=20s")
+    g.add_argument("--slo-attainment", type=float, metavar="F",
+                   help="the share of a cell's requests that must be good for the cell to meet the SLO "
+                        f"(default {DEFAULT_SLO_ATTAINMENT:g})")

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from loadgen.config import SloConfig
 from loadgen.metrics import telemetry as cell_telemetry
 from loadgen.metrics.cell import summarize
+from loadgen.metrics.slo import slo_figures
 from loadgen.metrics.source_result import SourceResult
 from loadgen.record import CellKey, Record
 from loadgen.results.cell_result import CellResult, from_json, saturation_note
 from loadgen.results.cell_status import DEFAULT_MAX_FAILED_FRACTION, failed_fraction, request_incidents
 from loadgen.results.incidents import Incident, IncidentKind
+from loadgen.results.slo_part import Slo
 
 TELEMETRY_LOST = "TELEMETRY LOST"  # how a requested source that went quiet mid-run opens its warning
 
@@ -34,12 +37,16 @@ def figures(key: CellKey, records: Sequence[Record], sources: Sequence[SourceRes
 
 def build_cell(key: CellKey, records: Sequence[Record], sources: Sequence[SourceResult] = (),
                client: dict | None = None, incidents: Sequence[Incident] = (),
-               max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION) -> CellResult:
+               max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION, slo: SloConfig | None = None,
+               not_sent: int = 0) -> CellResult:
     """The cell's result from its measured records, its telemetry sources' results over the window, the
-    client's health and the incidents the caller saw; judged by `max_failed_fraction`."""
+    client's health and the incidents the caller saw; judged by `max_failed_fraction`; with latency targets
+    (`slo`) its attainment and goodput, counting the `not_sent` measured requests as not good."""
     flat = figures(key, records, sources, client) | {"max_failed_fraction": max_failed_fraction}
     flat["failed_fraction"] = failed_fraction(flat)
     result = from_json(flat | {"incidents": []})
+    if slo is not None and slo.enabled:
+        result.slo = Slo(**slo_figures(records, slo.slo_targets, slo.slo_attainment, flat["duration_s"], not_sent))
     warnings = [w for r in sources for w in r.warnings]
     for w in warnings:
         if w.startswith(TELEMETRY_LOST):

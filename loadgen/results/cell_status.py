@@ -78,3 +78,18 @@ def request_incidents(cell: dict) -> list[Incident]:
         return [Incident(IncidentKind.FAILED_REQUESTS, too_many)]
     note = failure_note(cell)
     return [Incident(IncidentKind.SOME_FAILED, note)] if note else []
+
+
+def missed_slo(cell: dict) -> str | None:
+    """'missed its SLO (attainment 72% < 90%)' for a cell measured with latency targets that it missed."""
+    slo = cell.get("slo") or {}
+    if not slo or slo.get("met") is not False:
+        return None
+    attained = slo.get("attainment")
+    shown = "no request scheduled" if attained is None else f"attainment {attained:.0%}"
+    return f"missed its SLO ({shown} < {slo.get('attainment_required', 0):.0%})"
+
+
+def not_best(cell: dict) -> str | None:
+    """Why this cell may not be named best in compare or the report (None: it may)."""
+    return problem(cell) or missed_slo(cell)

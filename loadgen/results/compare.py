@@ -18,13 +18,16 @@ from loadgen.record import cell_key
 from loadgen.results import category_compare
 from loadgen.results import text_table as tt
 from loadgen.results.cell_result import from_json
-from loadgen.results.cell_status import problem
+from loadgen.results.cell_status import not_best, problem
+from loadgen.results.goodput_rank import goodput_ranking
 from loadgen.results.schema import SWEEP_SCHEMA
+from loadgen.results.slo_part import attainment_text
 from loadgen.results.text_table import Column
 
 # metric → (column title, how to read it from a cell, better: "high" | "low")
 METRICS = {
     "out_tok_s": ("out tok/s", lambda c: c.get("output_tok_s"), "high"),
+    "good_tok_s": ("good tok/s", lambda c: (c.get("slo") or {}).get("good_output_tok_s"), "high"),
     "req_tok_s": ("req tok/s", lambda c: (c.get("request_tok_s") or {}).get("mean"), "high"),
     "ttft_p50_s": ("TTFT p50 ms", lambda c: (c.get("ttft_s") or {}).get("p50"), "low"),
     "accept": ("accept", lambda c: (c.get("accept_length") or {}).get("value"), "high"),
@@ -131,8 +134,8 @@ def comparison(runs: list[Run], base: int = 0) -> list[dict]:
             why = problem(cell)  # failed, or too many failed requests: marked, never best
             ok = why is None
             row = {"context_tokens": key[0], "concurrency": key[1], "request_rate": key[2] or None, "config": r.name,
-                   "status": "ok" if ok else "failed", "error": why,
-                   "baseline": r is runs[base], "best": []}
+                   "status": "ok" if ok else "failed", "error": why, "not_best": not_best(cell),
+                   "slo": cell.get("slo"), "baseline": r is runs[base], "best": []}
             for m, (_, get, _) in METRICS.items():
                 row[m] = get(cell) if ok else None
             base_cell = runs[base].cells.get(key)
@@ -141,7 +144,7 @@ def comparison(runs: list[Run], base: int = 0) -> list[dict]:
                 row[m + "_x"] = row[m] / b if row[m] is not None and b else None
             group.append(row)
         for m, (_, _, better) in METRICS.items():
-            values = [r[m] for r in group if r[m] is not None]
+            values = [r[m] for r in group if r[m] is not None and r["not_best"] is None]
             if len(values) < 2:
                 continue
             top = max(values) if better == "high" else min(values)
@@ -176,7 +179,13 @@ def _load(row: dict) -> str:
 
 
 def _note(row: dict) -> str:
-    return "" if row["status"] == CellStatus.OK else f"{row['status'].upper()}: {row['error'] or ''}"
+    if row["status"] != CellStatus.OK:
+        return f"{row['status'].upper()}: {row['error'] or ''}"
+    return "" if row["not_best"] is None else f"not best: {row['not_best']}"
+
+
+def _slo(row: dict) -> str:
+    return attainment_text(row.get("slo")) or tt.MISSING
 
 
 COLUMNS = [
@@ -185,6 +194,8 @@ COLUMNS = [
     Column("configuration", -24, lambda row: row["config"] + (" (base)" if row["baseline"] else "")),
     Column("out tok/s", 10, _metric("out_tok_s")),
     Column("vs base", 8, _speedup("out_tok_s")),
+    Column("good tok/s", 10, _metric("good_tok_s")),
+    Column("SLO", 9, _slo),
     Column("req tok/s mean", 14, _metric("req_tok_s")),
     Column("vs base", 8, _speedup("req_tok_s")),
     Column("TTFT p50 ms", 12, _metric("ttft_p50_s")),
@@ -208,8 +219,8 @@ def render_text(rows: list[dict]) -> str:
             out.append("")
         prev = key
         out.append(tt.join(COLUMNS, cells).rstrip())
-    out.append("* best of the cell (highest tok/s and accept length; lowest TTFT, W and J/token); "
-               "vs base = value / the baseline's")
+    out.append("* best of the cell (highest tok/s, good tok/s and accept length; lowest TTFT, W and J/token; a "
+               "cell that missed its SLO is never best); vs base = value / the baseline's")
     return "\n".join(out)
 
 
@@ -239,4 +250,5 @@ def compare_table(runs: list[Run], baseline: str | None, fmt: str = "text") -> s
     rows = comparison(runs, pick_baseline(runs, baseline))
     text = {"text": render_text, "md": render_markdown, "csv": render_csv}[fmt](rows)
     by_category = category_compare.render(runs, pick_baseline(runs, baseline)) if fmt == "text" else None
-    return text + "\n" + by_category if by_category else text
+    ranking = goodput_ranking(runs) if fmt == "text" else None
+    return "\n".join(t for t in (text, by_category, ranking) if t)

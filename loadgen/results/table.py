@@ -9,6 +9,7 @@ from __future__ import annotations
 from loadgen.names import CellStatus
 from loadgen.results import text_table as tt
 from loadgen.results.cell_result import saturation_note
+from loadgen.results.slo_part import attainment_text
 from loadgen.results.text_table import Column, field, millis, number
 
 FEW_SAMPLES = 100
@@ -58,6 +59,16 @@ def _percentile(path: str, ms: bool = False):
     return show
 
 
+def _slo(cell: dict) -> str:
+    return attainment_text(cell.get("slo")) or tt.MISSING
+
+
+def goodput_columns() -> list[Column]:
+    """The SLO's wide columns (the default table shows `SLO` only): goodput in requests/s and good tok/s."""
+    return [Column("good req/s", 10, number("slo.goodput_requests_s", ".2f")),
+            Column("good tok/s", 10, number("slo.good_output_tok_s", ".1f"))]
+
+
 COLUMNS = [
     Column("ctx", 6, lambda c: str(c["context_tokens"])),
     Column("conc", 5, _load),
@@ -77,6 +88,7 @@ COLUMNS = [
     Column("accept", 14, _accept),
     Column("W", 7, number("power.mean_w_total", ".0f")),
     Column("J/tok", 7, number("power.j_per_output_token", ".3f")),
+    Column("SLO", 8, _slo),
     Column("note", 0, _notes),
 ]
 
