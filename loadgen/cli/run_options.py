@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import argparse
 
-from loadgen.config import DEFAULT_SLO_ATTAINMENT, ExporterConfig, FaultsConfig, ParallelConfig, RunConfig, TelemetryConfig, WorkloadConfig
+from loadgen.config import (
+    DEFAULT_SLO_ATTAINMENT,
+    ExporterConfig,
+    FaultsConfig,
+    ParallelConfig,
+    RunConfig,
+    TelemetryConfig,
+    WorkloadConfig,
+)
 from loadgen.names import ArrivalLaw, HttpClient, PrefixCache, SloMetric, values
 from loadgen.parallel.workers import AUTO_STREAMS_PER_WORKER
 
