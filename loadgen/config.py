@@ -14,7 +14,16 @@ import random
 from dataclasses import dataclass, field
 
 from loadgen.errors import UsageError
-from loadgen.names import Api, ArrivalLaw, DatasetFormat, HttpClient, PrefixCache, ServerDownPolicy, SpreadLaw
+from loadgen.names import (
+    Api,
+    ArrivalLaw,
+    DatasetFormat,
+    HttpClient,
+    PrefixCache,
+    SearchOver,
+    ServerDownPolicy,
+    SpreadLaw,
+)
 from loadgen.record import CellKey
 
 DEFAULT_SPAN_S = 10.0  # default measured requests of a rate cell: max(16, ⌈10 s × rate⌉)
@@ -159,6 +168,27 @@ class SloConfig:
     @property
     def enabled(self) -> bool:
         return bool(self.slo_targets)
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """`loadgen search`: raise the load from `start` (× `growth` a probe) until a cell misses the SLO, then
+    bisect the bracket until it is no wider than the resolution (`resolution` × the met end when `relative`).
+    Growth 4 reaches a knee at 100 from 1 in 4 probes and leaves a bracket that 4–5 halvings resolve to 10 %."""
+
+    over: SearchOver = SearchOver.CONCURRENCY
+    start: float = 1
+    growth: float = 4
+    limit: float = 1024  # the highest load probed
+    resolution: float = 0.1
+    relative: bool = True
+    max_cells: int = 10  # probes per prompt length, at most
+
+    def width_ok(self, lo: float, hi: float) -> bool:
+        """The bracket [lo, hi] is narrow enough (for concurrency, adjacent integers always are)."""
+        if self.over == SearchOver.CONCURRENCY and hi - lo <= 1:
+            return True
+        return hi - lo <= (self.resolution * lo if self.relative else self.resolution)
 
 
 @dataclass

@@ -10,11 +10,12 @@ import asyncio
 import sys
 
 from loadgen.aio import install_uvloop
-from loadgen.cli.assemble import build_runner
+from loadgen.cli.assemble import Shape, build_runner
 from loadgen.cli.results_commands import compare_main, merge_main, report_main
 from loadgen.cli.resume import Resume, nothing_left
 from loadgen.cli.run_config import config_from_args
 from loadgen.cli.run_options import run_parser
+from loadgen.cli.search import search_main
 from loadgen.cli.sim_options import sim_parser
 from loadgen.cli.sweep import sweep_main
 from loadgen.config import RunConfig
@@ -24,14 +25,22 @@ from loadgen.sim.main import main as sim_run
 from loadgen.sim.process import start_sim
 from loadgen.sinks.base import Sink
 
-SUBCOMMANDS = {"sweep": sweep_main, "compare": compare_main, "report": report_main, "merge": merge_main}
+
+def search_command(argv: list[str]) -> int:
+    return search_main(argv, run_async)
 
 
-async def run_async(cfg: RunConfig, extra_sinks: list[Sink] | None = None) -> int:
-    """One run of the matrix; without --url against the built-in simulator, started here and stopped after.
-    `extra_sinks` come before the run's own (a test's probes)."""
-    resume = Resume(cfg)  # before the simulator starts: a refused --out costs nothing
-    if not resume.remaining:
+SUBCOMMANDS = {"sweep": sweep_main, "compare": compare_main, "report": report_main, "merge": merge_main,
+               "search": search_command}
+
+
+async def run_async(cfg: RunConfig, extra_sinks: list[Sink] | None = None, shape: Shape | None = None) -> int:
+    """One run of the matrix (or, with a `shape` that plans its cells, a search); without --url against the
+    built-in simulator, started here and stopped after. `extra_sinks` come before the run's own (a test's
+    probes)."""
+    searched = shape is not None and shape.plan is not None
+    resume = Resume(cfg, searched=searched)  # before the simulator starts: a refused --out costs nothing
+    if not resume.remaining and not searched:
         return nothing_left(resume)
     sim = None
     url = cfg.url
@@ -41,7 +50,7 @@ async def run_async(cfg: RunConfig, extra_sinks: list[Sink] | None = None) -> in
         log(f"no --url given: started the built-in simulator at {url} ({sim.banner.split('(', 1)[-1].rstrip(')')})")
     try:
         return await build_runner(cfg, url, sinks=[resume.sink], results=resume.results,
-                                  extra_sinks=extra_sinks).run()
+                                  extra_sinks=extra_sinks, shape=shape).run()
     finally:
         if sim is not None:
             await sim.stop()

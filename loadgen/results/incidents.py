@@ -48,6 +48,7 @@ class IncidentKind(StrEnum):
     SOME_FAILED = "some_failed"  # failed requests below the limit
     TELEMETRY_LOST = "telemetry_lost"
     CLIENT_SATURATED = "client_saturated"
+    OVERSATURATED = "oversaturated"  # a search's probe stopped early: the server over-saturated, the SLO missed
 
 
 EFFECTS: dict[IncidentKind, Effect] = {
@@ -64,6 +65,7 @@ EFFECTS: dict[IncidentKind, Effect] = {
     IncidentKind.SOME_FAILED: Effect.NOTE,
     IncidentKind.TELEMETRY_LOST: Effect.NOTE,
     IncidentKind.CLIENT_SATURATED: Effect.NOTE,
+    IncidentKind.OVERSATURATED: Effect.NOTE,  # its figures hold what was measured; kept on resume
 }
 
 
