@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PROM = ROOT / "prometheus"
 RULE_FILES = sorted((PROM / "rules").glob("*.yml"))
 TEST_FILE = PROM / "tests" / "alerts_test.yml"
+TEST_FILES = sorted((PROM / "tests").glob("*_test.yml"))  # alerts_test.yml, and a file per feature's rules
 RECORD_NAME = re.compile(r"^[a-z][a-z_]*:[a-z][a-z0-9_]*:[a-z][a-z0-9_]*$")
 ALERT_NAME = re.compile(r"^[A-Z][A-Za-z0-9]+$")
 needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None,
@@ -29,9 +30,9 @@ def rules(kind: str) -> list[dict]:
 
 
 def alert_tests() -> dict[str, dict[str, int]]:
-    """alertname -> {"fires": n, "quiet": n} over the promtool test file."""
+    """alertname -> {"fires": n, "quiet": n} over the promtool test files."""
     seen: dict[str, dict[str, int]] = {}
-    for test in yaml.safe_load(TEST_FILE.read_text())["tests"]:
+    for test in (t for f in TEST_FILES for t in yaml.safe_load(f.read_text())["tests"]):
         for case in test.get("alert_rule_test", []):
             kind = "fires" if case.get("exp_alerts") else "quiet"
             counts = seen.setdefault(case["alertname"], {"fires": 0, "quiet": 0})
@@ -105,7 +106,8 @@ def test_cell_alerts_can_fire_within_a_45_s_cell():
     """A rate window plus its gate plus `for:` must fit in a 45 s cell (60 s for the baseline)."""
     by_name = {a["alert"]: a for a in rules("alert")}
     for name, cell_s in (("LoadgenTTFTAboveSLO", 45), ("LoadgenRequestsFailing", 45),
-                         ("GPUComputeIdleUnderLoad", 45), ("LoadgenThroughputBelowBaseline", 60)):
+                         ("GPUComputeIdleUnderLoad", 45), ("LoadgenThroughputBelowBaseline", 60),
+                         ("LoadgenSLOAttainmentBelowTarget", 45)):
         assert _seconds(by_name[name].get("for", "0s")) <= cell_s / 3, name
     for r in rules("record"):
         for window in re.findall(r"\[(\d+[smh])\]", r["expr"]):
@@ -145,7 +147,7 @@ def test_promtool_check_rules():
 @pytest.mark.infra
 @needs_promtool
 def test_promtool_test_rules():
-    out = _promtool("test", "rules", str(TEST_FILE))
+    out = _promtool("test", "rules", *map(str, TEST_FILES))
     assert out.returncode == 0, out.stdout + out.stderr
 
 

@@ -109,7 +109,7 @@ def build_runner(cfg: RunConfig, url: str, *, sinks: list[Sink] | None = None, r
     services: list[Service] = [telemetry.log_command] if telemetry.log_command else []
     transport = make_transport(cfg, url, headers)
     driver = make_driver(cfg, url, headers, transport, guard, services)
-    exporter = live_exporter(run_id, cfg.exporter, cfg.label)
+    exporter = live_exporter(run_id, cfg.exporter, cfg.label, cfg.slo)
     if exporter is not None:
         sinks.append(exporter[0])
         services.append(exporter[1])
