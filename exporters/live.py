@@ -65,7 +65,7 @@ class LiveExporter(LiveMetrics):
         self._target: dict = {}
         self._info: tuple[str, ...] | None = None
         self._limit_source: str | None = None
-        self.slo = SloMetrics(self.registry, slo, CELL_LABELS) if slo is not None and slo.enabled else None
+        self.slo = SloMetrics(self.registry, slo or SloConfig(), CELL_LABELS)  # families served even without --slo
         self._init_run_gauges(run_id)
 
     def _init_run_gauges(self, run: str) -> None:
@@ -116,8 +116,7 @@ class LiveExporter(LiveMetrics):
         self._active = series.key
         self.cell_active.labels(*series.key).set(1)
         self.cell_start.labels(*series.key).set(time.time())
-        if self.slo is not None:
-            self.slo.cell_started(series.key)
+        self.slo.cell_started(series.key)
         self.target_concurrency.labels(self.run_id).set(cell.concurrency)
         self.context_tokens.labels(self.run_id).set(cell.context_tokens)
         if cell.request_rate is not None:
@@ -142,8 +141,7 @@ class LiveExporter(LiveMetrics):
         self._observe_itl(s.key, rec)
         if rec.outcome == "ok":
             self._observe_ok(s, rec)
-        if self.slo is not None:
-            self.slo.record(s.key, rec)
+        self.slo.record(s.key, rec)
 
     def cell_finished(self, cell: CellKey, summary: dict) -> None:
         key = self.key(self.run_id, cell)
@@ -152,8 +150,7 @@ class LiveExporter(LiveMetrics):
             if value is not None:
                 self.cell_gauges[attr].labels(*key).set(value)
         self.cell_end.labels(*key).set(time.time())
-        if self.slo is not None:
-            self.slo.cell_finished(key, summary)
+        self.slo.cell_finished(key, summary)
         limit = per_gpu_limit_w(summary)
         if limit is not None and self.gpu_power_limit_w is None:
             self._set_power_limit(*limit)

@@ -27,7 +27,7 @@ FINISHED = {  # summary path → (metric, help): set once the cell's summary is 
 
 
 class SloMetrics:
-    """The SLO families in the exporter's registry; fed by the exporter's sink hooks."""
+    """The SLO families in the exporter's registry; fed by the exporter's sink hooks (only with targets)."""
 
     def __init__(self, registry: CollectorRegistry, slo: SloConfig, cell_labels: tuple[str, ...]):
         self.slo = slo
@@ -45,6 +45,8 @@ class SloMetrics:
         self._run: str | None = None
 
     def cell_started(self, key: CellLabels) -> None:
+        if not self.slo.enabled:  # no targets: the families stay empty
+            return
         run = key[0]
         if run != self._run:
             if self._run is not None:
