@@ -313,7 +313,7 @@ def slo_panels() -> list[dict]:
         row("Latency targets (--slo)"),
         timeseries("SLO attainment", "Share of the cell's requests that succeeded and met every --slo target: "
                    "while the cell runs, of those ended so far; once it ended, of all it scheduled (the results' "
-                   "slo.attainment). The "target" line is --slo-attainment; the alert LoadgenSLOAttainmentBelowTarget "
+                   "slo.attainment). The line named target is --slo-attainment; the alert LoadgenSLOAttainmentBelowTarget "
                    "fires when a running cell stays below it.",
                    [target(f"max by ({CELL_BY}) (loadgen_slo_attainment{{{CELL}}})", CELL_LEGEND),
                     target(f"max by (run) (loadgen_slo_attainment_target{{{RUN}}})", "target {{run}}")],
