@@ -31,6 +31,7 @@ class Bracket:
     missed: float | None = None
     probes: list[float] = field(default_factory=list)
     ended: str = ""
+    complete: bool = False  # it ended with an answer (not at a probe it could not use, nor at --max-cells)
 
 
 def _down(cfg: SearchConfig, x: float) -> float | None:
@@ -71,7 +72,7 @@ def probes(cfg: SearchConfig) -> Walk:
                 break
             lower = _down(cfg, x)
             if lower is None:
-                b.ended = f"even the lowest load, {x:g}, missed the SLO"
+                b.ended, b.complete = f"even the lowest load, {x:g}, missed the SLO", True
                 return b
             x = lower
     return (yield from _bisect(cfg, b))
@@ -79,7 +80,7 @@ def probes(cfg: SearchConfig) -> Walk:
 
 def _bisect(cfg: SearchConfig, b: Bracket) -> Walk:
     if b.missed is None:
-        b.ended = f"met the SLO up to the limit ({cfg.limit:g}, --max)"
+        b.ended, b.complete = f"met the SLO up to the limit ({cfg.limit:g}, --max)", True
         return b
     while not cfg.width_ok(b.met, b.missed):
         if len(b.probes) >= cfg.max_cells:
@@ -92,7 +93,7 @@ def _bisect(cfg: SearchConfig, b: Bracket) -> Walk:
             b.ended = f"the probe at {x:g} could not be used"
             return b
         b.met, b.missed = (x, b.missed) if met else (b.met, x)
-    b.ended = f"bracket {b.met:g}–{b.missed:g} within the resolution ({resolution_text(cfg)})"
+    b.ended, b.complete = f"bracket {b.met:g}–{b.missed:g} within the resolution ({resolution_text(cfg)})", True
     return b
 
 

@@ -58,7 +58,33 @@ def search_section(cfg: SearchConfig, slo: SloConfig, contexts: list[int], cells
     answers = {}
     for ctx in contexts:
         b = replay(cfg, ctx, by_key, cap)
-        answers[str(ctx)] = {"met": b.met, "missed": b.missed, "probes": b.probes, "ended": b.ended}
+        answers[str(ctx)] = {"met": b.met, "missed": b.missed, "probes": b.probes, "ended": b.ended,
+                             "complete": b.complete}
     return {"over": cfg.over, "start": cfg.start, "growth": cfg.growth, "limit": cfg.limit,
             "resolution": cfg.resolution, "relative": cfg.relative, "max_cells": cfg.max_cells,
             "slo_targets": slo.slo_targets, "slo_attainment": slo.slo_attainment, "answers": answers}
+
+
+def search_complete(doc: dict | None, contexts: list[int]) -> bool:
+    """The results document's search found its answer for every prompt length (a resumed sweep skips it)."""
+    answers = ((doc or {}).get("search") or {}).get("answers") or {}
+    return all((answers.get(str(ctx)) or {}).get("complete") for ctx in contexts)
+
+
+def capacity_ranking(runs: list) -> str | None:
+    """'configurations by capacity found (highest concurrency that meets the SLO):' then one line per
+    configuration and prompt length, best first; None when no configuration was searched. `runs` are
+    `compare.Run`s (name, doc)."""
+    found = [(r.name, ctx, a, r.doc["search"]) for r in runs if (r.doc.get("search") or {}).get("answers")
+             for ctx, a in r.doc["search"]["answers"].items()]
+    if not found:
+        return None
+    over = found[0][3]["over"]
+    what = "concurrency" if over == SearchOver.CONCURRENCY else "request rate"
+    lines = [f"configurations by capacity found (highest {what} that meets the SLO):"]
+    ranked = sorted(found, key=lambda f: (int(f[1]), -(f[2]["met"] if f[2]["met"] is not None else -1)))
+    for name, ctx, a, _ in ranked:
+        shown = "none met" if a["met"] is None else f"{a['met']:g}"
+        bracket = f" (missed at {a['missed']:g})" if a.get("missed") is not None else ""
+        lines.append(f"  ctx={ctx:<6} {name:<24} {shown:>8}{bracket}  {len(a['probes'])} cells; {a['ended']}")
+    return "\n".join(lines)

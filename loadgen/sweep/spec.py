@@ -16,7 +16,7 @@ from loadgen.errors import UsageError
 from loadgen.sweep.template import render, render_argv, value_text
 
 TOP_KEYS = {"name", "out_dir", "reconfigure", "diagnostics", "server", "readiness", "expect", "matrix",
-            "telemetry", "grid", "configs"}
+            "telemetry", "grid", "configs", "search"}
 SERVER_KEYS = {"url", "api", "model", "api_key_env", "api_key_file"}
 READINESS_KEYS = {"timeout_s", "poll_s", "successes", "reconfigure_timeout_s", "diagnostics_timeout_s",
                   "request_timeout_s"}
@@ -30,6 +30,11 @@ MATRIX_FLAGS = {
     "temperature": ("--temperature", "float"), "seed": ("--seed", "int"), "timeout_s": ("--timeout", "float"),
     "idle_timeout_s": ("--idle-timeout", "float"), "prompts": ("--prompts", "path"),
     "args": (None, "strs"),
+}
+SEARCH_FLAGS = {  # [search]: each configuration is measured by `loadgen search` (docs/search.md)
+    "slo": ("--slo", "str"), "slo_attainment": ("--slo-attainment", "float"), "over": ("--over", "str"),
+    "start": ("--start", "float"), "growth": ("--growth", "float"), "max": ("--max", "float"),
+    "resolution": ("--resolution", "str"), "max_cells": ("--max-cells", "int"),
 }
 TELEMETRY_FLAGS = {
     "server_metrics": ("--server-metrics", "str"), "accept_log_cmd": ("--accept-log-cmd", "str"),
@@ -72,6 +77,7 @@ class SweepSpec:
     configs: list[Config]
     run_flags: list[str] = field(default_factory=list)  # matrix + telemetry + server flags shared by all
     matrix: dict = field(default_factory=dict)
+    search: dict = field(default_factory=dict)  # [search]: each configuration's capacity is searched for
 
     def run_argv(self, cfg: Config, out_path: str) -> list[str]:
         """The `loadgen` run arguments that measure `cfg` (parsed by the normal command line)."""
@@ -80,7 +86,9 @@ class SweepSpec:
     def settings(self, cfg: Config) -> dict:
         """What a finished cell was measured under: a stored cell is reused only when these are equal."""
         matrix = {k: v for k, v in self.matrix.items() if k not in ("contexts", "concurrency")}
-        return {"params": cfg.params, "api": self.api, "model": self.model, "matrix": matrix}
+        slo = {k: v for k, v in self.search.items() if k.startswith("slo")}  # the probes' figures depend on them
+        return {"params": cfg.params, "api": self.api, "model": self.model, "matrix": matrix} | (
+            {"slo": slo} if slo else {})
 
 
 def load_spec(path: str, out_dir: str | None = None) -> SweepSpec:
@@ -124,7 +132,9 @@ def parse_spec(doc: dict, path: str, text: str = "", out_dir: str | None = None)
             flags += ["--" + key.replace("_", "-"), server[key]]
     flags += _flags(matrix, MATRIX_FLAGS, f"{path} [matrix]", base)
     flags += _flags(telemetry, TELEMETRY_FLAGS, f"{path} [telemetry]", base)
-    for key in ("contexts", "concurrency"):
+    search = _table(doc, "search", path)
+    flags += _search_flags(search, matrix, path, base)
+    for key in ("contexts",) if search else ("contexts", "concurrency"):
         if key not in matrix:
             raise UsageError(f"{path} [matrix]: {key} is missing; e.g. {key} = [1, 32, 64]")
     configs = []
@@ -136,7 +146,19 @@ def parse_spec(doc: dict, path: str, text: str = "", out_dir: str | None = None)
         raise UsageError(f"{path}: configuration names repeat ({', '.join(dup)}); give each a unique name")
     out_dir = out_dir or _str(doc, "out_dir", path) or os.path.join("results", name)
     return SweepSpec(path=path, text=text, name=name, out_dir=out_dir, api=api,
-                     model=model, readiness=readiness, configs=configs, run_flags=flags, matrix=dict(matrix))
+                     model=model, readiness=readiness, configs=configs, run_flags=flags, matrix=dict(matrix),
+                     search=dict(search))
+
+
+def _search_flags(search: dict, matrix: dict, path: str, base: str) -> list[str]:
+    """The `loadgen search` flags of a [search] table (none without one)."""
+    if not search:
+        return []
+    if "slo" not in search:
+        raise UsageError(f"{path} [search]: slo is missing; e.g. slo = \"ttft=300ms,tpot=25ms\"")
+    if "concurrency" in matrix:
+        raise UsageError(f"{path} [matrix]: concurrency is chosen by [search]; drop it (start and max bound it)")
+    return _flags(search, SEARCH_FLAGS, f"{path} [search]", base)
 
 
 def _config_params(doc: dict, path: str) -> list[tuple[dict, str]]:
