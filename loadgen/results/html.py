@@ -43,6 +43,10 @@ CAPTIONS = {
                  "compute-bound). Bottom: energy per output token. Lower is better.",
     "accept_categories.png": "Accept length per prompt category.",
     "open_loop.png": "Open-loop cells against their scheduled request rate; latency from the intended send.",
+    "pareto.png": "Each configuration's concurrencies as points of interactivity (mean per-request tok/s) and "
+                  "throughput (aggregate output tok/s); the dashed line is the Pareto frontier: no point beats one "
+                  "on it in both. With --slo, filled points met the SLO, hollow ones missed, and the frontier "
+                  "joins only those that met it; a TPOT target is the dotted line of the interactivity it implies.",
 }
 
 

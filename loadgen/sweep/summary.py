@@ -44,7 +44,8 @@ def write_summary(spec: SweepSpec, order: list[tuple[int, int]], started_at: str
                                           searched=doc if spec.search else None,
                                           contexts=spec.matrix.get("contexts", [])),
             "reason": last.get("reason"), "cells_ok": len(ok_keys(cells)),
-            "cells_total": len(cells) if spec.search else len(order),  # a search: the probes it measured "attempts": len(attempts), "ready_s": ready.get("elapsed_s"),
+            "cells_total": len(cells) if spec.search else len(order),  # a search: the probes it measured
+            "attempts": len(attempts), "ready_s": ready.get("elapsed_s"),
             "results": os.path.basename(paths["results"]), "records": os.path.basename(paths["records"]),
             "diagnostics": (os.path.basename(paths["diagnostics"]) if os.path.exists(paths["diagnostics"])
                             else None),
