@@ -194,8 +194,6 @@ COLUMNS = [
     Column("configuration", -24, lambda row: row["config"] + (" (base)" if row["baseline"] else "")),
     Column("out tok/s", 10, _metric("out_tok_s")),
     Column("vs base", 8, _speedup("out_tok_s")),
-    Column("good tok/s", 10, _metric("good_tok_s")),
-    Column("SLO", 9, _slo),
     Column("req tok/s mean", 14, _metric("req_tok_s")),
     Column("vs base", 8, _speedup("req_tok_s")),
     Column("TTFT p50 ms", 12, _metric("ttft_p50_s")),
@@ -206,32 +204,46 @@ COLUMNS = [
 ]
 
 
+SLO_COLUMNS = [Column("good tok/s", 10, _metric("good_tok_s")), Column("SLO", 9, _slo)]
+BEST = "best of the cell (highest tok/s and accept length; lowest TTFT, W and J/token)"
+BEST_SLO = ("best of the cell (highest tok/s, good tok/s and accept length; lowest TTFT, W and J/token; a cell "
+            "that missed its SLO is never best)")
+
+
+def columns(rows: list[dict]) -> tuple[list[Column], str]:
+    """The comparison's columns and what its best marks mean: with SLO figures in any row, good tok/s and the
+    attainment follow out tok/s."""
+    if not any(row.get("slo") for row in rows):
+        return COLUMNS, BEST
+    return [*COLUMNS[:5], *SLO_COLUMNS, *COLUMNS[5:]], BEST_SLO
+
+
 def render_text(rows: list[dict]) -> str:
     """Rows grouped by cell (a blank line between cells; a cell's context and load shown on its first row)."""
-    out = [tt.header(COLUMNS).rstrip()]
+    cols, best = columns(rows)
+    out = [tt.header(cols).rstrip()]
     prev = None
     for row in rows:
         key = (row["context_tokens"], row["concurrency"], row.get("request_rate"))
-        cells = tt.texts(COLUMNS, row)
+        cells = tt.texts(cols, row)
         if key == prev:
             cells[0] = cells[1] = ""
         elif prev is not None:
             out.append("")
         prev = key
-        out.append(tt.join(COLUMNS, cells).rstrip())
-    out.append("* best of the cell (highest tok/s, good tok/s and accept length; lowest TTFT, W and J/token; a "
-               "cell that missed its SLO is never best); vs base = value / the baseline's")
+        out.append(tt.join(cols, cells).rstrip())
+    out.append(f"* {best}; vs base = value / the baseline's")
     return "\n".join(out)
 
 
 def render_markdown(rows: list[dict]) -> str:
-    head = [c.header for c in COLUMNS]
+    cols, best = columns(rows)
+    head = [c.header for c in cols]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
-        cells = [f"**{c.strip()[:-1]}**" if c.strip().endswith("*") else c.strip() for c in tt.texts(COLUMNS, row)]
+        cells = [f"**{c.strip()[:-1]}**" if c.strip().endswith("*") else c.strip() for c in tt.texts(cols, row)]
         out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
-    out += ["", "**bold**: best of the cell (highest tok/s and accept length; lowest TTFT, W and J/token); "
-            "vs base = value / the baseline's"]
+    out += ["", f"**bold**: {best}; vs base = value / the baseline's"]
     return "\n".join(out)
 
 

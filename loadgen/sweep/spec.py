@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from loadgen.client.api import APIS
 from loadgen.errors import UsageError
+from loadgen.sweep.search_table import SEARCH_FLAGS, check_search
 from loadgen.sweep.template import render, render_argv, value_text
 
 TOP_KEYS = {"name", "out_dir", "reconfigure", "diagnostics", "server", "readiness", "expect", "matrix",
@@ -30,11 +31,6 @@ MATRIX_FLAGS = {
     "temperature": ("--temperature", "float"), "seed": ("--seed", "int"), "timeout_s": ("--timeout", "float"),
     "idle_timeout_s": ("--idle-timeout", "float"), "prompts": ("--prompts", "path"),
     "args": (None, "strs"),
-}
-SEARCH_FLAGS = {  # [search]: each configuration is measured by `loadgen search` (docs/search.md)
-    "slo": ("--slo", "str"), "slo_attainment": ("--slo-attainment", "float"), "over": ("--over", "str"),
-    "start": ("--start", "float"), "growth": ("--growth", "float"), "max": ("--max", "float"),
-    "resolution": ("--resolution", "str"), "max_cells": ("--max-cells", "int"),
 }
 TELEMETRY_FLAGS = {
     "server_metrics": ("--server-metrics", "str"), "accept_log_cmd": ("--accept-log-cmd", "str"),
@@ -133,13 +129,10 @@ def parse_spec(doc: dict, path: str, text: str = "", out_dir: str | None = None)
     flags += _flags(matrix, MATRIX_FLAGS, f"{path} [matrix]", base)
     flags += _flags(telemetry, TELEMETRY_FLAGS, f"{path} [telemetry]", base)
     search = _table(doc, "search", path)
-    flags += _search_flags(search, matrix, path, base)
-    for key in ("contexts",) if search else ("contexts", "concurrency"):
-        if key not in matrix:
-            raise UsageError(f"{path} [matrix]: {key} is missing; e.g. {key} = [1, 32, 64]")
-    configs = []
-    for params, where in _config_params(doc, path):
-        configs.append(_config(params, where, url, reconfigure, diagnostics, expect, readiness))
+    check_search(search, matrix, path)
+    flags += _flags(search, SEARCH_FLAGS, f"{path} [search]", base)
+    configs = [_config(params, where, url, reconfigure, diagnostics, expect, readiness)
+               for params, where in _config_params(doc, path)]
     names = [c.name for c in configs]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
@@ -148,17 +141,6 @@ def parse_spec(doc: dict, path: str, text: str = "", out_dir: str | None = None)
     return SweepSpec(path=path, text=text, name=name, out_dir=out_dir, api=api,
                      model=model, readiness=readiness, configs=configs, run_flags=flags, matrix=dict(matrix),
                      search=dict(search))
-
-
-def _search_flags(search: dict, matrix: dict, path: str, base: str) -> list[str]:
-    """The `loadgen search` flags of a [search] table (none without one)."""
-    if not search:
-        return []
-    if "slo" not in search:
-        raise UsageError(f"{path} [search]: slo is missing; e.g. slo = \"ttft=300ms,tpot=25ms\"")
-    if "concurrency" in matrix:
-        raise UsageError(f"{path} [matrix]: concurrency is chosen by [search]; drop it (start and max bound it)")
-    return _flags(search, SEARCH_FLAGS, f"{path} [search]", base)
 
 
 def _config_params(doc: dict, path: str) -> list[tuple[dict, str]]:
