@@ -2,7 +2,7 @@
 
 The walk (`probes`) raises the load from `start`, `growth` times a probe, until a probe misses the SLO (or `limit` is
 met); when the first probe already misses it halves the load instead, down to the smallest one. Then it
-bisects the bracket [highest met, lowest missed] until `SearchConfig.width_ok`. Every probe is a normal cell
+bisects the bracket [highest met, lowest missed] (geometrically while it spans ×2 or more) until `SearchConfig.width_ok`. Every probe is a normal cell
 of the results file, so the same walk replayed over a file (`replay`) gives the same answer: a search
 resumes like a run, and a sweep's summary reads the answer of each configuration from its cells.
 A probe that is not usable (failed, skipped) ends the walk: no answer is claimed past it.
@@ -42,9 +42,11 @@ def _down(cfg: SearchConfig, x: float) -> float | None:
 
 
 def _middle(cfg: SearchConfig, lo: float, hi: float) -> float:
+    """The geometric middle of a bracket of ×2 or wider (the first one spans a growth step), else the middle."""
+    mid = (lo * hi) ** 0.5 if hi >= 2 * lo else (lo + hi) / 2
     if cfg.over == SearchOver.CONCURRENCY:
-        return (int(lo) + int(hi)) // 2
-    return float(f"{(lo + hi) / 2:.4g}")
+        return min(max(int(lo) + 1, round(mid)), int(hi) - 1)
+    return float(f"{mid:.4g}")
 
 
 def probes(cfg: SearchConfig) -> Walk:
