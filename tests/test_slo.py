@@ -5,6 +5,8 @@ live exporter's values and the Pareto frontier."""
 
 from __future__ import annotations
 
+import tomllib
+
 import pytest
 
 from exporters.live import LiveExporter
@@ -197,10 +199,14 @@ def test_oversaturated_needs_latency_climbing_and_throughput_flat_against_the_pr
     recs = [rec(i, ttft_ms=100, decode_ms=80, sent_ms=i * 15) for i in range(8)]
     span_s = (max(r.t_end_ns for r in recs) - min(r.t_sent_ns for r in recs)) / 1e9
     tok_s = 88 / span_s
-    assert oversaturated(recs, Reference("c=8", tok_s, 0.05)).startswith("TTFT median 50 → 100 ms")
-    assert oversaturated(recs, Reference("c=8", tok_s / 1.2, 0.05)) is None  # throughput still grows 20 %
-    assert oversaturated(recs, Reference("c=8", tok_s, 0.08)) is None  # latency up only 1.25x
-    assert oversaturated(recs, None) is None and oversaturated(recs[:7], Reference("c", tok_s, 0.05)) is None
+    ref = Reference("c=8", 8, tok_s, 0.05)
+    assert oversaturated(recs, ref, 16).startswith("TTFT median 50 → 100 ms")  # load ×2, tok/s flat
+    assert oversaturated(recs, Reference("c=8", 8, tok_s / 1.2, 0.05), 16) is not None  # +20 % of +100 % load
+    assert oversaturated(recs, Reference("c=8", 8, tok_s / 1.35, 0.05), 16) is None  # grew 35 % > 30 %
+    assert oversaturated(recs, Reference("c=8", 8, tok_s / 1.1, 0.05), 9) is None  # 9 vs 8: ≤ 8 % allowed
+    assert oversaturated(recs, Reference("c=8", 8, tok_s, 0.08), 16) is None  # latency up only 1.25x
+    assert oversaturated(recs, None, 16) is None and oversaturated(recs[:7], ref, 16) is None
+    assert oversaturated(recs, ref, 16, min_ended=9) is None
 
 
 def test_live_exporter_serves_running_and_final_attainment():
@@ -251,11 +257,11 @@ name = "a"
 
 
 def test_sweep_search_table_becomes_search_flags():
-    spec = parse_spec(__import__("tomllib").loads(SWEEP), "s.toml")
+    spec = parse_spec(tomllib.loads(SWEEP), "s.toml")
     argv = spec.run_argv(spec.configs[0], "out.json")
     assert argv[argv.index("--slo") + 1] == "ttft=300ms" and argv[argv.index("--start") + 1] == "4.0"
     assert spec.settings(spec.configs[0])["slo"] == {"slo": "ttft=300ms"}
     with pytest.raises(Exception, match="concurrency is chosen by"):
-        parse_spec(__import__("tomllib").loads(SWEEP.replace("max_tokens = 64", "concurrency = [1]")), "s.toml")
+        parse_spec(tomllib.loads(SWEEP.replace("max_tokens = 64", "concurrency = [1]")), "s.toml")
     with pytest.raises(Exception, match="slo is missing"):
-        parse_spec(__import__("tomllib").loads(SWEEP.replace('slo = "ttft=300ms"', "")), "s.toml")
+        parse_spec(tomllib.loads(SWEEP.replace('slo = "ttft=300ms"', "")), "s.toml")

@@ -29,11 +29,12 @@ class OversaturationStop(NullSink):
         self.slo = slo
         self.reason: str | None = None
         self.reference: Reference | None = None
+        self.load = 0.0
         self._arm(None, None, 0)
 
-    def compare_with(self, reference: Reference | None) -> None:
-        """The probe below the next one (None: there is none yet)."""
-        self.reference = reference
+    def compare_with(self, reference: Reference | None, load: float) -> None:
+        """The next probe's load and the probe below it (None: there is none yet)."""
+        self.reference, self.load = reference, load
 
     def _arm(self, stop: StopToken | None, cell: CellKey | None, planned: int) -> None:
         self.stop, self.cell, self.planned = stop, cell, planned
@@ -52,7 +53,8 @@ class OversaturationStop(NullSink):
         self.ended.append(rec)
         if len(self.ended) % CHECK_EVERY or not self.tally.miss_certain(self.planned, self.slo.slo_attainment):
             return
-        evidence = oversaturated(self.ended, self.reference)
+        evidence = oversaturated(self.ended, self.reference, self.load,
+                                 min(2 * self.cell.concurrency, self.planned // 2))
         if evidence:
             self.reason = (f"stopped early: over-saturated ({evidence}) and the SLO can no longer be met "
                            f"({self.tally.ended - self.tally.good} of {self.planned} requests already not good)")

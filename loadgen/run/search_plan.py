@@ -31,7 +31,7 @@ def reference(over: SearchOver, key: CellKey, cells: list[CellResult]) -> Refere
     if not below:
         return None
     c = max(below, key=lambda c: load_of(over, c.key))
-    return Reference(c.key.label(), c.throughput.output_tok_s, c.latency.ttft_s["p50"])
+    return Reference(c.key.label(), load_of(over, c.key), c.throughput.output_tok_s, c.latency.ttft_s["p50"])
 
 
 class SearchPlan:
@@ -47,7 +47,7 @@ class SearchPlan:
         for ctx in self.contexts:
             for key in walk(self.cfg, ctx, cell_of, self.cap):
                 if self.early is not None:
-                    self.early.compare_with(reference(self.cfg.over, key, results.cells))
+                    self.early.compare_with(reference(self.cfg.over, key, results.cells), load_of(self.cfg.over, key))
                 yield key
                 log(f"search: {key.label()} {attainment_text(cell_of(key).get('slo')) or 'not usable'}")
                 self._write(results)
