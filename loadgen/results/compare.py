@@ -35,6 +35,13 @@ METRICS = {
     "j_per_token": ("J/tok", lambda c: (c.get("power") or {}).get("j_per_output_token"), "low"),
 }
 SPEEDUPS = ("out_tok_s", "req_tok_s")
+SLO_METRICS = ("good_tok_s",)  # shown only where some cell was measured with --slo
+
+
+def shown_metrics(rows: list[dict]) -> list[str]:
+    """The METRICS a comparison of `rows` shows: the SLO's only when a row has SLO figures."""
+    slo = any(row.get("slo") for row in rows)
+    return [m for m in METRICS if slo or m not in SLO_METRICS]
 
 
 @dataclass
