@@ -265,3 +265,13 @@ def test_sweep_search_table_becomes_search_flags():
         parse_spec(tomllib.loads(SWEEP.replace("max_tokens = 64", "concurrency = [1]")), "s.toml")
     with pytest.raises(Exception, match="slo is missing"):
         parse_spec(tomllib.loads(SWEEP.replace('slo = "ttft=300ms"', "")), "s.toml")
+
+
+def test_merged_shards_are_judged_over_all_their_requests():
+    from loadgen.results.merge import merge_cell
+    slo = {"targets_s": {"ttft": 0.1}, "attainment_required": 0.9}
+    shards = [[rec(0, ttft_ms=10), rec(1, ttft_ms=500)], [rec(2, ttft_ms=10)]]
+    entries = [{"slo": slo, "requests_not_sent": 1}, {"slo": slo, "requests_not_sent": 0}]
+    merged = merge_cell(CELL, entries, shards).slo
+    assert (merged.scheduled, merged.good, merged.met) == (4, 2, False)
+    assert merged.attainment == pytest.approx(0.5)
