@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 
+from loadgen.cli.help_format import Parser
 from loadgen.config import (
+    AUTO_STREAMS_PER_WORKER,
     DEFAULT_SLO_ATTAINMENT,
     ExporterConfig,
     FaultsConfig,
@@ -15,10 +17,10 @@ from loadgen.config import (
     WorkloadConfig,
 )
 from loadgen.names import ArrivalLaw, HttpClient, PrefixCache, SloMetric, values
-from loadgen.parallel.workers import AUTO_STREAMS_PER_WORKER
+from loadgen.sim.config import DEFAULT_BUDGET, DEFAULT_SPEED, DEFAULT_TOPK
 
 D = RunConfig(url=None)
-SIM_DEFAULTS = {"speed": 4.0, "budget": 8, "topk": 4}
+SIM_DEFAULTS = {"speed": DEFAULT_SPEED, "budget": DEFAULT_BUDGET, "topk": DEFAULT_TOPK}
 
 EXAMPLES = """\
 examples:
@@ -39,7 +41,7 @@ def _ints(values: list[int]) -> str:
 
 
 def run_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="loadgen", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLES, allow_abbrev=False,
         description="Measure an LLM server over a matrix of concurrency × prompt length "
                     "(subcommands: sim, sweep, compare, report, merge).")

@@ -8,17 +8,15 @@ import argparse
 import asyncio
 import math
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
-from loadgen.aio import install_uvloop
-from loadgen.cli.assemble import Shape
-from loadgen.cli.run_config import config_from_args
 from loadgen.cli.run_options import run_parser
 from loadgen.config import RunConfig, SearchConfig
 from loadgen.errors import UsageError
 from loadgen.names import SearchOver, values
-from loadgen.results.search_report import search_text
-from loadgen.run.early_stop import OversaturationStop
-from loadgen.run.search_plan import SearchPlan
+
+if TYPE_CHECKING:
+    from loadgen.cli.assemble import Shape
 
 D = SearchConfig()
 LIMITS = {SearchOver.CONCURRENCY: 1024.0, SearchOver.RATE: 1000.0}
@@ -84,6 +82,12 @@ def search_config(a: argparse.Namespace) -> SearchConfig:
 
 def search_run(a: argparse.Namespace, default_concurrency: str) -> tuple[RunConfig, Shape]:
     """The run of a search: its configuration (the first probe's load as the matrix) and its shape."""
+    from loadgen.cli.assemble import Shape  # the run's parts, once the command line has been read
+    from loadgen.cli.run_config import config_from_args
+    from loadgen.results.search_report import search_text
+    from loadgen.run.early_stop import OversaturationStop
+    from loadgen.run.search_plan import SearchPlan
+
     if a.slo is None:
         raise UsageError("loadgen search needs latency targets: add --slo, e.g. --slo ttft=300ms,tpot=25ms")
     if a.concurrency != default_concurrency or a.request_rate is not None or a.ramp is not None:
@@ -108,6 +112,9 @@ def search_run(a: argparse.Namespace, default_concurrency: str) -> tuple[RunConf
 
 def search_main(argv: list[str], run: Callable[..., Awaitable[int]]) -> int:
     """`loadgen search ARGS`, measured by `run` (the plain run's entry, `cli.main.run_async`)."""
-    cfg, shape = search_run(search_parser().parse_args(argv), run_parser().get_default("concurrency"))
+    args = search_parser().parse_args(argv)  # --help and a bad flag end here, before the run's parts are imported
+    from loadgen.aio import install_uvloop
+
+    cfg, shape = search_run(args, run_parser().get_default("concurrency"))
     install_uvloop()
     return asyncio.run(run(cfg, shape=shape))

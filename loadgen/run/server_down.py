@@ -33,6 +33,7 @@ import aiohttp
 from loadgen.client.recorder import one_line
 from loadgen.config import FaultsConfig
 from loadgen.console import log
+from loadgen.metrics.counts import scheduled
 from loadgen.names import Outcome
 from loadgen.names import ServerDownPolicy as OnServerDown
 from loadgen.record import CellKey, Record
@@ -210,7 +211,7 @@ class ServerDownPolicy:
         result.requests.requests_not_sent = not_sent
         if not_sent and self.guard.down is None:
             req = result.requests.requests
-            of = f"{not_sent} of {not_sent + req['ok'] + req['failed']} measured requests not sent"
+            of = f"{not_sent} of {not_sent + scheduled(req)} measured requests not sent"
             early = next((e.reason for e in self.early_stops if e.reason), None)
             if early and not self.control.stopping:
                 result.add(IncidentKind.OVERSATURATED, f"{early}: {of}")
@@ -257,6 +258,6 @@ class _StateLog:
 def _brief(result: CellResult, attempt: int) -> dict:
     req = result.requests.requests
     return {"attempt": attempt, "status": result.status, "error": result.error,
-            "requests": {k: req.get(k) for k in ("ok", "failed", "by_outcome")},
+            "requests": {k: req.get(k) for k in ("ok", "failed", "cancelled", "by_outcome") if k in req},
             "requests_not_sent": result.requests.requests_not_sent,
             "recovery": result.load.recovery}
