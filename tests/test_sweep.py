@@ -354,10 +354,18 @@ def test_interrupt_while_waiting_stops_the_sweep(bench):
     path = bench.write(FAILURES.replace("timeout_s = 2.5", "timeout_s = 30"), reconf_opts='"--exit", "{exit}",',
                        sim_args='"--speed", "20", "--crash-after", "{crash_after}"')
     proc = _popen_sweep(bench, path)
-    time.sleep(2.0)  # crash_at_start's server never comes up: the gate is waiting
+    seen = []  # crash_at_start's server never comes up: interrupt once the gate says it is waiting
+    for line in proc.stderr:
+        seen.append(line)
+        if "] waiting " in line:
+            break
+    deadline = time.monotonic() + 20
+    while bench.reconfigurations() < 1 and time.monotonic() < deadline:  # its command has started the server
+        time.sleep(0.05)
     t0 = time.monotonic()
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=20)
+    _, rest = proc.communicate(timeout=20)
+    err = "".join(seen) + rest
     assert proc.returncode == 130, err[-2000:]
     assert time.monotonic() - t0 < 10
     assert "SIGINT: stopping the sweep" in err and "Traceback" not in err
