@@ -275,3 +275,12 @@ def test_merged_shards_are_judged_over_all_their_requests():
     merged = merge_cell(CELL, entries, shards).slo
     assert (merged.scheduled, merged.good, merged.met) == (4, 2, False)
     assert merged.attainment == pytest.approx(0.5)
+
+
+def test_slo_column_and_the_wide_goodput_columns():
+    from loadgen.results import table
+    from loadgen.results.text_table import line
+    cell = {"context_tokens": 60, "concurrency": 4, "slo": {"attainment": 0.925, "met": True,
+                                                          "goodput_requests_s": 36.74, "good_output_tok_s": 4702.4}}
+    assert "  92% met " in table.row(cell) and " 10% MISS " in table.row(cell | {"slo": {"attainment": 0.1}})
+    assert line(table.goodput_columns(), cell) == "     36.74     4702.4"
