@@ -31,6 +31,7 @@ examples:
   loadgen --url http://gpu-host:30000 --api sglang-generate --duration-per-cell 60 --warmup 8
   loadgen sim --port 30000 --budget 16 --topk 8        serve the simulator
   loadgen sweep sweep.toml                              reconfigure, prove readiness, measure, resume
+  loadgen search --slo ttft=300ms,tpot=25ms             the highest concurrency that meets the SLO
   loadgen compare a.json b.json                         compare runs cell by cell
   loadgen report results/my-sweep --plots plots/        the comparison as PNG plots
 """
@@ -44,7 +45,7 @@ def run_parser() -> argparse.ArgumentParser:
     p = Parser(
         prog="loadgen", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLES, allow_abbrev=False,
         description="Measure an LLM server over a matrix of concurrency × prompt length "
-                    "(subcommands: sim, sweep, compare, report, merge).")
+                    "(subcommands: sim, sweep, search, compare, report, merge).")
     for add in (target_options, matrix_options, output_options, sim_options, telemetry_options,
                 open_loop_options, workload_options, server_down_options, interrupt_options, client_options, exporter_options,
                 power_limit_options, trust_options, slo_options):
