@@ -48,7 +48,7 @@ def pareto(runs: list[Run]) -> bytes | None:
         return None
     targets = targets_of(runs)
     colors, markers = pa.config_colors(runs), pa.config_markers(runs)
-    fig, axes = pa.figure(len(data))
+    fig, axes = pa.figure(len(data))  # as wide as the other plots: the title and its simulator note fit
     handles: dict = {}
     shown = ", ".join(f"{m} ≤ {t * 1e3:g} ms" for m, t in targets.items())
     for ax, (ctx, pts) in zip(axes[0], sorted(data.items())):
@@ -59,5 +59,7 @@ def pareto(runs: list[Run]) -> bytes | None:
         pa.value_axis(ax, "aggregate output tok/s", [p.output_tok_s for p in pts])
         xs = [p.request_tok_s for p in pts] + ([1 / targets["tpot"]] if targets.get("tpot") else [])
         ax.set_xlim(min(xs) * 0.85, max(xs) * 1.1)
-    pa.legend_outside(fig, handles, title="configuration")
+    # below the panels: beside them, a long legend would run into the title of a one-panel figure
+    fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncols=min(4, len(handles)),
+               fontsize=8, frameon=False)
     return pa.finish(fig, "Interactivity vs throughput", runs)
