@@ -21,6 +21,7 @@ from loadgen.cli.checks import (
     positive,
     trust_config,
 )
+from loadgen.cli.slo_config import slo_config
 from loadgen.cli.workload_config import workload_config
 from loadgen.config import (
     ExporterConfig,
@@ -65,6 +66,7 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
     cfg.exporter = exporter_config(a)
     cfg.workload = workload_config(a, cfg, ",".join(map(str, RunConfig(url=None).contexts)))
     cfg.verify = verify_config(a, cfg)
+    cfg.slo = slo_config(a)
     trust_config(a, cfg)
     cfg.repeat = positive("--repeat", a.repeat)
     cfg.wide = a.wide

@@ -9,25 +9,17 @@ back as it was. `status` and `error` are never stored in the tree: they are judg
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from loadgen.metrics.client_health import machine_busy, saturation_advice
+from loadgen.metrics.client_health import saturation_note
 from loadgen.names import CellStatus
 from loadgen.record import CellKey, cell_key
+from loadgen.results.fields_doc import doc
 from loadgen.results.incidents import Incident, IncidentKind, Verdict, finished, judge
+from loadgen.results.slo_part import Slo
 
 Figures = dict[str, Any]  # a distribution {mean, p50, …, samples} or another block of figures, documented per field
-
-
-def doc(text: str, unit: str = "", default: Any = None, optional: bool = False) -> Any:
-    """A field with its documentation (docs/results.md) and a default; an `optional` one is written only when
-    it has a value (figures of one kind of load)."""
-    meta = {"doc": text, "unit": unit, "optional": optional}
-    if isinstance(default, list | dict):
-        return field(default_factory=type(default), metadata=meta)
-    return field(default=default, metadata=meta)
 
 
 @dataclass
@@ -164,7 +156,7 @@ class CellResult:
     telemetry: Telemetry = field(default_factory=Telemetry)
     noise: Noise = field(default_factory=Noise)
     gpu: Figures | None = None  # room for the GPU verdict
-    slo: Figures | None = None  # room for latency targets and goodput
+    slo: Slo | None = None  # latency targets and goodput (--slo)
     correctness: Figures | None = None  # room for output verification
     incidents: list[Incident] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # notes that are not incidents (telemetry sources)
@@ -208,6 +200,7 @@ class CellResult:
 PARTS = {"requests": Requests, "load": Load, "prompts": Prompts, "latency": Latency, "throughput": Throughput,
          "accept": AcceptLength, "telemetry": Telemetry, "noise": Noise}
 RESERVED = ("gpu", "slo", "correctness")
+TYPED_RESERVED = {"slo": Slo}  # reserved parts filled with a typed part: written by its to_json, read by from_json
 KEY_FIELDS = ("context_tokens", "concurrency", "request_rate")
 JUDGED = ("status", "error", "warnings", "incidents")
 
@@ -227,11 +220,20 @@ def to_json(result: CellResult) -> dict:
         values = getattr(result, part)
         out.update({f.name: getattr(values, f.name) for f in fields(values)
                     if _written(getattr(values, f.name), f.metadata["optional"] or not measured)})
-    out.update({name: getattr(result, name) for name in RESERVED if getattr(result, name) is not None})
+    out.update({name: _reserved_json(getattr(result, name)) for name in RESERVED if getattr(result, name) is not None})
     verdict = result.verdict
     out |= {"status": verdict.status, "error": verdict.error, "warnings": [*verdict.notes, *result.warnings],
             "incidents": [i.to_json() for i in result.incidents]}
     return out | result.extra
+
+
+def _reserved_json(value: Any) -> Any:
+    return value.to_json() if hasattr(value, "to_json") else value
+
+
+def _reserved(name: str, value: Any) -> Any:
+    typed = TYPED_RESERVED.get(name)
+    return typed.from_json(value) if typed is not None and isinstance(value, dict) else value
 
 
 def _written(value: Any, optional: bool) -> bool:
@@ -251,7 +253,7 @@ def from_json(data: dict) -> CellResult:
         elif name not in (*KEY_FIELDS, *JUDGED, *RESERVED, "run_id"):
             extra[name] = value
     result = CellResult(key, data.get("run_id"), **{p: PARTS[p](**v) for p, v in parts.items()},
-                        **{name: data.get(name) for name in RESERVED}, extra=extra)
+                        **{name: _reserved(name, data.get(name)) for name in RESERVED}, extra=extra)
     if "incidents" in data:
         result.incidents = [Incident.from_json(i) for i in data["incidents"]]
         if data.get("status", result.status) != result.status:  # a status set by hand (or by another tool)
@@ -286,14 +288,3 @@ def _stored_verdict(data: dict) -> list[Incident]:
     if status != CellStatus.OK:
         return [Incident(IncidentKind.RECORDED, data.get("error") or str(status))]
     return []
-
-
-def saturation_note(client: dict, cell: dict) -> str:
-    """The note of a cell whose client fell behind, with the advice for its case (`saturation_advice`):
-    'CLIENT SATURATED (event-loop lag …): add --workers auto …'. `cell` holds the key (concurrency,
-    request_rate)."""
-    advice = saturation_advice(int(cell.get("concurrency") or 0), cell.get("request_rate") is not None,
-                               int(client.get("workers") or 1), os.cpu_count() or 1,
-                               client["runqueue_wait_s"] if machine_busy(client) else None)
-    return "CLIENT SATURATED (" + "; ".join(client.get("reasons", [])) + "): " + advice
-
