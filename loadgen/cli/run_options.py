@@ -5,12 +5,23 @@ from __future__ import annotations
 
 import argparse
 
-from loadgen.config import ExporterConfig, FaultsConfig, ParallelConfig, RunConfig, TelemetryConfig, WorkloadConfig
-from loadgen.names import ArrivalLaw, HttpClient, PrefixCache, values
-from loadgen.parallel.workers import AUTO_STREAMS_PER_WORKER
+from loadgen.cli.help_format import Parser
+from loadgen.config import (
+    AUTO_STREAMS_PER_WORKER,
+    DEFAULT_SLO_ATTAINMENT,
+    ExporterConfig,
+    FaultsConfig,
+    ParallelConfig,
+    RunConfig,
+    TelemetryConfig,
+    VerifyConfig,
+    WorkloadConfig,
+)
+from loadgen.names import ArrivalLaw, HttpClient, PrefixCache, SloMetric, VerifyMode, values
+from loadgen.sim.config import DEFAULT_BUDGET, DEFAULT_SPEED, DEFAULT_TOPK
 
 D = RunConfig(url=None)
-SIM_DEFAULTS = {"speed": 4.0, "budget": 8, "topk": 4}
+SIM_DEFAULTS = {"speed": DEFAULT_SPEED, "budget": DEFAULT_BUDGET, "topk": DEFAULT_TOPK}
 
 EXAMPLES = """\
 examples:
@@ -21,6 +32,7 @@ examples:
   loadgen --url http://gpu-host:30000 --api sglang-generate --duration-per-cell 60 --warmup 8
   loadgen sim --port 30000 --budget 16 --topk 8        serve the simulator
   loadgen sweep sweep.toml                              reconfigure, prove readiness, measure, resume
+  loadgen search --slo ttft=300ms,tpot=25ms             the highest concurrency that meets the SLO
   loadgen compare a.json b.json                         compare runs cell by cell
   loadgen report results/my-sweep --plots plots/        the comparison as PNG plots
 """
@@ -31,13 +43,13 @@ def _ints(values: list[int]) -> str:
 
 
 def run_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="loadgen", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLES, allow_abbrev=False,
         description="Measure an LLM server over a matrix of concurrency × prompt length "
-                    "(subcommands: sim, sweep, compare, report, merge).")
-    for add in (target_options, matrix_options, output_options, sim_options, telemetry_options,
+                    "(subcommands: sim, sweep, search, compare, report, merge).")
+    for add in (target_options, matrix_options, output_options, noise_options, sim_options, telemetry_options,
                 open_loop_options, workload_options, server_down_options, interrupt_options, client_options, exporter_options,
-                power_limit_options, trust_options):
+                power_limit_options, trust_options, verify_options, slo_options):
         add(p)
     return p
 
@@ -95,6 +107,16 @@ def output_options(p: argparse.ArgumentParser) -> None:
     o.add_argument("--label", help="name of this run in results and tables")
     o.add_argument("--out", help="results JSON path (default results/<label or time>.json); records go to "
                                  "<out>.requests.jsonl")
+
+
+def noise_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("noise: repeats and the table (see docs/definitions.md#noise)")
+    g.add_argument("--repeat", type=int, default=RunConfig.repeat, metavar="N",
+                   help="measure each cell N times (default %(default)d): the key figures are the mean over "
+                        "the N and their 95 %% interval Student's t across them; with 1, a bootstrap over "
+                        "the requests")
+    g.add_argument("--wide", action="store_true",
+                   help="print every column of the matrix (the default table fits 120 characters)")
 
 
 def sim_options(p: argparse.ArgumentParser) -> None:
@@ -238,3 +260,32 @@ def trust_options(p: argparse.ArgumentParser) -> None:
                    help="wait up to S seconds for a server that is starting (503 loading, health up but "
                         "generation failing, connection refused) before the first cell (default %(default)g; "
                         "0 = fail at once)")
+
+
+def verify_options(p: argparse.ArgumentParser) -> None:
+    v = VerifyConfig()
+    g = p.add_argument_group("output verification (see docs/verify.md)")
+    g.add_argument("--verify", nargs="?", const=VerifyMode.GARBAGE.value, choices=values(VerifyMode),
+                   help="send verification prompts (greedy, fixed max tokens) in every cell and compare their "
+                        "outputs with a reference; a cell with garbage output fails; 'exact': any difference "
+                        "from the reference fails it too")
+    g.add_argument("--verify-prompts", metavar="FILE",
+                   help="the verification prompts, one per line (text, or JSONL with 'prompt'/'text'); default: "
+                        "8 built-in prompts")
+    g.add_argument("--verify-max-tokens", type=int, default=v.max_tokens, metavar="N",
+                   help="max tokens of every verification request (default %(default)s)")
+    g.add_argument("--verify-reference", metavar="FILE",
+                   help="compare with a reference saved by another run (--verify-save-reference) instead of "
+                        "the prompts answered one at a time at this run's start")
+    g.add_argument("--verify-save-reference", metavar="FILE", help="save the reference this run compares with")
+    g.add_argument("--max-garbage-fraction", type=float, default=v.max_garbage_fraction, metavar="F",
+                   help="a cell whose garbage outputs exceed F of its checked ones is failed (default %(default)g)")
+def slo_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("latency targets and goodput (see docs/definitions.md#slo)")
+    g.add_argument("--slo", metavar="METRIC=VALUE[,...]",
+                   help="per-request latency targets; a request is good when it succeeded and met every one: "
+                        f"{', '.join(values(SloMetric))} (itl: the request's p99 gap); values in ms or s, e.g. "
+                        "--slo ttft=300ms,tpot=25ms,e2e=20s")
+    g.add_argument("--slo-attainment", type=float, metavar="F",
+                   help="the share of a cell's requests that must be good for the cell to meet the SLO "
+                        f"(default {DEFAULT_SLO_ATTAINMENT:g})")

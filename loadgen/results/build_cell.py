@@ -10,15 +10,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from loadgen.config import SloConfig, VerifyConfig
 from loadgen.metrics import telemetry as cell_telemetry
 from loadgen.metrics.cell import summarize
+from loadgen.metrics.cell_noise import bootstrap_method, cell_intervals
 from loadgen.metrics.chunk_fold import ChunkFold
+from loadgen.metrics.client_health import saturation_note
+from loadgen.metrics.slo import slo_figures
 from loadgen.metrics.source_result import SourceResult
 from loadgen.metrics.steady import Arrivals, token_arrivals
 from loadgen.record import CellKey, Record
-from loadgen.results.cell_result import CellResult, from_json, saturation_note
+from loadgen.results.cell_result import CellResult, from_json
 from loadgen.results.cell_status import DEFAULT_MAX_FAILED_FRACTION, failed_fraction, request_incidents
+from loadgen.results.correctness import correctness_incidents, correctness_part
 from loadgen.results.incidents import Incident, IncidentKind
+from loadgen.results.slo_part import Slo
 
 TELEMETRY_LOST = "TELEMETRY LOST"  # how a requested source that went quiet mid-run opens its warning
 
@@ -33,19 +39,27 @@ def figures(key: CellKey, records: Sequence[Record], sources: Sequence[SourceRes
     flat["power"] = cell_telemetry.power(list(sources), summary["output_tokens"], summary["duration_s"],
                                          summary.get("window_ns"))
     flat["telemetry"] = {r.name: {"available": r.available, "reason": r.reason, **r.values} for r in sources}
+    flat["intervals"] = cell_intervals(records, summary["duration_s"], flat["accept_length"].get("source"))
+    flat["interval_method"] = bootstrap_method(summary["requests"]["ok"])
     return flat
 
 
 def build_cell(key: CellKey, records: Sequence[Record], sources: Sequence[SourceResult] = (),
                client: dict | None = None, incidents: Sequence[Incident] = (),
-               max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION, chunks: ChunkFold | None = None,
-               arrivals: Arrivals = token_arrivals) -> CellResult:
-    """The cell's result from its measured records (with the fold of their chunks, when the cell made one as it
-    ran), its telemetry sources' results over the window, the client's health and the incidents the caller
-    saw; judged by `max_failed_fraction`."""
+               max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION, verified: Sequence[Record] = (),
+               verify: VerifyConfig | None = None, reference: str = "", slo: SloConfig | None = None,
+               not_sent: int = 0, chunks: ChunkFold | None = None, arrivals: Arrivals = token_arrivals) -> CellResult:
+    """The cell's result from its measured records, its telemetry sources' results over the window, the
+    client's health and the incidents the caller saw; judged by `max_failed_fraction`. With `verify` (on),
+    its verification records (`verified`) against the reference named `reference` fill `correctness`; with
+    latency targets (`slo`) its attainment and goodput, counting the `not_sent` measured requests as not good.
+    `chunks`: the fold of the records' chunks, when the cell made one as it ran (their lists then read back
+    through `arrivals`)."""
     flat = figures(key, records, sources, client, chunks, arrivals) | {"max_failed_fraction": max_failed_fraction}
     flat["failed_fraction"] = failed_fraction(flat)
     result = from_json(flat | {"incidents": []})
+    if slo is not None and slo.enabled:
+        result.slo = Slo(**slo_figures(records, slo.slo_targets, slo.slo_attainment, flat["duration_s"], not_sent))
     warnings = [w for r in sources for w in r.warnings]
     for w in warnings:
         if w.startswith(TELEMETRY_LOST):
@@ -54,7 +68,11 @@ def build_cell(key: CellKey, records: Sequence[Record], sources: Sequence[Source
     for found in (*request_incidents(flat), *incidents):
         result.add(found.kind, found.reason)
     if client and client.get("saturated"):
-        result.add(IncidentKind.CLIENT_SATURATED, saturation_note(client))
+        result.add(IncidentKind.CLIENT_SATURATED, saturation_note(client, key.as_dict()))
+    if verify is not None and verify.enabled:
+        result.correctness = correctness_part(verified, verify, reference, flat.get("output_tokens") or 0)
+        for found in correctness_incidents(result.correctness):
+            result.add(found.kind, found.reason)
     return result
 
 

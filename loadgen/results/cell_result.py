@@ -12,28 +12,24 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from loadgen.metrics.client_health import saturation_note
 from loadgen.names import CellStatus
 from loadgen.record import CellKey, cell_key
+from loadgen.results.fields_doc import doc
 from loadgen.results.incidents import Incident, IncidentKind, Verdict, finished, judge
+from loadgen.results.slo_part import Slo
 
 Figures = dict[str, Any]  # a distribution {mean, p50, …, samples} or another block of figures, documented per field
-
-
-def doc(text: str, unit: str = "", default: Any = None, optional: bool = False) -> Any:
-    """A field with its documentation (docs/results.md) and a default; an `optional` one is written only when
-    it has a value (figures of one kind of load)."""
-    meta = {"doc": text, "unit": unit, "optional": optional}
-    if isinstance(default, list | dict):
-        return field(default_factory=type(default), metadata=meta)
-    return field(default=default, metadata=meta)
 
 
 @dataclass
 class Requests:
     """How many requests the cell measured and how they ended."""
 
-    requests: Figures = doc("{ok, failed, by_outcome}: every measured request counts once, under its outcome "
-                            "(failed counts every outcome but ok, cancelled included)", "requests", {})
+    requests: Figures = doc("{ok, failed, cancelled, by_outcome}: every measured request counts once, under "
+                            "its outcome; cancelled = cut short by the client (an interrupt, a worker that died), "
+                            "failed = every other outcome but ok (older files have no cancelled: failed "
+                            "counts them there)", "requests", {})
     requests_not_sent: int | None = doc("measured requests never sent (an interrupt or a server that went away "
                                         "stopped the cell early); null for duration-bound cells", "requests")
     max_failed_fraction: float | None = doc("the --max-failed-fraction the cell was judged by", "fraction")
@@ -130,6 +126,22 @@ class Telemetry:
 
 
 @dataclass
+class Noise:
+    """How far the key figures can be trusted: their confidence intervals, and the repeats (--repeat)."""
+
+    intervals: Figures | None = doc("{figure: [low, high]}: the 95 % confidence interval of each key figure, "
+                                    "named by its path (output_tok_s, request_tok_s.mean, ttft_s.p50, "
+                                    "e2e_s.mean, accept_length.value); a percentile bootstrap over the ok "
+                                    "requests, or Student's t over the repeats (definitions.md#noise)",
+                                    "the figure's", optional=True)
+    interval_method: Figures | None = doc("{method: bootstrap | t over repeats, level, resamples, seed, "
+                                          "samples}: how `intervals` were made", optional=True)
+    repeats: Figures | None = doc("--repeat N: {n, values: {figure: [each repeat's value]}, windows: [each "
+                                  "repeat's window]}; the key figures are then the mean over the repeats, the "
+                                  "other figures the last repeat's", optional=True)
+
+
+@dataclass
 class CellResult:
     """One cell of the matrix, every figure in its part; status and error judged from `incidents`."""
 
@@ -142,8 +154,9 @@ class CellResult:
     throughput: Throughput = field(default_factory=Throughput)
     accept: AcceptLength = field(default_factory=AcceptLength)
     telemetry: Telemetry = field(default_factory=Telemetry)
+    noise: Noise = field(default_factory=Noise)
     gpu: Figures | None = None  # room for the GPU verdict
-    slo: Figures | None = None  # room for latency targets and goodput
+    slo: Slo | None = None  # latency targets and goodput (--slo)
     correctness: Figures | None = None  # room for output verification
     incidents: list[Incident] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # notes that are not incidents (telemetry sources)
@@ -185,8 +198,9 @@ class CellResult:
 
 
 PARTS = {"requests": Requests, "load": Load, "prompts": Prompts, "latency": Latency, "throughput": Throughput,
-         "accept": AcceptLength, "telemetry": Telemetry}
+         "accept": AcceptLength, "telemetry": Telemetry, "noise": Noise}
 RESERVED = ("gpu", "slo", "correctness")
+TYPED_RESERVED = {"slo": Slo}  # reserved parts filled with a typed part: written by its to_json, read by from_json
 KEY_FIELDS = ("context_tokens", "concurrency", "request_rate")
 JUDGED = ("status", "error", "warnings", "incidents")
 
@@ -206,11 +220,20 @@ def to_json(result: CellResult) -> dict:
         values = getattr(result, part)
         out.update({f.name: getattr(values, f.name) for f in fields(values)
                     if _written(getattr(values, f.name), f.metadata["optional"] or not measured)})
-    out.update({name: getattr(result, name) for name in RESERVED if getattr(result, name) is not None})
+    out.update({name: _reserved_json(getattr(result, name)) for name in RESERVED if getattr(result, name) is not None})
     verdict = result.verdict
     out |= {"status": verdict.status, "error": verdict.error, "warnings": [*verdict.notes, *result.warnings],
             "incidents": [i.to_json() for i in result.incidents]}
     return out | result.extra
+
+
+def _reserved_json(value: Any) -> Any:
+    return value.to_json() if hasattr(value, "to_json") else value
+
+
+def _reserved(name: str, value: Any) -> Any:
+    typed = TYPED_RESERVED.get(name)
+    return typed.from_json(value) if typed is not None and isinstance(value, dict) else value
 
 
 def _written(value: Any, optional: bool) -> bool:
@@ -230,7 +253,7 @@ def from_json(data: dict) -> CellResult:
         elif name not in (*KEY_FIELDS, *JUDGED, *RESERVED, "run_id"):
             extra[name] = value
     result = CellResult(key, data.get("run_id"), **{p: PARTS[p](**v) for p, v in parts.items()},
-                        **{name: data.get(name) for name in RESERVED}, extra=extra)
+                        **{name: _reserved(name, data.get(name)) for name in RESERVED}, extra=extra)
     if "incidents" in data:
         result.incidents = [Incident.from_json(i) for i in data["incidents"]]
         if data.get("status", result.status) != result.status:  # a status set by hand (or by another tool)
@@ -252,7 +275,7 @@ def legacy_incidents(data: dict) -> list[Incident]:
                               f"stopped early: {data['requests_not_sent']} measured requests not sent"))
     client = data.get("client") or {}
     if client.get("saturated"):
-        found.append(Incident(IncidentKind.CLIENT_SATURATED, saturation_note(client)))
+        found.append(Incident(IncidentKind.CLIENT_SATURATED, saturation_note(client, data)))
     return found
 
 
@@ -265,9 +288,3 @@ def _stored_verdict(data: dict) -> list[Incident]:
     if status != CellStatus.OK:
         return [Incident(IncidentKind.RECORDED, data.get("error") or str(status))]
     return []
-
-
-def saturation_note(client: dict) -> str:
-    """The note of a cell whose client fell behind: 'CLIENT SATURATED (event-loop lag …) add --workers'."""
-    return "CLIENT SATURATED (" + "; ".join(client.get("reasons", [])) + ") add --workers"
-

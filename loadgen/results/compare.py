@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+import textwrap
 from dataclasses import dataclass, field
 
 import orjson
@@ -17,14 +18,18 @@ from loadgen.names import CellStatus
 from loadgen.record import cell_key
 from loadgen.results import category_compare
 from loadgen.results import text_table as tt
+from loadgen.results.best import mark_best
 from loadgen.results.cell_result import from_json
-from loadgen.results.cell_status import problem
+from loadgen.results.cell_status import not_best, problem
+from loadgen.results.goodput_rank import goodput_ranking
 from loadgen.results.schema import SWEEP_SCHEMA
+from loadgen.results.slo_part import attainment_text
 from loadgen.results.text_table import Column
 
 # metric → (column title, how to read it from a cell, better: "high" | "low")
 METRICS = {
     "out_tok_s": ("out tok/s", lambda c: c.get("output_tok_s"), "high"),
+    "good_tok_s": ("good tok/s", lambda c: (c.get("slo") or {}).get("good_output_tok_s"), "high"),
     "req_tok_s": ("req tok/s", lambda c: (c.get("request_tok_s") or {}).get("mean"), "high"),
     "ttft_p50_s": ("TTFT p50 ms", lambda c: (c.get("ttft_s") or {}).get("p50"), "low"),
     "accept": ("accept", lambda c: (c.get("accept_length") or {}).get("value"), "high"),
@@ -32,6 +37,16 @@ METRICS = {
     "j_per_token": ("J/tok", lambda c: (c.get("power") or {}).get("j_per_output_token"), "low"),
 }
 SPEEDUPS = ("out_tok_s", "req_tok_s")
+# metric → the path of its confidence interval in the cell's `intervals` (metrics without one: power, energy)
+INTERVALS = {"out_tok_s": "output_tok_s", "req_tok_s": "request_tok_s.mean", "ttft_p50_s": "ttft_s.p50",
+             "accept": "accept_length.value"}
+SLO_METRICS = ("good_tok_s",)  # shown only where some cell was measured with --slo
+
+
+def shown_metrics(rows: list[dict]) -> list[str]:
+    """The METRICS a comparison of `rows` shows: the SLO's only when a row has SLO figures."""
+    slo = any(row.get("slo") for row in rows)
+    return [m for m in METRICS if slo or m not in SLO_METRICS]
 
 
 @dataclass
@@ -114,40 +129,37 @@ def pick_baseline(runs: list[Run], baseline: str | None) -> int:
                      f"{', '.join(r.name for r in runs)} (or a position 1..{len(runs)})")
 
 
+def _row(r: Run, key, cell: dict, base: Run) -> dict:
+    """The comparison row of one configuration's cell (see `comparison`)."""
+    why = problem(cell)  # failed, or too many failed requests: marked, never best
+    ok = why is None
+    row = {"context_tokens": key[0], "concurrency": key[1], "request_rate": key[2] or None, "config": r.name,
+           "status": "ok" if ok else "failed", "error": why, "not_best": not_best(cell) if ok else why,
+           "slo": cell.get("slo"), "baseline": r is base, "best": [], "noise": [], "intervals": {}, "repeated": bool(cell.get("repeats"))}
+    for m, (_, get, _) in METRICS.items():
+        row[m] = get(cell) if ok else None
+        if ok and m in INTERVALS:
+            row["intervals"][m] = (cell.get("intervals") or {}).get(INTERVALS[m])
+    base_cell = base.cells.get(key)
+    for m in SPEEDUPS:
+        b = METRICS[m][1](base_cell) if base_cell and problem(base_cell) is None else None
+        row[m + "_x"] = row[m] / b if row[m] is not None and b else None
+    return row
+
+
 def comparison(runs: list[Run], base: int = 0) -> list[dict]:
     """One row per cell × configuration, cells in (context, concurrency) order.
 
-    Each row: context_tokens, concurrency, config, status, error, one value per METRICS key (None when the
-    cell lacks it or failed), `<metric>_x` = value / baseline's value for SPEEDUPS, and `best`: the metrics
-    in which this configuration is the best of the cell (high or low per METRICS)."""
+    Each row: context_tokens, concurrency, config, status, error, not_best (why it may not be best: failed,
+    client saturated; `cell_status.not_best`), one value per METRICS key (None when the cell lacks it or
+    failed) with its 95 % interval (`intervals`), `<metric>_x` = value / baseline's value for SPEEDUPS,
+    `best`: the metrics in which this configuration is the best of the cell beyond noise, and `noise`: those
+    in which it is within noise of the cell's leader (no best named; `mark_best`)."""
     keys = sorted({k for r in runs for k in r.cells})
     rows = []
     for key in keys:
-        group = []
-        for r in runs:
-            cell = r.cells.get(key)
-            if cell is None:
-                continue
-            why = problem(cell)  # failed, or too many failed requests: marked, never best
-            ok = why is None
-            row = {"context_tokens": key[0], "concurrency": key[1], "request_rate": key[2] or None, "config": r.name,
-                   "status": "ok" if ok else "failed", "error": why,
-                   "baseline": r is runs[base], "best": []}
-            for m, (_, get, _) in METRICS.items():
-                row[m] = get(cell) if ok else None
-            base_cell = runs[base].cells.get(key)
-            for m in SPEEDUPS:
-                b = METRICS[m][1](base_cell) if base_cell and problem(base_cell) is None else None
-                row[m + "_x"] = row[m] / b if row[m] is not None and b else None
-            group.append(row)
-        for m, (_, _, better) in METRICS.items():
-            values = [r[m] for r in group if r[m] is not None]
-            if len(values) < 2:
-                continue
-            top = max(values) if better == "high" else min(values)
-            for r in group:
-                if r[m] == top:
-                    r["best"].append(m)
+        group = [_row(r, key, r.cells[key], runs[base]) for r in runs if key in r.cells]
+        mark_best(group, {m: better for m, (_, _, better) in METRICS.items()})
         rows += group
     return rows
 
@@ -162,7 +174,7 @@ def _metric(m: str):
         if v is None:
             return tt.MISSING
         shown = tt.fmt_ms(v) if m == "ttft_p50_s" else format(v, SHOWN.get(m, ".1f"))
-        return shown + ("*" if m in row["best"] else " ")
+        return shown + ("*" if m in row["best"] else "~" if m in row["noise"] else " ")
     return text
 
 
@@ -175,12 +187,18 @@ def _load(row: dict) -> str:
     return f"{row['request_rate']:g}/s" if row.get("request_rate") else str(row["concurrency"])
 
 
-def _note(row: dict) -> str:
-    return "" if row["status"] == CellStatus.OK else f"{row['status'].upper()}: {row['error'] or ''}"
+def row_note(row: dict) -> str:
+    if row["status"] != CellStatus.OK:
+        return f"{row['status'].upper()}: {row['error'] or ''}"
+    return f"never best: {row['not_best']}" if row["not_best"] else ""
+
+
+def _slo(row: dict) -> str:
+    return attainment_text(row.get("slo")) or tt.MISSING
 
 
 COLUMNS = [
-    Column("ctx", 6, lambda row: str(row["context_tokens"])),
+    tt.CONTEXT,
     Column("conc", 5, _load),
     Column("configuration", -24, lambda row: row["config"] + (" (base)" if row["baseline"] else "")),
     Column("out tok/s", 10, _metric("out_tok_s")),
@@ -191,47 +209,73 @@ COLUMNS = [
     Column("accept", 7, _metric("accept")),
     Column("W", 6, _metric("power_w")),
     Column("J/tok", 7, _metric("j_per_token")),
-    Column("note", 0, _note),
+    Column("note", 0, row_note),
 ]
+
+
+SLO_COLUMNS = [Column("good tok/s", 10, _metric("good_tok_s")), Column("SLO", 9, _slo)]
+
+
+def columns(rows: list[dict]) -> list[Column]:
+    """The comparison's columns: with SLO figures in any row, good tok/s and the attainment follow out tok/s."""
+    return [*COLUMNS[:5], *SLO_COLUMNS, *COLUMNS[5:]] if any(row.get("slo") for row in rows) else COLUMNS
 
 
 def render_text(rows: list[dict]) -> str:
     """Rows grouped by cell (a blank line between cells; a cell's context and load shown on its first row)."""
-    out = [tt.header(COLUMNS).rstrip()]
+    cols = columns(rows)
+    out = [tt.header(cols).rstrip()]
     prev = None
     for row in rows:
         key = (row["context_tokens"], row["concurrency"], row.get("request_rate"))
-        cells = tt.texts(COLUMNS, row)
+        cells = tt.texts(cols, row)
         if key == prev:
             cells[0] = cells[1] = ""
         elif prev is not None:
             out.append("")
         prev = key
-        out.append(tt.join(COLUMNS, cells).rstrip())
-    out.append("* best of the cell (highest tok/s and accept length; lowest TTFT, W and J/token); "
-               "vs base = value / the baseline's")
+        out.append(tt.join(cols, cells).rstrip())
+    out += [w for line in legend(rows, "*") for w in textwrap.wrap(line, 120)]
     return "\n".join(out)
 
 
+def legend(rows: list[dict], mark: str) -> list[str]:
+    """The lines under the comparison: what the marks mean and, when some figure is within noise, how many."""
+    slo = any(r.get("slo") for r in rows)
+    lines = [f"{mark} best of the cell beyond noise (highest tok/s{', good tok/s' if slo else ''} and accept length; "
+             "lowest TTFT, W and J/token; its 95 % interval clear of every other's"
+             f"{'; a cell that missed its SLO is never best' if slo else ''}); ~ within noise of the cell's leader: "
+             "no best named; vs base = value / the baseline's"]
+    cells = {(cell_key(r), m) for r in rows for m in r["noise"]}
+    named = {(cell_key(r), m) for r in rows for m in r["best"]}
+    if cells:
+        lines.append(f"within noise: {len(cells)} of {len(cells) + len(named)} compared figures are tied or differ "
+                     "less than their 95 % intervals, so no best is named for them")
+    if any(any(r["intervals"].values()) and not r["repeated"] for r in rows):
+        lines.append("one measurement per cell: its intervals hold the noise between requests, not between runs "
+                     "(server state, a busy machine); --repeat 3 measures that too")
+    return lines
+
+
 def render_markdown(rows: list[dict]) -> str:
-    head = [c.header for c in COLUMNS]
+    cols = columns(rows)
+    head = [c.header for c in cols]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
-        cells = [f"**{c.strip()[:-1]}**" if c.strip().endswith("*") else c.strip() for c in tt.texts(COLUMNS, row)]
+        cells = [f"**{c.strip()[:-1]}**" if c.strip().endswith("*") else c.strip() for c in tt.texts(cols, row)]
         out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
-    out += ["", "**bold**: best of the cell (highest tok/s and accept length; lowest TTFT, W and J/token); "
-            "vs base = value / the baseline's"]
+    out += ["", *legend(rows, "**bold**:")]
     return "\n".join(out)
 
 
 def render_csv(rows: list[dict]) -> str:
     fields = ["context_tokens", "concurrency", "config", "status", *METRICS, *(m + "_x" for m in SPEEDUPS),
-              "best", "error"]
+              "best", "noise", "error"]
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
     w.writeheader()
     for row in rows:
-        w.writerow(row | {"best": " ".join(row["best"])})
+        w.writerow(row | {"best": " ".join(row["best"]), "noise": " ".join(row["noise"])})
     return buf.getvalue()
 
 
@@ -239,4 +283,5 @@ def compare_table(runs: list[Run], baseline: str | None, fmt: str = "text") -> s
     rows = comparison(runs, pick_baseline(runs, baseline))
     text = {"text": render_text, "md": render_markdown, "csv": render_csv}[fmt](rows)
     by_category = category_compare.render(runs, pick_baseline(runs, baseline)) if fmt == "text" else None
-    return text + "\n" + by_category if by_category else text
+    ranking = goodput_ranking(runs) if fmt == "text" else None
+    return "\n".join(t for t in (text, by_category, ranking) if t)

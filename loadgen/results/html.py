@@ -43,6 +43,10 @@ CAPTIONS = {
                  "compute-bound). Bottom: energy per output token. Lower is better.",
     "accept_categories.png": "Accept length per prompt category.",
     "open_loop.png": "Open-loop cells against their scheduled request rate; latency from the intended send.",
+    "pareto.png": "Each configuration's concurrencies as points of interactivity (mean per-request tok/s) and "
+                  "throughput (aggregate output tok/s); the dashed line is the Pareto frontier: no point beats one "
+                  "on it in both. With --slo, filled points met the SLO, hollow ones missed, and the frontier "
+                  "joins only those that met it; a TPOT target is the dotted line of the interactivity it implies.",
 }
 
 
@@ -67,7 +71,8 @@ def _winner(group: list[dict], m: str, colors: dict) -> str:
     colour) and the margin over the next."""
     best = [r for r in group if m in r["best"]]
     if not best:
-        return "-"
+        close = [r["config"] for r in group if m in r["noise"]]
+        return text(f"within noise: {', '.join(close)}") if close else "-"
     others = sorted((r for r in group if r[m] is not None and m not in r["best"]), key=lambda r: r[m],
                     reverse=compare.METRICS[m][2] == "high")
     names = ", ".join(el("span", swatch(colors.get(r["config"])) + text(r["config"]), class_="who") for r in best)
@@ -85,15 +90,17 @@ def winners_table(runs: list[Run], base: int) -> str:
     keys = list(dict.fromkeys(_key(r) for r in rows))
     cells = {(r.name, k): c for r in runs for k, c in r.cells.items()}
     any_failed = any(problem(c) for c in cells.values())
+    shown = compare.shown_metrics(rows)
+    metrics = [m for m in ("good_tok_s", *WINNER_METRICS) if m in shown]  # with --slo, goodput first
     head = el("thead", el("tr", el("th", "prompt") + el("th", "load") + "".join(
         el("th", text(compare.METRICS[m][0] + (" (high)" if compare.METRICS[m][2] == "high" else " (low)")))
-        for m in WINNER_METRICS) + (el("th", "not usable") if any_failed else "")))
+        for m in metrics) + (el("th", "not usable") if any_failed else "")))
     colors = config_colors(runs)
     body = []
     for key in keys:
         group = [r for r in rows if _key(r) == key]
         tds = [el("td", text(prompt_text(key[0])), class_="num"), el("td", text(load_text(key)), class_="num")]
-        tds += [el("td", _winner(group, m, colors), data_metric=m) for m in WINNER_METRICS]
+        tds += [el("td", _winner(group, m, colors), data_metric=m) for m in metrics]
         if any_failed:
             failed = [r["config"] for r in group if problem(cells[(r["config"], key)])]
             tds.append(el("td", text(", ".join(failed)), class_="note"))
@@ -103,11 +110,13 @@ def winners_table(runs: list[Run], base: int) -> str:
 
 
 def _winners_section(runs: list[Run], base: int) -> str:
-    if not any(row["best"] for row in compare.comparison(runs, base)):
+    if not any(row["best"] or row["noise"] for row in compare.comparison(runs, base)):
         return el("p", text("No cell was measured usably by two or more configurations: nothing to rank. The "
                             "figures are in the matrices below."), class_="sub")
-    return el("p", text(f"Best of each cell among the usable cells; the full figures and speed-ups against "
-                        f"{runs[base].name} are in the comparison below."), class_="sub") + winners_table(runs, base)
+    return el("p", text(f"Best of each cell beyond noise (its 95 % interval clear of every other's) among the "
+                        f"usable cells whose client kept up; \"within noise\" names the configurations no "
+                        f"measurement tells apart. The full figures and speed-ups against {runs[base].name} are "
+                        f"in the comparison below."), class_="sub") + winners_table(runs, base)
 
 
 def _key(row: dict) -> tuple:

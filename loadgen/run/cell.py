@@ -17,7 +17,7 @@ import aiohttp
 from loadgen.client.api import RequestOptions
 from loadgen.config import RunConfig
 from loadgen.metrics.cell import send_lateness
-from loadgen.names import Phase
+from loadgen.names import Phase, SloMetric
 from loadgen.record import CellKey, Record
 from loadgen.results.build_cell import build_cell
 from loadgen.results.cell_result import CellResult
@@ -27,8 +27,9 @@ from loadgen.run.drivers import Driver
 from loadgen.run.monitor import LoopMonitor
 from loadgen.run.progress import Progress
 from loadgen.run.transport import Transport
+from loadgen.run.verify import Verifier, VerifyingSender
 from loadgen.schedule.cell_run import CellRun, LoadOutcome, StopToken
-from loadgen.schedule.jobs import JobList
+from loadgen.schedule.jobs import Inserted, JobList
 from loadgen.sinks.base import Sink
 from loadgen.telemetry.base import TelemetrySource
 from loadgen.workload.prompts import PromptBuilder
@@ -41,7 +42,8 @@ class CellMeasurer:
     """Measures cells of one run with the parts it is given."""
 
     def __init__(self, cfg: RunConfig, run_id: str, prompts: PromptBuilder, driver: Driver, transport: Transport,
-                 sinks: list[Sink], telemetry: list[SourceFactory], control: RunControl, progress: Progress):
+                 sinks: list[Sink], telemetry: list[SourceFactory], control: RunControl, progress: Progress,
+                 verifier: Verifier | None = None):
         self.cfg = cfg
         self.run_id = run_id
         self.prompts = prompts
@@ -51,26 +53,33 @@ class CellMeasurer:
         self.telemetry = telemetry
         self.control = control
         self.progress = progress
+        self.verifier = verifier
         self.model = prompts.model
 
-    async def jobs(self, cell: CellKey) -> JobList:
-        """Warmup and measured jobs; a duration-bound cell reuses its sized prompts under new numbers."""
+    async def jobs(self, cell: CellKey) -> JobList | Inserted:
+        """Warmup and measured jobs (and the verification jobs, `--verify`); a duration-bound cell reuses its
+        sized prompts under new numbers."""
         cfg = self.cfg
         planned = self.driver.planned_requests(cell)
         n_total = cfg.warmup + (max(planned, DURATION_JOBS) if cfg.duration_per_cell_s else planned)
         opts = RequestOptions(model=self.model, max_tokens=cfg.max_tokens, temperature=cfg.temperature,
                               ignore_eos=cfg.ignore_eos)
         bodies, categories = await self.prompts.bodies(cell, min(n_total, planned + cfg.warmup), opts)
-        return JobList(bodies, n_total, cfg.warmup, categories=categories)
+        jobs = JobList(bodies, n_total, cfg.warmup, categories=categories)
+        return self.verifier.jobs(jobs, cfg.warmup) if self.verifier is not None else jobs
 
-    def cell_run(self, session: aiohttp.ClientSession, cell: CellKey, jobs: JobList, attempt: int,
-                 measured: CellRecords, stop: StopToken) -> CellRun:
+    def cell_run(self, session: aiohttp.ClientSession, cell: CellKey, jobs: JobList | Inserted, attempt: int,
+                 measured: CellRecords, stop: StopToken, repeat: int = 0,
+                 verified: list[Record] | None = None) -> CellRun:
         def on_record(rec: Record) -> None:
-            rec.category = jobs.category(rec.seq)
+            rec.category = jobs.category(rec.seq) if rec.phase != Phase.VERIFY else None
+            rec.repeat = repeat
             for s in self.sinks:
                 s.record(rec)
             if rec.phase == Phase.MEASURE:
                 measured.keep(rec)
+            elif rec.phase == Phase.VERIFY and verified is not None:
+                verified.append(rec)
             self.progress.add(rec)
 
         def on_sent() -> None:
@@ -80,43 +89,58 @@ class CellMeasurer:
         deadline = None
         if self.cfg.duration_per_cell_s:
             deadline = time.monotonic_ns() + int(self.cfg.duration_per_cell_s * 1e9)
-        return CellRun(self.run_id, cell, jobs, self.transport.sender(session), on_sent, on_record, deadline,
+        send = self.transport.sender(session)
+        if self.verifier is not None:
+            send = VerifyingSender(send, self.verifier, session)
+        return CellRun(self.run_id, cell, jobs, send, on_sent, on_record, deadline,
                        attempt=attempt, warmup=self.cfg.warmup, stop=stop)
 
     async def measure(self, session: aiohttp.ClientSession, cell: CellKey, attempt: int = 0,
-                      stop: StopToken | None = None) -> tuple[CellResult, LoadOutcome]:
-        """One attempt at the cell, its load stopped early through `stop`: its result, and what its load did."""
+                      stop: StopToken | None = None, repeat: int = 0) -> tuple[CellResult, LoadOutcome]:
+        """One attempt at the cell (its `repeat`-th measurement), its load stopped early through `stop`: its
+        result, and what its load did."""
         jobs = await self.jobs(cell)
-        measured = CellRecords()
+        # an ITL target judges each request by its own chunks after the load: such a cell keeps them
+        measured = CellRecords(keep_chunks=SloMetric.ITL in self.cfg.slo.slo_targets)
         try:
-            return await self._measure(session, cell, jobs, attempt, measured, stop)
+            return await self._measure(session, cell, jobs, attempt, measured, stop, repeat)
         finally:
             measured.close()
 
-    async def _measure(self, session: aiohttp.ClientSession, cell: CellKey, jobs: JobList, attempt: int,
-                       measured: CellRecords, stop: StopToken | None) -> tuple[CellResult, LoadOutcome]:
-        run = self.cell_run(session, cell, jobs, attempt, measured, stop or StopToken(self.control.token))
+    async def _measure(self, session: aiohttp.ClientSession, cell: CellKey, jobs: JobList | Inserted,
+                       attempt: int, measured: CellRecords, stop: StopToken | None,
+                       repeat: int) -> tuple[CellResult, LoadOutcome]:
+        verified: list[Record] = []
+        run = self.cell_run(session, cell, jobs, attempt, measured, stop or StopToken(self.control.token), repeat,
+                            verified)
         await self.transport.before_cell(session, cell, len(jobs))
         for s in self.sinks:
             s.cell_started(cell, self.run_id)
         self.progress.reset(cell.label(), 0 if self.cfg.duration_per_cell_s else len(jobs))
         await self.driver.warm_up(run, cell)
         results, client = await self.measured_window(run, cell, measured)
+        outcome = run.cell_outcome()
+        not_sent = 0 if self.cfg.duration_per_cell_s else outcome.measured_not_sent
+        v = self.verifier
         records = measured.records()
         result = build_cell(cell, records, results, client, max_failed_fraction=self.cfg.max_failed_fraction,
+                            verified=verified, verify=self.cfg.verify if v else None,
+                            reference=v.reference_name if v else "", slo=self.cfg.slo, not_sent=not_sent,
                             chunks=measured.fold, arrivals=measured.spill.arrivals)
         self.driver.finish(cell, result, records)
-        return result, run.cell_outcome()
+        return result, outcome
 
     async def measured_window(self, run: CellRun, cell: CellKey, measured: CellRecords):
         """The measured load with telemetry and self-monitoring open around it; (source results, client
         health)."""
         sources = [f() for f in self.telemetry]
-        monitor = LoopMonitor()
-        monitor.start()
         for src in sources:
             await src.start()
+        # the client is judged over its load only: the sources' first and last scrapes are not its work
+        monitor = LoopMonitor()
+        monitor.start()
         drawer = asyncio.create_task(self.progress.redraw())
+        client = None
         try:
             load = asyncio.ensure_future(self.driver.drive(run, cell))
             self.control.loading_cell(load, run.cell_outcome)
@@ -125,9 +149,12 @@ class CellMeasurer:
             await asyncio.wait([load])
             if not load.cancelled():
                 load.result()
+            lateness_p99 = send_lateness(measured.records()).get("p99") if cell.request_rate is not None else None
+            client = await monitor.stop(lateness_p99)
         finally:
             drawer.cancel()
+            if client is None:  # the load raised: the sampler stops with it
+                await monitor.stop()
             self.progress.clear()
             results = [await src.stop() for src in sources]
-        lateness_p99 = send_lateness(measured.records()).get("p99") if cell.request_rate is not None else None
-        return results, await monitor.stop(lateness_p99)
+        return results, client

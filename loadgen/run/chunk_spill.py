@@ -101,7 +101,8 @@ class CellRecords:
     BATCH = 64
     BATCH_CHUNKS = 4096  # or fewer records, when they are long: the batch's arrays stay small
 
-    def __init__(self):
+    def __init__(self, keep_chunks: bool = False):
+        self.keep_chunks = keep_chunks  # a figure reads each request's chunks after the load: they stay in it
         self.columns = RecordColumns()
         self.fold = ChunkFold()
         self.spill = ChunkSpill()
@@ -123,8 +124,8 @@ class CellRecords:
         batch, self._batch, self._batch_chunks = self._batch, [], 0
         ok = [rec for rec in batch if rec.ok]
         self.fold.add(ok)
-        moving = [rec for rec in ok if movable(rec)]
-        self.spill.move(moving)
+        if not self.keep_chunks:
+            self.spill.move([rec for rec in ok if movable(rec)])
         for rec in batch:
             self.columns.append(rec)
 
