@@ -184,3 +184,18 @@ def test_a_run_over_the_open_file_limit_says_so_before_any_load():
         "loadgen: error: --concurrency 1000: one process would hold 1000 streams, but the open-file limit 512 "
         "lets a process hold 448; use --workers 3, or raise the hard limit (ulimit -Hn as root, LimitNOFILE= "
         "for a systemd unit, docker --ulimit nofile=)"]
+
+
+@pytest.mark.unit
+def test_a_cell_that_reads_each_requests_chunks_later_keeps_them():
+    whole = _closed_loop(100)
+    kept = CellRecords(keep_chunks=True)
+    for r in copy.deepcopy(whole):
+        kept.keep(r)
+    try:
+        records = kept.records()
+        assert not any(chunks_elsewhere(r) for r in records)
+        assert [itl_pairs(r) for r in records] == [itl_pairs(r) for r in whole]
+        assert summarize(records, kept.fold, kept.spill.arrivals) == summarize(whole)
+    finally:
+        kept.close()
