@@ -75,7 +75,7 @@ class WorkerCell:
         self.load = asyncio.ensure_future(closed_loop(self.run, self.slots, self.pause))
         await asyncio.wait([self.load])
         client = await monitor.stop()
-        client["lags"] = monitor.lags
+        client["lags"] = monitor.lags.tolist()
         self.out(wire.Done(client=client, unsent=len(self.run.outcome().unsent)))
 
     def cancel(self) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from array import array
 from collections.abc import Callable
 
 from loadgen.aio import cancel_and_wait
@@ -47,7 +48,7 @@ class LoopMonitor:
 
     def __init__(self, interval_s: float = 0.05, on_lag=None):
         self.interval_s = interval_s
-        self.lags: list[float] = []
+        self.lags = array("d")  # 8 bytes a sample (a list of floats: 32)
         self.on_lag = on_lag
         self._task: asyncio.Task | None = None
         self._cpu0 = 0.0
@@ -55,7 +56,7 @@ class LoopMonitor:
         self._wall0 = 0.0
 
     def start(self) -> None:
-        self.lags = []
+        self.lags = array("d")
         self._wait0 = runqueue_wait_s()
         self._cpu0 = time.process_time()
         self._wall0 = time.monotonic()
