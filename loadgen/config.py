@@ -147,6 +147,38 @@ class WorkloadConfig:
 
 
 @dataclass
+class TraceConfig:
+    """Timestamped trace replay (`--trace`, `--trace-speed`; docs/workloads.md): one open-loop cell per speed.
+    Field names are unique across sub-configs: the results' `args` is one flat mapping."""
+
+    trace: str | None = None
+    trace_speeds: list[float] = field(default_factory=lambda: [1.0])
+    trace_rates: list[float] = field(default_factory=list)  # the trace's mean request rate per speed (the cells' keys)
+    trace_max_concurrency: int | None = None  # --max-concurrency: a cap on requests in flight
+
+    @property
+    def enabled(self) -> bool:
+        return self.trace is not None
+
+    def speed_of(self, rate: float | None) -> float:
+        """The speed whose cell has the key rate `rate`."""
+        return self.trace_speeds[self.trace_rates.index(rate)] if rate in self.trace_rates else 1.0
+
+
+@dataclass
+class CancelConfig:
+    """Requests the client closes on purpose (`--cancel-fraction`, `--cancel-after`, `--cancel-after-tokens`)."""
+
+    cancel_fraction: float = 0.0
+    cancel_after_s: float | None = None
+    cancel_after_tokens: int | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.cancel_fraction > 0
+
+
+@dataclass
 class RunConfig:
     url: str | None
     api: Api = Api.OPENAI_CHAT
@@ -177,14 +209,20 @@ class RunConfig:
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
     exporter: ExporterConfig = field(default_factory=ExporterConfig)
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
+    trace: TraceConfig = field(default_factory=TraceConfig)
+    cancel: CancelConfig = field(default_factory=CancelConfig)
 
     def requests_for(self, concurrency: int) -> int:
         return self.requests_per_cell or default_requests_per_cell(concurrency)
 
     def cells(self) -> list[CellKey]:
         """The matrix, in order: for each prompt length, each concurrency (closed loop) or each rate (open
-        loop, concurrency = the cap or 0; a ramp is one cell at its top rate)."""
+        loop, concurrency = the cap or 0; a ramp is one cell at its top rate; a trace, one cell per speed at the
+        trace's mean rate)."""
         o = self.open_loop
+        if self.trace.enabled:
+            t = self.trace
+            return [CellKey(0, t.trace_max_concurrency or 0, request_rate=r) for r in t.trace_rates]
         if not o.enabled:
             return [CellKey(ctx, c) for ctx in self.contexts for c in self.concurrency]
         rates = [o.ramp.r1] if o.ramp else o.request_rate
@@ -212,7 +250,7 @@ class RunConfig:
 
     def public_args(self) -> dict:
         """The arguments as stored in results, one flat mapping (the key itself is never part of them)."""
-        subs = ("open_loop", "telemetry", "faults", "parallel", "exporter", "workload")
+        subs = ("open_loop", "telemetry", "faults", "parallel", "exporter", "workload", "trace", "cancel")
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in subs}
         for name in subs:
             d.update(_public(getattr(self, name)))

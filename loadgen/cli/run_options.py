@@ -36,7 +36,7 @@ def run_parser() -> argparse.ArgumentParser:
         description="Measure an LLM server over a matrix of concurrency × prompt length "
                     "(subcommands: sim, sweep, compare, report, merge).")
     for add in (target_options, matrix_options, output_options, sim_options, telemetry_options,
-                open_loop_options, workload_options, server_down_options, interrupt_options, client_options, exporter_options,
+                open_loop_options, workload_options, replay_options, server_down_options, interrupt_options, client_options, exporter_options,
                 power_limit_options, trust_options):
         add(p)
     return p
@@ -163,6 +163,24 @@ def workload_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-request-rate", type=float, metavar="R",
                    help="closed loop: start at most R requests in any 1 s window (a shared endpoint's rate limit); "
                         "the cell reports the achieved rate and the time spent throttled")
+
+
+def replay_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("trace replay and cancellation (see docs/workloads.md)")
+    g.add_argument("--trace", metavar="FILE",
+                   help="send requests at the timestamps of FILE: Mooncake JSONL (timestamp ms, input_length, "
+                        "output_length, hash_ids of 512-token blocks) or the same without hash_ids as JSONL or "
+                        "CSV; exact prompt lengths, the given output lengths (open loop; --max-concurrency caps it)")
+    g.add_argument("--trace-speed", metavar="X[,X...]",
+                   help="replay the trace X times as fast (default 1); a list makes one cell per speed")
+    g.add_argument("--cancel-fraction", type=float, metavar="F",
+                   help="close this share of the measured requests' streams on purpose (evenly spread, seeded); "
+                        "counted apart as abandoned, never as failed (needs --cancel-after or "
+                        "--cancel-after-tokens)")
+    g.add_argument("--cancel-after", type=float, metavar="S",
+                   help="close a chosen request's stream S seconds after it was sent")
+    g.add_argument("--cancel-after-tokens", type=int, metavar="N",
+                   help="close a chosen request's stream once N output tokens have arrived")
 
 
 def server_down_options(p: argparse.ArgumentParser) -> None:

@@ -1,0 +1,66 @@
+"""The trace-replay and cancellation flags (`--trace`, `--trace-speed`, `--cancel-fraction`, `--cancel-after`,
+`--cancel-after-tokens`), checked into a `TraceConfig` and a `CancelConfig`. The trace is read here, so a bad
+row (named `FILE:LINE`) ends the program (exit 2) before anything starts."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from loadgen.cli.checks import parse_float_list
+from loadgen.config import CancelConfig, RunConfig, TraceConfig
+from loadgen.console import log
+from loadgen.errors import UsageError
+from loadgen.workload.textfile import WorkloadError
+from loadgen.workload.trace import load_trace
+
+# flags a trace replaces: (flag, is it given?) — the trace's timestamps are its load and its rows its requests
+_EXCLUDED = (("--dataset", lambda a: a.dataset), ("--prompts", lambda a: a.prompts),
+             ("--request-rate", lambda a: a.request_rate), ("--ramp", lambda a: a.ramp),
+             ("--duration-per-cell", lambda a: a.duration_per_cell), ("--warmup", lambda a: a.warmup),
+             ("--requests-per-cell", lambda a: a.requests_per_cell), ("--shard", lambda a: a.shard),
+             ("--workers", lambda a: a.workers not in (None, "1")))
+
+
+def trace_config(a: argparse.Namespace, cfg: RunConfig) -> TraceConfig:
+    """Reads the trace (bad rows named) and sets the matrix to one cell per speed (in place on `cfg`)."""
+    if not a.trace:
+        if a.trace_speed:
+            raise UsageError("--trace-speed applies to a trace replay; add --trace FILE")
+        return TraceConfig()
+    given = [flag for flag, on in _EXCLUDED if on(a)]
+    if given:
+        raise UsageError(f"--trace sends the trace's own rows at their timestamps; leave out {', '.join(given)}")
+    speeds = parse_float_list("--trace-speed", a.trace_speed) if a.trace_speed else [1.0]
+    if len(set(speeds)) < len(speeds):
+        raise UsageError(f"--trace-speed {a.trace_speed}: a speed appears twice; give each speed once")
+    try:
+        trace = load_trace(a.trace, a.max_bad_rows)
+    except WorkloadError as exc:
+        raise UsageError(str(exc)) from None
+    log(trace.describe())
+    cfg.contexts = [0]
+    return TraceConfig(trace=a.trace, trace_speeds=speeds, trace_rates=[trace.mean_rate(s) for s in speeds],
+                       trace_max_concurrency=a.max_concurrency)
+
+
+def cancel_config(a: argparse.Namespace, cfg: RunConfig) -> CancelConfig:
+    f, after_s, after_tokens = a.cancel_fraction, a.cancel_after, a.cancel_after_tokens
+    if f is None:
+        if after_s is not None or after_tokens is not None:
+            raise UsageError("--cancel-after and --cancel-after-tokens need --cancel-fraction F (the share of "
+                             "requests to close)")
+        return CancelConfig()
+    if not (math.isfinite(f) and 0 < f < 1):
+        raise UsageError(f"--cancel-fraction {f:g}: give a share of the requests between 0 and 1, e.g. 0.25")
+    if (after_s is None) == (after_tokens is None):
+        raise UsageError("--cancel-fraction needs one of --cancel-after S (seconds after the send) or "
+                         "--cancel-after-tokens N (output tokens received)")
+    if after_s is not None and not (math.isfinite(after_s) and after_s > 0):
+        raise UsageError(f"--cancel-after {after_s:g}: must be a finite number of seconds > 0")
+    if after_tokens is not None and after_tokens < 1:
+        raise UsageError(f"--cancel-after-tokens {after_tokens}: must be ≥ 1")
+    if a.workers not in (None, "1") or a.shard:
+        raise UsageError("--cancel-fraction closes streams of this process's requests; leave out --workers and "
+                         "--shard")
+    return CancelConfig(cancel_fraction=f, cancel_after_s=after_s, cancel_after_tokens=after_tokens)
