@@ -96,6 +96,7 @@ class Record:
     category: str | None = None  # the dataset row's category (--dataset), for per-category figures
     attempt: int = 0  # 0, or n when the cell was measured again after the server came back (--on-server-down wait)
     retried_on_new_connection: int = 0  # 1 when a reused connection had been closed by the server (client/h1_sender.py)
+    abandon_after_tokens: int | None = None  # --cancel-after-tokens: the client closes the stream at this many tokens
 
     @property
     def ok(self) -> bool:

@@ -3,7 +3,8 @@
     driver     ClosedLoop | OpenLoop | TraceReplay (--trace), wrapped by WorkerDriver (--workers), ShardPart (--shard),
                AlignedStart (--start-at)
     report     the load's banner and tables: open loop (--request-rate, --ramp, --trace), ceiling (--max-request-rate)
-    transport  H1Transport (default) | AiohttpTransport (--http-client aiohttp)
+    transport  H1Transport (default) | AiohttpTransport (--http-client aiohttp), wrapped by CancellingTransport
+               (--cancel-fraction)
     sinks      JSONL records, the server-down guard, the live exporter (--metrics-port)
     policies   ServerDownPolicy (--on-server-down), Interrupts (--drain-timeout)
     preflight  TelemetryPreflight (requested sources answer), ReadyWait (--wait-ready)
@@ -35,7 +36,7 @@ from loadgen.run.ready_wait import ReadyWait
 from loadgen.run.runner import CellCheck, Runner, RunParts, Service, Table, new_run_id
 from loadgen.run.server_down import ServerDownPolicy, ServerGuard
 from loadgen.run.trace_driver import TraceReplay
-from loadgen.run.transport import AiohttpTransport, H1Transport, Transport
+from loadgen.run.transport import AiohttpTransport, CancellingTransport, H1Transport, Transport
 from loadgen.schedule.throttle import StartGate
 from loadgen.sinks.base import Sink
 from loadgen.sinks.jsonl import JsonlSink, requests_path
@@ -47,7 +48,8 @@ TRANSPORTS: dict[HttpClient, type[Transport]] = {HttpClient.H1: H1Transport, Htt
 def make_transport(cfg: RunConfig, url: str, headers: dict) -> Transport:
     ccfg = ClientConfig(base_url=url, api=cfg.api, timeout_s=cfg.timeout_s, idle_timeout_s=cfg.idle_timeout_s,
                         headers=headers)
-    return TRANSPORTS[cfg.parallel.http_client](ccfg)
+    transport = TRANSPORTS[cfg.parallel.http_client](ccfg)
+    return CancellingTransport(transport, cfg.cancel, cfg.seed) if cfg.cancel.enabled else transport
 
 
 def make_driver(cfg: RunConfig, url: str, headers: dict, transport: Transport, guard: ServerGuard,

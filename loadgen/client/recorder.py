@@ -7,6 +7,8 @@ Both senders (`h1_sender` over the lean HTTP/1.1 client, `aiohttp_sender`) hand 
 - each event with content is one chunk: `chunks += 1`, `chunk_gaps_ns += [now − now of the previous chunk]`,
   `chunk_tokens += [new_tokens]` (the server's running count; one chunk without a count makes the list None:
   only the final total is known); an event that adds tokens without content joins the previous chunk;
+- a record with `abandon_after_tokens` N: the read that brings the output to N tokens (the server's running
+  count, else content chunks) says STOP, so the sender closes the stream, and `finish` records it `abandoned`;
 - `finish`: the server's prompt/completion counts and spec details; outcome "ok" only for a complete stream
   (`StreamState.incomplete_reason`), and when the running counts do not add up to the final completion count
   the final count wins and `chunk_tokens` is None.
@@ -43,7 +45,7 @@ def http_error(status: int, body: bytes) -> str:
 class StreamRecorder:
     """Fills one request's record from its streamed body."""
 
-    __slots__ = ("rec", "state", "parser", "chunk_tokens", "last_token_ns")
+    __slots__ = ("rec", "state", "parser", "chunk_tokens", "last_token_ns", "abandon_at", "abandoned")
 
     def __init__(self, rec: Record, api: Api):
         self.rec = rec
@@ -51,6 +53,8 @@ class StreamRecorder:
         self.parser = SseParser()
         self.chunk_tokens: list[int] | None = []
         self.last_token_ns = 0
+        self.abandon_at = rec.abandon_after_tokens  # close the stream at this many output tokens (None: never)
+        self.abandoned = False
 
     def feed(self, data: bytes, now: int) -> int:
         """Record the events of one read of body bytes; MORE, END or STOP. Raises `ProtocolError` (what came
@@ -84,12 +88,22 @@ class StreamRecorder:
                     break
         finally:
             self.last_token_ns, rec.chunks = last, rec.chunks + chunks
+        if self.abandon_at is not None and said == MORE and self.tokens_so_far() >= self.abandon_at:
+            self.abandoned, said = True, STOP
         return said
+
+    def tokens_so_far(self) -> int:
+        """Output tokens received: the server's running count, else one per content chunk."""
+        state = self.state
+        return state.completion_tokens or 0 if state.running_counts else self.rec.chunks
 
     def finish(self, outcome: Outcome | None, error: str | None) -> Record:
         """End the record: `outcome` and `error` when the request failed, None to judge it by the stream.
         `t_end_ns` is now unless the sender has set it."""
         rec, state, chunk_tokens = self.rec, self.state, self.chunk_tokens
+        if self.abandoned:
+            outcome, error = Outcome.ABANDONED, f"closed by the client after {self.tokens_so_far()} tokens " \
+                                                "(--cancel-after-tokens)"
         if not rec.t_end_ns:
             rec.t_end_ns = time.monotonic_ns()
         rec.t_last_token_ns = self.last_token_ns or None

@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from loadgen.metrics.accept import accept_length_chunks, accept_length_per_request
+from loadgen.metrics.cancel import cancellation_figures
 from loadgen.metrics.category import category_figures, length_distributions
 from loadgen.metrics.connections import retried_on_new_connection
 from loadgen.metrics.open_loop import achieved_request_rate, schedule_request_rate
@@ -30,6 +31,7 @@ from loadgen.metrics.server_counts import cached_fraction, cached_tokens, draft_
 from loadgen.metrics.stats import distribution, mean, percentile, weighted_distribution
 from loadgen.metrics.steady import measured_edges_ns, steady_figures
 from loadgen.metrics.steps import step_figures
+from loadgen.names import Outcome
 from loadgen.record import OUTCOMES, Record
 
 NS = 1e9
@@ -89,10 +91,15 @@ def achieved_concurrency(recs: Sequence[Record], window_s: float) -> float | Non
 
 
 def request_counts(recs: Sequence[Record], ok: Sequence[Record]) -> dict:
-    """{ok, failed, by_outcome}: every measured request counts once, under its outcome."""
+    """{ok, failed, abandoned, by_outcome}: every measured request counts once, under its outcome; `failed`
+    counts every outcome but ok and abandoned (closed on purpose, `--cancel-fraction`), `abandoned` is there
+    only when some were."""
     by_outcome = Counter(r.outcome for r in recs)
-    return {"ok": len(ok), "failed": len(recs) - len(ok),
-            "by_outcome": {o: by_outcome[o] for o in OUTCOMES if by_outcome[o]}}
+    abandoned = by_outcome[Outcome.ABANDONED]
+    counts = {"ok": len(ok), "failed": len(recs) - len(ok) - abandoned}
+    if abandoned:
+        counts["abandoned"] = abandoned
+    return counts | {"by_outcome": {o: by_outcome[o] for o in OUTCOMES if by_outcome[o]}}
 
 
 def send_lateness(recs: Sequence[Record]) -> dict:
@@ -153,6 +160,7 @@ def summarize(recs: Sequence[Record]) -> dict:
         "achieved_concurrency": achieved_concurrency(recs, window),
         "lengths": length_distributions(ok),
         "by_category": category_figures(recs, window),
+        "cancellation": cancellation_figures(recs),
         **rate_figures(recs),
         "window_ns": measured_edges_ns(recs),
         "steady": steady_figures(recs),

@@ -15,7 +15,7 @@ from loadgen.metrics.cell import summarize
 from loadgen.metrics.source_result import SourceResult
 from loadgen.record import CellKey, Record
 from loadgen.results.cell_result import CellResult, from_json, saturation_note
-from loadgen.results.cell_status import DEFAULT_MAX_FAILED_FRACTION, failed_fraction, request_incidents
+from loadgen.results.cell_status import DEFAULT_MAX_FAILED_FRACTION, failed_fraction, request_incidents, scheduled
 from loadgen.results.incidents import Incident, IncidentKind
 
 TELEMETRY_LOST = "TELEMETRY LOST"  # how a requested source that went quiet mid-run opens its warning
@@ -45,11 +45,18 @@ def build_cell(key: CellKey, records: Sequence[Record], sources: Sequence[Source
         if w.startswith(TELEMETRY_LOST):
             result.add(IncidentKind.TELEMETRY_LOST, w)
     result.warnings = [w for w in warnings if not w.startswith(TELEMETRY_LOST)]
+    if result.workload.cancellation:
+        result.warnings.append(abandoned_note(flat["requests"]))
     for found in (*request_incidents(flat), *incidents):
         result.add(found.kind, found.reason)
     if client and client.get("saturated"):
         result.add(IncidentKind.CLIENT_SATURATED, saturation_note(client))
     return result
+
+
+def abandoned_note(requests: dict) -> str:
+    """'20 of 80 abandoned on purpose (--cancel-fraction)': a note, never a failure."""
+    return f"{requests['abandoned']} of {scheduled(requests)} abandoned on purpose (--cancel-fraction)"
 
 
 def unmeasured(key: CellKey, kind: IncidentKind, reason: str, run_id: str | None = None) -> CellResult:

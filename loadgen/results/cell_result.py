@@ -32,8 +32,10 @@ def doc(text: str, unit: str = "", default: Any = None, optional: bool = False) 
 class Requests:
     """How many requests the cell measured and how they ended."""
 
-    requests: Figures = doc("{ok, failed, by_outcome}: every measured request counts once, under its outcome "
-                            "(failed counts every outcome but ok, cancelled included)", "requests", {})
+    requests: Figures = doc("{ok, failed, abandoned, by_outcome}: every measured request counts once, under its "
+                            "outcome (failed counts every outcome but ok and abandoned, cancelled included; "
+                            "abandoned, closed on purpose by --cancel-fraction, only when some were)",
+                            "requests", {})
     requests_not_sent: int | None = doc("measured requests never sent (an interrupt or a server that went away "
                                         "stopped the cell early); null for duration-bound cells", "requests")
     max_failed_fraction: float | None = doc("the --max-failed-fraction the cell was judged by", "fraction")
@@ -130,6 +132,16 @@ class Telemetry:
 
 
 @dataclass
+class Workload:
+    """Figures of the workload's own shape: requests closed on purpose, multi-turn sessions, shared prefixes."""
+
+    cancellation: Figures | None = doc("--cancel-fraction: {abandoned, abandoned_fraction, tokens_before_close "
+                                       "{mean, p50, max}, close_after_s {mean, p50, max}} over the requests the "
+                                       "client closed on purpose (outcome abandoned; definitions.md#cancellation)",
+                                       optional=True)
+
+
+@dataclass
 class CellResult:
     """One cell of the matrix, every figure in its part; status and error judged from `incidents`."""
 
@@ -142,6 +154,7 @@ class CellResult:
     throughput: Throughput = field(default_factory=Throughput)
     accept: AcceptLength = field(default_factory=AcceptLength)
     telemetry: Telemetry = field(default_factory=Telemetry)
+    workload: Workload = field(default_factory=Workload)
     gpu: Figures | None = None  # room for the GPU verdict
     slo: Figures | None = None  # room for latency targets and goodput
     correctness: Figures | None = None  # room for output verification
@@ -185,7 +198,7 @@ class CellResult:
 
 
 PARTS = {"requests": Requests, "load": Load, "prompts": Prompts, "latency": Latency, "throughput": Throughput,
-         "accept": AcceptLength, "telemetry": Telemetry}
+         "accept": AcceptLength, "telemetry": Telemetry, "workload": Workload}
 RESERVED = ("gpu", "slo", "correctness")
 KEY_FIELDS = ("context_tokens", "concurrency", "request_rate")
 JUDGED = ("status", "error", "warnings", "incidents")

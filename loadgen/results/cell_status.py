@@ -1,8 +1,9 @@
 """Whether a cell's figures can be used, and why not: the one judgement that the run, the table, `compare` and
 the report all call, so a cell is failed (and never named best) in every view or in none.
 
-A cell is usable when it was measured (status ok) and its failed requests (every outcome but ok, cancelled
-included) are at most `max_failed_fraction` of the requests it scheduled. Failures below the limit leave the
+A cell is usable when it was measured (status ok) and its failed requests (every outcome but ok and
+abandoned, cancelled included; abandoned ones were closed on purpose, `--cancel-fraction`) are at most
+`max_failed_fraction` of the requests it scheduled. Failures below the limit leave the
 cell usable; `failure_note` says how many there were.
 """
 
@@ -15,12 +16,18 @@ from loadgen.results.incidents import Incident, IncidentKind
 DEFAULT_MAX_FAILED_FRACTION = RunConfig.max_failed_fraction  # defined once, with the run's settings
 
 
+def scheduled(req: dict) -> int:
+    """The measured requests a cell scheduled = ok + failed + abandoned (closed on purpose)."""
+    return (req.get("ok") or 0) + (req.get("failed") or 0) + (req.get("abandoned") or 0)
+
+
 def failed_fraction(cell: dict) -> float | None:
     """(failed + cancelled) / scheduled, over the cell's measured requests (`requests.failed` counts every
-    outcome but ok, cancelled included; scheduled = ok + failed). None when nothing was scheduled."""
+    outcome but ok and abandoned, cancelled included; scheduled = ok + failed + abandoned: a request closed on
+    purpose, `--cancel-fraction`, is never a failure). None when nothing was scheduled."""
     req = cell.get("requests") or {}
-    scheduled = (req.get("ok") or 0) + (req.get("failed") or 0)
-    return (req.get("failed") or 0) / scheduled if scheduled else None
+    n = scheduled(req)
+    return (req.get("failed") or 0) / n if n else None
 
 
 def max_failed_fraction(cell: dict) -> float:
@@ -31,7 +38,7 @@ def max_failed_fraction(cell: dict) -> float:
 
 def _outcomes(cell: dict) -> str:
     by = (cell.get("requests") or {}).get("by_outcome") or {}
-    return ", ".join(f"{n} {o}" for o, n in by.items() if o != Outcome.OK and n)
+    return ", ".join(f"{n} {o}" for o, n in by.items() if o not in (Outcome.OK, Outcome.ABANDONED) and n)
 
 
 def too_many_failed(cell: dict) -> str | None:
@@ -41,8 +48,7 @@ def too_many_failed(cell: dict) -> str | None:
     if frac is None or frac <= limit:
         return None
     req = cell["requests"]
-    scheduled = req["ok"] + req["failed"]
-    return (f"{req['failed']} of {scheduled} requests failed ({frac:.1%} > {limit:g} --max-failed-fraction): "
+    return (f"{req['failed']} of {scheduled(req)} requests failed ({frac:.1%} > {limit:g} --max-failed-fraction): "
             f"{_outcomes(cell)}")
 
 
@@ -64,7 +70,7 @@ def failure_note(cell: dict) -> str | None:
     req = cell.get("requests") or {}
     if not req.get("failed") or too_many_failed(cell) is not None:
         return None
-    return f"{req['failed']} of {req['ok'] + req['failed']} failed: {_outcomes(cell)}"
+    return f"{req['failed']} of {scheduled(req)} failed: {_outcomes(cell)}"
 
 
 def request_incidents(cell: dict) -> list[Incident]:

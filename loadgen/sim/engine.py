@@ -77,6 +77,7 @@ class Engine:
         self.generation_tokens_total = 0
         self.num_requests_total = 0
         self.spec_verify_calls_total = 0
+        self.num_aborted_requests_total = 0
         self.window = WindowStats()
         self.gauge_accept_length = 0.0
         self.gauge_gen_throughput = 0.0
@@ -92,6 +93,10 @@ class Engine:
         self._wake.set()
 
     def abort(self, req: SimRequest) -> None:
+        """The client went away: the request stops generating at its next step (counted once, unless it had
+        already produced every token)."""
+        if not req.aborted and not req.finished:
+            self.num_aborted_requests_total += 1
         req.aborted = True
 
     async def _run(self) -> None:

@@ -16,6 +16,7 @@ SG_VERIFY = "sglang:spec_verify_calls_total"
 SG_GAUGE = "sglang:spec_accept_length"
 SG_RUNNING = "sglang:num_running_reqs"
 SG_QUEUE = "sglang:num_queue_reqs"
+SG_ABORTED = "sglang:num_aborted_requests_total"  # requests the server stopped because the client went away
 VL_DRAFTS = "vllm:spec_decode_num_drafts_total"
 VL_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
 VL_ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
@@ -27,7 +28,7 @@ LC_DRAFT_TOKENS = "llamacpp:spec_decode_num_draft_tokens_total"
 LC_ACCEPTED = "llamacpp:spec_decode_num_accepted_tokens_total"
 # engine → (verify steps, draft tokens proposed, draft tokens accepted): accept length = 1 + Δaccepted / Δdrafts
 DRAFT_COUNTERS = {"vllm": (VL_DRAFTS, VL_DRAFT_TOKENS, VL_ACCEPTED), "llamacpp": (LC_DRAFTS, LC_DRAFT_TOKENS, LC_ACCEPTED)}
-COUNTERS = (SG_GEN, SG_VERIFY, VL_DRAFTS, VL_DRAFT_TOKENS, VL_ACCEPTED, LC_DRAFTS, LC_DRAFT_TOKENS, LC_ACCEPTED)
+COUNTERS = (SG_GEN, SG_VERIFY, SG_ABORTED, VL_DRAFTS, VL_DRAFT_TOKENS, VL_ACCEPTED, LC_DRAFTS, LC_DRAFT_TOKENS, LC_ACCEPTED)
 QUEUE_GAUGES = (SG_RUNNING, SG_QUEUE, VL_RUNNING, VL_QUEUE)
 GAUGES = (SG_GAUGE, *QUEUE_GAUGES)
 # What a scrape keeps: everything else in the answer is not parsed. Counters may be served without `_total`.

@@ -18,6 +18,8 @@ Figures (all over the cell's window [first scrape, last scrape]):
   gauge first changes within the cell are ignored: until its first refresh the gauge still shows a window from
   before the cell (the previous cell, or 0 after start-up). A refresh to the identical value cannot be seen;
   the first window counted may still hold up to 39 steps from before the cell.
+- `aborted_requests` (SGLang): Δsglang:num_aborted_requests_total, the requests the server stopped because
+  their client went away (`--cancel-fraction` shows here that the server noticed).
 - `queue`: time-weighted means of the running and waiting request gauges (SGLang num_running_reqs /
   num_queue_reqs, vLLM num_requests_running / num_requests_waiting), summed over DP ranks.
 
@@ -35,6 +37,7 @@ from loadgen.telemetry.engine_metrics import (
     COUNTERS,
     DRAFT_COUNTERS,
     QUEUE_GAUGES,
+    SG_ABORTED,
     SG_GAUGE,
     SG_GEN,
     SG_VERIFY,
@@ -184,6 +187,8 @@ class ServerMetricsSource(PeriodicSampler):
 
     def _counters(self, values: dict, per_source: dict, unavailable: dict, warnings: list) -> None:
         d = {name: c.delta for name, c in self.counters.items() if name in self.seen}
+        if SG_ABORTED in d:
+            values["aborted_requests"] = d[SG_ABORTED]
         if any(c.resets for c in self.counters.values()):
             warnings.append("server metrics: a counter went backwards during the cell (server restarted?); "
                             "counted from the restart like Prometheus increase()")
