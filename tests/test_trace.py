@@ -105,7 +105,7 @@ def test_a_mooncake_trace_is_replayed_exactly(sim_factory, tmp_path):
     rows = mooncake_rows(200, 10_000)
     path = write_jsonl(tmp_path / "mooncake.jsonl", rows)
     out = tmp_path / "r.json"
-    proc = run_loadgen("--url", sim.url, "--trace", str(path), "--trace-speed", "5", "--out", str(out))
+    proc = run_loadgen("--url", sim.url, "--trace", str(path), "--trace-speed", "10", "--out", str(out))
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "Mooncake JSONL, 200 rows (0 bad)" in proc.stderr and "trace replay:" in proc.stderr
     (cell,) = read_json(str(out))["cells"]
@@ -114,14 +114,14 @@ def test_a_mooncake_trace_is_replayed_exactly(sim_factory, tmp_path):
     assert len(records) == 200 and cell["requests"]["ok"] == 200
     assert [r["prompt_tokens"] for r in records] == [r["input_length"] for r in ordered]
     assert [r["completion_tokens"] for r in records] == [r["output_length"] for r in ordered]
-    # sent at the timestamps, 5 times as fast: intended times are the trace's offsets / 5
+    # sent at the timestamps, 10 times as fast: intended times are the trace's offsets / 10
     t0 = records[0]["t_intended_ns"]
     offsets = [(r["t_intended_ns"] - t0) / 1e9 for r in records]
-    assert offsets == pytest.approx([(r["timestamp"] - ordered[0]["timestamp"]) / 5e3 for r in ordered], abs=1e-6)
-    assert cell["request_rate"] == pytest.approx(199 / ((ordered[-1]["timestamp"] - ordered[0]["timestamp"]) / 5e3),
+    assert offsets == pytest.approx([(r["timestamp"] - ordered[0]["timestamp"]) / 1e4 for r in ordered], abs=1e-6)
+    assert cell["request_rate"] == pytest.approx(199 / ((ordered[-1]["timestamp"] - ordered[0]["timestamp"]) / 1e4),
                                                  rel=1e-3)
     assert cell["send_lateness_s"]["p99"] < 0.05  # the done-when's 10 ms, with room for a busy 2-core machine
-    assert cell["arrival"]["law"] == "trace" and cell["arrival"]["speed"] == 5.0
+    assert cell["arrival"]["law"] == "trace" and cell["arrival"]["speed"] == 10.0
     # rows sharing their first hash id share that block's text (> 1000 characters), byte for byte; rows whose
     # first ids differ share no more than the blocks' common opening "[<run> block "
     truth = {t["rid"]: t["prompt"][0]["content"] for t in sim.truth_rows()}
