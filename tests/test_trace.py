@@ -5,6 +5,7 @@ input_length (the server's count), each output of its output_length, shared hash
 from __future__ import annotations
 
 import json
+import os
 import random
 from pathlib import Path
 
@@ -125,16 +126,11 @@ def test_a_mooncake_trace_is_replayed_exactly(sim_factory, tmp_path):
     # rows sharing their first hash id share that block's text (> 1000 characters), byte for byte; rows whose
     # first ids differ share no more than the blocks' common opening "[<run> block "
     truth = {t["rid"]: t["prompt"][0]["content"] for t in sim.truth_rows()}
-    long = [(row["hash_ids"][0], truth[r["request_id"]]) for row, r in zip(ordered, records)
-            if row["input_length"] >= BLOCK_TOKENS + TAIL_MIN_TOKENS + 5]
-    same = [common(a, b) for i, (h, a) in enumerate(long) for g, b in long[i + 1:] if g == h]
-    other = [common(a, b) for i, (h, a) in enumerate(long) for g, b in long[i + 1:] if g != h]
-    assert same and other and min(same) > 1000 and max(other) < 40
-
-
-def common(a: str, b: str) -> int:
-    """The length of the common prefix of two texts."""
-    n = 0
-    while n < min(len(a), len(b)) and a[n] == b[n]:
-        n += 1
-    return n
+    groups: dict[int, list[str]] = {}
+    for row, r in zip(ordered, records):
+        if row["input_length"] >= BLOCK_TOKENS + TAIL_MIN_TOKENS + 5:
+            groups.setdefault(row["hash_ids"][0], []).append(truth[r["request_id"]])
+    assert len(groups) == 4 and all(len(texts) > 1 for texts in groups.values())
+    assert min(len(os.path.commonprefix(texts)) for texts in groups.values()) > 1000
+    firsts = [texts[0] for texts in groups.values()]
+    assert max(len(os.path.commonprefix([a, b])) for i, a in enumerate(firsts) for b in firsts[i + 1:]) < 40

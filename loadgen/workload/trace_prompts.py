@@ -87,13 +87,16 @@ class TracePrompts:
             raise WorkloadError(f"--trace {t.path}: {len(over)} rows over the model's context (named above); a "
                                 "trace is replayed whole: shorten or remove them")
 
-    async def _count_fit(self, prefixes: list[str], targets: list[int], what: str) -> list[str]:
-        """Texts of `prefix + natural text` counting `targets` tokens (estimated without a tokenizer)."""
+    async def _count_fit(self, prefixes: list[str], targets: list[int], what: str,
+                         own: list[int] | None = None) -> list[str]:
+        """Texts of `prefix + natural text` counting `targets` tokens (estimated without a tokenizer); `own` is
+        about how many of them the natural text holds (the window is sized for it, not for the blocks)."""
         rngs = [seeded_rng(self.seed, "trace", what, i) for i in range(len(prefixes))]
+        own = own or targets
         if self.counter is None:
-            chars = [int(t * self.chars_per_token) for t in targets]
-            return [p + self.corpus.window(g, c)[: max(0, c - len(p))] for p, g, c in zip(prefixes, rngs, chars)]
-        windows = [self.corpus.window(g, chars_for(t)) for g, t in zip(rngs, targets)]
+            chars = [int(t * self.chars_per_token) for t in own]
+            return [p + self.corpus.window(g, c) for p, g, c in zip(prefixes, rngs, chars)]
+        windows = [self.corpus.window(g, chars_for(t)) for g, t in zip(rngs, own)]
         texts, _ = await fit_prompts(prefixes, windows, targets, self.counter)
         return texts
 
@@ -108,7 +111,8 @@ class TracePrompts:
         targets = [max(1, r.input_length - over) for r in rows]
         heads = ["".join(self.blocks[h] for h in shared_blocks(r, over)) + row_tag(self.run_id, i, t)
                  for i, (r, t) in enumerate(zip(rows, targets))]
-        self.texts = await self._count_fit(heads, targets, "rows")
+        own = [t - BLOCK_TOKENS * len(shared_blocks(r, over)) for r, t in zip(rows, targets)]
+        self.texts = await self._count_fit(heads, targets, "rows", own)
         return self.texts
 
     async def bodies(self, cell: CellKey, n: int, opts: RequestOptions) -> tuple[list[dict], None]:
