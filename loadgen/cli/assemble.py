@@ -1,6 +1,6 @@
 """Building a run from its configuration: the one place that chooses each part of the request path.
 
-    driver     ClosedLoop | OpenLoop | TraceReplay (--trace), wrapped by WorkerDriver (--workers), ShardPart (--shard),
+    driver     ClosedLoop | OpenLoop | TraceReplay (--trace) | SessionLoop (--sessions), wrapped by WorkerDriver (--workers), ShardPart (--shard),
                AlignedStart (--start-at)
     report     the load's banner and tables: open loop (--request-rate, --ramp, --trace), ceiling (--max-request-rate)
     transport  H1Transport (default) | AiohttpTransport (--http-client aiohttp), wrapped by CancellingTransport
@@ -35,6 +35,7 @@ from loadgen.run.interrupts import Interrupts
 from loadgen.run.ready_wait import ReadyWait
 from loadgen.run.runner import CellCheck, Runner, RunParts, Service, Table, new_run_id
 from loadgen.run.server_down import ServerDownPolicy, ServerGuard
+from loadgen.run.session_driver import SessionLoop
 from loadgen.run.trace_driver import TraceReplay
 from loadgen.run.transport import AiohttpTransport, CancellingTransport, H1Transport, Transport
 from loadgen.schedule.throttle import StartGate
@@ -57,6 +58,8 @@ def make_driver(cfg: RunConfig, url: str, headers: dict, transport: Transport, g
     par = cfg.parallel
     if cfg.trace.enabled:
         driver: Driver = TraceReplay(cfg, transport, load_trace(cfg.trace.trace, cfg.workload.max_bad_rows, quiet=True))
+    elif cfg.workload.sessions:
+        driver = SessionLoop(cfg, transport)
     elif cfg.open_loop.enabled:
         if par.workers > 1:
             log("--workers: open-loop cells run in the main process")

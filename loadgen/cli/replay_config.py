@@ -1,5 +1,6 @@
-"""The trace-replay and cancellation flags (`--trace`, `--trace-speed`, `--cancel-fraction`, `--cancel-after`,
-`--cancel-after-tokens`), checked into a `TraceConfig` and a `CancelConfig`. The trace is read here, so a bad
+"""The session, trace-replay and cancellation flags (`--sessions`, `--think-time`, `--trace`, `--trace-speed`,
+`--cancel-fraction`, `--cancel-after`, `--cancel-after-tokens`), checked into the `WorkloadConfig`, a
+`TraceConfig` and a `CancelConfig`. The trace is read here, so a bad
 row (named `FILE:LINE`) ends the program (exit 2) before anything starts."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from loadgen.cli.checks import parse_float_list
 from loadgen.config import CancelConfig, RunConfig, TraceConfig
 from loadgen.console import log
 from loadgen.errors import UsageError
+from loadgen.names import Api
 from loadgen.workload.textfile import WorkloadError
 from loadgen.workload.trace import load_trace
 
@@ -64,3 +66,29 @@ def cancel_config(a: argparse.Namespace, cfg: RunConfig) -> CancelConfig:
         raise UsageError("--cancel-fraction closes streams of this process's requests; leave out --workers and "
                          "--shard")
     return CancelConfig(cancel_fraction=f, cancel_after_s=after_s, cancel_after_tokens=after_tokens)
+
+
+_NOT_WITH_SESSIONS = (("--request-rate", lambda a: a.request_rate), ("--ramp", lambda a: a.ramp),
+                      ("--duration-per-cell", lambda a: a.duration_per_cell), ("--shard", lambda a: a.shard),
+                      ("--workers", lambda a: a.workers not in (None, "1")),
+                      ("--cancel-fraction", lambda a: a.cancel_fraction), ("--trace", lambda a: a.trace))
+
+
+def session_config(a: argparse.Namespace, cfg: RunConfig) -> None:
+    """--sessions and --think-time into `cfg.workload` (in place)."""
+    think = a.think_time
+    if think is not None and not (math.isfinite(think) and think >= 0):
+        raise UsageError(f"--think-time {think:g}: must be a finite number of seconds ≥ 0")
+    if not a.sessions:
+        if think is not None:
+            raise UsageError("--think-time applies to multi-turn sessions; add --sessions")
+        return
+    if not a.dataset:
+        raise UsageError("--sessions replays the user turns of --dataset rows as conversations; add --dataset FILE")
+    if cfg.api is not Api.OPENAI_CHAT:
+        raise UsageError(f"--sessions sends each turn with its history as chat messages: use --api openai-chat "
+                         f"(not {cfg.api})")
+    given = [flag for flag, on in _NOT_WITH_SESSIONS if on(a)]
+    if given:
+        raise UsageError(f"--sessions runs C conversations in closed loop; leave out {', '.join(given)}")
+    cfg.workload.sessions, cfg.workload.think_time_s = True, think or 0.0

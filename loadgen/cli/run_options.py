@@ -166,7 +166,14 @@ def workload_options(p: argparse.ArgumentParser) -> None:
 
 
 def replay_options(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("trace replay and cancellation (see docs/workloads.md)")
+    g = p.add_argument_group("sessions, trace replay and cancellation (see docs/workloads.md)")
+    g.add_argument("--sessions", action="store_true",
+                   help="replay --dataset rows with several user turns as conversations: turn k+1 is sent after "
+                        "turn k's answer (the server's own, in the history) and the think time; --concurrency "
+                        "counts sessions, --requests-per-cell sessions per cell")
+    g.add_argument("--think-time", type=float, metavar="S",
+                   help="seconds between a turn's answer and the session's next turn (a row's think_time wins; "
+                        "default 0)")
     g.add_argument("--trace", metavar="FILE",
                    help="send requests at the timestamps of FILE: Mooncake JSONL (timestamp ms, input_length, "
                         "output_length, hash_ids of 512-token blocks) or the same without hash_ids as JSONL or "

@@ -35,6 +35,10 @@ def sim_options(p: argparse.ArgumentParser) -> None:
     fault_options(p)
     connection_options(p)
     per_token_options(p)
+    p.add_argument("--cache-report", action="store_true",
+                   help="keep a prefix cache (16-token pages, as SGLang's radix cache serves shared prefixes) and "
+                        "report each request's cached tokens (as SGLang --enable-cache-report); the engine "
+                        "prefills only the uncached part")
     p.add_argument("--engine", choices=values(Engine), default=Engine.SGLANG.value,
                    help="which server to imitate: sglang (default), vllm (metric names, /version) or llamacpp "
                         "(llama-server's stream shape, timings, prefix cache, /tokenize, llamacpp: metrics)")

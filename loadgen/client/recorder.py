@@ -55,6 +55,8 @@ class StreamRecorder:
         self.last_token_ns = 0
         self.abandon_at = rec.abandon_after_tokens  # close the stream at this many output tokens (None: never)
         self.abandoned = False
+        if rec.session is not None:
+            self.state.answer = []  # a session's next turn sends this answer back
 
     def feed(self, data: bytes, now: int) -> int:
         """Record the events of one read of body bytes; MORE, END or STOP. Raises `ProtocolError` (what came
@@ -111,6 +113,8 @@ class StreamRecorder:
         rec.completion_tokens = state.completion_tokens
         rec.cached_tokens = state.cached_tokens
         rec.spec = state.spec
+        if state.answer is not None:
+            rec.answer = "".join(state.answer)
         rec.chunk_tokens = chunk_tokens
         if outcome is None:
             reason = state.incomplete_reason()

@@ -51,6 +51,7 @@ class StreamState:
     _running_tokens: int = 0
     _uncounted: bool = False  # a content event came without a running count: a later usage is a total
     running_counts: bool = field(default=False)
+    answer: list[str] | None = None  # the answer's text pieces, kept when a list is given (a session's turn)
 
     def __new__(cls, api: Api, *args, **kwargs):
         return object.__new__(STATES[api] if cls is StreamState else cls)
@@ -180,7 +181,10 @@ class ChatState(StreamState):
             return self._no_choices(obj, choices)
         choice = choices[0]
         delta = choice.get("delta")
-        text = bool(delta and (delta.get("content") or delta.get("reasoning_content")))
+        content = delta.get("content") if delta else None
+        text = bool(content or (delta and delta.get("reasoning_content")))
+        if content and self.answer is not None:
+            self.answer.append(content)
         if choice.get("finish_reason"):
             self.finished = True
         usage = obj.get("usage")

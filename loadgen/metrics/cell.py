@@ -28,6 +28,7 @@ from loadgen.metrics.request import (
     ttft_s,
 )
 from loadgen.metrics.server_counts import cached_fraction, cached_tokens, draft_tokens, one_event_per_token
+from loadgen.metrics.sessions import session_figures, turn_figures
 from loadgen.metrics.stats import distribution, mean, percentile, weighted_distribution
 from loadgen.metrics.steady import measured_edges_ns, steady_figures
 from loadgen.metrics.steps import step_figures
@@ -161,6 +162,8 @@ def summarize(recs: Sequence[Record]) -> dict:
         "lengths": length_distributions(ok),
         "by_category": category_figures(recs, window),
         "cancellation": cancellation_figures(recs),
+        "sessions": session_figures(recs),
+        "by_turn": turn_figures(recs),
         **rate_figures(recs),
         "window_ns": measured_edges_ns(recs),
         "steady": steady_figures(recs),

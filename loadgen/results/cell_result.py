@@ -139,6 +139,11 @@ class Workload:
                                        "{mean, p50, max}, close_after_s {mean, p50, max}} over the requests the "
                                        "client closed on purpose (outcome abandoned; definitions.md#cancellation)",
                                        optional=True)
+    sessions: Figures | None = doc("--sessions: {sessions, turns_mean, turns_max, ok_fraction} "
+                                   "(definitions.md#sessions)", optional=True)
+    by_turn: list | None = doc("--sessions: per turn index k: {turn, requests, ok, ttft_s {mean, p50, p90}, "
+                               "prompt_tokens_mean, cached_tokens, cached_fraction} over the turns k that ended ok",
+                               optional=True)
 
 
 @dataclass

@@ -64,7 +64,7 @@ class CellMeasurer:
     def cell_run(self, session: aiohttp.ClientSession, cell: CellKey, jobs: JobList, attempt: int,
                  measured: list[Record], stop: StopToken) -> CellRun:
         def on_record(rec: Record) -> None:
-            rec.category = jobs.category(rec.seq)
+            rec.category = jobs.category(rec.seq if rec.session is None else rec.session)
             for s in self.sinks:
                 s.record(rec)
             if rec.phase == Phase.MEASURE:

@@ -7,12 +7,13 @@ import aiohttp
 
 from loadgen.config import RunConfig
 from loadgen.errors import UsageError
-from loadgen.run.dataset_setup import dataset_prompts
+from loadgen.run.dataset_setup import dataset_prompts, session_prompts
 from loadgen.run.trace_setup import trace_prompts
 from loadgen.target.discover import Target, discover, probe_prompt_tokens
 from loadgen.workload.corpus import Corpus, WorkloadError, load_prompts_file, seeded_rng, stdlib_corpus
 from loadgen.workload.dataset import DatasetPrompts
 from loadgen.workload.prompts import PromptBuilder
+from loadgen.workload.sessions import SessionPrompts
 from loadgen.workload.tokenizers import find_tokenizer, sizing_description
 from loadgen.workload.trace_prompts import TracePrompts
 
@@ -39,7 +40,9 @@ def load_corpus(cfg: RunConfig) -> Corpus:
 
 
 async def size_prompts(session: aiohttp.ClientSession, cfg: RunConfig, target: Target, run_id: str,
-                       headers: dict) -> PromptBuilder | DatasetPrompts | TracePrompts:
+                       headers: dict) -> PromptBuilder | DatasetPrompts | TracePrompts | SessionPrompts:
+    if cfg.workload.sessions:
+        return await session_prompts(session, cfg, target, run_id, headers)
     if cfg.workload.dataset:
         return await dataset_prompts(session, cfg, target, run_id, headers)
     if cfg.trace.enabled:

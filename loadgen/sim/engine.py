@@ -118,7 +118,7 @@ class Engine:
                 continue
             new = [r for r in self.running if not r.started]
             decoding = [r for r in self.running if r.started]
-            prefill_tokens = sum(r.prompt_tokens for r in new)
+            prefill_tokens = sum(r.prompt_tokens - r.cached_tokens for r in new)  # a prefix cache's share is free
             step_s = self.roofline.step_s(len(self.running), prefill_tokens, self.spec) / self.speed
             self._set_utilization(self.utilization(len(self.running)))
             next_ns += int(step_s * 1e9)

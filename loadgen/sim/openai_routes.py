@@ -84,6 +84,8 @@ class OpenAIRoutes:
     async def _unary(self, req: SimRequest, chunks: OpenAIChunks, extras: _Extras) -> web.Response:
         await self.gen.run_unary(req, _api(chunks.chat))
         chunks.prompt_tokens = req.prompt_tokens
+        if self.gen.prefix_cache is not None:
+            chunks.cached_tokens = req.cached_tokens
         text = text_for(0, req.generated)
         choice = ({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}
                   if chunks.chat else {"index": 0, "text": text, "finish_reason": "length"})
@@ -102,6 +104,8 @@ class OpenAIRoutes:
         while sent < req.max_tokens:
             k = await self.gen.next_chunk(req, resp)
             chunks.prompt_tokens = req.prompt_tokens  # known once the engine has admitted the request
+            if self.gen.prefix_cache is not None:
+                chunks.cached_tokens = req.cached_tokens
             finish = "length" if sent + k >= req.max_tokens else None
             if self.per_token_events:
                 yield step_events(chunks, sent, k, finish), k

@@ -28,6 +28,7 @@ class OpenAIChunks:
         self.chat = chat
         self.continuous = continuous_usage
         self.prompt_tokens = prompt_tokens
+        self.cached_tokens: int | None = None  # reported when the server has a prefix cache (--cache-report)
         self.created = int(time.time())
         self.object = "chat.completion.chunk" if chat else "text_completion"
 
@@ -62,7 +63,8 @@ class OpenAIChunks:
 
     def usage(self, completion_tokens: int) -> dict:
         return {"prompt_tokens": self.prompt_tokens, "completion_tokens": completion_tokens,
-                "total_tokens": self.prompt_tokens + completion_tokens, "prompt_tokens_details": None,
+                "total_tokens": self.prompt_tokens + completion_tokens,
+                "prompt_tokens_details": None if self.cached_tokens is None else {"cached_tokens": self.cached_tokens},
                 "reasoning_tokens": 0}
 
 

@@ -21,6 +21,7 @@ from loadgen.sim.info_routes import InfoRoutes
 from loadgen.sim.llamacpp import llamacpp_parts
 from loadgen.sim.metrics import MetricsEndpoint
 from loadgen.sim.openai_routes import OpenAIRoutes
+from loadgen.sim.prefix_cache import PageCache
 from loadgen.sim.responses import error_response
 from loadgen.sim.server_latency import ServerLatency
 from loadgen.sim.sglang_metrics import SglangCollector
@@ -38,7 +39,8 @@ class SimServer:
         self.closer = closer  # ConnectionCloser (sim/connections.py): connections closed under the client
         latency = ServerLatency()
         ttft = latency.ttft
-        generations = Generations(engine, cfg.context_length, truth, ttft, hooks, latency=latency)
+        generations = Generations(engine, cfg.context_length, truth, ttft, hooks, latency=latency,
+                                  prefix_cache=PageCache() if cfg.cache_report else None)
         llama = llamacpp_parts(engine, cfg, generations) if cfg.engine_name is EngineName.LLAMACPP else None
         self.metrics = MetricsEndpoint(llama.collector if llama else _collector(engine, cfg, latency))
         self.routes = [*([llama.routes] if llama else []), InfoRoutes(engine, cfg, started_at_s=time.time()),
