@@ -144,6 +144,7 @@ class WorkloadConfig:
     max_request_rate: float | None = None  # closed loop: at most R request starts per second
     context_spreads: tuple[tuple[int, LengthSpread], ...] = ()  # lengths drawn per request, per prompt length
     output_spread: LengthSpread | None = None  # of --max-tokens; None: every request gets --max-tokens
+    shared_prefix: tuple[int, int] | None = None  # --shared-prefix GROUPS:TOKENS: each group's shared opening
     sessions: bool = False  # --sessions: a dataset's rows replayed as multi-turn conversations
     think_time_s: float = 0.0  # --think-time: the wait before a session's next turn (a row's think_time wins)
 

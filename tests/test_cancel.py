@@ -110,11 +110,12 @@ def test_abandoned_requests_are_counted_apart_and_never_fail_the_cell():
 
 @pytest.mark.sim
 def test_a_quarter_closed_after_tokens_the_server_stops_them(sim_factory, tmp_path):
-    sim = sim_factory("--speed", "20")
+    # the same run shows --shared-prefix against the simulator's prefix cache (one run for both: test time)
+    sim = sim_factory("--speed", "20", "--cache-report")
     out = tmp_path / "r.json"
-    proc = run_loadgen("--url", sim.url, "--concurrency", "8", "--contexts", "60", "--max-tokens", "48",
+    proc = run_loadgen("--url", sim.url, "--concurrency", "8", "--contexts", "100", "--max-tokens", "48",
                        "--requests-per-cell", "80", "--cancel-fraction", "0.25", "--cancel-after-tokens", "8",
-                       "--out", str(out))
+                       "--shared-prefix", "2:48", "--out", str(out))
     assert proc.returncode == 0, proc.stderr[-2000:]
     (cell,) = read_json(str(out))["cells"]
     recs = read_jsonl(str(out).replace(".json", ".requests.jsonl"))
@@ -131,3 +132,9 @@ def test_a_quarter_closed_after_tokens_the_server_stops_them(sim_factory, tmp_pa
     assert {truth[r["request_id"]]["outcome"] for r in recs if r["outcome"] == "ok"} == {"ok"}
     assert cell["telemetry"]["server_metrics"]["aborted_requests"] == len(gone)
     assert cell["output_tokens"] == sum(r["completion_tokens"] for r in recs if r["outcome"] == "ok")
+    ok = [r for r in recs if r["outcome"] == "ok"]
+    assert {r["prompt_tokens"] for r in ok} == {100}
+    shared = cell["shared_prefix"]
+    assert shared["cacheable_tokens"] == 48 * sum(r["seq"] >= 2 for r in ok)
+    assert shared["cached_tokens"] == sum(truth[r["request_id"]]["cached_tokens"] for r in ok)
+    assert 0.9 <= shared["cached_of_cacheable"] <= 1.2  # whole 16-token pages; the template's opening too

@@ -16,6 +16,8 @@ from loadgen.names import Api
 from loadgen.workload.textfile import WorkloadError
 from loadgen.workload.trace import load_trace
 
+MIN_OWN_TOKENS = 24  # a prompt's own part after a shared prefix: its tag and some text
+
 # flags a trace replaces: (flag, is it given?) — the trace's timestamps are its load and its rows its requests
 _EXCLUDED = (("--dataset", lambda a: a.dataset), ("--prompts", lambda a: a.prompts),
              ("--request-rate", lambda a: a.request_rate), ("--ramp", lambda a: a.ramp),
@@ -92,3 +94,25 @@ def session_config(a: argparse.Namespace, cfg: RunConfig) -> None:
     if given:
         raise UsageError(f"--sessions runs C conversations in closed loop; leave out {', '.join(given)}")
     cfg.workload.sessions, cfg.workload.think_time_s = True, think or 0.0
+
+
+def shared_prefix_config(a: argparse.Namespace, cfg: RunConfig) -> tuple[int, int] | None:
+    """--shared-prefix GROUPS:TOKENS, each prompt length longer than TOKENS (the rest is the request's own)."""
+    text = a.shared_prefix
+    if text is None:
+        return None
+    try:
+        groups, tokens = (int(x) for x in text.split(":"))
+    except ValueError:
+        raise UsageError(f"--shared-prefix {text!r}: give GROUPS:TOKENS, e.g. 4:512") from None
+    if groups < 1 or tokens < 1:
+        raise UsageError(f"--shared-prefix {text!r}: GROUPS and TOKENS must be ≥ 1")
+    if a.dataset or a.trace or a.prompts:
+        raise UsageError("--shared-prefix shapes the synthetic prompts; a --dataset or --trace brings its own "
+                         "(--prompts: not yet)")
+    short = [c for c in cfg.contexts if c < tokens + MIN_OWN_TOKENS]
+    if short:
+        raise UsageError(f"--contexts {','.join(map(str, short))}: a prompt holds the {tokens}-token shared "
+                         f"prefix and at least {MIN_OWN_TOKENS} tokens of its own; use longer contexts or a "
+                         "shorter prefix")
+    return groups, tokens

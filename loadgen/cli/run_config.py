@@ -21,7 +21,7 @@ from loadgen.cli.checks import (
     positive,
     trust_config,
 )
-from loadgen.cli.replay_config import cancel_config, session_config, trace_config
+from loadgen.cli.replay_config import cancel_config, session_config, shared_prefix_config, trace_config
 from loadgen.cli.workload_config import workload_config
 from loadgen.config import (
     ExporterConfig,
@@ -67,6 +67,7 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
     cfg.trace = trace_config(a, cfg)
     cfg.cancel = cancel_config(a, cfg)
     session_config(a, cfg)
+    cfg.workload.shared_prefix = shared_prefix_config(a, cfg)
     trust_config(a, cfg)
     return cfg
 

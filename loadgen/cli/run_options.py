@@ -180,6 +180,10 @@ def replay_options(p: argparse.ArgumentParser) -> None:
                         "CSV; exact prompt lengths, the given output lengths (open loop; --max-concurrency caps it)")
     g.add_argument("--trace-speed", metavar="X[,X...]",
                    help="replay the trace X times as fast (default 1); a list makes one cell per speed")
+    g.add_argument("--shared-prefix", metavar="GROUPS:TOKENS",
+                   help="synthetic prompts: request i opens with group (i mod GROUPS)'s shared text of exactly "
+                        "TOKENS tokens, the rest of its --contexts length its own; each cell reports what a prefix "
+                        "cache could serve and what it did")
     g.add_argument("--cancel-fraction", type=float, metavar="F",
                    help="close this share of the measured requests' streams on purpose (evenly spread, seeded); "
                         "counted apart as abandoned, never as failed (needs --cancel-after or "

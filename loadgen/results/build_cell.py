@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from loadgen.metrics import telemetry as cell_telemetry
 from loadgen.metrics.cell import summarize
+from loadgen.metrics.shared_prefix import shared_prefix_figures
 from loadgen.metrics.source_result import SourceResult
 from loadgen.record import CellKey, Record
 from loadgen.results.cell_result import CellResult, from_json, saturation_note
@@ -34,10 +35,14 @@ def figures(key: CellKey, records: Sequence[Record], sources: Sequence[SourceRes
 
 def build_cell(key: CellKey, records: Sequence[Record], sources: Sequence[SourceResult] = (),
                client: dict | None = None, incidents: Sequence[Incident] = (),
-               max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION) -> CellResult:
+               max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION,
+               shared_prefix: tuple[int, int] | None = None) -> CellResult:
     """The cell's result from its measured records, its telemetry sources' results over the window, the
-    client's health and the incidents the caller saw; judged by `max_failed_fraction`."""
+    client's health and the incidents the caller saw; judged by `max_failed_fraction`; with `shared_prefix`
+    (groups, tokens) the prefix cache's share of it (`metrics.shared_prefix`)."""
     flat = figures(key, records, sources, client) | {"max_failed_fraction": max_failed_fraction}
+    if shared_prefix:
+        flat["shared_prefix"] = shared_prefix_figures([r for r in records if r.ok], *shared_prefix)
     flat["failed_fraction"] = failed_fraction(flat)
     result = from_json(flat | {"incidents": []})
     warnings = [w for r in sources for w in r.warnings]

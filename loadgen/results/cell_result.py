@@ -141,6 +141,9 @@ class Workload:
                                        optional=True)
     sessions: Figures | None = doc("--sessions: {sessions, turns_mean, turns_max, ok_fraction} "
                                    "(definitions.md#sessions)", optional=True)
+    shared_prefix: Figures | None = doc("--shared-prefix: {groups, tokens, cacheable_tokens, cacheable_fraction, "
+                                        "cached_tokens, cached_of_cacheable}: what a prefix cache could serve and "
+                                        "what it did (definitions.md#shared-prefix)", optional=True)
     by_turn: list | None = doc("--sessions: per turn index k: {turn, requests, ok, ttft_s {mean, p50, p90}, "
                                "prompt_tokens_mean, cached_tokens, cached_fraction} over the turns k that ended ok",
                                optional=True)

@@ -93,7 +93,8 @@ class CellMeasurer:
         self.progress.reset(cell.label(), 0 if self.cfg.duration_per_cell_s else len(jobs))
         await self.driver.warm_up(run, cell)
         results, client = await self.measured_window(run, cell, measured)
-        result = build_cell(cell, measured, results, client, max_failed_fraction=self.cfg.max_failed_fraction)
+        result = build_cell(cell, measured, results, client, max_failed_fraction=self.cfg.max_failed_fraction,
+                            shared_prefix=self.cfg.workload.shared_prefix)
         self.driver.finish(cell, result, measured)
         return result, run.cell_outcome()
 

@@ -54,7 +54,7 @@ async def size_prompts(session: aiohttp.ClientSession, cfg: RunConfig, target: T
                                          key_file=cfg.api_key_file)
     builder = PromptBuilder(run_id, cfg.seed, target.model, corpus, counter, api=target.api,
                             context_spreads=dict(cfg.workload.context_spreads),
-                            output_spread=cfg.workload.output_spread)
+                            output_spread=cfg.workload.output_spread, shared_prefix=cfg.workload.shared_prefix)
     if counter:
         builder.overhead_tokens = reported - (await counter([probe_text]))[0]
     else:
