@@ -100,6 +100,9 @@ class Record:
     session: int | None = None  # --sessions: the session this request is a turn of
     turn: int | None = None  # --sessions: the turn's index in its session, from 0
     answer: str | None = None  # --sessions: the answer's text (the next turn's history), kept for turns only
+    t_first_reasoning_ns: int | None = None  # the first chunk of reasoning (reasoning_content / reasoning deltas)
+    t_first_answer_ns: int | None = None  # the first chunk of the answer itself (content deltas)
+    reasoning_tokens: int | None = None  # the answer's reasoning tokens (the server's count; None: no reasoning)
 
     @property
     def ok(self) -> bool:

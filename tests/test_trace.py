@@ -102,7 +102,9 @@ def test_bad_trace_stops_before_any_load(tmp_path, cli):
 
 @pytest.mark.sim
 def test_a_mooncake_trace_is_replayed_exactly(sim_factory, tmp_path):
-    sim = sim_factory("--speed", "20")
+    # the simulator also streams each answer's first 4 tokens as reasoning: the same run checks those figures
+    # against its truth (one run for both, for the suite's time)
+    sim = sim_factory("--speed", "20", "--reasoning-tokens", "4")
     rows = mooncake_rows(200, 10_000)
     path = write_jsonl(tmp_path / "mooncake.jsonl", rows)
     out = tmp_path / "r.json"
@@ -134,3 +136,22 @@ def test_a_mooncake_trace_is_replayed_exactly(sim_factory, tmp_path):
     assert min(len(os.path.commonprefix(texts)) for texts in groups.values()) > 1000
     firsts = [texts[0] for texts in groups.values()]
     assert max(len(os.path.commonprefix([a, b])) for i, a in enumerate(firsts) for b in firsts[i + 1:]) < 40
+    check_reasoning(cell, records, {t["rid"]: t for t in sim.truth_rows()}, 4)
+
+
+def check_reasoning(cell: dict, records: list[dict], truth: dict, budget: int) -> None:
+    """Each request's reasoning tokens and first reasoning / answer chunk against the simulator's truth."""
+    for r in records:
+        t = truth[r["request_id"]]
+        n = t["reasoning_chunks"]
+        assert r["reasoning_tokens"] == sum(t["chunk_tokens"][:n]) == min(budget, r["completion_tokens"])
+        assert r["t_first_reasoning_ns"] == r["t_first_token_ns"]  # the answer opens with its reasoning
+        if n < len(t["chunk_times_ns"]):  # the answer's own first chunk came after the reasoning's
+            assert r["t_first_answer_ns"] >= r["t_first_reasoning_ns"]  # the same read, when one step held both
+        else:
+            assert r["t_first_answer_ns"] is None  # all of it was reasoning
+    f = cell["reasoning"]
+    assert f["requests"] == len(records)
+    assert f["reasoning_share"] == pytest.approx(sum(r["reasoning_tokens"] for r in records) /
+                                                 sum(r["completion_tokens"] for r in records))
+    assert f["time_to_first_answer_s"]["mean"] >= f["time_to_first_reasoning_s"]["mean"]

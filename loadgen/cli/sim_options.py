@@ -35,6 +35,9 @@ def sim_options(p: argparse.ArgumentParser) -> None:
     fault_options(p)
     connection_options(p)
     per_token_options(p)
+    p.add_argument("--reasoning-tokens", type=int, default=0, metavar="N",
+                   help="stream a chat answer's first N tokens as reasoning_content deltas (a reasoning model); "
+                        "usage reports them as completion_tokens_details.reasoning_tokens")
     p.add_argument("--cache-report", action="store_true",
                    help="keep a prefix cache (16-token pages, as SGLang's radix cache serves shared prefixes) and "
                         "report each request's cached tokens (as SGLang --enable-cache-report); the engine "

@@ -7,6 +7,9 @@ Both senders (`h1_sender` over the lean HTTP/1.1 client, `aiohttp_sender`) hand 
 - each event with content is one chunk: `chunks += 1`, `chunk_gaps_ns += [now − now of the previous chunk]`,
   `chunk_tokens += [new_tokens]` (the server's running count; one chunk without a count makes the list None:
   only the final total is known); an event that adds tokens without content joins the previous chunk;
+- reasoning (`reasoning_content` or `reasoning` deltas) is content, and also counted apart: `t_first_reasoning_ns`
+  of its first chunk, `t_first_answer_ns` of the first chunk of the answer itself, and `reasoning_tokens`
+  (usage's `completion_tokens_details.reasoning_tokens`, else Σ the reasoning chunks' running counts);
 - a record with `abandon_after_tokens` N: the read that brings the output to N tokens (the server's running
   count, else content chunks) says STOP, so the sender closes the stream, and `finish` records it `abandoned`;
 - `finish`: the server's prompt/completion counts and spec details; outcome "ok" only for a complete stream
@@ -45,7 +48,7 @@ def http_error(status: int, body: bytes) -> str:
 class StreamRecorder:
     """Fills one request's record from its streamed body."""
 
-    __slots__ = ("rec", "state", "parser", "chunk_tokens", "last_token_ns", "abandon_at", "abandoned")
+    __slots__ = ("rec", "state", "parser", "chunk_tokens", "last_token_ns", "abandon_at", "abandoned", "reasoning")
 
     def __init__(self, rec: Record, api: Api):
         self.rec = rec
@@ -55,6 +58,7 @@ class StreamRecorder:
         self.last_token_ns = 0
         self.abandon_at = rec.abandon_after_tokens  # close the stream at this many output tokens (None: never)
         self.abandoned = False
+        self.reasoning = 0  # Σ running-count tokens of the reasoning chunks
         if rec.session is not None:
             self.state.answer = []  # a session's next turn sends this answer back
 
@@ -75,6 +79,8 @@ class StreamRecorder:
                         rec.t_first_token_ns = now
                     last = now
                     chunks += 1
+                    if state.reasoning_event or rec.t_first_answer_ns is None:
+                        self._kind(now)
                     if chunk_tokens is not None:
                         n = state.new_tokens
                         if n is None:
@@ -90,7 +96,21 @@ class StreamRecorder:
                     break
         finally:
             self.last_token_ns, rec.chunks = last, rec.chunks + chunks
-        if self.abandon_at is not None and said == MORE and self.tokens_so_far() >= self.abandon_at:
+        return said if self.abandon_at is None else self._abandon(said)
+
+    def _kind(self, now: int) -> None:
+        """A reasoning chunk (its time if first, its tokens), or the answer's first chunk."""
+        rec, state = self.rec, self.state
+        if not state.reasoning_event:
+            rec.t_first_answer_ns = now
+            return
+        if rec.t_first_reasoning_ns is None:
+            rec.t_first_reasoning_ns = now
+        self.reasoning += state.new_tokens or 0
+
+    def _abandon(self, said: int) -> int:
+        """STOP once the output reached `abandon_at` tokens (the stream is closed on purpose)."""
+        if said == MORE and self.tokens_so_far() >= self.abandon_at:
             self.abandoned, said = True, STOP
         return said
 
@@ -115,6 +135,8 @@ class StreamRecorder:
         rec.spec = state.spec
         if state.answer is not None:
             rec.answer = "".join(state.answer)
+        if rec.t_first_reasoning_ns is not None:  # the server's count, else the reasoning chunks' running counts
+            rec.reasoning_tokens = state.reasoning_tokens or self.reasoning
         rec.chunk_tokens = chunk_tokens
         if outcome is None:
             reason = state.incomplete_reason()

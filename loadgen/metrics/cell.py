@@ -16,6 +16,7 @@ from loadgen.metrics.cancel import cancellation_figures
 from loadgen.metrics.category import category_figures, length_distributions
 from loadgen.metrics.connections import retried_on_new_connection
 from loadgen.metrics.open_loop import achieved_request_rate, schedule_request_rate
+from loadgen.metrics.reasoning import reasoning_figures
 from loadgen.metrics.request import (
     e2e_from_intended_s,
     e2e_s,
@@ -164,6 +165,7 @@ def summarize(recs: Sequence[Record]) -> dict:
         "cancellation": cancellation_figures(recs),
         "sessions": session_figures(recs),
         "by_turn": turn_figures(recs),
+        "reasoning": reasoning_figures(ok),
         **rate_figures(recs),
         "window_ns": measured_edges_ns(recs),
         "steady": steady_figures(recs),

@@ -133,7 +133,8 @@ class Telemetry:
 
 @dataclass
 class Workload:
-    """Figures of the workload's own shape: requests closed on purpose, multi-turn sessions, shared prefixes."""
+    """Figures of the workload's own shape and the answers' kind: requests closed on purpose, multi-turn
+    sessions, shared prefixes, reasoning, acceptance by draft position."""
 
     cancellation: Figures | None = doc("--cancel-fraction: {abandoned, abandoned_fraction, tokens_before_close "
                                        "{mean, p50, max}, close_after_s {mean, p50, max}} over the requests the "
@@ -144,6 +145,9 @@ class Workload:
     shared_prefix: Figures | None = doc("--shared-prefix: {groups, tokens, cacheable_tokens, cacheable_fraction, "
                                         "cached_tokens, cached_of_cacheable}: what a prefix cache could serve and "
                                         "what it did (definitions.md#shared-prefix)", optional=True)
+    reasoning: Figures | None = doc("reasoning models: {requests, time_to_first_reasoning_s, time_to_first_answer_s, "
+                                    "reasoning_tokens, reasoning_share} over ok requests with reasoning deltas "
+                                    "(definitions.md#reasoning)", "s, tokens", optional=True)
     by_turn: list | None = doc("--sessions: per turn index k: {turn, requests, ok, ttft_s {mean, p50, p90}, "
                                "prompt_tokens_mean, cached_tokens, cached_fraction} over the turns k that ended ok",
                                optional=True)

@@ -36,6 +36,7 @@ class SimRequest:
     prompt: object = None  # the messages or text as received, for the truth
     count_prompt: Callable[[], int] | None = None  # deferred tokenization (see Generations.prompt_size)
     cached_tokens: int = 0  # prompt tokens the prefix cache served (the llama.cpp imitation has one)
+    reasoning_chunks: int = 0  # content chunks streamed as reasoning (--reasoning-tokens): the first ones
 
     @property
     def finished(self) -> bool:

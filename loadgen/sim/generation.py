@@ -129,6 +129,7 @@ class Generations:
         """`outcome`: Outcome.OK, or the truth's word for a request the client left (client_disconnected)."""
         truth.update(t_end_ns=time.monotonic_ns(), verify_ct=req.verify_ct, completion_tokens=req.generated,
                      prompt_tokens=req.prompt_tokens, cached_tokens=req.cached_tokens,
+                     reasoning_chunks=req.reasoning_chunks,
                      outcome=outcome, budget=self.engine.spec.budget, prompt_kind=req.kind, prompt=req.prompt,
                      accept_mean=self.engine.kind_means[req.kind], accept_mean_config=self.engine.accept_mean)
         if truth["chunk_times_ns"]:

@@ -29,6 +29,7 @@ class OpenAIChunks:
         self.continuous = continuous_usage
         self.prompt_tokens = prompt_tokens
         self.cached_tokens: int | None = None  # reported when the server has a prefix cache (--cache-report)
+        self.reasoning_budget = 0  # an answer's first tokens that are reasoning (--reasoning-tokens, chat only)
         self.created = int(time.time())
         self.object = "chat.completion.chunk" if chat else "text_completion"
 
@@ -40,9 +41,10 @@ class OpenAIChunks:
         return self._base([{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
                             "finish_reason": None, "matched_stop": None}])
 
-    def content(self, text: str, completion_tokens: int, finish: str | None = None) -> dict:
+    def content(self, text: str, completion_tokens: int, finish: str | None = None, reasoning: bool = False) -> dict:
         if self.chat:
-            choice = {"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": finish,
+            delta = {"reasoning_content": text} if reasoning else {"content": text}
+            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish,
                       "matched_stop": None}
         else:
             choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "matched_stop": None}
@@ -65,7 +67,9 @@ class OpenAIChunks:
         return {"prompt_tokens": self.prompt_tokens, "completion_tokens": completion_tokens,
                 "total_tokens": self.prompt_tokens + completion_tokens,
                 "prompt_tokens_details": None if self.cached_tokens is None else {"cached_tokens": self.cached_tokens},
-                "reasoning_tokens": 0}
+                "reasoning_tokens": min(self.reasoning_budget, completion_tokens),
+                **({"completion_tokens_details": {"reasoning_tokens": min(self.reasoning_budget, completion_tokens)}}
+                   if self.reasoning_budget else {})}
 
 
 def spec_details(completion_tokens: int, verify_ct: int, budget: int) -> dict:

@@ -45,7 +45,8 @@ class SimServer:
         self.metrics = MetricsEndpoint(llama.collector if llama else _collector(engine, cfg, latency))
         self.routes = [*([llama.routes] if llama else []), InfoRoutes(engine, cfg, started_at_s=time.time()),
                        OpenAIRoutes(generations, cfg.model, spec_details=cfg.engine_name is EngineName.SGLANG,
-                                    per_token_events=cfg.per_token_events, wire=llama.wire if llama else None),
+                                    per_token_events=cfg.per_token_events, wire=llama.wire if llama else None,
+                                    reasoning_tokens=cfg.reasoning_tokens),
                        GenerateRoute(generations)]
 
     def app(self) -> web.Application:
