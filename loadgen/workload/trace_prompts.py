@@ -87,17 +87,37 @@ class TracePrompts:
             raise WorkloadError(f"--trace {t.path}: {len(over)} rows over the model's context (named above); a "
                                 "trace is replayed whole: shorten or remove them")
 
-    async def _count_fit(self, prefixes: list[str], targets: list[int], what: str,
-                         own: list[int] | None = None) -> list[str]:
-        """Texts of `prefix + natural text` counting `targets` tokens (estimated without a tokenizer); `own` is
-        about how many of them the natural text holds (the window is sized for it, not for the blocks)."""
-        rngs = [seeded_rng(self.seed, "trace", what, i) for i in range(len(prefixes))]
-        own = own or targets
+    def _windows(self, what: str, own: list[int]) -> list[str]:
+        """Natural text for each prompt, seeded, long enough for `own` tokens."""
+        rngs = [seeded_rng(self.seed, "trace", what, i) for i in range(len(own))]
         if self.counter is None:
-            chars = [int(t * self.chars_per_token) for t in own]
-            return [p + self.corpus.window(g, c) for p, g, c in zip(prefixes, rngs, chars)]
-        windows = [self.corpus.window(g, chars_for(t)) for g, t in zip(rngs, own)]
-        texts, _ = await fit_prompts(prefixes, windows, targets, self.counter)
+            return [self.corpus.window(g, int(t * self.chars_per_token)) for g, t in zip(rngs, own)]
+        return [self.corpus.window(g, chars_for(t)) for g, t in zip(rngs, own)]
+
+    async def _fit(self, heads: list[str], targets: list[int], what: str) -> list[str]:
+        """`head + natural text` counting `targets` tokens (estimated without a tokenizer).
+
+        The tail is fitted after the head's last line alone, to target − count(head) + count(last line): the
+        heads are counted once (fitting the whole prompt would count every shared block in every round), and
+        the last line keeps how the tokenizer joins the tail's first characters with the head's. A prompt
+        whose whole count still misses is fitted whole."""
+        if self.counter is None:
+            return [h + w for h, w in zip(heads, self._windows(what, [max(1, t - round(len(h) / self.chars_per_token))
+                                                                       for h, t in zip(heads, targets)]))]
+        lines = [h[h.rfind("\n", 0, len(h) - 1) + 1:] for h in heads]
+        head_counts = await self.counter(heads)
+        line_counts = await self.counter(lines)
+        own = [max(1, t - c) for t, c in zip(targets, head_counts)]
+        windows = self._windows(what, own)
+        tails, _ = await fit_prompts(lines, windows, [o + c for o, c in zip(own, line_counts)], self.counter)
+        texts = [h[: len(h) - len(line)] + tail for h, line, tail in zip(heads, lines, tails)]
+        counts = await self.counter(texts)
+        miss = [i for i, (c, t) in enumerate(zip(counts, targets)) if c != t]
+        if miss:
+            fitted, _ = await fit_prompts([heads[i] for i in miss], [windows[i] for i in miss],
+                                          [targets[i] for i in miss], self.counter)
+            for i, text in zip(miss, fitted):
+                texts[i] = text
         return texts
 
     async def build(self) -> list[str]:
@@ -107,12 +127,11 @@ class TracePrompts:
         rows, over = self.trace.rows, self.overhead_tokens
         ids = sorted({h for r in rows for h in shared_blocks(r, over)})
         tags = [f"[{self.run_id} block {h}]\n" for h in ids]
-        self.blocks = dict(zip(ids, await self._count_fit(tags, [BLOCK_TOKENS] * len(ids), "blocks")))
+        self.blocks = dict(zip(ids, await self._fit(tags, [BLOCK_TOKENS] * len(ids), "blocks")))
         targets = [max(1, r.input_length - over) for r in rows]
         heads = ["".join(self.blocks[h] for h in shared_blocks(r, over)) + row_tag(self.run_id, i, t)
                  for i, (r, t) in enumerate(zip(rows, targets))]
-        own = [t - BLOCK_TOKENS * len(shared_blocks(r, over)) for r, t in zip(rows, targets)]
-        self.texts = await self._count_fit(heads, targets, "rows", own)
+        self.texts = await self._fit(heads, targets, "rows")
         return self.texts
 
     async def bodies(self, cell: CellKey, n: int, opts: RequestOptions) -> tuple[list[dict], None]:
