@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from loadgen.metrics import accept_positions
 from loadgen.metrics import telemetry as cell_telemetry
 from loadgen.metrics.cell import summarize
 from loadgen.metrics.shared_prefix import shared_prefix_figures
@@ -29,6 +30,7 @@ def figures(key: CellKey, records: Sequence[Record], sources: Sequence[SourceRes
     flat["accept_length"] = cell_telemetry.accept_length(summary, list(sources))
     flat["power"] = cell_telemetry.power(list(sources), summary["output_tokens"], summary["duration_s"],
                                          summary.get("window_ns"))
+    flat["accept_by_position"] = accept_positions.from_sources(list(sources))
     flat["telemetry"] = {r.name: {"available": r.available, "reason": r.reason, **r.values} for r in sources}
     return flat
 

@@ -148,6 +148,10 @@ class Workload:
     reasoning: Figures | None = doc("reasoning models: {requests, time_to_first_reasoning_s, time_to_first_answer_s, "
                                     "reasoning_tokens, reasoning_share} over ok requests with reasoning deltas "
                                     "(definitions.md#reasoning)", "s, tokens", optional=True)
+    accept_by_position: list | None = doc("[{position, rate, conditional}]: the share of verify steps whose draft "
+                                          "token at each position was accepted, and the chance given the one "
+                                          "before (vLLM's per-position counters; "
+                                          "definitions.md#acceptance-by-draft-position)", optional=True)
     by_turn: list | None = doc("--sessions: per turn index k: {turn, requests, ok, ttft_s {mean, p50, p90}, "
                                "prompt_tokens_mean, cached_tokens, cached_fraction} over the turns k that ended ok",
                                optional=True)

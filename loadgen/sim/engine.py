@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -79,6 +79,7 @@ class Engine:
         self.num_requests_total = 0
         self.spec_verify_calls_total = 0
         self.num_aborted_requests_total = 0
+        self.steps_by_tokens: Counter[int] = Counter()  # verify steps that committed k tokens (k − 1 drafts accepted)
         self.window = WindowStats()
         self.gauge_accept_length = 0.0
         self.gauge_gen_throughput = 0.0
@@ -140,6 +141,7 @@ class Engine:
                 continue
             k = min(draw_accept(self.rng, self.spec, self.kind_means[r.kind]), r.max_tokens - r.generated)
             r.verify_ct += 1
+            self.steps_by_tokens[k] += 1
             accepted += k
             self._emit(r, k)
         if decoding:
@@ -168,6 +170,11 @@ class Engine:
             self.num_requests_total += 1
             self.spec_verify_calls_total += r.verify_ct
         r.queue.put_nowait(k)
+
+    def accepted_at_position(self, positions: int) -> list[int]:
+        """Verify steps whose draft token at position i (from 0) was accepted, for i < `positions`: a step that
+        committed k tokens accepted its first k − 1 drafts, so position i counts the steps with k ≥ i + 2."""
+        return [sum(n for k, n in self.steps_by_tokens.items() if k >= i + 2) for i in range(positions)]
 
     def utilization(self, batch: int) -> float:
         """GPU busy fraction while `batch` requests run: 0.55 + 0.45·min(1, batch·(budget+1)/(128·9)).
