@@ -14,7 +14,7 @@ from loadgen.client.cancel import CancellingSender, chosen
 from loadgen.client.recorder import END, MORE, STOP, StreamRecorder
 from loadgen.files import read_json, read_jsonl
 from loadgen.metrics.cancel import cancellation_figures
-from loadgen.metrics.cell import request_counts
+from loadgen.metrics.counts import request_counts
 from loadgen.names import Outcome, Phase
 from loadgen.record import CellKey, Record
 from loadgen.results.build_cell import build_cell
@@ -93,7 +93,7 @@ def records(ok: int, abandoned: int, failed: int = 0) -> list[Record]:
 def test_abandoned_requests_are_counted_apart_and_never_fail_the_cell():
     recs = records(ok=30, abandoned=10)
     assert request_counts(recs, [r for r in recs if r.ok]) == {
-        "ok": 30, "failed": 0, "abandoned": 10, "by_outcome": {"ok": 30, "abandoned": 10}}
+        "ok": 30, "failed": 0, "cancelled": 0, "abandoned": 10, "by_outcome": {"ok": 30, "abandoned": 10}}
     figures = cancellation_figures(recs)
     gone = recs[30:]
     assert figures["abandoned"] == 10 and figures["abandoned_fraction"] == 0.25

@@ -8,13 +8,13 @@ here is in seconds (or tokens per second).
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 
 from loadgen.metrics.accept import accept_length_chunks, accept_length_per_request
 from loadgen.metrics.cancel import cancellation_figures
 from loadgen.metrics.category import category_figures, length_distributions
 from loadgen.metrics.connections import retried_on_new_connection
+from loadgen.metrics.counts import request_counts
 from loadgen.metrics.open_loop import achieved_request_rate, schedule_request_rate
 from loadgen.metrics.reasoning import reasoning_figures
 from loadgen.metrics.request import (
@@ -33,8 +33,7 @@ from loadgen.metrics.sessions import session_figures, turn_figures
 from loadgen.metrics.stats import distribution, mean, percentile, weighted_distribution
 from loadgen.metrics.steady import measured_edges_ns, steady_figures
 from loadgen.metrics.steps import step_figures
-from loadgen.names import Outcome
-from loadgen.record import OUTCOMES, Record
+from loadgen.record import Record
 
 NS = 1e9
 
@@ -90,18 +89,6 @@ def itl_distribution(ok: Sequence[Record]) -> dict:
 def achieved_concurrency(recs: Sequence[Record], window_s: float) -> float | None:
     """Little's law: Σ e2e over the measured requests (all outcomes) / measured window."""
     return sum(e2e_s(r) for r in recs) / window_s if window_s > 0 else None
-
-
-def request_counts(recs: Sequence[Record], ok: Sequence[Record]) -> dict:
-    """{ok, failed, abandoned, by_outcome}: every measured request counts once, under its outcome; `failed`
-    counts every outcome but ok and abandoned (closed on purpose, `--cancel-fraction`), `abandoned` is there
-    only when some were."""
-    by_outcome = Counter(r.outcome for r in recs)
-    abandoned = by_outcome[Outcome.ABANDONED]
-    counts = {"ok": len(ok), "failed": len(recs) - len(ok) - abandoned}
-    if abandoned:
-        counts["abandoned"] = abandoned
-    return counts | {"by_outcome": {o: by_outcome[o] for o in OUTCOMES if by_outcome[o]}}
 
 
 def send_lateness(recs: Sequence[Record]) -> dict:

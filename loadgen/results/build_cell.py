@@ -13,11 +13,12 @@ from collections.abc import Sequence
 from loadgen.metrics import accept_positions
 from loadgen.metrics import telemetry as cell_telemetry
 from loadgen.metrics.cell import summarize
+from loadgen.metrics.counts import scheduled
 from loadgen.metrics.shared_prefix import shared_prefix_figures
 from loadgen.metrics.source_result import SourceResult
 from loadgen.record import CellKey, Record
 from loadgen.results.cell_result import CellResult, from_json, saturation_note
-from loadgen.results.cell_status import DEFAULT_MAX_FAILED_FRACTION, failed_fraction, request_incidents, scheduled
+from loadgen.results.cell_status import DEFAULT_MAX_FAILED_FRACTION, failed_fraction, request_incidents
 from loadgen.results.incidents import Incident, IncidentKind
 
 TELEMETRY_LOST = "TELEMETRY LOST"  # how a requested source that went quiet mid-run opens its warning
