@@ -19,6 +19,8 @@ from loadgen.names import Outcome, Phase
 from loadgen.record import CellKey, Record
 from loadgen.results.build_cell import build_cell
 from loadgen.results.cell_status import failed_fraction
+from loadgen.results.table import ABANDONED_LEGEND, footnote
+from loadgen.results.text_table import ok_failed
 from tests.conftest import run_loadgen
 
 CELL = CellKey(60, 4)
@@ -102,6 +104,7 @@ def test_abandoned_requests_are_counted_apart_and_never_fail_the_cell():
                                         "max": pytest.approx(0.2)}
     cell = build_cell(CELL, recs, max_failed_fraction=0.01)
     assert cell.status == "ok" and cell.requests.failed_fraction == 0.0
+    assert ok_failed(cell.to_json()) == "30/0+10a" and ABANDONED_LEGEND in footnote([cell.to_json()])
     assert "10 of 40 abandoned on purpose (--cancel-fraction)" in cell.notes
     assert cancellation_figures(records(ok=3, abandoned=0)) is None
     # a real failure beside them is judged against every scheduled request: 1 of 41

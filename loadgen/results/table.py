@@ -95,16 +95,19 @@ def row(cell: dict) -> str:
 
 
 CANCELLED_LEGEND = "+Nc in ok/fail: N requests cancelled by the client (an interrupt), neither ok nor failed"
+ABANDONED_LEGEND = "+Na in ok/fail: N requests closed on purpose (--cancel-fraction), neither ok nor failed"
 
 
 def footnote(cells: list[dict]) -> str | None:
-    """The legend of "*" and of "+Nc", when a row carries one."""
+    """The legend of "*", "+Nc" and "+Na", when a row carries one."""
     notes = []
     if any(_few_samples(c, f) for c in cells for f in ("request_tok_s", "ttft_s")):
         notes.append(f"* percentile over fewer than {FEW_SAMPLES} requests (n): a p99 of n < {FEW_SAMPLES} is "
                      f"close to their maximum; raise --requests-per-cell for a tail figure")
     if any((c.get("requests") or {}).get("cancelled") for c in cells):
         notes.append(CANCELLED_LEGEND)
+    if any((c.get("requests") or {}).get("abandoned") for c in cells):
+        notes.append(ABANDONED_LEGEND)
     return "\n".join(notes) or None
 
 
