@@ -7,7 +7,9 @@ import asyncio
 
 import pytest
 
-from loadgen.metrics.accept_positions import acceptance_by_position, from_sources
+from loadgen.metrics.accept_positions import acceptance_by_position, from_histograms, from_sources
+from loadgen.names import Outcome
+from loadgen.record import CellKey, Record
 from loadgen.sim.engine import Engine
 from loadgen.sim.metrics import TtftHistogram
 from loadgen.sim.model import SpecConfig
@@ -48,6 +50,20 @@ def test_the_cells_rates_come_from_the_counters_deltas():
     assert 1 + sum(r["rate"] for r in rates) == pytest.approx(res.values["per_source"]["counters"])
     assert acceptance_by_position([], 10) is None and acceptance_by_position([3], 0) is None
     assert acceptance_by_position([4, 0, 0], 8)[2] == {"position": 2, "rate": 0.0, "conditional": None}
+
+
+def test_sglang_per_request_histograms_give_the_same_rates():
+    def rec(hist, outcome=Outcome.OK):
+        return Record("r", CellKey(60, 1), 0, outcome=outcome, spec={"spec_verify_ct": sum(hist),
+                                                                     "spec_correct_drafts_histogram": hist})
+    # steps that accepted 0, 1, 2, 3 drafts: 2, 3, 4, 1 over two requests (a failed one is left out)
+    recs = [rec([1, 2, 4]), rec([1, 1, 0, 1]), rec([50, 0, 0], Outcome.HTTP_ERROR)]
+    rates = from_histograms([r for r in recs if r.ok])
+    assert [p["rate"] for p in rates] == pytest.approx([8 / 10, 5 / 10, 1 / 10])
+    assert rates[1]["conditional"] == pytest.approx(5 / 8)
+    # one plus the rates is the mean tokens a verify step committed: Σ (j + 1)·H[j] / Σ H[j]
+    assert 1 + sum(p["rate"] for p in rates) == pytest.approx((2 * 1 + 3 * 2 + 4 * 3 + 1 * 4) / 10)
+    assert from_histograms([Record("r", CellKey(60, 1), 0, spec={"spec_verify_ct": 3})]) is None
 
 
 def test_the_simulator_counts_each_steps_accepted_positions():

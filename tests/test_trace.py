@@ -137,6 +137,11 @@ def test_a_mooncake_trace_is_replayed_exactly(sim_factory, tmp_path):
     firsts = [texts[0] for texts in groups.values()]
     assert max(len(os.path.commonprefix([a, b])) for i, a in enumerate(firsts) for b in firsts[i + 1:]) < 40
     check_reasoning(cell, records, {t["rid"]: t for t in sim.truth_rows()}, 4)
+    # SGLang's per-request histograms of accepted drafts: one entry per verify step, as the truth counted them
+    truth_steps = {t["rid"]: t["verify_ct"] for t in sim.truth_rows()}
+    assert all(sum(r["spec"]["spec_correct_drafts_histogram"]) == truth_steps[r["request_id"]] for r in records)
+    assert 1 + sum(p["rate"] for p in cell["accept_by_position"]) == pytest.approx(
+        sum(r["completion_tokens"] - 1 for r in records) / sum(truth_steps.values()))
     late = cell["send_lateness_s"]["p99"]
     if late >= 0.05 and machine["max_s"] >= 0.025:
         pytest.skip(f"send lateness p99 {late * 1e3:.0f} ms while this machine held an idle event loop up "

@@ -1,6 +1,9 @@
 """Acceptance by draft position (definitions.md#acceptance-by-draft-position): the figure that tells whether a
 larger draft budget can pay. From vLLM's per-position counters over the cell's window
-(`telemetry.server_metrics`: Δaccepted at position i, Δdrafts = verify steps):
+(`telemetry.server_metrics`: Δaccepted at position i, Δdrafts = verify steps), else from SGLang's per-request
+`spec_correct_drafts_histogram` (H[j] = the request's verify steps that accepted j drafts), summed over the
+cell's ok requests: drafts = Σ_j H[j], accepted_i = Σ_{j > i} H[j] (a step that accepted j drafts accepted
+positions 0 … j − 1):
 
 - rate_i = Δaccepted_i / Δdrafts: the share of verify steps whose draft token at position i (from 0) was
   accepted (a draft token counts only when every one before it was accepted, so rate_i never rises with i);
@@ -13,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from loadgen.metrics.source_result import SourceResult
+from loadgen.record import Record
 
 ENGINES = ("vllm", "llamacpp")  # the server_metrics values that carry drafts and accepted_per_position
 
@@ -28,6 +32,22 @@ def acceptance_by_position(accepted: Sequence[float | None], drafts: float) -> l
         out.append({"position": i, "rate": rate, "conditional": cond})
         before = a
     return out
+
+
+def from_histograms(ok: Sequence[Record]) -> list[dict] | None:
+    """The cell's acceptance by draft position from its ok requests' SGLang histograms, or None without them."""
+    total: list[float] = []
+    for r in ok:
+        hist = (r.spec or {}).get("spec_correct_drafts_histogram")
+        if not isinstance(hist, list):
+            continue
+        total += [0.0] * (len(hist) - len(total))
+        for j, n in enumerate(hist):
+            total[j] += n if isinstance(n, (int, float)) else 0
+    if not total:
+        return None
+    accepted = [sum(total[i + 1:]) for i in range(len(total) - 1)]
+    return acceptance_by_position(accepted, sum(total))
 
 
 def from_sources(sources: Sequence[SourceResult]) -> list[dict] | None:

@@ -31,7 +31,8 @@ def figures(key: CellKey, records: Sequence[Record], sources: Sequence[SourceRes
     flat["accept_length"] = cell_telemetry.accept_length(summary, list(sources))
     flat["power"] = cell_telemetry.power(list(sources), summary["output_tokens"], summary["duration_s"],
                                          summary.get("window_ns"))
-    flat["accept_by_position"] = accept_positions.from_sources(list(sources))
+    flat["accept_by_position"] = accept_positions.from_sources(list(sources)) or \
+        accept_positions.from_histograms([r for r in records if r.ok])
     flat["telemetry"] = {r.name: {"available": r.available, "reason": r.reason, **r.values} for r in sources}
     return flat
 

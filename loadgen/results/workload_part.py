@@ -38,7 +38,8 @@ class Workload:
                                     "(definitions.md#reasoning)", "s, tokens", optional=True)
     accept_by_position: list | None = doc("[{position, rate, conditional}]: the share of verify steps whose draft "
                                           "token at each position was accepted, and the chance given the one "
-                                          "before (vLLM's per-position counters; "
+                                          "before (vLLM's per-position counters, else SGLang's per-request "
+                                          "spec_correct_drafts_histogram; "
                                           "definitions.md#acceptance-by-draft-position)", optional=True)
     by_turn: list | None = doc("--sessions: per turn index k: {turn, requests, ok, ttft_s {mean, p50, p90}, "
                                "prompt_tokens_mean, cached_tokens, cached_fraction} over the turns k that ended ok",

@@ -37,6 +37,7 @@ class SimRequest:
     count_prompt: Callable[[], int] | None = None  # deferred tokenization (see Generations.prompt_size)
     cached_tokens: int = 0  # prompt tokens the prefix cache served (the llama.cpp imitation has one)
     reasoning_chunks: int = 0  # content chunks streamed as reasoning (--reasoning-tokens): the first ones
+    correct_drafts: list[int] = field(default_factory=list)  # [j] = verify steps that accepted j drafts
 
     @property
     def finished(self) -> bool:
@@ -142,6 +143,9 @@ class Engine:
             k = min(draw_accept(self.rng, self.spec, self.kind_means[r.kind]), r.max_tokens - r.generated)
             r.verify_ct += 1
             self.steps_by_tokens[k] += 1
+            while len(r.correct_drafts) < k:
+                r.correct_drafts.append(0)
+            r.correct_drafts[k - 1] += 1
             accepted += k
             self._emit(r, k)
         if decoding:

@@ -64,7 +64,7 @@ class Generations:
 
     # ---- per-request details -----------------------------------------------------------------------------
     def spec_details(self, req: SimRequest) -> dict:
-        return spec_details(req.generated, req.verify_ct, self.engine.spec.budget)
+        return spec_details(req.generated, req.verify_ct, self.engine.spec.budget, req.correct_drafts)
 
     def final_meta(self, req: SimRequest) -> dict:
         """The spec details plus e2e_latency = (now − arrival) / 1e9 s."""

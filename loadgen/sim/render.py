@@ -72,13 +72,15 @@ class OpenAIChunks:
                    if self.reasoning_budget else {})}
 
 
-def spec_details(completion_tokens: int, verify_ct: int, budget: int) -> dict:
-    """SGLang's per-request speculative details: accept length = completion_tokens / verify_ct."""
+def spec_details(completion_tokens: int, verify_ct: int, budget: int, correct_drafts: list[int] | None = None) -> dict:
+    """SGLang's per-request speculative details: accept length = completion_tokens / verify_ct; with
+    `correct_drafts`, its `spec_correct_drafts_histogram` ([j] = verify steps that accepted j drafts)."""
     accept_length = completion_tokens / verify_ct if verify_ct else 0.0
     proposed = verify_ct * budget
     correct = max(0, completion_tokens - verify_ct - 1)
     return {"spec_accept_rate": correct / proposed if proposed else 0.0, "spec_accept_length": accept_length,
-            "spec_num_correct_drafts": correct, "spec_num_proposed_drafts": proposed, "spec_verify_ct": verify_ct}
+            "spec_num_correct_drafts": correct, "spec_num_proposed_drafts": proposed, "spec_verify_ct": verify_ct,
+            **({"spec_correct_drafts_histogram": list(correct_drafts)} if correct_drafts is not None else {})}
 
 
 def generate_event(rid: str, text: str, completion_tokens: int, prompt_tokens: int,
