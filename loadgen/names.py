@@ -35,6 +35,7 @@ class Phase(StrEnum):
 
     WARMUP = "warmup"
     MEASURE = "measure"
+    VERIFY = "verify"  # a verification request (--verify): shares the load, counted in no latency figure
 
 
 class Api(StrEnum):
@@ -131,3 +132,28 @@ class AcceptSource(StrEnum):
     GAUGE = "gauge"
     LOG = "log"
     CHUNKS = "chunks"
+
+
+class VerifyMode(StrEnum):
+    """What fails a verified cell (`--verify`): garbage output only, or any output that differs from the reference."""
+
+    GARBAGE = "garbage"
+    EXACT = "exact"
+
+
+class GarbageReason(StrEnum):
+    """Why an output is garbage, judged on the output alone (docs/definitions.md#correctness)."""
+
+    REPETITION_LOOP = "repetition_loop"
+    EMPTY = "empty"
+    REPLACEMENT_CHARACTERS = "replacement_characters"
+    CUT_SHORT = "cut_short"
+
+
+class TokenUnit(StrEnum):
+    """What a verification output's positions count: the server's token ids, its logprob tokens, or pieces of
+    the text (where the server returns neither; positions then estimated in tokens)."""
+
+    IDS = "ids"
+    LOGPROBS = "logprobs"
+    TEXT = "text"

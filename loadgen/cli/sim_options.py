@@ -34,6 +34,7 @@ def sim_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--truth", metavar="FILE", help="write one ground-truth JSONL line per request")
     p.add_argument("--api-key-env", metavar="VAR", help="require 'Authorization: Bearer $VAR' on API routes")
     fault_options(p)
+    output_fault_options(p)
     service_options(p)
     connection_options(p)
     per_token_options(p)
@@ -104,6 +105,18 @@ def workload_sim_options(p: argparse.ArgumentParser) -> None:
                    help="keep a prefix cache (16-token pages, as SGLang's radix cache serves shared prefixes) and "
                         "report each request's cached tokens (as SGLang --enable-cache-report); the engine "
                         "prefills only the uncached part")
+
+
+def output_fault_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("output faults (deterministic outputs per prompt; see docs/faults.md)")
+    g.add_argument("--garbage-above", type=int, metavar="N",
+                   help="a request's first token produced while more than N requests run starts a repetition "
+                        "loop that lasts to the end of its output")
+    g.add_argument("--drift-above", type=int, metavar="M",
+                   help="with --drift-after K: the output diverges from its clean one at the first token at "
+                        "position ≥ K produced while more than M requests run")
+    g.add_argument("--drift-after", type=int, default=0, metavar="K",
+                   help="first output position that may drift (default 0)")
 
 
 def connection_options(p: argparse.ArgumentParser) -> None:

@@ -9,9 +9,11 @@ back as it was. `status` and `error` are never stored in the tree: they are judg
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from loadgen.metrics.client_health import machine_busy, saturation_advice
 from loadgen.names import CellStatus
 from loadgen.record import CellKey, cell_key
 from loadgen.results.incidents import Incident, IncidentKind, Verdict, finished, judge
@@ -123,6 +125,22 @@ class Telemetry:
 
 
 @dataclass
+class Noise:
+    """How far the key figures can be trusted: their confidence intervals, and the repeats (--repeat)."""
+
+    intervals: Figures | None = doc("{figure: [low, high]}: the 95 % confidence interval of each key figure, "
+                                    "named by its path (output_tok_s, request_tok_s.mean, ttft_s.p50, "
+                                    "e2e_s.mean, accept_length.value); a percentile bootstrap over the ok "
+                                    "requests, or Student's t over the repeats (definitions.md#noise)",
+                                    "the figure's", optional=True)
+    interval_method: Figures | None = doc("{method: bootstrap | t over repeats, level, resamples, seed, "
+                                          "samples}: how `intervals` were made", optional=True)
+    repeats: Figures | None = doc("--repeat N: {n, values: {figure: [each repeat's value]}, windows: [each "
+                                  "repeat's window]}; the key figures are then the mean over the repeats, the "
+                                  "other figures the last repeat's", optional=True)
+
+
+@dataclass
 class CellResult:
     """One cell of the matrix, every figure in its part; status and error judged from `incidents`."""
 
@@ -136,6 +154,7 @@ class CellResult:
     accept: AcceptLength = field(default_factory=AcceptLength)
     telemetry: Telemetry = field(default_factory=Telemetry)
     workload: Workload = field(default_factory=Workload)
+    noise: Noise = field(default_factory=Noise)
     gpu: Figures | None = None  # room for the GPU verdict
     slo: Figures | None = None  # room for latency targets and goodput
     correctness: Figures | None = None  # room for output verification
@@ -179,7 +198,7 @@ class CellResult:
 
 
 PARTS = {"requests": Requests, "load": Load, "prompts": Prompts, "latency": Latency, "throughput": Throughput,
-         "accept": AcceptLength, "telemetry": Telemetry, "workload": Workload}
+         "accept": AcceptLength, "telemetry": Telemetry, "noise": Noise, "workload": Workload}
 RESERVED = ("gpu", "slo", "correctness")
 KEY_FIELDS = ("context_tokens", "concurrency", "request_rate")
 JUDGED = ("status", "error", "warnings", "incidents")
@@ -246,7 +265,7 @@ def legacy_incidents(data: dict) -> list[Incident]:
                               f"stopped early: {data['requests_not_sent']} measured requests not sent"))
     client = data.get("client") or {}
     if client.get("saturated"):
-        found.append(Incident(IncidentKind.CLIENT_SATURATED, saturation_note(client)))
+        found.append(Incident(IncidentKind.CLIENT_SATURATED, saturation_note(client, data)))
     return found
 
 
@@ -261,7 +280,12 @@ def _stored_verdict(data: dict) -> list[Incident]:
     return []
 
 
-def saturation_note(client: dict) -> str:
-    """The note of a cell whose client fell behind: 'CLIENT SATURATED (event-loop lag …) add --workers'."""
-    return "CLIENT SATURATED (" + "; ".join(client.get("reasons", [])) + ") add --workers"
+def saturation_note(client: dict, cell: dict) -> str:
+    """The note of a cell whose client fell behind, with the advice for its case (`saturation_advice`):
+    'CLIENT SATURATED (event-loop lag …): add --workers auto …'. `cell` holds the key (concurrency,
+    request_rate)."""
+    advice = saturation_advice(int(cell.get("concurrency") or 0), cell.get("request_rate") is not None,
+                               int(client.get("workers") or 1), os.cpu_count() or 1,
+                               client["runqueue_wait_s"] if machine_busy(client) else None)
+    return "CLIENT SATURATED (" + "; ".join(client.get("reasons", [])) + "): " + advice
 
