@@ -19,6 +19,7 @@ from loadgen.names import Outcome, Phase
 from loadgen.record import CellKey, Record
 from loadgen.results.build_cell import build_cell
 from loadgen.results.cell_status import failed_fraction
+from loadgen.results.repeats import combine_repeats
 from loadgen.results.table import ABANDONED_LEGEND, footnote
 from loadgen.results.text_table import ok_failed
 from tests.conftest import run_loadgen
@@ -107,6 +108,9 @@ def test_abandoned_requests_are_counted_apart_and_never_fail_the_cell():
     assert ok_failed(cell.to_json()) == "30/0+10a" and ABANDONED_LEGEND in footnote([cell.to_json()])
     assert "10 of 40 abandoned on purpose (--cancel-fraction)" in cell.notes
     assert cancellation_figures(records(ok=3, abandoned=0)) is None
+    # --repeat 2: counted over both repeats, still apart
+    both = combine_repeats([cell, build_cell(CELL, records(ok=20, abandoned=5))])
+    assert (both.requests.requests["abandoned"], both.requests.requests["failed"], both.status) == (15, 0, "ok")
     # a real failure beside them is judged against every scheduled request: 1 of 41
     assert failed_fraction(build_cell(CELL, records(30, 10, 1)).to_json()) == pytest.approx(1 / 41)
 

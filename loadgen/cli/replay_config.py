@@ -23,7 +23,8 @@ _EXCLUDED = (("--dataset", lambda a: a.dataset), ("--prompts", lambda a: a.promp
              ("--request-rate", lambda a: a.request_rate), ("--ramp", lambda a: a.ramp),
              ("--duration-per-cell", lambda a: a.duration_per_cell), ("--warmup", lambda a: a.warmup),
              ("--requests-per-cell", lambda a: a.requests_per_cell), ("--shard", lambda a: a.shard),
-             ("--workers", lambda a: a.workers not in (None, "1")))
+             ("--workers", lambda a: a.workers not in (None, "1")),
+             ("--verify", lambda a: getattr(a, "verify", None)))  # its jobs are not rows of the trace (not yet)
 
 
 def trace_config(a: argparse.Namespace, cfg: RunConfig) -> TraceConfig:
@@ -73,7 +74,8 @@ def cancel_config(a: argparse.Namespace, cfg: RunConfig) -> CancelConfig:
 _NOT_WITH_SESSIONS = (("--request-rate", lambda a: a.request_rate), ("--ramp", lambda a: a.ramp),
                       ("--duration-per-cell", lambda a: a.duration_per_cell), ("--shard", lambda a: a.shard),
                       ("--workers", lambda a: a.workers not in (None, "1")),
-                      ("--cancel-fraction", lambda a: a.cancel_fraction), ("--trace", lambda a: a.trace))
+                      ("--cancel-fraction", lambda a: a.cancel_fraction), ("--trace", lambda a: a.trace),
+                      ("--verify", lambda a: getattr(a, "verify", None)))  # its jobs are not sessions (not yet)
 
 
 def session_config(a: argparse.Namespace, cfg: RunConfig) -> None:
