@@ -28,6 +28,7 @@ from loadgen.run.transport import Transport
 from loadgen.run.verify import Verifier, VerifyingSender
 from loadgen.schedule.cell_run import CellRun, LoadOutcome, StopToken
 from loadgen.schedule.jobs import Inserted, JobList
+from loadgen.schedule.sessions import turns
 from loadgen.sinks.base import Sink
 from loadgen.telemetry.base import TelemetrySource
 from loadgen.workload.prompts import PromptBuilder
@@ -106,7 +107,8 @@ class CellMeasurer:
         await self.transport.before_cell(session, cell, len(jobs))
         for s in self.sinks:
             s.cell_started(cell, self.run_id)
-        self.progress.reset(cell.label(), 0 if self.cfg.duration_per_cell_s else len(jobs))
+        total = turns(jobs) if self.cfg.workload.sessions else len(jobs)  # a session sends one request a turn
+        self.progress.reset(cell.label(), 0 if self.cfg.duration_per_cell_s else total)
         await self.driver.warm_up(run, cell)
         results, client = await self.measured_window(run, cell, measured)
         v = self.verifier

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 
 from loadgen.schedule.cell_run import CellRun, LoadOutcome
 from loadgen.schedule.jobs import Job
@@ -38,6 +39,11 @@ async def run_session(run: CellRun, ticket: Job) -> int:
         talk.answered(k, rec.answer or "")
         due_ns = rec.t_end_ns
     return talk.turns
+
+
+def turns(jobs: Sequence[Job]) -> int:
+    """The requests the sessions `jobs` will send: one per user turn."""
+    return sum(len(job.body["session"].users) for job in jobs)
 
 
 async def session_loop(run: CellRun, slots: int) -> LoadOutcome:
