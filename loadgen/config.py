@@ -194,6 +194,21 @@ class CancelConfig:
         return self.cancel_fraction > 0
 
 
+DEFAULT_SLO_ATTAINMENT = 0.9  # DistServe's goodput definition; why 0.9: docs/definitions.md#slo
+
+
+@dataclass
+class SloConfig:
+    """Latency targets (`--slo`, `--slo-attainment`): off when `targets` is empty."""
+
+    slo_targets: dict[str, float] = field(default_factory=dict)  # SloMetric → the most it may be, in seconds
+    slo_attainment: float = DEFAULT_SLO_ATTAINMENT  # the share of requests that must be good to meet it
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.slo_targets)
+
+
 @dataclass
 class VerifyConfig:
     """Verification requests in every cell (`--verify`; docs/verify.md); off when `mode` is None."""
@@ -247,6 +262,7 @@ class RunConfig:
     trace: TraceConfig = field(default_factory=TraceConfig)
     cancel: CancelConfig = field(default_factory=CancelConfig)
     verify: VerifyConfig = field(default_factory=VerifyConfig)
+    slo: SloConfig = field(default_factory=SloConfig)
 
     def requests_for(self, concurrency: int) -> int:
         return self.requests_per_cell or default_requests_per_cell(concurrency)
@@ -286,7 +302,7 @@ class RunConfig:
 
     def public_args(self) -> dict:
         """The arguments as stored in results, one flat mapping (the key itself is never part of them)."""
-        subs = ("open_loop", "telemetry", "faults", "parallel", "exporter", "workload", "trace", "cancel")
+        subs = ("open_loop", "telemetry", "faults", "parallel", "exporter", "workload", "slo", "trace", "cancel")
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in (*subs, "verify")}
         if self.verify.enabled:  # nested: its names (max_tokens) are the run's too
             d["verify"] = _public(self.verify)

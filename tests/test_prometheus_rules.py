@@ -30,7 +30,7 @@ def rules(kind: str) -> list[dict]:
 
 
 def alert_tests() -> dict[str, dict[str, int]]:
-    """alertname -> {"fires": n, "quiet": n} over the promtool test file."""
+    """alertname -> {"fires": n, "quiet": n} over the promtool test files."""
     seen: dict[str, dict[str, int]] = {}
     for test in (t for path in TEST_FILES for t in yaml.safe_load(path.read_text())["tests"]):
         for case in test.get("alert_rule_test", []):
@@ -106,7 +106,8 @@ def test_cell_alerts_can_fire_within_a_45_s_cell():
     """A rate window plus its gate plus `for:` must fit in a 45 s cell (60 s for the baseline)."""
     by_name = {a["alert"]: a for a in rules("alert")}
     for name, cell_s in (("LoadgenTTFTAboveSLO", 45), ("LoadgenRequestsFailing", 45),
-                         ("GPUComputeIdleUnderLoad", 45), ("LoadgenThroughputBelowBaseline", 60)):
+                         ("GPUComputeIdleUnderLoad", 45), ("LoadgenThroughputBelowBaseline", 60),
+                         ("LoadgenSLOAttainmentBelowTarget", 45)):
         assert _seconds(by_name[name].get("for", "0s")) <= cell_s / 3, name
     for r in rules("record"):
         for window in re.findall(r"\[(\d+[smh])\]", r["expr"]):

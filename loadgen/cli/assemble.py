@@ -11,11 +11,14 @@
     telemetry  TelemetryPlan (server metrics, log lines, DCGM/NVML)
     verifier   Verifier (--verify): verification jobs in every cell, their sender, the reference
     services   the log command, the worker pool, the exporter: they live as long as the run
+    shape      the matrix, or a search's probes with its early stop and answer (`loadgen search`)
 
 A new part is one class in its stage's folder and one choice here.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 from loadgen.cli.exporter import live_exporter
 from loadgen.cli.telemetry import TelemetryPlan
@@ -33,9 +36,10 @@ from loadgen.results.throttle_table import throttle_table
 from loadgen.results.verify_reference import load_reference
 from loadgen.run.control import RunControl
 from loadgen.run.drivers import ClosedLoop, Driver, OpenLoop
+from loadgen.run.early_stop import OversaturationStop
 from loadgen.run.interrupts import Interrupts
 from loadgen.run.ready_wait import ReadyWait
-from loadgen.run.runner import CellCheck, Runner, RunParts, Service, Table, new_run_id
+from loadgen.run.runner import CellCheck, CellPlan, Runner, RunParts, Service, Table, new_run_id
 from loadgen.run.server_down import ServerDownPolicy, ServerGuard
 from loadgen.run.session_driver import SessionLoop
 from loadgen.run.trace_driver import TraceReplay
@@ -102,29 +106,44 @@ def load_report(cfg: RunConfig) -> tuple[str | None, list[Table]]:
     return None, []
 
 
+@dataclass
+class Shape:
+    """Which cells a run measures and what it says after them: the matrix (default), or a search's probes
+    (`plan`), the watchers that may stop a probe early and the search's answer (`tables`)."""
+
+    plan: CellPlan | None = None
+    early_stops: list[OversaturationStop] = field(default_factory=list)
+    tables: list[Table] = field(default_factory=list)
+
+
 def build_runner(cfg: RunConfig, url: str, *, sinks: list[Sink] | None = None, results: ResultsFile | None = None,
-                 checks: list[CellCheck] | None = None, extra_sinks: list[Sink] | None = None) -> Runner:
+                 checks: list[CellCheck] | None = None, extra_sinks: list[Sink] | None = None,
+                 shape: Shape | None = None) -> Runner:
     """The runner of `cfg` against `url`. `sinks` default to the JSONL records beside `cfg.out`; a sweep
-    passes its own sinks, results file and checks. `extra_sinks` come first (a test's probes)."""
+    passes its own sinks, results file and checks. `extra_sinks` come first (a test's probes); `shape` makes
+    it a search."""
+    shape = shape or Shape()
     run_id = cfg.parallel.run_id or new_run_id()
     headers = cfg.auth_headers()
     control = RunControl()
     guard = ServerGuard(url, cfg.faults.server_down_after)
     sinks = [*(extra_sinks or []), *([JsonlSink(requests_path(cfg.out), label=cfg.label)] if sinks is None else sinks)]
-    sinks.append(guard)
+    sinks += [guard, *shape.early_stops]
     telemetry = TelemetryPlan(cfg.telemetry)
     services: list[Service] = [telemetry.log_command] if telemetry.log_command else []
     transport = make_transport(cfg, url, headers)
     driver = make_driver(cfg, url, headers, transport, guard, services)
-    exporter = live_exporter(run_id, cfg.exporter, cfg.label)
+    exporter = live_exporter(run_id, cfg.exporter, cfg.label, cfg.slo)
     if exporter is not None:
         sinks.append(exporter[0])
         services.append(exporter[1])
     banner, tables = load_report(cfg)
     verifier = make_verifier(cfg, url)
-    parts = RunParts(verifier=verifier,
-        driver=driver, banner=banner, tables=tables, transport=transport, control=control, sinks=sinks, telemetry=telemetry,
-        server_down=ServerDownPolicy(cfg.faults, guard, control, timed_cells=bool(cfg.duration_per_cell_s)),
+    parts = RunParts(
+        driver=driver, banner=banner, tables=tables + shape.tables, transport=transport, control=control, sinks=sinks,
+        telemetry=telemetry, plan=shape.plan, verifier=verifier,
+        server_down=ServerDownPolicy(cfg.faults, guard, control, timed_cells=bool(cfg.duration_per_cell_s),
+                                     early_stops=shape.early_stops),
         services=services, checks=checks or [],
         preflight=[TelemetryPreflight(cfg.telemetry), ReadyWait(cfg.wait_ready_s, cfg.api, cfg.model, headers, control)],
         interrupts=Interrupts(control, cfg.faults.drain_timeout_s, cfg.out))

@@ -22,6 +22,7 @@ from loadgen.cli.checks import (
     trust_config,
 )
 from loadgen.cli.replay_config import cancel_config, session_config, shared_prefix_config, trace_config
+from loadgen.cli.slo_config import slo_config
 from loadgen.cli.workload_config import workload_config
 from loadgen.config import (
     ExporterConfig,
@@ -70,6 +71,7 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
     session_config(a, cfg)
     cfg.workload.shared_prefix = shared_prefix_config(a, cfg)
     cfg.verify = verify_config(a, cfg)
+    cfg.slo = slo_config(a)
     trust_config(a, cfg)
     cfg.repeat = positive("--repeat", a.repeat)
     cfg.wide = a.wide

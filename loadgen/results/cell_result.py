@@ -9,15 +9,18 @@ back as it was. `status` and `error` are never stored in the tree: they are judg
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from loadgen.metrics.client_health import machine_busy, saturation_advice
+from loadgen.metrics.client_health import saturation_note
 from loadgen.names import CellStatus
 from loadgen.record import CellKey, cell_key
+from loadgen.results.fields_doc import doc
 from loadgen.results.incidents import Incident, IncidentKind, Verdict, finished, judge
-from loadgen.results.workload_part import Figures, Workload, doc
+from loadgen.results.slo_part import Slo
+from loadgen.results.workload_part import Workload
+
+Figures = dict[str, Any]  # a distribution {mean, p50, …, samples} or another block of figures, documented per field
 
 
 @dataclass
@@ -156,7 +159,7 @@ class CellResult:
     workload: Workload = field(default_factory=Workload)
     noise: Noise = field(default_factory=Noise)
     gpu: Figures | None = None  # room for the GPU verdict
-    slo: Figures | None = None  # room for latency targets and goodput
+    slo: Slo | None = None  # latency targets and goodput (--slo)
     correctness: Figures | None = None  # room for output verification
     incidents: list[Incident] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # notes that are not incidents (telemetry sources)
@@ -200,6 +203,7 @@ class CellResult:
 PARTS = {"requests": Requests, "load": Load, "prompts": Prompts, "latency": Latency, "throughput": Throughput,
          "accept": AcceptLength, "telemetry": Telemetry, "noise": Noise, "workload": Workload}
 RESERVED = ("gpu", "slo", "correctness")
+TYPED_RESERVED = {"slo": Slo}  # reserved parts filled with a typed part: written by its to_json, read by from_json
 KEY_FIELDS = ("context_tokens", "concurrency", "request_rate")
 JUDGED = ("status", "error", "warnings", "incidents")
 
@@ -219,11 +223,20 @@ def to_json(result: CellResult) -> dict:
         values = getattr(result, part)
         out.update({f.name: getattr(values, f.name) for f in fields(values)
                     if _written(getattr(values, f.name), f.metadata["optional"] or not measured)})
-    out.update({name: getattr(result, name) for name in RESERVED if getattr(result, name) is not None})
+    out.update({name: _reserved_json(getattr(result, name)) for name in RESERVED if getattr(result, name) is not None})
     verdict = result.verdict
     out |= {"status": verdict.status, "error": verdict.error, "warnings": [*verdict.notes, *result.warnings],
             "incidents": [i.to_json() for i in result.incidents]}
     return out | result.extra
+
+
+def _reserved_json(value: Any) -> Any:
+    return value.to_json() if hasattr(value, "to_json") else value
+
+
+def _reserved(name: str, value: Any) -> Any:
+    typed = TYPED_RESERVED.get(name)
+    return typed.from_json(value) if typed is not None and isinstance(value, dict) else value
 
 
 def _written(value: Any, optional: bool) -> bool:
@@ -243,7 +256,7 @@ def from_json(data: dict) -> CellResult:
         elif name not in (*KEY_FIELDS, *JUDGED, *RESERVED, "run_id"):
             extra[name] = value
     result = CellResult(key, data.get("run_id"), **{p: PARTS[p](**v) for p, v in parts.items()},
-                        **{name: data.get(name) for name in RESERVED}, extra=extra)
+                        **{name: _reserved(name, data.get(name)) for name in RESERVED}, extra=extra)
     if "incidents" in data:
         result.incidents = [Incident.from_json(i) for i in data["incidents"]]
         if data.get("status", result.status) != result.status:  # a status set by hand (or by another tool)
@@ -278,14 +291,3 @@ def _stored_verdict(data: dict) -> list[Incident]:
     if status != CellStatus.OK:
         return [Incident(IncidentKind.RECORDED, data.get("error") or str(status))]
     return []
-
-
-def saturation_note(client: dict, cell: dict) -> str:
-    """The note of a cell whose client fell behind, with the advice for its case (`saturation_advice`):
-    'CLIENT SATURATED (event-loop lag …): add --workers auto …'. `cell` holds the key (concurrency,
-    request_rate)."""
-    advice = saturation_advice(int(cell.get("concurrency") or 0), cell.get("request_rate") is not None,
-                               int(client.get("workers") or 1), os.cpu_count() or 1,
-                               client["runqueue_wait_s"] if machine_busy(client) else None)
-    return "CLIENT SATURATED (" + "; ".join(client.get("reasons", [])) + "): " + advice
-

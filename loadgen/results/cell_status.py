@@ -98,6 +98,16 @@ def request_incidents(cell: dict) -> list[Incident]:
     return [Incident(IncidentKind.SOME_FAILED, note)] if note else []
 
 
+def missed_slo(cell: dict) -> str | None:
+    """'missed its SLO (attainment 72% < 90%)' for a cell measured with latency targets that it missed."""
+    slo = cell.get("slo") or {}
+    if not slo or slo.get("met") is not False:
+        return None
+    attained = slo.get("attainment")
+    shown = "no request scheduled" if attained is None else f"attainment {attained:.0%}"
+    return f"missed its SLO ({shown} < {slo.get('attainment_required', 0):.0%})"
+
+
 def client_saturated(cell: dict) -> str | None:
     """Why the cell's client is known to have fallen behind ('client saturated: …'), or None."""
     client = cell.get("client") or {}
@@ -109,6 +119,7 @@ def client_saturated(cell: dict) -> str | None:
 
 def not_best(cell: dict) -> str | None:
     """Why this cell may not be named best in compare and the report, or None when it may: its figures are
-    unusable (`problem`), its outputs were garbage (--verify), or its client fell behind (its latencies are
-    partly the client's)."""
-    return problem(cell) or ("garbage output" if produced_garbage(cell) else None) or client_saturated(cell)
+    unusable (`problem`), its outputs were garbage (--verify), it missed its latency targets (--slo), or its
+    client fell behind (its latencies are partly the client's)."""
+    return (problem(cell) or ("garbage output" if produced_garbage(cell) else None) or missed_slo(cell)
+            or client_saturated(cell))

@@ -9,6 +9,7 @@ writes them. A plot without data is not drawn; a note says which and why.
     power.png                 mean power per GPU against its limit, and J per output token, vs concurrency
     accept_categories.png     accept length per prompt category (runs with categories)
     open_loop.png             open-loop cells: output tok/s and TTFT p99 (from the intended send) vs rate
+    pareto.png                per-request tok/s against output tok/s per concurrency, Pareto frontier, the SLO
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from loadgen.results import plot_data as pd
 from loadgen.results.compare import Run
 from loadgen.results.plots_bars import accept_categories, accept_sources
 from loadgen.results.plots_load import Layer, Row, grid
+from loadgen.results.plots_pareto import pareto
 
 NO_POWER = "no cell has power data (measure with --dcgm URL or --nvml)"
 
@@ -105,6 +107,7 @@ PLOTS = [
     ("power.png", "Power and energy", _power, NO_POWER),
     ("accept_categories.png", "Accept length per category", _categories, None),
     ("open_loop.png", "Open loop", _open_loop, None),
+    ("pareto.png", "Interactivity against throughput", pareto, None),
 ]
 
 

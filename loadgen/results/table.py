@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import textwrap
 
+from loadgen.metrics.client_health import saturation_note
 from loadgen.names import CellStatus
 from loadgen.results import text_table as tt
-from loadgen.results.cell_result import saturation_note
 from loadgen.results.correctness import verify_text
+from loadgen.results.slo_part import attainment_text
 from loadgen.results.text_table import Column, field, millis, number
 
 FEW_SAMPLES = 100
@@ -82,6 +83,14 @@ def half_width(path: str, scale: float = 1.0):
 
 def _repeats(cell: dict) -> str:
     return str((cell.get("repeats") or {}).get("n") or 1)
+def _slo(cell: dict) -> str:
+    return attainment_text(cell.get("slo")) or tt.MISSING
+
+
+def goodput_columns() -> list[Column]:
+    """The SLO's wide columns (the default table shows `SLO` only): goodput in requests/s and good tok/s."""
+    return [Column("good req/s", 10, number("slo.goodput_requests_s", ".2f")),
+            Column("good tok/s", 10, number("slo.good_output_tok_s", ".1f"))]
 
 
 COLUMNS = [
@@ -111,16 +120,24 @@ COLUMNS = [
 
 # the default table's columns → priority: when the rows are wider than the limit, the lowest goes first
 DEFAULT = {"ctx": 100, "conc": 100, "ok/fail": 90, "out tok/s": 100, "±95%": 80, "req tok/s mean": 85,
-           "TTFT p50": 85, "TTFT p99": 70, "E2E s": 60, "accept": 75, "J/tok": 50, "verify": 95, "note": 100}
+           "TTFT p50": 85, "TTFT p99": 70, "E2E s": 60, "accept": 75, "J/tok": 50, "verify": 95, "SLO": 95,
+           "note": 100}
 NOTE_REF = Column("note", 0, lambda ref: ref)  # the default table's note column: the number of the cell's note
 
 
 VERIFY = Column("verify", 10, verify_text)  # --verify: before the note (results/correctness.verify_text)
 
 
-def columns(verify: bool) -> list[Column]:
-    """The matrix's columns; with `verify` (a run with --verify) the verify column before the note."""
-    return [*COLUMNS[:-1], VERIFY, COLUMNS[-1]] if verify else COLUMNS
+SLO = Column("SLO", 8, _slo)  # --slo: attainment and met, before the note
+
+
+def columns(cells: list[dict]) -> list[Column]:
+    """The matrix's columns for these cells: before the note, the verify column when a cell was verified
+    (--verify), the SLO's when a cell had latency targets (--slo)."""
+    extra = [VERIFY] if verified(cells) else []
+    if any(c.get("slo") for c in cells):
+        extra += [SLO, *goodput_columns()]
+    return [*COLUMNS[:-1], *extra, COLUMNS[-1]]
 
 
 def verified(cells: list[dict]) -> bool:
@@ -199,7 +216,7 @@ def table(cells: list[dict], heading: str | None = None, wide: bool = False, wid
     every column, each note in its row; else the default columns fitted to `width` (`default_columns`), the
     notes below. The candidates default to the matrix's columns (`columns`: the verify column when a cell
     was verified)."""
-    candidates = candidates if candidates is not None else columns(verified(cells))
+    candidates = candidates if candidates is not None else columns(cells)
     if wide:
         lines = [header(candidates), *(row(c, candidates) for c in cells)]
         notes_below: list[str] = []

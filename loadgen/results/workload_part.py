@@ -1,22 +1,15 @@
-"""The `workload` part of a cell's result (`cell_result.CellResult.workload`), and the `doc` field helper every part
-uses: figures of the workload's scenarios (sessions, shared prefixes, requests closed on purpose) and of the
-answers' kind (reasoning, acceptance by draft position)."""
+"""The `workload` part of a cell's result (`cell_result.CellResult.workload`): figures of the workload's
+scenarios (sessions, shared prefixes, requests closed on purpose) and of the answers' kind (reasoning,
+acceptance by draft position)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-Figures = dict[str, Any]  # a distribution {mean, p50, …, samples} or another block of figures, documented per field
+from loadgen.results.fields_doc import doc
 
-
-def doc(text: str, unit: str = "", default: Any = None, optional: bool = False) -> Any:
-    """A field with its documentation (docs/results.md) and a default; an `optional` one is written only when
-    it has a value (figures of one kind of load)."""
-    meta = {"doc": text, "unit": unit, "optional": optional}
-    if isinstance(default, list | dict):
-        return field(default_factory=type(default), metadata=meta)
-    return field(default=default, metadata=meta)
+Figures = dict[str, Any]  # as in cell_result: a block of figures, documented per field
 
 
 @dataclass

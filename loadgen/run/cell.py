@@ -111,12 +111,15 @@ class CellMeasurer:
         self.progress.reset(cell.label(), 0 if self.cfg.duration_per_cell_s else total)
         await self.driver.warm_up(run, cell)
         results, client = await self.measured_window(run, cell, measured)
+        outcome = run.cell_outcome()
+        not_sent = 0 if self.cfg.duration_per_cell_s else outcome.measured_not_sent
         v = self.verifier
         result = build_cell(cell, measured, results, client, max_failed_fraction=self.cfg.max_failed_fraction,
                             verified=verified, verify=self.cfg.verify if v else None,
-                            reference=v.reference_name if v else "", shared_prefix=self.cfg.workload.shared_prefix)
+                            reference=v.reference_name if v else "", slo=self.cfg.slo, not_sent=not_sent,
+                            shared_prefix=self.cfg.workload.shared_prefix)
         self.driver.finish(cell, result, measured)
-        return result, run.cell_outcome()
+        return result, outcome
 
     async def measured_window(self, run: CellRun, cell: CellKey, measured: list[Record]):
         """The measured load with telemetry and self-monitoring open around it; (source results, client
