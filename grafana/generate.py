@@ -282,8 +282,9 @@ def run_overview() -> dict:
                     target("histogram_quantile(0.99, sum by (le) (rate(sglang:e2e_request_latency_seconds_bucket"
                            f"{{{MODEL}}}[$__rate_interval])))", "server p99")], "s", min=0),
         timeseries("Errors by outcome", "Failed requests per second by outcome (http_error, timeout, "
-                   "connection_error, protocol_error, cancelled).",
-                   [target(f'sum by (outcome) (rate(loadgen_requests_total{{{CELL}, outcome!="ok"}}[$__rate_interval]))',
+                   "connection_error, protocol_error, cancelled; not abandoned: closed on purpose).",
+                   [target(f'sum by (outcome) (rate(loadgen_requests_total{{{CELL}, outcome!~"ok|abandoned"}}'
+                           '[$__rate_interval]))',
                            "{{outcome}}")], "reqps", stack=True, min=0),
         row("Load"),
         timeseries("In flight vs target concurrency", "Requests in flight (client) against the cell's target "

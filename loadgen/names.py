@@ -27,6 +27,7 @@ class Outcome(StrEnum):
     CONNECTION_ERROR = "connection_error"
     PROTOCOL_ERROR = "protocol_error"
     CANCELLED = "cancelled"
+    ABANDONED = "abandoned"  # closed by the client on purpose (--cancel-fraction): counted apart, never a failure
 
 
 class Phase(StrEnum):

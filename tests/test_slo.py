@@ -84,6 +84,15 @@ def test_cell_figures_count_failed_and_never_sent_requests_as_not_good():
     assert slo_figures([], {"ttft": 0.1}, 0.9, 0.0)["attainment"] is None
 
 
+def test_requests_abandoned_by_design_are_judged_by_no_target():
+    recs = [rec(0, ttft_ms=10), rec(1, ttft_ms=400), rec(2, outcome=Outcome.ABANDONED),
+            rec(3, outcome=Outcome.ABANDONED)]
+    f = slo_figures(recs, {"ttft": 0.1}, 0.5, window_s=1.0)
+    assert (f["scheduled"], f["good"], f["met"]) == (2, 1, True)  # --cancel-fraction closed 2 on purpose
+    t = SloTally({"ttft": 0.1})
+    assert [t.add(r) for r in recs] == [True, False, False, False] and (t.good, t.ended) == (1, 2)
+
+
 def test_tally_knows_when_a_miss_is_certain():
     t = SloTally({"ttft": 0.1})
     for i in range(4):

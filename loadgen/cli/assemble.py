@@ -1,9 +1,10 @@
 """Building a run from its configuration: the one place that chooses each part of the request path.
 
-    driver     ClosedLoop | OpenLoop, wrapped by WorkerDriver (--workers), ShardPart (--shard),
+    driver     ClosedLoop | OpenLoop | TraceReplay (--trace) | SessionLoop (--sessions), wrapped by WorkerDriver (--workers), ShardPart (--shard),
                AlignedStart (--start-at)
-    report     the load's banner and tables: open loop (--request-rate, --ramp), ceiling (--max-request-rate)
-    transport  H1Transport (default) | AiohttpTransport (--http-client aiohttp)
+    report     the load's banner and tables: open loop (--request-rate, --ramp, --trace), ceiling (--max-request-rate)
+    transport  H1Transport (default) | AiohttpTransport (--http-client aiohttp), wrapped by CancellingTransport
+               (--cancel-fraction)
     sinks      JSONL records, the server-down guard, the live exporter (--metrics-port)
     policies   ServerDownPolicy (--on-server-down), Interrupts (--drain-timeout)
     preflight  TelemetryPreflight (requested sources answer), ReadyWait (--wait-ready)
@@ -29,7 +30,7 @@ from loadgen.names import HttpClient
 from loadgen.parallel.shard import AlignedStart, ShardPart
 from loadgen.parallel.workers import WorkerDriver, WorkerPool
 from loadgen.results.document import ResultsFile
-from loadgen.results.load_banner import open_loop_banner, throttle_banner
+from loadgen.results.load_banner import open_loop_banner, throttle_banner, trace_banner
 from loadgen.results.open_table import render as open_loop_table
 from loadgen.results.throttle_table import throttle_table
 from loadgen.results.verify_reference import load_reference
@@ -40,11 +41,14 @@ from loadgen.run.interrupts import Interrupts
 from loadgen.run.ready_wait import ReadyWait
 from loadgen.run.runner import CellCheck, CellPlan, Runner, RunParts, Service, Table, new_run_id
 from loadgen.run.server_down import ServerDownPolicy, ServerGuard
-from loadgen.run.transport import AiohttpTransport, H1Transport, Transport
+from loadgen.run.session_driver import SessionLoop
+from loadgen.run.trace_driver import TraceReplay
+from loadgen.run.transport import AiohttpTransport, CancellingTransport, H1Transport, Transport
 from loadgen.run.verify import Verifier
 from loadgen.schedule.throttle import StartGate
 from loadgen.sinks.base import Sink
 from loadgen.sinks.jsonl import JsonlSink, requests_path
+from loadgen.workload.trace import load_trace
 from loadgen.workload.verify_prompts import load_prompts
 
 TRANSPORTS: dict[HttpClient, type[Transport]] = {HttpClient.H1: H1Transport, HttpClient.AIOHTTP: AiohttpTransport}
@@ -53,13 +57,18 @@ TRANSPORTS: dict[HttpClient, type[Transport]] = {HttpClient.H1: H1Transport, Htt
 def make_transport(cfg: RunConfig, url: str, headers: dict) -> Transport:
     ccfg = ClientConfig(base_url=url, api=cfg.api, timeout_s=cfg.timeout_s, idle_timeout_s=cfg.idle_timeout_s,
                         headers=headers)
-    return TRANSPORTS[cfg.parallel.http_client](ccfg)
+    transport = TRANSPORTS[cfg.parallel.http_client](ccfg)
+    return CancellingTransport(transport, cfg.cancel, cfg.seed) if cfg.cancel.enabled else transport
 
 
 def make_driver(cfg: RunConfig, url: str, headers: dict, transport: Transport, guard: ServerGuard,
                 services: list[Service]) -> Driver:
     par = cfg.parallel
-    if cfg.open_loop.enabled:
+    if cfg.trace.enabled:
+        driver: Driver = TraceReplay(cfg, transport, load_trace(cfg.trace.trace, cfg.workload.max_bad_rows, quiet=True))
+    elif cfg.workload.sessions:
+        driver = SessionLoop(cfg, transport)
+    elif cfg.open_loop.enabled:
         if par.workers > 1:
             log("--workers: open-loop cells run in the main process")
         driver: Driver = OpenLoop(cfg, transport)
@@ -88,6 +97,8 @@ def make_verifier(cfg: RunConfig, url: str) -> Verifier | None:
 
 def load_report(cfg: RunConfig) -> tuple[str | None, list[Table]]:
     """What is said about the kind of load: a banner before the run, tables after the matrix."""
+    if cfg.trace.enabled:
+        return trace_banner(cfg.trace), [open_loop_table]
     if cfg.open_loop.enabled:
         return open_loop_banner(cfg.open_loop), [lambda cells: open_loop_table(cells, cfg.wide)]
     if cfg.workload.max_request_rate:

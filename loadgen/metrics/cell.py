@@ -11,11 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from loadgen.metrics.accept import accept_length_chunks, accept_length_per_request
+from loadgen.metrics.cancel import cancellation_figures
 from loadgen.metrics.category import category_figures, length_distributions
 from loadgen.metrics.chunk_fold import ChunkFold
 from loadgen.metrics.connections import retried_on_new_connection
 from loadgen.metrics.counts import request_counts
 from loadgen.metrics.open_loop import achieved_request_rate, schedule_request_rate
+from loadgen.metrics.reasoning import reasoning_figures
 from loadgen.metrics.request import (
     e2e_from_intended_s,
     e2e_s,
@@ -27,6 +29,7 @@ from loadgen.metrics.request import (
     ttft_s,
 )
 from loadgen.metrics.server_counts import cached_fraction, cached_tokens, draft_tokens, one_event_per_token
+from loadgen.metrics.sessions import session_figures, turn_figures
 from loadgen.metrics.stats import distribution, mean, percentile
 from loadgen.metrics.steady import Arrivals, measured_edges_ns, steady_figures, token_arrivals
 from loadgen.record import Record
@@ -108,6 +111,20 @@ def rate_figures(recs: Sequence[Record]) -> dict:
     return {"schedule_request_rate": schedule_request_rate(recs), "achieved_request_rate": achieved_request_rate(recs)}
 
 
+def prompt_figures(ok: Sequence[Record]) -> dict:
+    """prompt_tokens_mean, _min, _max over the ok requests that reported their prompt tokens."""
+    prompt = [r.prompt_tokens for r in ok if r.prompt_tokens is not None]
+    return {"prompt_tokens_mean": mean(prompt), "prompt_tokens_min": min(prompt) if prompt else None,
+            "prompt_tokens_max": max(prompt) if prompt else None}
+
+
+def request_rate_figures(ok: Sequence[Record]) -> dict:
+    """`request_tok_s` over the ok requests: mean, p10, p50, p90, samples."""
+    rates = _present(request_tok_s(r) for r in ok)
+    return {"mean": mean(rates), "p10": percentile(rates, 10), "p50": percentile(rates, 50),
+            "p90": percentile(rates, 90), "samples": len(rates)}
+
+
 def summarize(recs: Sequence[Record], chunks: ChunkFold | None = None, arrivals: Arrivals = token_arrivals) -> dict:
     """The cell's client-side figures (DESIGN.md §4), from its measure-phase records; the per-chunk ones
     from `chunks`, the fold of the ok records' chunks made as they ended (kept records then carry
@@ -115,18 +132,13 @@ def summarize(recs: Sequence[Record], chunks: ChunkFold | None = None, arrivals:
     ok = [r for r in recs if r.ok]
     chunks = chunks if chunks is not None else ChunkFold.of(ok)
     window = measured_window_s(recs)
-    rates = _present(request_tok_s(r) for r in ok)
-    prompt = [r.prompt_tokens for r in ok if r.prompt_tokens is not None]
     return {
-        "prompt_tokens_mean": mean(prompt),
-        "prompt_tokens_min": min(prompt) if prompt else None,
-        "prompt_tokens_max": max(prompt) if prompt else None,
+        **prompt_figures(ok),
         "duration_s": window,
         "requests": request_counts(recs, ok),
         "output_tokens": output_tokens(ok),
         "output_tok_s": output_tok_s(ok, window),
-        "request_tok_s": {"mean": mean(rates), "p10": percentile(rates, 10), "p50": percentile(rates, 50),
-                          "p90": percentile(rates, 90), "samples": len(rates)},
+        "request_tok_s": request_rate_figures(ok),
         **latencies(ok, chunks),
         "steps": chunks.step_figures(),
         "retried_on_new_connection": retried_on_new_connection(recs),
@@ -143,6 +155,10 @@ def summarize(recs: Sequence[Record], chunks: ChunkFold | None = None, arrivals:
         "achieved_concurrency": achieved_concurrency(recs, window),
         "lengths": length_distributions(ok),
         "by_category": category_figures(recs, window),
+        "cancellation": cancellation_figures(recs),
+        "sessions": session_figures(recs),
+        "by_turn": turn_figures(recs),
+        "reasoning": reasoning_figures(ok),
         **rate_figures(recs),
         "window_ns": measured_edges_ns(recs),
         "steady": steady_figures(recs, arrivals),

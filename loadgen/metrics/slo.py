@@ -11,7 +11,8 @@ One formula per figure (docs/definitions.md#slo), read by the cell's result, the
   token does not exist and is not met.
 - a request is good when it succeeded and met every target; failed, cancelled and never-sent requests are
   not good, and count in the denominator: attainment = good / scheduled, scheduled = measured records +
-  measured requests never sent.
+  measured requests never sent. Requests abandoned by design (`--cancel-fraction`: the client closed them on
+  purpose) are judged by no target and are left out of the denominator (`judged`).
 - goodput = good / window (requests/s), good output tok/s = Σ completion_tokens of good requests / window,
   over the cell's measured window; met = attainment ≥ the required attainment (`--slo-attainment`).
 """
@@ -22,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from loadgen.metrics.request import e2e_s, itl_pairs, tpot_s, ttft_from_intended_s, ttft_s
 from loadgen.metrics.stats import weighted_percentile
-from loadgen.names import SloMetric
+from loadgen.names import Outcome, SloMetric
 from loadgen.record import Record
 
 Targets = Mapping[str, float]  # SloMetric → the most the request's value may be, in seconds
@@ -59,6 +60,11 @@ def is_good(r: Record, targets: Targets) -> bool:
     return r.ok and all(meets(r, m, t) for m, t in targets.items())
 
 
+def judged(r: Record) -> bool:
+    """The request counts towards the SLO: every measured request but those abandoned by design."""
+    return r.outcome != Outcome.ABANDONED
+
+
 class SloTally:
     """Good and scheduled requests of one cell so far, as records end (the live exporter, an early stop)."""
 
@@ -68,7 +74,9 @@ class SloTally:
         self.ended = 0
 
     def add(self, r: Record) -> bool:
-        """Count one ended request; whether it was good."""
+        """Count one ended request (one abandoned by design is not counted, `judged`); whether it was good."""
+        if not judged(r):
+            return False
         good = is_good(r, self.targets)
         self.good += good
         self.ended += 1
@@ -88,6 +96,7 @@ def slo_figures(recs: Sequence[Record], targets: Targets, required: float, windo
                 not_sent: int = 0) -> dict:
     """The cell's SLO figures (module docstring): targets, scheduled, good, attainment, per-target attainment,
     goodput requests/s, good output tok/s, met."""
+    recs = [r for r in recs if judged(r)]
     scheduled = len(recs) + not_sent
     good = [r for r in recs if is_good(r, targets)]
     per_target = {m: _share(sum(meets(r, m, t) for r in recs), scheduled) for m, t in targets.items()}

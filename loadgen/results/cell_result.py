@@ -18,6 +18,7 @@ from loadgen.record import CellKey, cell_key
 from loadgen.results.fields_doc import doc
 from loadgen.results.incidents import Incident, IncidentKind, Verdict, finished, judge
 from loadgen.results.slo_part import Slo
+from loadgen.results.workload_part import Workload
 
 Figures = dict[str, Any]  # a distribution {mean, p50, …, samples} or another block of figures, documented per field
 
@@ -26,9 +27,10 @@ Figures = dict[str, Any]  # a distribution {mean, p50, …, samples} or another 
 class Requests:
     """How many requests the cell measured and how they ended."""
 
-    requests: Figures = doc("{ok, failed, cancelled, by_outcome}: every measured request counts once, under "
-                            "its outcome; cancelled = cut short by the client (an interrupt, a worker that died), "
-                            "failed = every other outcome but ok (older files have no cancelled: failed "
+    requests: Figures = doc("{ok, failed, cancelled, abandoned, by_outcome}: every measured request counts once, "
+                            "under its outcome; cancelled = cut short by the client (an interrupt, a worker that "
+                            "died), abandoned = closed on purpose (--cancel-fraction; only when some were, never a "
+                            "failure), failed = every other outcome but ok (older files have no cancelled: failed "
                             "counts them there)", "requests", {})
     requests_not_sent: int | None = doc("measured requests never sent (an interrupt or a server that went away "
                                         "stopped the cell early); null for duration-bound cells", "requests")
@@ -154,6 +156,7 @@ class CellResult:
     throughput: Throughput = field(default_factory=Throughput)
     accept: AcceptLength = field(default_factory=AcceptLength)
     telemetry: Telemetry = field(default_factory=Telemetry)
+    workload: Workload = field(default_factory=Workload)
     noise: Noise = field(default_factory=Noise)
     gpu: Figures | None = None  # room for the GPU verdict
     slo: Slo | None = None  # latency targets and goodput (--slo)
@@ -198,7 +201,7 @@ class CellResult:
 
 
 PARTS = {"requests": Requests, "load": Load, "prompts": Prompts, "latency": Latency, "throughput": Throughput,
-         "accept": AcceptLength, "telemetry": Telemetry, "noise": Noise}
+         "accept": AcceptLength, "telemetry": Telemetry, "noise": Noise, "workload": Workload}
 RESERVED = ("gpu", "slo", "correctness")
 TYPED_RESERVED = {"slo": Slo}  # reserved parts filled with a typed part: written by its to_json, read by from_json
 KEY_FIELDS = ("context_tokens", "concurrency", "request_rate")

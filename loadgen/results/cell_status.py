@@ -4,7 +4,8 @@ the report all call, so a cell is failed (and never named best) in every view or
 A cell is usable when it was measured (status ok) and the requests that did not succeed (failed, and
 cancelled by the client: `metrics/counts.py` counts them apart) are at most `max_failed_fraction` of the
 requests it scheduled. Failures below the limit leave the cell usable; `failure_note` says how many there
-were. Messages say "failed" only of failed requests and "cancelled" of cancelled ones.
+were. Messages say "failed" only of failed requests and "cancelled" of cancelled ones. Requests closed on
+purpose (`abandoned`, `--cancel-fraction`) are scheduled and never count against the cell.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def _verb(req: dict) -> str:
 
 def _outcomes(cell: dict) -> str:
     by = (cell.get("requests") or {}).get("by_outcome") or {}
-    return ", ".join(f"{n} {o}" for o, n in by.items() if o != Outcome.OK and n)
+    return ", ".join(f"{n} {o}" for o, n in by.items() if o not in (Outcome.OK, Outcome.ABANDONED) and n)
 
 
 def too_many_failed(cell: dict) -> str | None:

@@ -158,16 +158,19 @@ def row(cell: dict, columns: list[Column] = COLUMNS) -> str:
 
 
 CANCELLED_LEGEND = "+Nc in ok/fail: N requests cancelled by the client (an interrupt), neither ok nor failed"
+ABANDONED_LEGEND = "+Na in ok/fail: N requests closed on purpose (--cancel-fraction), neither ok nor failed"
 
 
 def footnote(cells: list[dict]) -> str | None:
-    """The legends of "*", "+Nc" and "±95%", for the marks the rows carry, one a line."""
+    """The legends of "*", "+Nc", "+Na" and "±95%", for the marks the rows carry, one a line."""
     legends = []
     if any(_few_samples(c, f) for c in cells for f in ("request_tok_s", "ttft_s")):
         legends.append(f"* percentile over fewer than {FEW_SAMPLES} requests: a p99 of fewer than {FEW_SAMPLES} "
                        f"is close to their maximum; raise --requests-per-cell for a tail figure")
     if any((c.get("requests") or {}).get("cancelled") for c in cells):
         legends.append(CANCELLED_LEGEND)
+    if any((c.get("requests") or {}).get("abandoned") for c in cells):
+        legends.append(ABANDONED_LEGEND)
     if any(c.get("intervals") for c in cells):
         legends.append("±95%: half-width of the 95 % confidence interval of out tok/s (over the requests, or "
                        "over the runs of --repeat)")

@@ -16,9 +16,7 @@ from operator import attrgetter
 
 from loadgen.record import CHUNKS_ELSEWHERE, Record, request_id_for
 
-INT_FIELDS = ("seq", "t_intended_ns", "t_sent_ns", "t_first_byte_ns", "t_first_token_ns", "t_last_token_ns",
-              "t_end_ns", "status", "prompt_tokens", "completion_tokens", "cached_tokens", "chunks", "worker",
-              "attempt", "retried_on_new_connection")
+INT_FIELDS = tuple(f.name for f in fields(Record) if f.type in ("int", "int | None"))  # one int64 each
 CHUNK_FIELDS = ("chunk_tokens", "chunk_gaps_ns")
 SHARED_FIELDS = tuple(f.name for f in fields(Record)
                       if f.name not in INT_FIELDS + CHUNK_FIELDS + ("request_id", "spec"))

@@ -199,7 +199,7 @@ class CellRun:
         s = self._shared
         return Record(run_id=s.run_id, cell=s.cell, seq=job.seq, phase=job.phase,
                       request_id=request_id_for(s.run_id, s.cell, job.seq, s.attempt),
-                      t_intended_ns=t_intended_ns, attempt=s.attempt)
+                      t_intended_ns=t_intended_ns, attempt=s.attempt, session=job.session, turn=job.turn)
 
     def mark_sent(self) -> None:
         """A request of this cell went out (here, or in a worker process)."""
