@@ -3,10 +3,10 @@ duration-bound cell against the paced fast server, with the growth per hour extr
 
     python benchmarks/memory_growth.py [--seconds 60] [--concurrency 128] [--workers 1] [--events 128]
 
-What grows by design: the cell's measured records, kept until the cell's summary (exact percentiles need the
-raw values). Per chunk that is one gap (int64) and one token count (int32) after `Record.compact`, plus
-~0.5 KB per request; everything else (connections, buffers, exporter series, loop-lag samples capped at
-200k) is bounded. The report gives RSS growth per hour and per million chunks, to compare with that floor.
+What still grows: ~150 bytes per measured request (the kept records' columns, `loadgen/run/record_columns.py`)
+and 16 bytes per request of the spill index; the chunks are folded and moved to disk as requests end
+(docs/definitions.md, *Bounded memory in long cells*), and connections, buffers, exporter series and loop-lag
+samples (capped at 200k) are bounded. `benchmarks/scale.py memory` samples RSS every minute of a long cell.
 """
 
 from __future__ import annotations
