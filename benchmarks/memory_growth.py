@@ -3,7 +3,7 @@ duration-bound cell against the paced fast server, with the growth per hour extr
 
     python benchmarks/memory_growth.py [--seconds 60] [--concurrency 128] [--workers 1] [--events 128]
 
-What still grows: ~150 bytes per measured request (the kept records' columns, `loadgen/run/record_columns.py`)
+What still grows: ~200 bytes per measured request (the kept records' columns, `loadgen/run/record_columns.py`)
 and 16 bytes per request of the spill index; the chunks are folded and moved to disk as requests end
 (docs/definitions.md, *Bounded memory in long cells*), and connections, buffers, exporter series and loop-lag
 samples (capped at 200k) are bounded. `benchmarks/scale.py memory` samples RSS every minute of a long cell.
