@@ -4,9 +4,8 @@ A long cell keeps every measured record until its summary (its per-request figur
 a record costs its slots, an int object per time stamp, its request id and its `spec` dict; here every integer
 field (22 of them) is one int64 of a row-major array, the fields that most records share (run, cell, phase,
 outcome, error, category, …) are stored once with the records that differ, the chunks as a flag, the request
-id only where it is not the
-one its cell, sequence number and attempt give (`record.request_id_for`), and the server's `spec` numbers
-in one float column per key (ints stay ints). `records()` gives back equal `Record` objects for the summary.
+id only where it is not the one its cell, sequence number and attempt give (`record.request_id_for`), and the
+server's `spec` numbers in one float column per key (ints stay ints). `records()` gives back equal `Record` objects for the summary.
 """
 
 from __future__ import annotations
