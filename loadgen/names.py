@@ -130,3 +130,15 @@ class AcceptSource(StrEnum):
     GAUGE = "gauge"
     LOG = "log"
     CHUNKS = "chunks"
+
+
+class Bottleneck(StrEnum):
+    """What limited a cell's throughput (docs/bottleneck.md)."""
+
+    CLIENT = "client"
+    SERVER_HOST = "server_host"
+    GPU_POWER_CAP = "gpu_power_cap"
+    GPU_THERMAL = "gpu_thermal"
+    GPU_MEMORY_BANDWIDTH = "gpu_memory_bandwidth"
+    GPU_COMPUTE = "gpu_compute"
+    UNKNOWN = "unknown"

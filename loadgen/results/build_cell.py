@@ -22,13 +22,19 @@ TELEMETRY_LOST = "TELEMETRY LOST"  # how a requested source that went quiet mid-
 
 
 def figures(key: CellKey, records: Sequence[Record], sources: Sequence[SourceResult], client: dict | None) -> dict:
-    """The cell's figures as flat JSON: the client-side summary, accept length, power, each source's values."""
+    """The cell's figures as flat JSON: the client-side summary, accept length, power, GPU activity and the
+    bottleneck verdict, each source's values."""
     summary = summarize(records) | {"client": client}
     flat = key.as_dict() | summary
     flat["accept_length"] = cell_telemetry.accept_length(summary, list(sources))
     flat["power"] = cell_telemetry.power(list(sources), summary["output_tokens"], summary["duration_s"],
                                          summary.get("window_ns"))
-    flat["telemetry"] = {r.name: {"available": r.available, "reason": r.reason, **r.values} for r in sources}
+    flat["gpu_activity"] = cell_telemetry.gpu_activity(list(sources), summary.get("window_ns"))
+    flat["bottleneck"], flat["bottleneck_evidence"] = cell_telemetry.gpu_verdict(summary, flat["gpu_activity"],
+                                                                                 flat["power"])
+    flat["telemetry"] = {r.name: {"available": r.available, "reason": r.reason,
+                                  **{k: v for k, v in r.values.items() if k not in cell_telemetry.ACTIVITY_KEYS}}
+                         for r in sources}
     return flat
 
 

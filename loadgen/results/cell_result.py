@@ -130,6 +130,22 @@ class Telemetry:
 
 
 @dataclass
+class Gpu:
+    """GPU activity over the cell's window and what limited the cell (bottleneck.md)."""
+
+    gpu_activity: Figures | None = doc(
+        "{source, gpus, total, per_gpu, unavailable}: time-weighted over the window, per GPU and in total (mean "
+        "over GPUs; memory and violation seconds summed): utilization_percent, sm_clock_mhz, sm_clock_max_mhz, "
+        "sm_clock_fraction, gr_engine_active, sm_active, sm_occupancy, tensor_active, dram_active, "
+        "memory_used_mib, power_cap_fraction, thermal_fraction, hw_slowdown_fraction, power_violation_s, "
+        "power_violation_fraction, thermal_violation_s; a figure not served is absent, `unavailable` says why",
+        "%, MHz, ratio, MiB, s", optional=True)
+    bottleneck: str | None = doc("client | server_host | gpu_power_cap | gpu_thermal | gpu_memory_bandwidth | "
+                                 "gpu_compute | unknown, with its evidence in bottleneck_evidence", optional=True)
+    bottleneck_evidence: str | None = doc("why: the figures behind `bottleneck`, one line", optional=True)
+
+
+@dataclass
 class CellResult:
     """One cell of the matrix, every figure in its part; status and error judged from `incidents`."""
 
@@ -142,7 +158,7 @@ class CellResult:
     throughput: Throughput = field(default_factory=Throughput)
     accept: AcceptLength = field(default_factory=AcceptLength)
     telemetry: Telemetry = field(default_factory=Telemetry)
-    gpu: Figures | None = None  # room for the GPU verdict
+    gpu: Gpu = field(default_factory=Gpu)
     slo: Figures | None = None  # room for latency targets and goodput
     correctness: Figures | None = None  # room for output verification
     incidents: list[Incident] = field(default_factory=list)
@@ -185,8 +201,8 @@ class CellResult:
 
 
 PARTS = {"requests": Requests, "load": Load, "prompts": Prompts, "latency": Latency, "throughput": Throughput,
-         "accept": AcceptLength, "telemetry": Telemetry}
-RESERVED = ("gpu", "slo", "correctness")
+         "accept": AcceptLength, "telemetry": Telemetry, "gpu": Gpu}
+RESERVED = ("slo", "correctness")
 KEY_FIELDS = ("context_tokens", "concurrency", "request_rate")
 JUDGED = ("status", "error", "warnings", "incidents")
 

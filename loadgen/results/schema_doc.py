@@ -40,7 +40,6 @@ CELL_FIELDS = {
     "error": ("", "why the cell failed or was skipped; null when ok"),
     "warnings": ("", "the cell's note: its incidents' notes, then its telemetry sources' warnings"),
     "incidents": ("", "[{kind, reason}]: everything that went wrong; the status is judged from them"),
-    "gpu": ("", "reserved for the GPU verdict"),
     "slo": ("", "reserved for latency targets and goodput"),
     "correctness": ("", "reserved for output verification"),
 }

@@ -36,10 +36,11 @@ import aiohttp
 
 from loadgen.aio import cancel_and_wait
 from loadgen.metrics.energy_window import MAX_PRECISE_NS, collection_times, refresh_period_ns
+from loadgen.metrics.gpu_activity import GpuActivityStats
 from loadgen.metrics.power import STALE_AFTER_S, GpuPowerStats, summarize_power
 from loadgen.names import EnergyMethod
 from loadgen.telemetry.base import PeriodicSampler, SourceResult
-from loadgen.telemetry.dcgm_format import ENERGY, ENFORCED_LIMIT, MGMT_LIMIT, POWER, parse_dcgm
+from loadgen.telemetry.dcgm_format import ENERGY, ENFORCED_LIMIT, MGMT_LIMIT, POWER, missing_reasons, parse_dcgm
 
 EDGE_POLL_S = 0.02
 EDGE_START_MAX_S = 3.5
@@ -86,6 +87,7 @@ class _Gpu:
     hostname: str | None
     model: str | None
     stats: GpuPowerStats = field(default_factory=GpuPowerStats)
+    activity: GpuActivityStats = field(default_factory=GpuActivityStats)
 
 
 class DcgmSource(PeriodicSampler):
@@ -180,6 +182,7 @@ class DcgmSource(PeriodicSampler):
             if gpu is None:
                 gpu = self._gpus[(node.url, r.gpu, r.uuid)] = _Gpu(node, r.gpu, r.uuid, r.hostname, r.model)
             gpu.stats.add(t_ns, r.power_w, r.energy_mj, r.limit_w)
+            gpu.activity.add(t_ns, r.activity)
             total_w += r.power_w or 0.0
         return total_w
 
@@ -196,6 +199,9 @@ class DcgmSource(PeriodicSampler):
             {"url": n.url, "scrapes_ok": n.ok, "scrapes_failed": n.failed, "last_error": n.last_error}
             for n in self._nodes
         ]
+        values["activity_gpus"] = [{"node": g.node.url, "gpu": p["gpu"], "uuid": g.uuid,
+                                    "series": g.activity.to_json()} for g, p in zip(gpus, per_gpu)]
+        values["activity_missing"] = missing_reasons(self._nodes[0].url if len(self._nodes) == 1 else "dcgm-exporter")
         return SourceResult(self.name, self.kind, True, values=values, warnings=self._warnings(gpus, window_s))
 
     def _warnings(self, gpus: list[_Gpu], window_s: float) -> list[str]:
