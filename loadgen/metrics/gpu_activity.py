@@ -52,12 +52,21 @@ class HeldSeries:
     def add(self, t_ns: int, value: float) -> None:
         if self.tail and t_ns <= self.tail[-1][0]:
             return  # out of order or a duplicate time: the integral stays monotonic in time
+        point = (t_ns, value)
+        self.n += 1
         if self.tail:
             self.integral += value * (t_ns - self.tail[-1][0])
-        self.n += 1
-        self.tail.append((t_ns, value))
+            if self.tail[-1][1] == value and len(self.tail) > 1:
+                # the same value again extends the last interval: the edges keep EDGE_READINGS changes, however
+                # fast a source polls an exporter that refreshes slowly
+                last = self.tail.pop()
+                if self.head and self.head[-1] is last:
+                    self.head[-1] = point
+                self.tail.append(point)
+                return
+        self.tail.append(point)
         if len(self.head) < EDGE_READINGS:
-            self.head.append((t_ns, value))
+            self.head.append(point)
 
     def to_json(self) -> dict[str, Any]:
         return {"n": self.n, "integral": self.integral, "head": [list(p) for p in self.head],
@@ -90,12 +99,15 @@ def _after(tail: list, t1: int) -> float | None:
 
 def window_integral(series: dict[str, Any], t0_ns: int, t1_ns: int) -> float | None:
     """∫ v dt over [t0, t1] (value·ns) from a series' JSON (`HeldSeries.to_json`); None when it holds no
-    reading or the window's edges fall outside the kept edge readings."""
+    reading. An edge that falls outside the kept edge readings (a window far inside the readings) takes the
+    mean over all readings for the window instead."""
     if not series or not series["n"]:
         return None
     before, after = _before(series["head"], t0_ns), _after(series["tail"], t1_ns)
     if before is None or after is None:
-        return None
+        span = series["tail"][-1][0] - series["head"][0][0]
+        mean = series["integral"] / span if span > 0 else series["tail"][-1][1]
+        return mean * (t1_ns - t0_ns)
     return series["integral"] - before - after
 
 
