@@ -44,6 +44,9 @@ def sim_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--idle-w", type=float, default=120.0, help="simulated idle power per GPU in W (default 120)")
     p.add_argument("--load-w", type=float, default=450.0, help="simulated power per GPU at full load (default 450)")
     p.add_argument("--limit-w", type=float, default=1100.0, help="simulated power limit per GPU (default 1100)")
+    p.add_argument("--gpu-busy-fraction", type=float, default=1.0, metavar="F",
+                   help="the share of each step the GPUs compute, the rest being host work (default 1; 0.17: a "
+                        "host-bound server); a load whose power passes --limit-w is held at the limit, throttled")
     p.add_argument("--dcgm-collect-ms", type=float, default=0.0, metavar="MS",
                    help="refresh the DCGM values every MS ms on a timer, as dcgm-exporter -c MS does "
                         "(default 0: fresh at every scrape)")
