@@ -91,6 +91,12 @@ def bottleneck(client: dict | None, activity: dict | None, in_flight: float | No
     if client and client.get("saturated"):
         why = "; ".join(client.get("reasons") or []) or "saturated"
         return Bottleneck.CLIENT, f"the client fell behind ({why}): its figures measure the client; add --workers"
+    return gpu_bottleneck(activity, in_flight, limit_w)
+
+
+def gpu_bottleneck(activity: dict | None, in_flight: float | None,
+                   limit_w: float | None = None) -> tuple[Bottleneck, str]:
+    """(verdict, evidence) from the GPU figures alone: rules 2-8 of the module docstring."""
     total = (activity or {}).get("total") or {}
     util = utilization_percent(total)
     if util is None:

@@ -3,11 +3,11 @@ cross-checking), power (with energy per token), GPU activity and the bottleneck 
 
 from __future__ import annotations
 
-from loadgen.metrics.bottleneck import bottleneck
+from loadgen.metrics.bottleneck import bottleneck, gpu_bottleneck
 from loadgen.metrics.gpu_window import cell_activity
 from loadgen.metrics.power import derive_power
 from loadgen.metrics.source_result import SourceResult
-from loadgen.names import AcceptSource
+from loadgen.names import AcceptSource, Bottleneck
 
 DISAGREE_RATIO = 0.10
 
@@ -95,9 +95,14 @@ def gpu_activity(results: list[SourceResult], window_ns: dict | None) -> dict | 
     return None
 
 
-def gpu_verdict(summary: dict, activity: dict | None, power_values: dict | None) -> tuple[str, str]:
-    """(bottleneck, evidence) for the cell (`bottleneck.bottleneck`), with one GPU's power limit as evidence."""
+def gpu_verdict(summary: dict, activity: dict | None, power_values: dict | None) -> dict:
+    """{bottleneck, bottleneck_evidence} for the cell (`bottleneck.bottleneck`, one GPU's power limit as
+    evidence); when the client fell behind, also `gpu_bottleneck`: what the GPU figures alone say."""
     limits = [g.get("limit_w") for g in (power_values or {}).get("per_gpu") or [] if g.get("limit_w")]
-    verdict, evidence = bottleneck(summary.get("client"), activity, summary.get("achieved_concurrency"),
-                                   limits[0] if limits else None)
-    return str(verdict), evidence
+    in_flight, limit_w = summary.get("achieved_concurrency"), limits[0] if limits else None
+    verdict, evidence = bottleneck(summary.get("client"), activity, in_flight, limit_w)
+    out = {"bottleneck": str(verdict), "bottleneck_evidence": evidence}
+    if verdict is Bottleneck.CLIENT:
+        gpu_verdict_, gpu_evidence = gpu_bottleneck(activity, in_flight, limit_w)
+        out["gpu_bottleneck"] = f"{gpu_verdict_}: {gpu_evidence}"
+    return out

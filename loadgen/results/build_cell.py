@@ -30,8 +30,7 @@ def figures(key: CellKey, records: Sequence[Record], sources: Sequence[SourceRes
     flat["power"] = cell_telemetry.power(list(sources), summary["output_tokens"], summary["duration_s"],
                                          summary.get("window_ns"))
     flat["gpu_activity"] = cell_telemetry.gpu_activity(list(sources), summary.get("window_ns"))
-    flat["bottleneck"], flat["bottleneck_evidence"] = cell_telemetry.gpu_verdict(summary, flat["gpu_activity"],
-                                                                                 flat["power"])
+    flat |= cell_telemetry.gpu_verdict(summary, flat["gpu_activity"], flat["power"])
     flat["telemetry"] = {r.name: {"available": r.available, "reason": r.reason,
                                   **{k: v for k, v in r.values.items() if k not in cell_telemetry.ACTIVITY_KEYS}}
                          for r in sources}

@@ -143,6 +143,8 @@ class Gpu:
     bottleneck: str | None = doc("client | server_host | gpu_power_cap | gpu_thermal | gpu_memory_bandwidth | "
                                  "gpu_compute | unknown, with its evidence in bottleneck_evidence", optional=True)
     bottleneck_evidence: str | None = doc("why: the figures behind `bottleneck`, one line", optional=True)
+    gpu_bottleneck: str | None = doc("only when `bottleneck` is client: what the GPU figures alone say, "
+                                     "'verdict: evidence'", optional=True)
 
 
 @dataclass
