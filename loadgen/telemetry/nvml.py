@@ -246,7 +246,7 @@ class NvmlSource(PeriodicSampler):
 
     def _read_all(self) -> list[tuple[int, float, float | None] | None]:
         out = []
-        for dev, activity in zip(self._devices, self._activity):
+        for dev in self._devices:
             t0 = time.monotonic_ns()
             try:
                 power_w, energy_mj = read_power(self._nvml, dev)
@@ -255,7 +255,9 @@ class NvmlSource(PeriodicSampler):
                 out.append(None)
                 continue
             out.append(((t0 + time.monotonic_ns()) // 2, power_w, energy_mj))
-            activity.add(time.monotonic_ns(), read_activity(self._nvml, dev))
+        for dev, activity, reading in zip(self._devices, self._activity, out):
+            if reading is not None:  # after the power readings, which the energy's edges are cut by
+                activity.add(time.monotonic_ns(), read_activity(self._nvml, dev))
         return out
 
     async def sample(self, t_ns: int) -> None:
