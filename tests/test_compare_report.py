@@ -89,8 +89,10 @@ def test_compare_cli_baseline_and_formats(inputs, cli):
     assert rows[6]["out_tok_s_x"] == ""  # the baseline failed that cell: no speed-up
     md = cli("compare", *paths, "--format", "md")
     assert md.stdout.splitlines()[0].startswith("| ctx | conc | configuration | out tok/s |")
-    assert "| **360.0** |" in md.stdout and len(md.stdout.splitlines()) == 2 + 8 + 2  # blank line, legend
-    assert md.stdout.splitlines()[-1].startswith("**bold**: best of the cell")
+    table_md, *knees = md.stdout.split("\n\nknee ")
+    assert "| **360.0** |" in table_md and len(table_md.splitlines()) == 2 + 8 + 2  # blank line, legend
+    assert table_md.splitlines()[-1].startswith("**bold**: best of the cell")
+    assert len(knees) == 3 and knees[0].startswith("(output tok/s grows < 10% per doubling past it): b16: ctx 60")
     bad = cli("compare", *paths, "--baseline", "b128")
     assert bad.returncode == 2
     assert "--baseline b128: no such configuration; choose one of b16, b32, b64" in bad.stderr

@@ -30,20 +30,26 @@ def test_matrix_table():
     # every header names its figure and statistic; percentiles over fewer than 100 requests carry "*"
     assert table.header() == (
         '   ctx  conc   ok/fail  out tok/s steady tok/s req tok/s mean  req p10 TTFT mean ms  TTFT p50  TTFT '
-        'p99     n    pp ms  pp tok/s   E2E s tok/chk         accept       W   J/tok note')
+        'p99     n    pp ms  pp tok/s   E2E s tok/chk         accept       W   J/tok          GPU SM clk  DRAM '
+        'tensor pwr cap bottleneck           note')
     assert table.row(CLOSED) == (
         '  1024    32      63/1     4723.2       4790.0          147.6   120.0*        251.4    200.0*   1037'
-        '.5*    63    251.4      4073    1.90    3.86  3.91 counters    3612   0.765 sources disagree: counte'
-        'rs=3.91 vs log=4.50 | CLIENT SATURATED (client CPU 95% > 90%) add --workers | w')
+        '.5*    63    251.4      4073    1.90    3.86  3.91 counters    3612   0.765            -      -     - '
+        '     -       - -                    sources disagree: counters=3.91 vs log=4.50 | CLIENT SATURATED (c'
+        'lient CPU 95% > 90%) add --workers | w')
     assert table.row({"context_tokens": 60, "concurrency": 1}) == (
         '    60     1       0/0          -            -              -        -            -         -       '
-        '  -     -        -         -       -       -              -       -       - ')
+        '  -     -        -         -       -       -              -       -       -            -      -     - '
+        '     -       - -                    ')
     many = dict(CLOSED, requests={"ok": 300, "failed": 0}, ttft_s=dict(CLOSED["ttft_s"], samples=300),
                 request_tok_s=dict(CLOSED["request_tok_s"], samples=300), warnings=[], client=None,
-                accept_length=None)
+                accept_length=None, bottleneck="server_host",
+                gpu_activity={"total": {"utilization_percent": 17.2, "dram_active": 0.1, "tensor_active": 0.02,
+                                        "power_cap_fraction": 0.0}})
     assert table.row(many) == (
         '  1024    32     300/0     4723.2       4790.0          147.6    120.0        251.4     200.0    103'
-        '7.5   300    251.4      4073    1.90    3.86              -    3612   0.765 ')
+        '7.5   300    251.4      4073    1.90    3.86              -    3612   0.765     17% host      -   10% '
+        '    2%      0% server_host          ')
 
 
 def test_matrix_names_its_run_and_explains_the_mark():

@@ -19,6 +19,7 @@ from loadgen.results import category_compare
 from loadgen.results import text_table as tt
 from loadgen.results.cell_result import from_json
 from loadgen.results.cell_status import problem
+from loadgen.results.knee_text import knee_summary
 from loadgen.results.schema import SWEEP_SCHEMA
 from loadgen.results.text_table import Column
 
@@ -239,4 +240,6 @@ def compare_table(runs: list[Run], baseline: str | None, fmt: str = "text") -> s
     rows = comparison(runs, pick_baseline(runs, baseline))
     text = {"text": render_text, "md": render_markdown, "csv": render_csv}[fmt](rows)
     by_category = category_compare.render(runs, pick_baseline(runs, baseline)) if fmt == "text" else None
-    return text + "\n" + by_category if by_category else text
+    text = text + "\n" + by_category if by_category else text
+    knee = [line for r in runs if (line := knee_summary(list(r.cells.values()), r.name))]
+    return ("\n\n" if fmt == "md" else "\n").join([text, *knee]) if fmt in ("text", "md") else text

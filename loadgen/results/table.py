@@ -7,6 +7,7 @@ of requests the per-request figures are over, and a percentile over fewer than F
 from __future__ import annotations
 
 from loadgen.names import CellStatus
+from loadgen.results import gpu_columns
 from loadgen.results import text_table as tt
 from loadgen.results.cell_result import saturation_note
 from loadgen.results.text_table import Column, field, millis, number
@@ -77,6 +78,8 @@ COLUMNS = [
     Column("accept", 14, _accept),
     Column("W", 7, number("power.mean_w_total", ".0f")),
     Column("J/tok", 7, number("power.j_per_output_token", ".3f")),
+    gpu_columns.DEFAULT_COLUMN,
+    *gpu_columns.WIDE_COLUMNS,
     Column("note", 0, _notes),
 ]
 

@@ -30,6 +30,7 @@ from loadgen.results.category_table import category_table, lengths_table
 from loadgen.results.cell_result import CellResult
 from loadgen.results.document import ResultsFile
 from loadgen.results.incidents import IncidentKind
+from loadgen.results.knee_text import knee_summary
 from loadgen.results.provenance import wall_clock
 from loadgen.results.table import header, row, table, title
 from loadgen.run.cell import CellMeasurer, SourceFactory
@@ -144,7 +145,8 @@ class Runner:
                 await self.parts.transport.close()
         cells = [c.to_json() for c in self.cells]
         print(table(cells, title(self.cfg.label, self.run_id)))
-        for text in [*(t(cells) for t in self.parts.tables), lengths_table(cells), category_table(cells)]:
+        for text in [*(t(cells) for t in self.parts.tables), lengths_table(cells), category_table(cells),
+                     knee_summary(cells)]:
             if text:
                 print(text)
         print(f"results: {self.results.path}", file=sys.stderr)
