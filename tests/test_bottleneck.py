@@ -66,3 +66,8 @@ def test_memory_bandwidth_and_compute():
 def test_unknown_says_what_it_lacks():
     got = verdict(utilization_percent=90)
     assert got[0] is Bottleneck.UNKNOWN and "without DCGM profiling ratios" in got[1]
+
+
+def test_throttling_comes_before_low_utilization():
+    got = verdict(utilization_percent=45, power_cap_fraction=0.79)
+    assert got[0] is Bottleneck.GPU_POWER_CAP

@@ -3,12 +3,13 @@
 The rules, first match wins (thresholds and their reasons: docs/bottleneck.md):
 1. client: the client's saturation check fired (`client_health.client_verdict`): its figures measure itself.
 2. unknown: no GPU activity figures (no --dcgm / --nvml, or the source served none).
-3. server_host: utilization < SERVER_HOST_UTIL_PERCENT (50 %) while ≥ IN_FLIGHT_MIN (0.5) requests were in
+3. gpu_power_cap: a power-cap clock-event reason set ≥ THROTTLE_FRACTION (50 %) of the cell (or, where the
+   reasons are not served, the power-violation counter grew by ≥ 50 % of the cell's time). Throttling comes
+   before utilization: a GPU held at its limit half the cell is not waiting on the host, whatever the gaps.
+4. gpu_thermal: a thermal or hardware-slowdown reason set ≥ 50 % of the cell.
+5. server_host: utilization < SERVER_HOST_UTIL_PERCENT (50 %) while ≥ IN_FLIGHT_MIN (0.5) requests were in
    flight on average (achieved concurrency): the GPU waits for the server's host side (scheduling,
    tokenisation, sampling, Python) between steps.
-4. gpu_power_cap: a power-cap clock-event reason set ≥ THROTTLE_FRACTION (50 %) of the cell (or, where the
-   reasons are not served, the power-violation counter grew by ≥ 50 % of the cell's time).
-5. gpu_thermal: a thermal or hardware-slowdown reason set ≥ 50 % of the cell.
 6. gpu_memory_bandwidth: DRAM_ACTIVE ≥ DRAM_BOUND (0.5) and PIPE_TENSOR_ACTIVE < TENSOR_IDLE (0.3).
 7. gpu_compute: utilization ≥ BUSY_UTIL_PERCENT (80 %) and PIPE_TENSOR_ACTIVE ≥ 0.3 or SM_ACTIVE ≥ SM_BUSY (0.8).
 8. unknown, saying what was seen.
@@ -101,11 +102,11 @@ def gpu_bottleneck(activity: dict | None, in_flight: float | None,
     util = utilization_percent(total)
     if util is None:
         return Bottleneck.UNKNOWN, "no GPU utilization measured (--dcgm URL or --nvml, with DCGM_FI_DEV_GPU_UTIL)"
-    if util < SERVER_HOST_UTIL_PERCENT and (in_flight or 0.0) >= IN_FLIGHT_MIN:
-        return Bottleneck.SERVER_HOST, (f"GPU {util:.0f} % busy with {in_flight:.0f} requests in flight: the "
-                                        "server's host side, not the GPU, limits throughput")
     for verdict, evidence in ((Bottleneck.GPU_POWER_CAP, _power_cap(total, limit_w)),
                               (Bottleneck.GPU_THERMAL, _thermal(total))):
         if evidence:
             return verdict, evidence
+    if util < SERVER_HOST_UTIL_PERCENT and (in_flight or 0.0) >= IN_FLIGHT_MIN:
+        return Bottleneck.SERVER_HOST, (f"GPU {util:.0f} % busy with {in_flight:.0f} requests in flight: the "
+                                        "server's host side, not the GPU, limits throughput")
     return _memory_or_compute(total, util) or (Bottleneck.UNKNOWN, _unknown(total, util))

@@ -43,6 +43,9 @@ CAPTIONS = {
                          "different heights for one configuration mean its sources disagree.",
     "power.png": "Top: mean power per GPU with the GPUs' limit dashed (far below the limit = not "
                  "compute-bound). Bottom: energy per output token. Lower is better.",
+    "gpu.png": "Top: GPU utilization; below the dashed line at 50 % with requests in flight the server's host side "
+               "limits throughput (bottleneck server_host). Bottom: power as a share of the GPUs' limit; at 100 % "
+               "the power cap throttles the clocks.",
     "accept_categories.png": "Accept length per prompt category.",
     "open_loop.png": "Open-loop cells against their scheduled request rate; latency from the intended send.",
 }
