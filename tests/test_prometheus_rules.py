@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PROM = ROOT / "prometheus"
 RULE_FILES = sorted((PROM / "rules").glob("*.yml"))
 TEST_FILE = PROM / "tests" / "alerts_test.yml"
+TEST_FILES = sorted((PROM / "tests").glob("*_test.yml"))  # alerts_test.yml and one file per added rule file
 RECORD_NAME = re.compile(r"^[a-z][a-z_]*:[a-z][a-z0-9_]*:[a-z][a-z0-9_]*$")
 ALERT_NAME = re.compile(r"^[A-Z][A-Za-z0-9]+$")
 needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None,
@@ -29,9 +30,9 @@ def rules(kind: str) -> list[dict]:
 
 
 def alert_tests() -> dict[str, dict[str, int]]:
-    """alertname -> {"fires": n, "quiet": n} over the promtool test file."""
+    """alertname -> {"fires": n, "quiet": n} over the promtool test files."""
     seen: dict[str, dict[str, int]] = {}
-    for test in yaml.safe_load(TEST_FILE.read_text())["tests"]:
+    for test in (t for path in TEST_FILES for t in yaml.safe_load(path.read_text())["tests"]):
         for case in test.get("alert_rule_test", []):
             kind = "fires" if case.get("exp_alerts") else "quiet"
             counts = seen.setdefault(case["alertname"], {"fires": 0, "quiet": 0})
@@ -78,7 +79,7 @@ def test_the_expected_alerts_are_all_there():
     names = {a["alert"] for a in rules("alert")}
     assert {"SGLangServerDown", "LoadgenRequestsFailing", "LoadgenTTFTAboveSLO", "LoadgenThroughputBelowBaseline",
             "SpecDecodeAcceptLengthLow", "GPUPowerNearLimit", "GPUComputeIdleUnderLoad", "SGLangQueueBuilding",
-            "LoadgenClientSaturated", "GPUXidError", "GPUThrottled"} <= names
+            "LoadgenClientSaturated", "GPUXidError", "GPUThrottled", "GPUsIdleWhileRequestsWait"} <= names
 
 
 def _gated(expr: str, recorded: dict[str, str], depth: int = 0) -> bool:
@@ -145,7 +146,7 @@ def test_promtool_check_rules():
 @pytest.mark.infra
 @needs_promtool
 def test_promtool_test_rules():
-    out = _promtool("test", "rules", str(TEST_FILE))
+    out = _promtool("test", "rules", *map(str, TEST_FILES))
     assert out.returncode == 0, out.stdout + out.stderr
 
 
