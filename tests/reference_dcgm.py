@@ -119,7 +119,12 @@ def memory_bound(k: int) -> dict:
             "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": 0}
 
 
-SCENARIOS = {f.__name__: f for f in (host_bound, power_capped, memory_bound)}
+def power_only(k: int) -> dict:
+    """dcgm-exporter with a counters CSV of power alone."""
+    return {"DCGM_FI_DEV_POWER_USAGE": 300.0 + k % 2}
+
+
+SCENARIOS = {f.__name__: f for f in (host_bound, power_capped, memory_bound, power_only)}
 
 
 class ReferenceProcess:

@@ -18,7 +18,8 @@ import pytest
 from tests.reference_dcgm import ReferenceProcess
 
 pytestmark = pytest.mark.sim
-RUN = ("--contexts", "60", "--max-tokens", "24", "--requests-per-cell", "64", "--telemetry-interval", "0.2")
+# sampled twice per collection of the reference (every 0.1 s), so the figures of a 1 s cell are not aliased
+RUN = ("--contexts", "60", "--max-tokens", "24", "--requests-per-cell", "64", "--telemetry-interval", "0.05")
 
 
 @pytest.fixture(scope="module")
@@ -37,12 +38,17 @@ def verdict(cell: dict) -> tuple[str, str]:
     return cell["bottleneck"], cell["bottleneck_evidence"]
 
 
-def cells(cli, sim, tmp_path, scenario: str, concurrency: str) -> tuple[list[dict], ReferenceProcess]:
+def run(cli, sim, tmp_path, scenario: str, concurrency: str, *more: str):
     out = tmp_path / "run.json"
     with ReferenceProcess(scenario) as ref:
-        res = cli("--url", sim.url, "--dcgm", ref.url, "--concurrency", concurrency, *RUN, "--out", str(out))
+        res = cli("--url", sim.url, "--dcgm", ref.url, "--concurrency", concurrency, *RUN, *more, "--out", str(out))
     assert res.returncode == 0, res.stderr[-2000:]
-    return json.loads(out.read_text())["cells"], ref
+    return json.loads(out.read_text())["cells"], ref, res
+
+
+def cells(cli, sim, tmp_path, scenario: str, concurrency: str) -> tuple[list[dict], ReferenceProcess]:
+    found, ref, _ = run(cli, sim, tmp_path, scenario, concurrency)
+    return found, ref
 
 
 def test_host_bound_server_is_server_host_at_16_and_64(cli, sim, tmp_path):
@@ -75,3 +81,12 @@ def test_memory_bound_server_is_gpu_memory_bandwidth(cli, sim, tmp_path):
     found_verdict, evidence = verdict(cell)
     assert found_verdict == "gpu_memory_bandwidth", evidence
     assert evidence.startswith("DRAM 80 % active, tensor pipe 12 %")
+
+
+def test_an_exporter_of_power_alone_is_said_once_at_the_start(cli, sim, tmp_path):
+    found, _, res = run(cli, sim, tmp_path, "power_only", "4,8", "--requests-per-cell", "16")
+    assert res.stderr.count("serves none of the GPU activity fields") == 1
+    assert res.stderr.index("serves none of the GPU activity fields") < res.stderr.index("target ")  # before load
+    for cell in found:
+        assert "gpu_activity" not in cell and cell["power"]["mean_w_total"] > 0
+        assert cell["bottleneck"] in ("unknown", "client")

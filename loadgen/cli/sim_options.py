@@ -10,6 +10,15 @@ from loadgen.sim.connections import connection_options
 from loadgen.sim.per_token import per_token_options
 
 
+def _busy_fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a share of the time in (0, 1], e.g. 0.17")
+    return value
+
 def sim_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="loadgen sim", formatter_class=DefaultsShown, allow_abbrev=False,
                                 description="Serve the built-in SGLang-compatible DDTree "
@@ -44,7 +53,7 @@ def sim_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--idle-w", type=float, default=120.0, help="simulated idle power per GPU in W (default 120)")
     p.add_argument("--load-w", type=float, default=450.0, help="simulated power per GPU at full load (default 450)")
     p.add_argument("--limit-w", type=float, default=1100.0, help="simulated power limit per GPU (default 1100)")
-    p.add_argument("--gpu-busy-fraction", type=float, default=1.0, metavar="F",
+    p.add_argument("--gpu-busy-fraction", type=_busy_fraction, default=1.0, metavar="F",
                    help="the share of each step the GPUs compute, the rest being host work (default 1; 0.17: a "
                         "host-bound server); a load whose power passes --limit-w is held at the limit, throttled")
     p.add_argument("--dcgm-collect-ms", type=float, default=0.0, metavar="MS",
