@@ -18,6 +18,7 @@ from loadgen.names import Api, ArrivalLaw, DatasetFormat, HttpClient, PrefixCach
 from loadgen.record import CellKey
 
 DEFAULT_SPAN_S = 10.0  # default measured requests of a rate cell: max(16, ⌈10 s × rate⌉)
+AUTO_STREAMS_PER_WORKER = 256  # --workers auto: one process per this many streams of the largest concurrency
 
 
 def default_requests_per_cell(concurrency: int) -> int:

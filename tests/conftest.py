@@ -53,8 +53,13 @@ class SimHandle:
         stop_process(self.proc)
 
 
-def start_sim(tmp_path: Path, *args: str, name: str = "truth.jsonl", env: dict | None = None) -> SimHandle:
+def start_sim(tmp_path: Path, *args: str, name: str = "truth.jsonl", env: dict | None = None,
+              pin_speed: bool = True) -> SimHandle:
+    """`loadgen sim` on a free port. Without `--speed` in `args` it runs at speed 1 (`pin_speed`): the tests
+    were written against the calibrated step times, before the one default became 4."""
     truth = tmp_path / name
+    if pin_speed and "--speed" not in args:
+        args = ("--speed", "1", *args)
     proc = subprocess.Popen([sys.executable, "-m", "loadgen", "sim", "--port", "0", "--truth", str(truth), *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
                             env={**os.environ, **(env or {})})

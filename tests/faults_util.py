@@ -42,7 +42,7 @@ def assert_accounted(doc: dict, records: list[dict], planned: int) -> None:
         mine = [r for r in records if _key(r) == _cell_key(cell) and r["phase"] == MEASURE
                 and r.get("attempt", 0) == attempt]
         req = cell["requests"]
-        assert req["ok"] + req["failed"] == len(mine)
+        assert req["ok"] + req["failed"] + req.get("cancelled", 0) == len(mine)
         assert req["by_outcome"] == dict(Counter(r["outcome"] for r in mine))
         assert len(mine) + cell["requests_not_sent"] == planned, (len(mine), cell["requests_not_sent"])
 

@@ -86,7 +86,7 @@ def test_bad_rows_are_named_with_their_line():
     assert fmt == "prompt" and [r.line for r in rows] == [1]
     assert [(b.line, b.reason.split(" (")[0]) for b in bad] == [
         (2, "invalid JSON"), (4, "no prompt field"), (5, "empty prompt"), (6, "not a JSON object"),
-        (7, "max_tokens/output_len 0 must be a positive integer"), (8, "a openai-chat row in a prompt file")]
+        (7, "max_tokens/output_len 0 must be a positive integer"), (8, "an OpenAI chat row in a prompt file")]
 
 
 @pytest.mark.unit
@@ -167,13 +167,16 @@ def test_chat_rows_replay_as_they_are(sim_factory, tmp_path):
     path = write_jsonl(tmp_path / "chat.jsonl", rows)
     proc, doc, records, truth = run_dataset(sim, path, tmp_path / "r.json", "--concurrency", "2",
                                             "--prefix-cache", "allow")
-    assert "OpenAI chat JSONL (messages), 6 rows (0 bad), 6 with their own output length" in proc.stderr
+    assert "OpenAI chat JSONL (messages), 6 rows usable (no bad rows), 6 with their own output length" in proc.stderr
     assert len(records) == 6  # every row once by default
     received = sorted((json.dumps(t["prompt"]), t["max_tokens"]) for t in truth)
     sent = sorted((json.dumps(r["messages"]), r.get("max_tokens") or r.get("output_len")) for r in rows)
     assert received == sent
     assert doc["prompt_sizing"]["prefix_cache"] == "allow"
     assert doc["prompt_sizing"]["ignore_eos"] == "rows that give a length"
+    lo, hi = min(t for _, t in sent), max(t for _, t in sent)
+    assert doc["prompt_sizing"]["row_max_tokens"] == {"rows": 6, "min": lo, "max": hi}
+    assert [line.split()[0] for line in proc.stdout.splitlines() if line.split()[1:2] == ["2"]][0] == "data"
     # the default: each request starts with its own line, the rows otherwise unchanged; sampled rows repeat
     proc, doc, records, truth = run_dataset(sim, path, tmp_path / "u.json", "--concurrency", "2",
                                             "--requests-per-cell", "12")

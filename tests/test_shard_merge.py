@@ -99,7 +99,7 @@ def test_merge_recomputes_from_the_merged_records():
     assert cell["output_tokens"] == 8 + 12 + 8 + 8 == again["output_tokens"]
     assert cell["ttft_s"] == again["ttft_s"] and cell["itl_s"] == again["itl_s"]
     assert cell["duration_s"] == pytest.approx(0.020)  # first send to last end over both shards
-    assert cell["requests"] == {"ok": 4, "failed": 0, "by_outcome": {"ok": 4}}
+    assert cell["requests"] == {"ok": 4, "failed": 0, "cancelled": 0, "by_outcome": {"ok": 4}}
     assert cell["client"]["saturated"] is True and cell["client"]["cpu_percent"] == 20.0
     assert cell["client"]["reasons"] == ["shard 1: x"]
     # the server's counters come from the first shard; the per-request value is recomputed from records
@@ -155,7 +155,7 @@ def test_two_shards_and_merge_equal_one_process(sim_factory, tmp_path):
     for r in recs:
         assert r["outcome"] == "ok" and r["chunk_tokens"] == truth[r["request_id"]]["chunk_tokens"]
     for cell, cell_one in zip(doc["cells"], one_doc["cells"]):
-        assert cell["requests"] == cell_one["requests"] == {"ok": 24, "failed": 0, "by_outcome": {"ok": 24}}
+        assert cell["requests"] == cell_one["requests"] == {"ok": 24, "failed": 0, "cancelled": 0, "by_outcome": {"ok": 24}}
         assert cell["output_tokens"] == cell_one["output_tokens"] == 24 * 256
         mine = [Record.from_dict(r) for r in recs
                 if r["phase"] == "measure" and r["cell"]["concurrency"] == cell["concurrency"]]

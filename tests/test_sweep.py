@@ -260,7 +260,7 @@ def test_failed_configurations_are_recorded_and_the_sweep_goes_on(bench):
                       "good": ("ok", 2)}
 
     crash = bench.doc("crash_at_start")["sweep"]["attempts"][-1]
-    assert crash["reason"].startswith("not ready after 2.5 s; last state: down")
+    assert crash["reason"].startswith("not ready after 2.5 s; last state: connection refused: nothing listens on")
     assert "invalid int value: 'notanumber'" in crash["diagnostics"]["output_tail"]
     assert "invalid int value" in (bench.out / "crash_at_start.diagnostics.txt").read_text()
 
@@ -354,10 +354,18 @@ def test_interrupt_while_waiting_stops_the_sweep(bench):
     path = bench.write(FAILURES.replace("timeout_s = 2.5", "timeout_s = 30"), reconf_opts='"--exit", "{exit}",',
                        sim_args='"--speed", "20", "--crash-after", "{crash_after}"')
     proc = _popen_sweep(bench, path)
-    time.sleep(2.0)  # crash_at_start's server never comes up: the gate is waiting
+    seen = []  # crash_at_start's server never comes up: interrupt once the gate says it is waiting
+    for line in proc.stderr:
+        seen.append(line)
+        if "] waiting " in line:
+            break
+    deadline = time.monotonic() + 20
+    while bench.reconfigurations() < 1 and time.monotonic() < deadline:  # its command has started the server
+        time.sleep(0.05)
     t0 = time.monotonic()
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=20)
+    _, rest = proc.communicate(timeout=20)
+    err = "".join(seen) + rest
     assert proc.returncode == 130, err[-2000:]
     assert time.monotonic() - t0 < 10
     assert "SIGINT: stopping the sweep" in err and "Traceback" not in err
@@ -419,3 +427,32 @@ def test_resume_keeps_open_loop_rate_cells(bench):
     recs = bench.records("budget8_topk4")
     by_rate = {rate: {r["run_id"] for r in recs if r["cell"].get("request_rate") == rate} for rate in (20.0, 40.0)}
     assert by_rate == {20.0: {kept["run_id"]}, 40.0: {cells[1]["run_id"]}}
+
+
+SIM_EXAMPLE = ROOT / "docs" / "examples" / "sim_budget_sweep.toml"
+
+
+def test_the_simulator_example_sweep_runs_anywhere(tmp_path):
+    """docs/examples/sim_budget_sweep.toml as shipped, on a free port and with this interpreter: two
+    configurations measured (exit 0), each by a simulator of its own budget (the first one stopped through
+    the pidfile when the second started)."""
+    port = free_port()
+    text = SIM_EXAMPLE.read_text().replace("30123", str(port))
+    text = text.replace('"python3"', json.dumps(sys.executable))
+    (tmp_path / "sweep.toml").write_text(text)
+    run = subprocess.run([sys.executable, "-m", "loadgen", "sweep", "sweep.toml"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    pidfile = tmp_path / "results" / "sim-budget" / "sim.pid"
+    pid = int(pidfile.read_text())
+    try:
+        assert run.returncode == 0, run.stderr[-3000:]
+        summary = json.loads((tmp_path / "results" / "sim-budget" / "sweep.json").read_text())
+        assert [(c["name"], c["status"]) for c in summary["configs"]] == [("b8_t4", "ok"), ("b16_t8", "ok")]
+        for name, budget in (("b8_t4", 8), ("b16_t8", 16)):
+            doc = json.loads((tmp_path / "results" / "sim-budget" / f"{name}.json").read_text())
+            assert doc["target"]["server_info"]["speculative_ddtree_budget"] == budget
+            assert [c["status"] for c in doc["cells"]] == ["ok", "ok"]
+        log = (tmp_path / "results" / "sim-budget" / "sim.log").read_text()
+        assert log.count("loadgen-sim ready on") == 2 and "budget=16 topk=8" in log.splitlines()[-1]
+    finally:
+        os.kill(pid, signal.SIGTERM)  # --exit-idle would stop it 30 s from now

@@ -77,7 +77,7 @@ def test_connection_refused_means_not_up_yet(tmp_path, sim_factory):
                                  "--out", str(out)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=fh)
     try:
         deadline = time.monotonic() + 30
-        while "down (ClientConnectorError)" not in err.read_text():
+        while "connection refused: nothing listens on" not in err.read_text():
             assert proc.poll() is None and time.monotonic() < deadline, err.read_text()
             time.sleep(0.05)
         sim = sim_factory("--port", str(port), "--speed", "8")
@@ -86,6 +86,34 @@ def test_connection_refused_means_not_up_yet(tmp_path, sim_factory):
         if proc.poll() is None:
             proc.kill()
     measured_everything(out, sim)
+
+
+def test_a_wrong_port_says_so_at_once_and_an_interrupt_then_names_no_results_file(tmp_path):
+    """The first line names the refused connection and --wait-ready 0 within 10 s; interrupted before the first
+    cell, loadgen says nothing was measured and names no results file (none was written)."""
+    port = free_port()
+    out = tmp_path / "r.json"
+    err = tmp_path / "stderr.txt"
+    t0 = time.monotonic()
+    with open(err, "wb") as fh:
+        proc = subprocess.Popen([sys.executable, "-m", "loadgen", "--url", f"http://127.0.0.1:{port}",
+                                 "--concurrency", "1", "--out", str(out)], cwd=ROOT, stdout=subprocess.DEVNULL,
+                                stderr=fh)
+    try:
+        while not err.read_text().endswith("\n"):
+            assert proc.poll() is None and time.monotonic() - t0 < 10, err.read_text()
+            time.sleep(0.02)
+        first = err.read_text().splitlines()[0]
+        assert f"connection refused: nothing listens on 127.0.0.1:{port}" in first, first
+        assert "--wait-ready 0 fails at once" in first
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 143
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    last = err.read_text().strip().splitlines()[-1]
+    assert last == "interrupted by SIGTERM before the first cell: nothing was measured, no results file was written"
+    assert not out.exists() and str(out) not in err.read_text()
 
 
 def test_a_name_that_does_not_resolve_is_bad_input_at_once(tmp_path):

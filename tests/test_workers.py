@@ -49,7 +49,7 @@ def test_workers_send_what_one_process_sends(sim_factory, tmp_path):
     truth = {t["rid"]: t for t in sim.truth_rows()}
     for cell_one, cell in zip(one_doc["cells"], doc["cells"]):
         # the same totals as one process ...
-        assert cell["requests"] == cell_one["requests"] == {"ok": 32, "failed": 0, "by_outcome": {"ok": 32}}
+        assert cell["requests"] == cell_one["requests"] == {"ok": 32, "failed": 0, "cancelled": 0, "by_outcome": {"ok": 32}}
         assert cell["output_tokens"] == cell_one["output_tokens"] == 32 * 48
         assert cell["prompt_tokens_mean"] == cell_one["prompt_tokens_mean"] == 60
         # ... and every figure is the summary of the merged raw records (exact percentiles, not averaged)

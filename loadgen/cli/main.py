@@ -1,35 +1,32 @@
 """Command line: `loadgen [run options]`, `loadgen sim`, and the other subcommands.
 
 Every input is parsed here, at the edge; a bad one ends the program with a one-line message and exit 2
-before any load is sent.
+before any load is sent. The parts of a run (aiohttp, numpy, the exporter, the simulator) are imported only
+once the command line has been read, so `--help` and a mistyped flag answer at once (a test keeps it so).
 """
 
 from __future__ import annotations
 
-import asyncio
 import sys
+from typing import TYPE_CHECKING
 
-from loadgen.aio import install_uvloop
-from loadgen.cli.assemble import build_runner
-from loadgen.cli.results_commands import compare_main, merge_main, report_main
-from loadgen.cli.resume import Resume, nothing_left
-from loadgen.cli.run_config import config_from_args
-from loadgen.cli.run_options import run_parser
-from loadgen.cli.sim_options import sim_parser
-from loadgen.cli.sweep import sweep_main
-from loadgen.config import RunConfig
-from loadgen.console import log
 from loadgen.errors import UsageError
-from loadgen.sim.main import main as sim_run
-from loadgen.sim.process import start_sim
-from loadgen.sinks.base import Sink
 
-SUBCOMMANDS = {"sweep": sweep_main, "compare": compare_main, "report": report_main, "merge": merge_main}
+if TYPE_CHECKING:
+    from loadgen.config import RunConfig
+    from loadgen.sinks.base import Sink
+
+SUBCOMMANDS = ("sweep", "compare", "report", "merge")
 
 
 async def run_async(cfg: RunConfig, extra_sinks: list[Sink] | None = None) -> int:
     """One run of the matrix; without --url against the built-in simulator, started here and stopped after.
     `extra_sinks` come before the run's own (a test's probes)."""
+    from loadgen.cli.assemble import build_runner
+    from loadgen.cli.resume import Resume, nothing_left
+    from loadgen.console import log
+    from loadgen.sim.process import start_sim
+
     resume = Resume(cfg)  # before the simulator starts: a refused --out costs nothing
     if not resume.remaining:
         return nothing_left(resume)
@@ -47,16 +44,37 @@ async def run_async(cfg: RunConfig, extra_sinks: list[Sink] | None = None) -> in
             await sim.stop()
 
 
+def subcommand(name: str):
+    """The main function of subcommand `name`, imported when it is called."""
+    if name == "sweep":
+        from loadgen.cli.sweep import sweep_main
+        return sweep_main
+    from loadgen.cli import results_commands
+    return getattr(results_commands, f"{name}_main")
+
+
+def run_main(argv: list[str], extra_sinks: list[Sink] | None) -> int:
+    from loadgen.cli.run_options import run_parser
+
+    args = run_parser().parse_args(argv)  # --help and a bad flag end here, before the run's parts are imported
+    import asyncio
+
+    from loadgen.aio import install_uvloop
+    from loadgen.cli.run_config import config_from_args
+
+    cfg = config_from_args(args)
+    install_uvloop()
+    return asyncio.run(run_async(cfg, extra_sinks))
+
+
 def main(argv: list[str] | None = None, extra_sinks: list[Sink] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
         if argv and argv[0] in SUBCOMMANDS:
-            return SUBCOMMANDS[argv[0]](argv[1:])
+            return subcommand(argv[0])(argv[1:])
         if argv and argv[0] == "sim":
             return sim_main(argv[1:])
-        cfg = config_from_args(run_parser().parse_args(argv))
-        install_uvloop()
-        return asyncio.run(run_async(cfg, extra_sinks))
+        return run_main(argv, extra_sinks)
     except UsageError as exc:
         print(f"loadgen: error: {exc}", file=sys.stderr)
         return 2
@@ -66,8 +84,9 @@ def main(argv: list[str] | None = None, extra_sinks: list[Sink] | None = None) -
 
 
 def sim_main(argv: list[str]) -> int:
-    return sim_run(sim_parser().parse_args(argv))
+    from loadgen.cli.sim_options import sim_parser
 
+    args = sim_parser().parse_args(argv)
+    from loadgen.sim.main import main as sim_run
 
-if __name__ == "__main__":
-    sys.exit(main())
+    return sim_run(args, argv)

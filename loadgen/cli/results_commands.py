@@ -10,6 +10,7 @@ import sys
 import orjson
 
 from loadgen.cli.checks import check_out_path
+from loadgen.cli.help_format import Parser
 from loadgen.errors import UsageError
 from loadgen.files import write_atomic, write_json_atomic
 from loadgen.results.comparable import check_comparable
@@ -31,7 +32,7 @@ def add_input_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def compare_main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="loadgen compare", allow_abbrev=False, description="Compare runs or sweep configurations "
+    p = Parser(prog="loadgen compare", allow_abbrev=False, description="Compare runs or sweep configurations "
                                 "cell by cell: output tok/s, per-request tok/s, TTFT, accept length, power, "
                                 "J/token.")
     add_input_arguments(p)
@@ -56,7 +57,7 @@ def compare_main(argv: list[str]) -> int:
 
 
 def report_main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="loadgen report", allow_abbrev=False, description="Comparison table, PNG plots and one "
+    p = Parser(prog="loadgen report", allow_abbrev=False, description="Comparison table, PNG plots and one "
                                 "self-contained HTML page of runs or sweeps: tok/s, per-request tok/s and TTFT vs "
                                 "concurrency, accept length per configuration and source, power and J/token.")
     add_input_arguments(p)
@@ -89,7 +90,7 @@ def report_main(argv: list[str]) -> int:
 
 
 def merge_main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="loadgen merge", allow_abbrev=False,
+    p = Parser(prog="loadgen merge", allow_abbrev=False,
                                 description="Combine shard results (loadgen --shard i/N) "
                                 "into one results file, every figure recomputed from the merged records.")
     p.add_argument("out", help="merged results JSON to write (its records go to <out>.requests.jsonl)")

@@ -5,12 +5,21 @@ from __future__ import annotations
 
 import argparse
 
-from loadgen.config import ExporterConfig, FaultsConfig, ParallelConfig, RunConfig, TelemetryConfig, WorkloadConfig
+from loadgen.cli.help_format import Parser
+from loadgen.config import (
+    AUTO_STREAMS_PER_WORKER,
+    ExporterConfig,
+    FaultsConfig,
+    ParallelConfig,
+    RunConfig,
+    TelemetryConfig,
+    WorkloadConfig,
+)
 from loadgen.names import ArrivalLaw, HttpClient, PrefixCache, values
-from loadgen.parallel.workers import AUTO_STREAMS_PER_WORKER
+from loadgen.sim.config import DEFAULT_BUDGET, DEFAULT_SPEED, DEFAULT_TOPK
 
 D = RunConfig(url=None)
-SIM_DEFAULTS = {"speed": 4.0, "budget": 8, "topk": 4}
+SIM_DEFAULTS = {"speed": DEFAULT_SPEED, "budget": DEFAULT_BUDGET, "topk": DEFAULT_TOPK}
 
 EXAMPLES = """\
 examples:
@@ -31,7 +40,7 @@ def _ints(values: list[int]) -> str:
 
 
 def run_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="loadgen", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLES, allow_abbrev=False,
         description="Measure an LLM server over a matrix of concurrency × prompt length "
                     "(subcommands: sim, sweep, compare, report, merge).")

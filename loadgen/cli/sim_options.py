@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from loadgen.cli.help_format import DefaultsShown
+from loadgen.cli.help_format import DefaultsShown, Parser
 from loadgen.names import Engine, values
-from loadgen.sim.connections import connection_options
-from loadgen.sim.per_token import per_token_options
+from loadgen.sim.config import DEFAULT_BUDGET, DEFAULT_SPEED, DEFAULT_TOPK
 
 
 def _busy_fraction(text: str) -> float:
@@ -20,7 +19,7 @@ def _busy_fraction(text: str) -> float:
     return value
 
 def sim_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="loadgen sim", formatter_class=DefaultsShown, allow_abbrev=False,
+    p = Parser(prog="loadgen sim", formatter_class=DefaultsShown, allow_abbrev=False,
                                 description="Serve the built-in SGLang-compatible DDTree "
                                 "simulator (OpenAI + /generate + /metrics + /server_info).")
     sim_options(p)
@@ -31,17 +30,20 @@ def sim_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=30000, help="port (0 = a free one; the ready line says which)")
     p.add_argument("--model", default="Kimi-K2.6-sim", help="served model name")
-    p.add_argument("--budget", type=int, default=8, help="DDTree draft budget (candidate tokens per step)")
-    p.add_argument("--topk", type=int, default=4, help="DDTree top-k branching factor")
+    p.add_argument("--budget", type=int, default=DEFAULT_BUDGET, help="DDTree draft budget (candidate tokens per step)")
+    p.add_argument("--topk", type=int, default=DEFAULT_TOPK, help="DDTree top-k branching factor")
     p.add_argument("--block-size", type=int, default=16, help="drafter block size (accept length saturates here)")
     p.add_argument("--algorithm", default="DDTREE", help="speculative algorithm name reported in /server_info")
-    p.add_argument("--speed", type=float, default=1.0, help="time compression: 4 = every step 4x faster")
+    p.add_argument("--speed", type=float, default=DEFAULT_SPEED,
+                   help="time compression: every step S× faster, tok/s S× the modelled deployment's (1 = its "
+                        "calibrated figures); the built-in simulator of a run starts alike")
     p.add_argument("--max-running", type=int, default=256, help="max running requests; the rest queue")
     p.add_argument("--context-length", type=int, default=32768, help="max model length (prompt + output)")
     p.add_argument("--seed", type=int, default=0, help="seed of the accept-length draws")
     p.add_argument("--truth", metavar="FILE", help="write one ground-truth JSONL line per request")
     p.add_argument("--api-key-env", metavar="VAR", help="require 'Authorization: Bearer $VAR' on API routes")
     fault_options(p)
+    service_options(p)
     connection_options(p)
     per_token_options(p)
     p.add_argument("--engine", choices=values(Engine), default=Engine.SGLANG.value,
@@ -64,6 +66,17 @@ def sim_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log-file", metavar="FILE",
                    help="append SGLang 'Decode batch ... accept len: X' lines to FILE ('-' = stdout); with "
                         "--engine llamacpp, llama-server's per-request 'draft acceptance ... mean len' lines")
+
+
+def service_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("restarted per configuration by a sweep (see docs/sweep.md, sim/service.py)")
+    g.add_argument("--pidfile", metavar="FILE",
+                   help="stop the simulator FILE names (if it still runs), then write this one's pid there")
+    g.add_argument("--detach", metavar="LOG",
+                   help="run in the background, output in LOG; return once the server is ready (or failed)")
+    g.add_argument("--exit-idle", type=float, default=0.0, metavar="S",
+                   help="stop once no request has been served for S seconds (0 = never), so a sweep's last "
+                        "simulator does not outlive it")
 
 
 def fault_options(p: argparse.ArgumentParser) -> None:
@@ -91,3 +104,21 @@ def fault_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--http-error-status", type=int, default=503, metavar="CODE",
                    help="status of those errors (default 503)")
     g.add_argument("--fault-seed", type=int, default=0, help="seed of the random faults (default 0)")
+
+
+def connection_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("connections closed under the client (see docs/faults.md)")
+    g.add_argument("--close-after-stream", action="store_true",
+                   help="close the connection right after every streamed response, still announcing "
+                        "'Keep-Alive: timeout=5, max=100' (as llama.cpp's llama-server does)")
+    g.add_argument("--idle-close", type=float, metavar="S",
+                   help="close keep-alive connections idle for S seconds (as proxies do)")
+    g.add_argument("--close-lag", type=float, default=0.0, metavar="S",
+                   help="the FIN of a connection the server closes leaves S seconds after it stopped serving it; "
+                        "requests arriving in between are dropped (truth outcome dropped_by_close)")
+
+
+def per_token_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--per-token-events", action="store_true",
+                   help="stream each step's tokens as separate one-token SSE events, back to back (as "
+                        "llama.cpp's llama-server does); the truth keeps one entry per step")

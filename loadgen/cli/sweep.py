@@ -10,6 +10,7 @@ import shlex
 
 from loadgen.aio import install_uvloop
 from loadgen.cli.assemble import build_runner
+from loadgen.cli.help_format import Parser
 from loadgen.cli.run_config import config_from_args
 from loadgen.cli.run_options import run_parser
 from loadgen.config import RunConfig
@@ -24,7 +25,7 @@ from loadgen.sweep.spec import SweepSpec, load_spec
 
 
 def sweep_main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="loadgen sweep", formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False,
         description="For each configuration of FILE.toml: run the reconfigure command, wait until the new "
                     "server is proven ready, measure the matrix. Re-running resumes: finished cells are "

@@ -8,12 +8,12 @@ here is in seconds (or tokens per second).
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 
 from loadgen.metrics.accept import accept_length_chunks, accept_length_per_request
 from loadgen.metrics.category import category_figures, length_distributions
 from loadgen.metrics.connections import retried_on_new_connection
+from loadgen.metrics.counts import request_counts
 from loadgen.metrics.open_loop import achieved_request_rate, schedule_request_rate
 from loadgen.metrics.request import (
     e2e_from_intended_s,
@@ -30,7 +30,7 @@ from loadgen.metrics.server_counts import cached_fraction, cached_tokens, draft_
 from loadgen.metrics.stats import distribution, mean, percentile, weighted_distribution
 from loadgen.metrics.steady import measured_edges_ns, steady_figures
 from loadgen.metrics.steps import step_figures
-from loadgen.record import OUTCOMES, Record
+from loadgen.record import Record
 
 NS = 1e9
 
@@ -86,13 +86,6 @@ def itl_distribution(ok: Sequence[Record]) -> dict:
 def achieved_concurrency(recs: Sequence[Record], window_s: float) -> float | None:
     """Little's law: Σ e2e over the measured requests (all outcomes) / measured window."""
     return sum(e2e_s(r) for r in recs) / window_s if window_s > 0 else None
-
-
-def request_counts(recs: Sequence[Record], ok: Sequence[Record]) -> dict:
-    """{ok, failed, by_outcome}: every measured request counts once, under its outcome."""
-    by_outcome = Counter(r.outcome for r in recs)
-    return {"ok": len(ok), "failed": len(recs) - len(ok),
-            "by_outcome": {o: by_outcome[o] for o in OUTCOMES if by_outcome[o]}}
 
 
 def send_lateness(recs: Sequence[Record]) -> dict:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from loadgen.metrics.counts import scheduled
 from loadgen.metrics.stats import percentile
 from loadgen.record import Record
 
@@ -54,7 +55,7 @@ def achieved_request_rate_of(entry: dict) -> float | None:
     requests = entry.get("requests") or {}
     if not entry.get("duration_s") or requests.get("ok") is None:
         return None
-    return (requests["ok"] + (requests.get("failed") or 0)) / entry["duration_s"]
+    return scheduled(requests) / entry["duration_s"]
 
 
 def corrected_ttft_s(r: Record) -> float:

@@ -45,7 +45,8 @@ def disagreement(per_source: dict[str, float], best: str) -> str | None:
 def accept_length(client_summary: dict, results: list[SourceResult]) -> dict:
     """{value, source, per_source, unavailable, disagreement}: value from the best available source in
     AcceptSource order (best first: per-request server data, counter deltas, the windowed gauge, log
-    lines, client chunks); `disagreement` names any source more than 10 % away from the best one (`disagreement`)."""
+    lines, client chunks); `disagreement` names any source more than 10 % away from the best one (`disagreement`).
+    A cell in which no request succeeded has no value (its per_source figures are kept, as measured)."""
     per_source: dict[str, float] = {}
     unavailable: dict[str, str] = {}
     if client_summary.get("accept_length_per_request") is not None:
@@ -60,6 +61,8 @@ def accept_length(client_summary: dict, results: list[SourceResult]) -> dict:
     elif chunks is not None:
         per_source["chunks"] = chunks
     best = next((s for s in AcceptSource if s in per_source), None)
+    if not (client_summary.get("requests") or {}).get("ok", 1):
+        best = None  # nothing succeeded: the sources' figures stay in per_source, the cell shows none
     out = {"value": per_source.get(best) if best else None, "source": best,
            "per_source": per_source, "unavailable": {k: v for k, v in unavailable.items() if k not in per_source}}
     far = disagreement(per_source, best) if best else None

@@ -29,7 +29,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from loadgen.config import RunConfig
+from loadgen.config import AUTO_STREAMS_PER_WORKER, RunConfig
 from loadgen.metrics.client_health import merge_client
 from loadgen.names import Outcome, Phase
 from loadgen.parallel import wire
@@ -41,7 +41,6 @@ from loadgen.schedule.cell_run import CellRun
 from loadgen.schedule.split import slot_counts
 from loadgen.target.discover import Target
 
-AUTO_STREAMS_PER_WORKER = 256
 LINE_LIMIT = 1 << 27  # a record of a 100k-token stream is a few MB of JSON
 CANCEL_GRACE_S = 10.0
 START_TIMEOUT_S = 60.0

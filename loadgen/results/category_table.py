@@ -60,7 +60,7 @@ def _varies(cell: dict) -> bool:
 
 
 LENGTH_COLUMNS = [
-    Column("ctx", 6, lambda c: str(c["context_tokens"])),
+    tt.CONTEXT,
     Column("conc", 5, lambda c: _load({"cell": c})),
     *(Column(f"{what} {stat}", 12, number(f"lengths.{key}.{stat}", ".1f" if stat == "mean" else ".0f"))
       for what, key in (("prompt", "prompt_tokens"), ("output", "output_tokens")) for stat in ("mean", "p50", "p90")),

@@ -32,8 +32,10 @@ def doc(text: str, unit: str = "", default: Any = None, optional: bool = False) 
 class Requests:
     """How many requests the cell measured and how they ended."""
 
-    requests: Figures = doc("{ok, failed, by_outcome}: every measured request counts once, under its outcome "
-                            "(failed counts every outcome but ok, cancelled included)", "requests", {})
+    requests: Figures = doc("{ok, failed, cancelled, by_outcome}: every measured request counts once, under "
+                            "its outcome; cancelled = cut short by the client (an interrupt, a worker that died), "
+                            "failed = every other outcome but ok (older files have no cancelled: failed "
+                            "counts them there)", "requests", {})
     requests_not_sent: int | None = doc("measured requests never sent (an interrupt or a server that went away "
                                         "stopped the cell early); null for duration-bound cells", "requests")
     max_failed_fraction: float | None = doc("the --max-failed-fraction the cell was judged by", "fraction")

@@ -1,14 +1,16 @@
 """Whether a cell's figures can be used, and why not: the one judgement that the run, the table, `compare` and
 the report all call, so a cell is failed (and never named best) in every view or in none.
 
-A cell is usable when it was measured (status ok) and its failed requests (every outcome but ok, cancelled
-included) are at most `max_failed_fraction` of the requests it scheduled. Failures below the limit leave the
-cell usable; `failure_note` says how many there were.
+A cell is usable when it was measured (status ok) and the requests that did not succeed (failed, and
+cancelled by the client: `metrics/counts.py` counts them apart) are at most `max_failed_fraction` of the
+requests it scheduled. Failures below the limit leave the cell usable; `failure_note` says how many there
+were. Messages say "failed" only of failed requests and "cancelled" of cancelled ones.
 """
 
 from __future__ import annotations
 
 from loadgen.config import RunConfig
+from loadgen.metrics.counts import not_ok, scheduled
 from loadgen.names import CellStatus, Outcome
 from loadgen.results.incidents import Incident, IncidentKind
 
@@ -16,17 +18,32 @@ DEFAULT_MAX_FAILED_FRACTION = RunConfig.max_failed_fraction  # defined once, wit
 
 
 def failed_fraction(cell: dict) -> float | None:
-    """(failed + cancelled) / scheduled, over the cell's measured requests (`requests.failed` counts every
-    outcome but ok, cancelled included; scheduled = ok + failed). None when nothing was scheduled."""
+    """(failed + cancelled) / scheduled, over the cell's measured requests (scheduled = ok + failed +
+    cancelled; `counts.not_ok`, `counts.scheduled`). None when nothing was scheduled."""
     req = cell.get("requests") or {}
-    scheduled = (req.get("ok") or 0) + (req.get("failed") or 0)
-    return (req.get("failed") or 0) / scheduled if scheduled else None
+    n = scheduled(req)
+    return not_ok(req) / n if n else None
 
 
 def max_failed_fraction(cell: dict) -> float:
     """The limit the cell was judged by (stored in the cell; the default for files written before it was)."""
     limit = cell.get("max_failed_fraction")
     return DEFAULT_MAX_FAILED_FRACTION if limit is None else float(limit)
+
+
+def did_not_succeed(req: dict) -> str:
+    """'12 failed', '64 cancelled' or '2 failed and 3 cancelled' (cancelled: cut short by the client)."""
+    parts = [f"{n} {what}" for n, what in ((req.get("failed") or 0, "failed"), (req.get("cancelled") or 0, "cancelled"))
+             if n]
+    return " and ".join(parts) or "0 failed"
+
+
+def _verb(req: dict) -> str:
+    """How the requests that did not succeed ended: 'failed', 'were cancelled', or both with their counts."""
+    failed, cancelled = req.get("failed") or 0, req.get("cancelled") or 0
+    if not cancelled:
+        return "failed"
+    return "were cancelled" if not failed else f"failed or were cancelled ({failed} failed, {cancelled} cancelled)"
 
 
 def _outcomes(cell: dict) -> str:
@@ -41,9 +58,8 @@ def too_many_failed(cell: dict) -> str | None:
     if frac is None or frac <= limit:
         return None
     req = cell["requests"]
-    scheduled = req["ok"] + req["failed"]
-    return (f"{req['failed']} of {scheduled} requests failed ({frac:.1%} > {limit:g} --max-failed-fraction): "
-            f"{_outcomes(cell)}")
+    return (f"{not_ok(req)} of {scheduled(req)} requests {_verb(req)} ({frac:.1%} > {limit:g} "
+            f"--max-failed-fraction): {_outcomes(cell)}")
 
 
 def problem(cell: dict) -> str | None:
@@ -62,9 +78,9 @@ def usable(cell: dict) -> bool:
 def failure_note(cell: dict) -> str | None:
     """The failures of a usable cell, for its note: '2 of 256 failed: 1 timeout, 1 http_error', or None."""
     req = cell.get("requests") or {}
-    if not req.get("failed") or too_many_failed(cell) is not None:
+    if not not_ok(req) or too_many_failed(cell) is not None:
         return None
-    return f"{req['failed']} of {req['ok'] + req['failed']} failed: {_outcomes(cell)}"
+    return f"{not_ok(req)} of {scheduled(req)} {_verb(req)}: {_outcomes(cell)}"
 
 
 def request_incidents(cell: dict) -> list[Incident]:
@@ -72,7 +88,7 @@ def request_incidents(cell: dict) -> list[Incident]:
     nothing succeeded, more failed than the limit allows, or some failed below it (a note)."""
     req = cell["requests"]
     if req["ok"] == 0:
-        return [Incident(IncidentKind.NOTHING_SUCCEEDED, f"no request succeeded ({req['failed']} failed)")]
+        return [Incident(IncidentKind.NOTHING_SUCCEEDED, f"no request succeeded ({did_not_succeed(req)})")]
     too_many = too_many_failed(cell)
     if too_many:
         return [Incident(IncidentKind.FAILED_REQUESTS, too_many)]

@@ -38,9 +38,21 @@ def _prompt_source(doc: dict) -> str:
     return "built-in corpus"
 
 
+def max_tokens(doc: dict) -> Any:
+    """What the requests asked for: --max-tokens, or a dataset's rows' own ("per row 32–64", "per row 32–64,
+    else 512" when some rows give none), which --max-tokens then does not describe."""
+    own = (doc.get("prompt_sizing") or {}).get("row_max_tokens")
+    asked = _args(doc).get("max_tokens")
+    if not own:
+        return asked
+    span = f"{own['min']}" if own["min"] == own["max"] else f"{own['min']}–{own['max']}"
+    every = own["rows"] == (doc.get("prompt_sizing") or {}).get("rows")
+    return f"per row {span}" + ("" if every else f", else {asked}")
+
+
 # setting → how to read it from a results document
 SETTINGS: dict[str, Callable[[dict], Any]] = {
-    "max tokens": lambda doc: _args(doc).get("max_tokens"),
+    "max tokens": max_tokens,
     "API": lambda doc: _target(doc).get("api") or _args(doc).get("api"),
     "model": lambda doc: _target(doc).get("model") or _args(doc).get("model"),
     "temperature": lambda doc: _args(doc).get("temperature"),

@@ -181,7 +181,7 @@ def _note(row: dict) -> str:
 
 
 COLUMNS = [
-    Column("ctx", 6, lambda row: str(row["context_tokens"])),
+    tt.CONTEXT,
     Column("conc", 5, _load),
     Column("configuration", -24, lambda row: row["config"] + (" (base)" if row["baseline"] else "")),
     Column("out tok/s", 10, _metric("out_tok_s")),

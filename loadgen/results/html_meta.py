@@ -7,7 +7,7 @@ import os
 
 from loadgen.files import read_json
 from loadgen.results.cell_status import problem
-from loadgen.results.comparable import mismatches
+from loadgen.results.comparable import max_tokens, mismatches
 from loadgen.results.compare import Run
 from loadgen.results.html_build import el, key_values, text
 from loadgen.results.html_tables import load_text, prompt_text
@@ -54,7 +54,7 @@ def run_facts(run: Run) -> list[tuple[str, str]]:
              ("updated", _when(d.get("updated_at"))), ("loadgen", d.get("loadgen_version")),
              ("target URL", t.get("url")), ("API", t.get("api")), ("engine", t.get("engine")),
              ("model", t.get("model")), ("server fingerprint", t.get("fingerprint")),
-             ("max tokens", args.get("max_tokens")), ("requests per cell", args.get("requests_per_cell")),
+             ("max tokens", max_tokens(d)), ("requests per cell", args.get("requests_per_cell")),
              ("warm-up requests", args.get("warmup"))]
     walls = [c["wall_clock"] for c in d.get("cells", []) if (c.get("wall_clock") or {}).get("start")]
     if walls:

@@ -24,7 +24,7 @@ def _notes(cell: dict) -> str:
 
 
 COLUMNS = [
-    Column("ctx", 6, lambda c: str(c["context_tokens"])),
+    tt.CONTEXT,
     Column("rate/s", 11, _load),
     Column("cap", 4, lambda c: str(c["concurrency"] or "-")),
     Column("sched/s", 8, number("schedule_request_rate", ".2f")),

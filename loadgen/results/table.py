@@ -60,7 +60,7 @@ def _percentile(path: str, ms: bool = False):
 
 
 COLUMNS = [
-    Column("ctx", 6, lambda c: str(c["context_tokens"])),
+    tt.CONTEXT,
     Column("conc", 5, _load),
     Column("ok/fail", 9, tt.ok_failed),
     Column("out tok/s", 10, number("output_tok_s", ".1f")),
@@ -97,12 +97,18 @@ def row(cell: dict) -> str:
     return tt.line(COLUMNS, cell)
 
 
+CANCELLED_LEGEND = "+Nc in ok/fail: N requests cancelled by the client (an interrupt), neither ok nor failed"
+
+
 def footnote(cells: list[dict]) -> str | None:
-    """The legend of "*", when a row carries one."""
-    if not any(_few_samples(c, f) for c in cells for f in ("request_tok_s", "ttft_s")):
-        return None
-    return (f"* percentile over fewer than {FEW_SAMPLES} requests (n): a p99 of n < {FEW_SAMPLES} is close to "
-            f"their maximum; raise --requests-per-cell for a tail figure")
+    """The legend of "*" and of "+Nc", when a row carries one."""
+    notes = []
+    if any(_few_samples(c, f) for c in cells for f in ("request_tok_s", "ttft_s")):
+        notes.append(f"* percentile over fewer than {FEW_SAMPLES} requests (n): a p99 of n < {FEW_SAMPLES} is "
+                     f"close to their maximum; raise --requests-per-cell for a tail figure")
+    if any((c.get("requests") or {}).get("cancelled") for c in cells):
+        notes.append(CANCELLED_LEGEND)
+    return "\n".join(notes) or None
 
 
 def table(cells: list[dict], heading: str | None = None) -> str:

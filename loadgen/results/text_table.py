@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 MISSING = "-"
+DATASET = "data"  # the prompt column of a cell replaying a --dataset's rows (its key's context is 0)
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,18 @@ def millis(path: str) -> Callable[[dict], str]:
     return lambda item: fmt_ms(field(item, path))
 
 
+def context(item: dict) -> str:
+    """The prompt column: the requested prompt tokens, or "data" for a dataset cell (its rows' own prompts,
+    whose lengths are in the achieved-lengths table)."""
+    return str(item["context_tokens"]) if item["context_tokens"] else DATASET
+
+
+CONTEXT = Column("ctx", 6, context)
+
+
 def ok_failed(cell: dict) -> str:
-    """"ok/failed" request counts of a cell."""
+    """"ok/failed" request counts of a cell, and "+Nc" for N requests cancelled by the client (an interrupt),
+    which are neither."""
     req = cell.get("requests") or {}
-    return f"{req.get('ok', 0)}/{req.get('failed', 0)}"
+    cancelled = f"+{req['cancelled']}c" if req.get("cancelled") else ""
+    return f"{req.get('ok', 0)}/{req.get('failed', 0)}{cancelled}"

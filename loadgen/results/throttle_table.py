@@ -13,7 +13,7 @@ def _fraction(cell: dict) -> str:
 
 
 COLUMNS = [
-    Column("ctx", 6, lambda c: str(c["context_tokens"])),
+    tt.CONTEXT,
     Column("conc", 5, lambda c: str(c["concurrency"])),
     Column("max req/s", 10, number("throttle.max_request_rate", "g")),
     Column("achieved", 9, number("throttle.achieved_request_rate", ".2f")),

@@ -3,7 +3,8 @@
 The first signal stops scheduling: no new request is sent, the requests in flight may finish for at most
 `--drain-timeout` seconds, the cell is summarised and the cells not reached are recorded as skipped. The
 second signal (or the end of the drain time) cancels the requests still in flight; each is recorded as
-`cancelled`. Records and results are written either way, and the exit code is 128 + the signal number:
+`cancelled`. Records and results are written either way (a run stopped before its results file was first
+written says so, and names no file), and the exit code is 128 + the signal number:
 130 for SIGINT, 143 for SIGTERM. A third signal exits at once (the records already ended are on disk: the
 JSONL is flushed as each request ends).
 """
@@ -53,8 +54,16 @@ class Interrupts:
                 self._drain_timer.cancel()
         if self.signum is None:
             return rc
-        log(f"interrupted by {signal.Signals(self.signum).name}; results: {self.results_path}")
+        log(self.final_line())
         return 128 + self.signum
+
+    def final_line(self) -> str:
+        """The run's last word: where its results are, or that there are none (interrupted before the results
+        file was first written, at setup: a file that was never written is never named)."""
+        name = signal.Signals(self.signum).name
+        if os.path.exists(self.results_path):
+            return f"interrupted by {name}; results: {self.results_path}"
+        return f"interrupted by {name} before the first cell: nothing was measured, no results file was written"
 
     def on_signal(self, sig: int) -> None:
         self.count += 1
@@ -64,8 +73,11 @@ class Interrupts:
             self.signum = control.interrupted_by = sig
             in_flight = control.in_flight()
             control.stop(f"not measured: interrupted by {name}")
-            log(f"\n{name}: no new requests; {in_flight} in flight may finish within "
-                f"{self.drain_timeout_s:g} s (--drain-timeout); {name} again cancels them")
+            if in_flight:
+                log(f"\n{name}: no new requests; {in_flight} in flight may finish within "
+                    f"{self.drain_timeout_s:g} s (--drain-timeout); {name} again cancels them")
+            else:
+                log(f"\n{name}: stopping (no request in flight)")
             self._drain_timer = asyncio.get_running_loop().call_later(self.drain_timeout_s, control.cancel_load)
         elif self.count == 2:
             log(f"{name} again: cancelling the requests in flight")

@@ -2,8 +2,9 @@
 gate as sweeps (`loadgen.target.readiness`): health 200, then K real 1-token generations.
 
 A server that answers 503 while it loads, answers health while generation still fails (a stale process), or
-refuses connections (not up yet) is waited for, with a line every few seconds saying what it waits for and
-for how long. A host name that does not resolve is bad input: exit 2 at once. A server still not ready
+refuses connections (not up yet, or restarting) is waited for, with a line at once and every few seconds
+saying what it waits for and for how long; a refused connection says so in words ("connection refused:
+nothing listens on 127.0.0.1:9") with the way out (`--wait-ready 0`), since a wrong port looks the same. A host name that does not resolve is bad input: exit 2 at once. A server still not ready
 when the time is up ends the run (exit 2) before any load, with the gate's last state. A server that
 answers but is no LLM server, or refuses the gate's generations with a 4xx (key, model), ends the wait at once:
 discovery then names the problem. A first Ctrl-C ends the wait like a run interrupted (exit 130).
@@ -30,6 +31,9 @@ POLL_S = 1.0
 PROGRESS_EVERY_S = 5.0
 STOP_POLL_S = 0.1
 REQUEST_TIMEOUT_S = 30.0
+REFUSED_STATE = "connection refused"
+# a server restarting refuses connections too, so refused is waited for; but a wrong port is far likelier
+REFUSED_HINT = " (a wrong port? --wait-ready 0 fails at once instead of waiting for a server that is starting)"
 NOT_AN_LLM_SERVER = ("/v1/models answered 404", "/v1/models answered 405")
 # a generation refused for what it asks (key, model, body): no wait mends that; discovery says what is wrong
 REFUSED = re.compile(r"^generation \d+/\d+ failed \(http_error: HTTP 4(?!08|29)\d\d")
@@ -67,7 +71,7 @@ class WaitLines:
             return
         if state != self.last_state or elapsed_s - self.last_line_s >= PROGRESS_EVERY_S:
             log(f"waiting for {self.url} to be ready: {elapsed_s:.0f} s of {self.timeout_s:g} s (--wait-ready): "
-                f"{state}")
+                f"{state}{REFUSED_HINT if state.startswith(REFUSED_STATE) else ''}")
             self.last_line_s = elapsed_s
             self.lines += 1
         self.last_state = state

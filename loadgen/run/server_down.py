@@ -32,6 +32,7 @@ import aiohttp
 from loadgen.client.recorder import one_line
 from loadgen.config import FaultsConfig
 from loadgen.console import log
+from loadgen.metrics.counts import scheduled
 from loadgen.names import Outcome
 from loadgen.names import ServerDownPolicy as OnServerDown
 from loadgen.record import CellKey, Record
@@ -199,7 +200,7 @@ class ServerDownPolicy:
             req = result.requests.requests
             result.add(IncidentKind.INTERRUPTED,
                        f"stopped early ({self.control.stop_reason.removeprefix('not measured: ')}): "
-                       f"{not_sent} of {not_sent + req['ok'] + req['failed']} measured requests not sent")
+                       f"{not_sent} of {not_sent + scheduled(req)} measured requests not sent")
 
     async def _wait(self, session, result: CellResult, target: Target, headers: dict) -> bool:
         """Wait for the server to come back (the readiness gate of sweeps); False when the run must stop."""
@@ -240,6 +241,6 @@ class _StateLog:
 def _brief(result: CellResult, attempt: int) -> dict:
     req = result.requests.requests
     return {"attempt": attempt, "status": result.status, "error": result.error,
-            "requests": {k: req.get(k) for k in ("ok", "failed", "by_outcome")},
+            "requests": {k: req.get(k) for k in ("ok", "failed", "cancelled", "by_outcome") if k in req},
             "requests_not_sent": result.requests.requests_not_sent,
             "recovery": result.load.recovery}

@@ -6,6 +6,13 @@ from dataclasses import dataclass
 
 from loadgen.names import Engine
 
+# One default for `loadgen sim` and the built-in simulator of a run (`--sim-*`), so both give the same tok/s
+# for the same cell. Speed 4 (every modelled step 4× faster) keeps the default matrix to about a minute;
+# --speed 1 gives the calibrated deployment's own figures (DESIGN.md §8).
+DEFAULT_SPEED = 4.0
+DEFAULT_BUDGET = 8
+DEFAULT_TOPK = 4
+
 
 @dataclass
 class SimConfig:

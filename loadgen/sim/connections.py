@@ -105,18 +105,6 @@ class ConnectionCloser:
         return True
 
 
-def connection_options(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("connections closed under the client (see docs/faults.md)")
-    g.add_argument("--close-after-stream", action="store_true",
-                   help="close the connection right after every streamed response, still announcing "
-                        "'Keep-Alive: timeout=5, max=100' (as llama.cpp's llama-server does)")
-    g.add_argument("--idle-close", type=float, metavar="S",
-                   help="close keep-alive connections idle for S seconds (as proxies do)")
-    g.add_argument("--close-lag", type=float, default=0.0, metavar="S",
-                   help="the FIN of a connection the server closes leaves S seconds after it stopped serving it; "
-                        "requests arriving in between are dropped (truth outcome dropped_by_close)")
-
-
 def closer_from_args(a: argparse.Namespace, truth) -> ConnectionCloser | None:
     """The closer of the connection flags, or None without them; a bad value exits 2 with one line."""
     for flag, value in (("--idle-close", a.idle_close), ("--close-lag", a.close_lag)):

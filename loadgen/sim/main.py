@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import os
 import signal
@@ -13,7 +14,7 @@ from aiohttp import web
 
 from loadgen.aio import install_uvloop
 from loadgen.names import Engine as EngineName
-from loadgen.sim import faults
+from loadgen.sim import faults, service
 from loadgen.sim.arrival import stamp_arrivals
 from loadgen.sim.config import SimConfig
 from loadgen.sim.connections import closer_from_args
@@ -52,7 +53,7 @@ async def serve(args: argparse.Namespace) -> None:
     print(f"loadgen-sim ready on http://{args.host}:{runner.addresses[0][1]} (budget={args.budget} "
           f"topk={args.topk} block={args.block_size} accept_mean={engine.accept_mean:.3f} "
           f"speed={args.speed:g}){dcgm_note}", flush=True)
-    await _until_signalled()
+    await _until_signalled_or_idle(server, args.exit_idle)
     await engine.stop()
     await runner.cleanup()
     if dcgm is not None:
@@ -106,15 +107,27 @@ async def _serve_api(app: web.Application, args: argparse.Namespace, closer=None
     return runner
 
 
-async def _until_signalled() -> None:
+async def _until_signalled_or_idle(server: SimServer, exit_idle_s: float) -> None:
+    """Until SIGINT or SIGTERM, or (with `--exit-idle S` > 0) S seconds without a request."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+    while not stop.is_set():
+        if exit_idle_s and server.idle_s() >= exit_idle_s:
+            print(f"loadgen-sim: no request for {exit_idle_s:g} s (--exit-idle): stopping", flush=True)
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), 1.0 if exit_idle_s else None)
 
 
-def main(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace, argv: list[str] | None = None) -> int:
+    """Serve (`argv`, the command line `args` came from, is what `--detach` starts in the background)."""
+    if args.detach:
+        return service.detach(list(argv or []), args.detach)
+    if args.pidfile:
+        service.stop_previous(args.pidfile)
+        service.write_pid(args.pidfile, os.getpid())
     install_uvloop()
     try:
         asyncio.run(serve(args))

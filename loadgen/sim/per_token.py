@@ -9,8 +9,6 @@ few; one write keeps them together whatever the load on the machine, so the step
 
 from __future__ import annotations
 
-import argparse
-
 from loadgen.sim.render import OpenAIChunks, sse, text_for
 
 
@@ -18,9 +16,3 @@ def step_events(chunks: OpenAIChunks, sent: int, k: int, finish: str | None) -> 
     """The k one-token events of a step whose first token is number `sent`; the last carries `finish`."""
     return b"".join(sse(chunks.content(text_for(sent + i, 1), sent + i + 1, finish if i == k - 1 else None))
                     for i in range(k))
-
-
-def per_token_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--per-token-events", action="store_true",
-                   help="stream each step's tokens as separate one-token SSE events, back to back (as "
-                        "llama.cpp's llama-server does); the truth keeps one entry per step")

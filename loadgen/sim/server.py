@@ -36,6 +36,8 @@ class SimServer:
         self.cfg = cfg
         self.hooks = hooks
         self.closer = closer  # ConnectionCloser (sim/connections.py): connections closed under the client
+        self.in_flight = 0
+        self.last_request_end_s = time.monotonic()
         latency = ServerLatency()
         ttft = latency.ttft
         generations = Generations(engine, cfg.context_length, truth, ttft, hooks, latency=latency)
@@ -55,8 +57,20 @@ class SimServer:
             app.on_response_prepare.append(self.closer.on_response_prepare)
         return app
 
+    def idle_s(self) -> float:
+        """Seconds since the last request ended, 0 while one is being served (`--exit-idle`)."""
+        return 0.0 if self.in_flight else time.monotonic() - self.last_request_end_s
+
     @web.middleware
     async def _middleware(self, request: web.Request, handler):
+        self.in_flight += 1
+        try:
+            return await self._serve(request, handler)
+        finally:
+            self.in_flight -= 1
+            self.last_request_end_s = time.monotonic()
+
+    async def _serve(self, request: web.Request, handler):
         request["t_arrival_ns"] = take_arrival(request)
         if self.hooks is not None:
             early = await self.hooks.before(request)

@@ -16,6 +16,7 @@ from loadgen.names import Api, Engine
 from loadgen.redact import redact
 from loadgen.target.engine_detect import detect_from_metrics
 from loadgen.target.llamacpp import HOW_KNOWN, llamacpp_server_info, read_props, recognised_by
+from loadgen.target.unreachable import down_state, refused
 
 PROBE_TRIES = 3
 PROBE_RETRY_S = 1.0
@@ -98,6 +99,9 @@ async def discover(session: aiohttp.ClientSession, url: str, api: str, model: st
     try:
         status, models, server_header = await get_json_server(session, url + "/v1/models")
     except (TimeoutError, aiohttp.ClientConnectionError, OSError) as exc:
+        if refused(exc):
+            raise UsageError(f"cannot reach {url}: {down_state(exc, url)}; check --url's port and that the "
+                             "server is running") from None
         raise UsageError(f"cannot reach {url} ({one_line(f'{type(exc).__name__}: {exc}')}); check --url and "
                          "that the server is running") from None
     if status in (401, 403):

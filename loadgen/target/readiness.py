@@ -29,6 +29,7 @@ from loadgen.client.config import ClientConfig
 from loadgen.names import Phase
 from loadgen.record import CellKey, Record
 from loadgen.target.llamacpp import llamacpp_identity
+from loadgen.target.unreachable import down_state
 
 HEALTH_PATHS = ("/health_generate", "/health", "/v1/models")
 INFO_PATHS = ("/server_info", "/get_server_info")
@@ -85,7 +86,7 @@ class _Gate:
                 status, body = await self._get(path, timeout_s)
             except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                 self.res.saw_down = True
-                return f"down ({type(exc).__name__})"
+                return down_state(exc, self.url)
             if status not in (404, 405):
                 break
         return path, status, body

@@ -34,12 +34,17 @@ class Dataset:
         cats = Counter(r.category for r in self.rows if r.category is not None)
         shown = ", ".join(f"{c} {n}" for c, n in sorted(cats.items()))
         lengths = sum(r.max_tokens is not None or r.reference is not None for r in self.rows)
-        return (f"dataset {self.path}: {FORMATS[self.format]}, {len(self.rows)} rows ({len(self.bad)} bad), "
+        bad = f"{_rows(len(self.bad))} bad, left out" if self.bad else "no bad rows"
+        return (f"dataset {self.path}: {FORMATS[self.format]}, {_rows(len(self.rows))} usable ({bad}), "
                 f"{lengths} with their own output length" + (f"; categories: {shown}" if shown else ""))
 
     @property
     def chat(self) -> bool:
         return self.format is not DatasetFormat.PROMPT
+
+
+def _rows(n: int) -> str:
+    return f"{n} row" if n == 1 else f"{n} rows"
 
 
 def load_dataset(path: str, category_field: str = "category", max_bad_rows: int = 0,
@@ -86,7 +91,14 @@ class DatasetPrompts:
         return {"method": self.method, "template_overhead_tokens": self.overhead_tokens, "source": "dataset",
                 "dataset": ds.path, "format": ds.format, "rows": len(ds.rows), "bad_rows": len(ds.bad),
                 "prefix_cache": self.prefix_cache,
-                "ignore_eos": "rows that give a length" if self.ignore_eos is None else self.ignore_eos}
+                "ignore_eos": "rows that give a length" if self.ignore_eos is None else self.ignore_eos,
+                "row_max_tokens": self.row_max_tokens()}
+
+    def row_max_tokens(self) -> dict | None:
+        """{rows, min, max}: the rows that set their own max tokens (`max_tokens`/`output_len`, or a ShareGPT
+        answer's length) and its range; None when none does (every request asks for --max-tokens)."""
+        own = [self.output_tokens(r, 0) for r in self.dataset.rows if r.max_tokens is not None or r.reference is not None]
+        return {"rows": len(own), "min": min(own), "max": max(own)} if own else None
 
     async def count(self, texts: list[str]) -> list[int]:
         """Token counts by the server's tokenizer, else estimated from the probe's characters per token."""

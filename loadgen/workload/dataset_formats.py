@@ -22,6 +22,7 @@ from loadgen.workload.textfile import BadRow
 
 FORMATS = {DatasetFormat.OPENAI_CHAT: "OpenAI chat JSONL (messages)", DatasetFormat.SHAREGPT: "ShareGPT (conversations)",
            DatasetFormat.PROMPT: "prompt JSONL (prompt/text)"}
+NAMES = {DatasetFormat.OPENAI_CHAT: "OpenAI chat", DatasetFormat.SHAREGPT: "ShareGPT", DatasetFormat.PROMPT: "prompt"}
 HUMAN = ("human", "user")
 GPT = ("gpt", "assistant", "chatgpt", "model", "bard", "bing")
 
@@ -46,6 +47,11 @@ class DatasetRow:
 
 class RowError(ValueError):
     pass
+
+
+def _a(name: str) -> str:
+    """The name with its indefinite article: "an OpenAI chat", "a ShareGPT"."""
+    return ("an " if name[0].lower() in "aeiou" else "a ") + name
 
 
 def row_format(obj: dict) -> DatasetFormat:
@@ -110,7 +116,7 @@ def parse_row(obj, line: int, fmt: DatasetFormat | None, category_field: str) ->
         raise RowError("not a JSON object")
     kind = row_format(obj)
     if fmt is not None and kind != fmt:
-        raise RowError(f"a {kind} row in a {fmt} file")
+        raise RowError(f"{_a(NAMES[kind])} row in {_a(NAMES[fmt])} file")
     common = {"line": line, "max_tokens": _max_tokens(obj), "category": _category(obj, category_field)}
     match kind:
         case DatasetFormat.OPENAI_CHAT:

@@ -1,0 +1,35 @@
+"""How a cell's measured requests ended: {ok, failed, cancelled, by_outcome}.
+
+`cancelled` are the requests the client itself cut short (a second Ctrl-C or the end of --drain-timeout
+cancels those in flight; a worker process that died leaves its requests cancelled): no answer of the server
+was wrong, so they are counted apart from `failed` (every other outcome but ok). Files written before the
+split have no `cancelled` and count them in `failed`; every reader goes through `scheduled` and `not_ok`,
+which are right for both.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from loadgen.names import Outcome
+from loadgen.record import OUTCOMES, Record
+
+
+def request_counts(recs: Sequence[Record], ok: Sequence[Record]) -> dict:
+    """{ok, failed, cancelled, by_outcome}: every measured request counts once, under its outcome;
+    failed = every outcome but ok and cancelled."""
+    by_outcome = Counter(r.outcome for r in recs)
+    cancelled = by_outcome[Outcome.CANCELLED]
+    return {"ok": len(ok), "failed": len(recs) - len(ok) - cancelled, "cancelled": cancelled,
+            "by_outcome": {o: by_outcome[o] for o in OUTCOMES if by_outcome[o]}}
+
+
+def not_ok(requests: dict) -> int:
+    """failed + cancelled: the measured requests that did not succeed."""
+    return (requests.get("failed") or 0) + (requests.get("cancelled") or 0)
+
+
+def scheduled(requests: dict) -> int:
+    """ok + failed + cancelled: every measured request that was scheduled and ended."""
+    return (requests.get("ok") or 0) + not_ok(requests)
