@@ -122,7 +122,7 @@ def test_report_writes_pngs_and_handles_missing_power(inputs, tmp_path):
     assert sorted(Path(p).name for p in written) == ["accept_length.png", "output_tok_s.png", "power.png",
                                                       "request_tok_s.png", "speedup.png", "ttft.png"]
     assert all(Path(p).read_bytes()[:8] == PNG and Path(p).stat().st_size > 10_000 for p in written)
-    assert notes == []
+    assert notes == ["gpu.png not written: no cell has GPU utilization (--dcgm URL or --nvml)"]  # power, no activity
     bare = tmp_path / "bare"
     bare.mkdir()
     no_power = write(bare, "x", 8, [cell(60, 1, 100.0, 110.0, 0.01, 3.0)])
