@@ -16,6 +16,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from loadgen.names import CellStatus
+
 KNEE_GROWTH = 0.10
 
 
@@ -43,6 +45,6 @@ def knees(cells: Sequence[dict]) -> dict[int, dict]:
     """{context_tokens: knee(...)} over a run's usable closed-loop cells (status ok, with output tok/s)."""
     points: dict[int, list[tuple[int, float]]] = {}
     for c in cells:
-        if c.get("request_rate") is None and c.get("status", "ok") == "ok" and c.get("output_tok_s"):
+        if c.get("request_rate") is None and c.get("status", CellStatus.OK) == CellStatus.OK and c.get("output_tok_s"):
             points.setdefault(c["context_tokens"], []).append((c["concurrency"], c["output_tok_s"]))
     return {ctx: knee(p) for ctx, p in sorted(points.items()) if len(p) >= 2}

@@ -4,11 +4,13 @@ name) and the wide ones (the figures behind it). Values from the cell's `gpu_act
 from __future__ import annotations
 
 from loadgen.metrics.bottleneck import utilization_percent
+from loadgen.names import Bottleneck
 from loadgen.results import text_table as tt
 from loadgen.results.text_table import Column
 
-SHORT = {"client": "client", "server_host": "host", "gpu_power_cap": "power", "gpu_thermal": "thermal",
-         "gpu_memory_bandwidth": "membw", "gpu_compute": "compute", "unknown": "?"}
+SHORT = {Bottleneck.CLIENT: "client", Bottleneck.SERVER_HOST: "host", Bottleneck.GPU_POWER_CAP: "power",
+         Bottleneck.GPU_THERMAL: "thermal", Bottleneck.GPU_MEMORY_BANDWIDTH: "membw",
+         Bottleneck.GPU_COMPUTE: "compute", Bottleneck.UNKNOWN: "?"}
 
 
 def _total(cell: dict) -> dict:
@@ -20,7 +22,7 @@ def busy_and_bottleneck(cell: dict) -> str:
     util = utilization_percent(_total(cell))
     verdict = SHORT.get(cell.get("bottleneck") or "", "")
     if util is None:
-        return verdict if verdict == "client" else tt.MISSING
+        return verdict if cell.get("bottleneck") == Bottleneck.CLIENT else tt.MISSING
     return f"{util:.0f}% {verdict}".strip()
 
 
