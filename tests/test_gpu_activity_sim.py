@@ -47,3 +47,32 @@ def test_busy_decoding_gpus_are_memory_bandwidth_bound():
     assert found["total"]["dram_active"] == pytest.approx(0.8) and found["total"]["tensor_active"] == pytest.approx(0.2)
     assert gpu_bottleneck(found, 64)[0] is Bottleneck.GPU_MEMORY_BANDWIDTH
     assert "power_cap_fraction" in found["total"] and found["total"]["power_cap_fraction"] == 0.0
+
+
+def test_nvml_source_reads_the_activity_of_a_capped_gpu():
+    import asyncio
+    import time
+
+    from loadgen.telemetry.nvml import NvmlSource
+
+    gpus = SimulatedGpus(n=1, idle_w=100, load_w=700, limit_w=400)
+
+    async def cell():
+        source = NvmlSource(0.02, nvml=gpus.nvml())
+        await source.start()
+        gpus.set_utilization(1.0)
+        t0 = time.monotonic_ns()
+        await asyncio.sleep(0.3)
+        t1 = time.monotonic_ns()
+        gpus.set_utilization(0.0)
+        return await source.stop(), {"start_ns": t0, "end_ns": t1}
+
+    res, window = asyncio.run(cell())
+    found = cell_activity("nvml", res.values["activity_gpus"], window, res.values["activity_missing"])
+    total = found["total"]
+    assert total["utilization_percent"] == pytest.approx(100, abs=10)
+    assert total["power_cap_fraction"] == pytest.approx(1.0, abs=0.15)
+    assert total["power_violation_fraction"] == pytest.approx(1.0, abs=0.15)
+    assert total["sm_clock_fraction"] == pytest.approx(0.5, abs=0.1)
+    assert found["unavailable"]["dram_active"].startswith("NVML has no profiling counters")
+    assert gpu_bottleneck(found, 16, 400)[0] is Bottleneck.GPU_POWER_CAP
