@@ -19,14 +19,16 @@ import prometheus_client
 from prometheus_client import CollectorRegistry
 
 from exporters.cell_results import CELL_RESULTS, per_gpu_limit_w, summary_value
-from exporters.live_metrics import CellSeries, LiveMetrics
+from exporters.live_metrics import CELL_LABELS, CellSeries, LiveMetrics
 from exporters.metrics_server import MetricsServer
 from exporters.run_info import run_info_labels
 from exporters.token_histogram import TokenWeightedHistogram
+from exporters.verify_metrics import VerifyGauges
 from loadgen.aio import cancel_and_wait
 from loadgen.metrics.open_loop import achieved_request_rate_of
 from loadgen.metrics.request import e2e_s, itl_pairs, request_tok_s, send_lateness_s, ttft_s
 from loadgen.metrics.request import request_tok_s as request_output_rate  # the name callers import
+from loadgen.names import Phase
 from loadgen.record import CellKey, Record
 from loadgen.run.monitor import watch_loop_lag
 
@@ -64,6 +66,7 @@ class LiveExporter(LiveMetrics):
         self._target: dict = {}
         self._info: tuple[str, ...] | None = None
         self._limit_source: str | None = None
+        self.verify = VerifyGauges(self.registry, CELL_LABELS)
         self._init_run_gauges(run_id)
 
     def _init_run_gauges(self, run: str) -> None:
@@ -134,6 +137,9 @@ class LiveExporter(LiveMetrics):
         if rec.t_sent_ns > 0:
             self._in_flight = max(0, self._in_flight - 1)
             self.in_flight.labels(self.run_id).set(self._in_flight)
+            if rec.phase == Phase.VERIFY:  # shares the load, in no latency figure
+                self.verify.observe(s.key, rec)
+                return
             self._observe_sent(s, rec)
         self._observe_itl(s.key, rec)
         if rec.outcome == "ok":

@@ -14,7 +14,16 @@ import random
 from dataclasses import dataclass, field
 
 from loadgen.errors import UsageError
-from loadgen.names import Api, ArrivalLaw, DatasetFormat, HttpClient, PrefixCache, ServerDownPolicy, SpreadLaw
+from loadgen.names import (
+    Api,
+    ArrivalLaw,
+    DatasetFormat,
+    HttpClient,
+    PrefixCache,
+    ServerDownPolicy,
+    SpreadLaw,
+    VerifyMode,
+)
 from loadgen.record import CellKey
 
 DEFAULT_SPAN_S = 10.0  # default measured requests of a rate cell: max(16, ⌈10 s × rate⌉)
@@ -148,6 +157,23 @@ class WorkloadConfig:
 
 
 @dataclass
+class VerifyConfig:
+    """Verification requests in every cell (`--verify`; docs/verify.md); off when `mode` is None."""
+
+    mode: VerifyMode | None = None
+    prompts_file: str | None = None  # None: the built-in prompts
+    max_tokens: int = 64
+    reference_file: str | None = None  # a reference saved by another run; None: answered at the run's start
+    save_reference: str | None = None  # where to write the reference this run used
+    reference_config: str | None = None  # a sweep's `[verify] reference`: the configuration whose outputs count
+    max_garbage_fraction: float = 0.0  # a cell with a larger share of garbage outputs is failed
+
+    @property
+    def enabled(self) -> bool:
+        return self.mode is not None
+
+
+@dataclass
 class RunConfig:
     url: str | None
     api: Api = Api.OPENAI_CHAT
@@ -172,12 +198,15 @@ class RunConfig:
     max_failed_fraction: float = 0.01  # a cell with more failed + cancelled requests than this share is failed
     wait_ready_s: float = 600.0  # how long to wait for a starting server before the first cell (0: not at all)
     force: bool = False  # replace an existing --out instead of resuming it
+    repeat: int = 1  # each cell measured this many times (--repeat): mean and interval across the repeats
+    wide: bool = False  # print every column of the matrix (--wide), not the default table of WIDTH characters
     open_loop: OpenLoopConfig = field(default_factory=OpenLoopConfig)
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     faults: FaultsConfig = field(default_factory=FaultsConfig)
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
     exporter: ExporterConfig = field(default_factory=ExporterConfig)
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
+    verify: VerifyConfig = field(default_factory=VerifyConfig)
 
     def requests_for(self, concurrency: int) -> int:
         return self.requests_per_cell or default_requests_per_cell(concurrency)
@@ -214,7 +243,9 @@ class RunConfig:
     def public_args(self) -> dict:
         """The arguments as stored in results, one flat mapping (the key itself is never part of them)."""
         subs = ("open_loop", "telemetry", "faults", "parallel", "exporter", "workload")
-        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in subs}
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in (*subs, "verify")}
+        if self.verify.enabled:  # nested: its names (max_tokens) are the run's too
+            d["verify"] = _public(self.verify)
         for name in subs:
             d.update(_public(getattr(self, name)))
         if self.exporter.metrics_port is None:

@@ -34,6 +34,7 @@ class Phase(StrEnum):
 
     WARMUP = "warmup"
     MEASURE = "measure"
+    VERIFY = "verify"  # a verification request (--verify): shares the load, counted in no latency figure
 
 
 class Api(StrEnum):
@@ -142,3 +143,28 @@ class Bottleneck(StrEnum):
     GPU_MEMORY_BANDWIDTH = "gpu_memory_bandwidth"
     GPU_COMPUTE = "gpu_compute"
     UNKNOWN = "unknown"
+
+
+class VerifyMode(StrEnum):
+    """What fails a verified cell (`--verify`): garbage output only, or any output that differs from the reference."""
+
+    GARBAGE = "garbage"
+    EXACT = "exact"
+
+
+class GarbageReason(StrEnum):
+    """Why an output is garbage, judged on the output alone (docs/definitions.md#correctness)."""
+
+    REPETITION_LOOP = "repetition_loop"
+    EMPTY = "empty"
+    REPLACEMENT_CHARACTERS = "replacement_characters"
+    CUT_SHORT = "cut_short"
+
+
+class TokenUnit(StrEnum):
+    """What a verification output's positions count: the server's token ids, its logprob tokens, or pieces of
+    the text (where the server returns neither; positions then estimated in tokens)."""
+
+    IDS = "ids"
+    LOGPROBS = "logprobs"
+    TEXT = "text"

@@ -95,7 +95,9 @@ class Record:
     worker: int = 0
     category: str | None = None  # the dataset row's category (--dataset), for per-category figures
     attempt: int = 0  # 0, or n when the cell was measured again after the server came back (--on-server-down wait)
+    repeat: int = 0  # --repeat N: which of the cell's N measurements (0 … N − 1) the request belongs to
     retried_on_new_connection: int = 0  # 1 when a reused connection had been closed by the server (client/h1_sender.py)
+    verify: dict | None = None  # a verification request's verdict (--verify; metrics.correctness.verdict)
 
     @property
     def ok(self) -> bool:

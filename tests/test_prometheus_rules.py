@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PROM = ROOT / "prometheus"
 RULE_FILES = sorted((PROM / "rules").glob("*.yml"))
 TEST_FILE = PROM / "tests" / "alerts_test.yml"
-TEST_FILES = sorted((PROM / "tests").glob("*_test.yml"))  # alerts_test.yml and one file per added rule file
+TEST_FILES = sorted((PROM / "tests").glob("*_test.yml"))  # alerts_test.yml and a file per feature (verify_test.yml)
 RECORD_NAME = re.compile(r"^[a-z][a-z_]*:[a-z][a-z0-9_]*:[a-z][a-z0-9_]*$")
 ALERT_NAME = re.compile(r"^[A-Z][A-Za-z0-9]+$")
 needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None,
@@ -79,7 +79,8 @@ def test_the_expected_alerts_are_all_there():
     names = {a["alert"] for a in rules("alert")}
     assert {"SGLangServerDown", "LoadgenRequestsFailing", "LoadgenTTFTAboveSLO", "LoadgenThroughputBelowBaseline",
             "SpecDecodeAcceptLengthLow", "GPUPowerNearLimit", "GPUComputeIdleUnderLoad", "SGLangQueueBuilding",
-            "LoadgenClientSaturated", "GPUXidError", "GPUThrottled", "GPUsIdleWhileRequestsWait"} <= names
+            "LoadgenClientSaturated", "GPUXidError", "GPUThrottled", "LoadgenGarbageOutput",
+            "GPUsIdleWhileRequestsWait"} <= names
 
 
 def _gated(expr: str, recorded: dict[str, str], depth: int = 0) -> bool:
@@ -115,8 +116,8 @@ def test_cell_alerts_can_fire_within_a_45_s_cell():
 
 @pytest.mark.unit
 def test_the_benchmark_scale_cases_have_promtool_tests():
-    names = " | ".join(t["name"] for t in yaml.safe_load(TEST_FILE.read_text())["tests"])
-    for needle in ("LoadgenTTFTAboveSLO fires within a 45 s cell", "LoadgenRequestsFailing fires within a 45 s cell",
+    names = " | ".join(t["name"] for path in TEST_FILES for t in yaml.safe_load(path.read_text())["tests"])
+    for needle in ("LoadgenGarbageOutput fires within a 45 s cell","LoadgenTTFTAboveSLO fires within a 45 s cell", "LoadgenRequestsFailing fires within a 45 s cell",
                    "GPUComputeIdleUnderLoad fires within a 45 s cell", "quiet after the run",
                    "2x slowdown within one 60 s cell", "the current run is left out of its own baseline",
                    "one lag spike at the end of a run"):

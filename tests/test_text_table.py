@@ -27,50 +27,58 @@ OPEN = {"context_tokens": 60, "concurrency": 0, "request_rate": 40.0, "requests"
 
 
 def test_matrix_table():
-    # every header names its figure and statistic; percentiles over fewer than 100 requests carry "*"
+    # every header names its figure and statistic; percentiles over fewer than 100 requests carry "*"; the wide
+    # table has every column, each note in its row
     assert table.header() == (
-        '   ctx  conc   ok/fail  out tok/s steady tok/s req tok/s mean  req p10 TTFT mean ms  TTFT p50  TTFT '
-        'p99     n    pp ms  pp tok/s   E2E s tok/chk         accept       W   J/tok          GPU SM clk  DRAM '
-        'tensor pwr cap bottleneck           note')
+        '   ctx  conc   ok/fail runs  out tok/s    ±95% steady tok/s req tok/s mean    ±req  req p10 TTFT mean ms'
+        '  TTFT p50    ±p50  TTFT p99  pp tok/s  E2E s tok/chk accept source           W   J/tok     GPU% SM clk '
+        ' DRAM tensor pwr cap bottleneck           note')
     assert table.row(CLOSED) == (
-        '  1024    32      63/1     4723.2       4790.0          147.6   120.0*        251.4    200.0*   1037'
-        '.5*    63    251.4      4073    1.90    3.86  3.91 counters    3612   0.765            -      -     - '
-        '     -       - -                    sources disagree: counters=3.91 vs log=4.50 | CLIENT SATURATED (c'
-        'lient CPU 95% > 90%) add --workers | w')
+        '  1024    32      63/1    1     4723.2       -       4790.0          147.6       -   120.0*        251.4'
+        '    200.0*       -   1037.5*      4073   1.90    3.86   3.91 counters      3612   0.765        -      - '
+        '    -      -       - -                    sources disagree: counters=3.91 vs log=4.50 | CLIENT SATURATED'
+        ' (client CPU 95% > 90%): add --workers auto (client processes share the load) | w')
     assert table.row({"context_tokens": 60, "concurrency": 1}) == (
-        '    60     1       0/0          -            -              -        -            -         -       '
-        '  -     -        -         -       -       -              -       -       -            -      -     - '
-        '     -       - -                    ')
-    many = dict(CLOSED, requests={"ok": 300, "failed": 0}, ttft_s=dict(CLOSED["ttft_s"], samples=300),
-                request_tok_s=dict(CLOSED["request_tok_s"], samples=300), warnings=[], client=None,
-                accept_length=None, bottleneck="server_host",
-                gpu_activity={"total": {"utilization_percent": 17.2, "dram_active": 0.1, "tensor_active": 0.02,
-                                        "power_cap_fraction": 0.0}})
-    assert table.row(many) == (
-        '  1024    32     300/0     4723.2       4790.0          147.6    120.0        251.4     200.0    103'
-        '7.5   300    251.4      4073    1.90    3.86              -    3612   0.765     17% host      -   10% '
-        '    2%      0% server_host          ')
+        '    60     1       0/0    1          -       -            -              -       -        -            -'
+        '         -       -         -         -      -       -      - -                -       -        -      - '
+        '    -      -       - -                    ')
+    assert table.table([CLOSED], wide=True).splitlines() == [table.header(), table.row(CLOSED).rstrip(),
+                                                            *table.footnote([CLOSED]).splitlines()]
 
 
-def test_matrix_names_its_run_and_explains_the_mark():
-    text = table.table([CLOSED], table.title("base", "r1"))
-    assert text.splitlines()[0] == "run r1  label base"
-    assert text.splitlines()[-1] == ("* percentile over fewer than 100 requests (n): a p99 of n < 100 is close to "
-                                     "their maximum; raise --requests-per-cell for a tail figure")
-    many = dict(CLOSED, ttft_s=dict(CLOSED["ttft_s"], samples=300), request_tok_s={"samples": 300})
-    assert table.table([many]).splitlines()[-1] == table.row(many)  # no legend without a mark
+def test_matrix_names_its_run_numbers_its_notes_and_explains_the_mark():
+    assert table.table([CLOSED], table.title("base", "r1")).splitlines() == [
+        "run r1  label base",
+        "   ctx  conc   ok/fail  out tok/s    ±95% req tok/s mean  TTFT p50  TTFT p99  E2E s accept   J/tok     GPU% "
+        "note",
+        "  1024    32      63/1     4723.2       -          147.6    200.0*   1037.5*   1.90   3.91   0.765        - n1",
+        "n1 ctx 1024 conc 32: sources disagree: counters=3.91 vs log=4.50 | CLIENT SATURATED (client CPU 95% > 90%): add",
+        "    --workers auto (client processes share the load) | w",
+        "* percentile over fewer than 100 requests: a p99 of fewer than 100 is close to their maximum; raise "
+        "--requests-per-cell",
+        "for a tail figure",
+    ]
+    many = dict(CLOSED, ttft_s=dict(CLOSED["ttft_s"], samples=300), request_tok_s={"samples": 300}, warnings=[],
+                client=None, accept_length=None, intervals={"output_tok_s": [4700.0, 4746.5]})
+    lines = table.table([many]).splitlines()
+    assert lines[1] == ("  1024    32      63/1     4723.2   ±23.2              -     200.0    1037.5   1.90      -   0.765"
+                        "        -")
+    assert lines[2].startswith("±95%: half-width of the 95 % confidence interval of out tok/s")  # no "*" legend
     assert table.title(None, "r1") == "run r1"
 
 
 def test_open_loop_table():
     assert open_table.render([OPEN, CLOSED]) == "\n".join([
-        'open loop — snd: from the actual send (uncorrected); int: from the intended send (corrected). TT'
-        'FT and lateness in ms, E2E in s',
-        '   ctx      rate/s  cap  sched/s  achvd/s   ok/fail TTFT50 snd      int TTFT99 snd      int E2E5'
-        '0 snd     int E2E99 snd     int  late50  late99  lateMax note',
-        '    60          40    -    40.00    29.31      24/0       12.3    200.0       50.0        -     '
-        '0.054   0.300     0.060   0.500   446.6   867.3    875.8 FAILED: x',
+        'open loop — snd: from the actual send (uncorrected); int: from the intended send (corrected).',
+        'TTFT and lateness in ms, E2E in s',
+        '   ctx      rate/s  cap  achvd/s   ok/fail TTFT50 snd      int TTFT99 snd      int E2E99 snd     int  lat'
+        'e99 note',
+        '    60          40    -    29.31      24/0       12.3    200.0       50.0        -     0.060   0.500   86'
+        '7.3 FAILED: x',
     ])
+    assert open_table.render([OPEN], wide=True).splitlines()[2] == (
+        '   ctx      rate/s  cap  sched/s  achvd/s   ok/fail TTFT50 snd      int TTFT99 snd      int E2E50 snd     '
+        'int E2E99 snd     int  late50  late99  lateMax note')
 
 
 def _runs():
@@ -82,39 +90,34 @@ def _runs():
 
 
 def test_compare_text_and_markdown():
-    # the flaky configuration's 9999 tok/s is not the best: too many of its requests failed, so it is marked
-    rows = compare.comparison(_runs(), 0)
+    # the flaky configuration's 9999 tok/s is not the best: too many of its requests failed, so it is marked;
+    # the other's 5000 tok/s is not either: its client was saturated; equal figures are a tie, never a win
+    runs = _runs()
+    runs[0].cells[compare.cell_key(CLOSED)] = dict(CLOSED, client=None)
+    rows = compare.comparison(runs, 0)
     assert compare.render_text(rows) == "\n".join([
         '   ctx  conc configuration             out tok/s  vs base req tok/s mean  vs base  TTFT p50 ms  acce'
         'pt      W   J/tok note',
         '    60  40/s other-configuration-name          -        -              -        -            -      '
         ' -      -       - FAILED: x',
         '',
-        '  1024    32 base (base)                 4723.2     1.00x         147.6*    1.00x       200.0*   3.9'
-        '1*  3612*  0.765*',
-        '             other-configuration-name    5000.0*    1.06x         147.6*    1.00x       200.0*   3.9'
-        '1*  3612*  0.765*',
+        '  1024    32 base (base)                 4723.2*    1.00x         147.6~    1.00x       200.0~   3.9'
+        '1~  3612~  0.765~',
+        '             other-configuration-name    5000.0     1.06x         147.6~    1.00x       200.0~   3.9'
+        '1~  3612~  0.765~ never best: client saturated: client CPU 95% > 90%',
         '             flaky                             -        -              -        -            -      '
         ' -      -       - FAILED: 10 of 64 requests failed (15.6% > 0.05 --max-failed-fraction): 10 http_err'
         'or',
-        '* best of the cell (highest tok/s and accept length; lowest TTFT, W and J/token); vs base = value / '
-        "the baseline's",
+        '* best of the cell beyond noise (highest tok/s and accept length; lowest TTFT, W and J/token; its 95 %'
+        ' interval clear of',
+        "every other's); ~ within noise of the cell's leader: no best named; vs base = value / the baseline's",
+        'within noise: 5 of 6 compared figures are tied or differ less than their 95 % intervals, so no best '
+        'is named for them',
     ])
-    assert compare.render_markdown(rows) == "\n".join([
-        '| ctx | conc | configuration | out tok/s | vs base | req tok/s mean | vs base | TTFT p50 ms | accept'
-        ' | W | J/tok | note |',
-        '|---|---|---|---|---|---|---|---|---|---|---|---|',
-        '| 60 | 40/s | other-configuration-name | - | - | - | - | - | - | - | - | FAILED: x |',
-        '| 1024 | 32 | base (base) | 4723.2 | 1.00x | **147.6** | 1.00x | **200.0** | **3.91** | **3612** | *'
-        '*0.765** |  |',
-        '| 1024 | 32 | other-configuration-name | **5000.0** | 1.06x | **147.6** | 1.00x | **200.0** | **3.91'
-        '** | **3612** | **0.765** |  |',
-        '| 1024 | 32 | flaky | - | - | - | - | - | - | - | - | FAILED: 10 of 64 requests failed (15.6% > 0.05'
-        ' --max-failed-fraction): 10 http_error |',
-        '',
-        '**bold**: best of the cell (highest tok/s and accept length; lowest TTFT, W and J/token); vs base = '
-        "value / the baseline's",
-    ])
+    md = compare.render_markdown(rows).splitlines()
+    assert md[3] == ('| 1024 | 32 | base (base) | **4723.2** | 1.00x | 147.6~ | 1.00x | 200.0~ | 3.91~ | 3612~ | '
+                     '0.765~ |  |')
+    assert md[-2].startswith("**bold**: best of the cell beyond noise")
 
 
 def test_alignment_and_missing_fields():
@@ -124,3 +127,15 @@ def test_alignment_and_missing_fields():
     assert pad("long text", 3) == "long text"  # a text wider than its column is never cut
     assert field({"a": {"b": 0}}, "a.b") == 0
     assert field({"a": None}, "a.b") is None and field({"a": 5}, "a.b") is None and field({}, "a") is None
+
+
+def test_gpu_columns_show_busy_share_and_verdict():
+    from loadgen.results.gpu_columns import WIDE_COLUMNS, busy_and_bottleneck
+    cell = {"bottleneck": "server_host", "gpu_activity": {"total": {
+        "utilization_percent": 17.2, "sm_clock_fraction": 0.99, "dram_active": 0.1, "tensor_active": 0.02,
+        "power_cap_fraction": 0.0}}}
+    assert busy_and_bottleneck(cell) == "17 host"
+    assert [c.text(cell) for c in WIDE_COLUMNS] == ["99%", "10%", "2%", "0%", "server_host"]
+    assert busy_and_bottleneck({"bottleneck": "client", "client": {"saturated": True}}) == "clnt"
+    assert busy_and_bottleneck({}) == "-"
+    assert busy_and_bottleneck({"bottleneck": "gpu_compute", "gpu_activity": {"total": {"gr_engine_active": 1.0}}}) == "100 comp"

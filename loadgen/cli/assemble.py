@@ -8,6 +8,7 @@
     policies   ServerDownPolicy (--on-server-down), Interrupts (--drain-timeout)
     preflight  TelemetryPreflight (requested sources answer), ReadyWait (--wait-ready)
     telemetry  TelemetryPlan (server metrics, log lines, DCGM/NVML)
+    verifier   Verifier (--verify): verification jobs in every cell, their sender, the reference
     services   the log command, the worker pool, the exporter: they live as long as the run
 
 A new part is one class in its stage's folder and one choice here.
@@ -28,6 +29,7 @@ from loadgen.results.document import ResultsFile
 from loadgen.results.load_banner import open_loop_banner, throttle_banner
 from loadgen.results.open_table import render as open_loop_table
 from loadgen.results.throttle_table import throttle_table
+from loadgen.results.verify_reference import load_reference
 from loadgen.run.control import RunControl
 from loadgen.run.drivers import ClosedLoop, Driver, OpenLoop
 from loadgen.run.interrupts import Interrupts
@@ -35,9 +37,11 @@ from loadgen.run.ready_wait import ReadyWait
 from loadgen.run.runner import CellCheck, Runner, RunParts, Service, Table, new_run_id
 from loadgen.run.server_down import ServerDownPolicy, ServerGuard
 from loadgen.run.transport import AiohttpTransport, H1Transport, Transport
+from loadgen.run.verify import Verifier
 from loadgen.schedule.throttle import StartGate
 from loadgen.sinks.base import Sink
 from loadgen.sinks.jsonl import JsonlSink, requests_path
+from loadgen.workload.verify_prompts import load_prompts
 
 TRANSPORTS: dict[HttpClient, type[Transport]] = {HttpClient.H1: H1Transport, HttpClient.AIOHTTP: AiohttpTransport}
 
@@ -69,10 +73,19 @@ def make_driver(cfg: RunConfig, url: str, headers: dict, transport: Transport, g
     return driver
 
 
+def make_verifier(cfg: RunConfig, url: str) -> Verifier | None:
+    """--verify: the prompts and a saved reference are read now (exit 2 when they cannot be), before any load."""
+    v = cfg.verify
+    if not v.enabled:
+        return None
+    reference = load_reference(v.reference_file) if v.reference_file else None
+    return Verifier(v, cfg.api, url, load_prompts(v.prompts_file), reference)
+
+
 def load_report(cfg: RunConfig) -> tuple[str | None, list[Table]]:
     """What is said about the kind of load: a banner before the run, tables after the matrix."""
     if cfg.open_loop.enabled:
-        return open_loop_banner(cfg.open_loop), [open_loop_table]
+        return open_loop_banner(cfg.open_loop), [lambda cells: open_loop_table(cells, cfg.wide)]
     if cfg.workload.max_request_rate:
         return throttle_banner(cfg.workload.max_request_rate), [throttle_table]
     return None, []
@@ -97,7 +110,8 @@ def build_runner(cfg: RunConfig, url: str, *, sinks: list[Sink] | None = None, r
         sinks.append(exporter[0])
         services.append(exporter[1])
     banner, tables = load_report(cfg)
-    parts = RunParts(
+    verifier = make_verifier(cfg, url)
+    parts = RunParts(verifier=verifier,
         driver=driver, banner=banner, tables=tables, transport=transport, control=control, sinks=sinks, telemetry=telemetry,
         server_down=ServerDownPolicy(cfg.faults, guard, control, timed_cells=bool(cfg.duration_per_cell_s)),
         services=services, checks=checks or [],

@@ -86,23 +86,23 @@ def check_api(api: str) -> Api:
     return Api(api)
 
 
-def check_out_path(path: str) -> str:
+def check_out_path(path: str, flag: str = "--out") -> str:
     """The results path, its missing folders created, checked by creating (and removing) a file beside it:
     the only test that holds for root, read-only mounts and ACLs alike."""
     directory = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
-        raise UsageError(f"--out {path} is a directory; give a file name, e.g. {os.path.join(path, 'run.json')}")
+        raise UsageError(f"{flag} {path} is a directory; give a file name, e.g. {os.path.join(path, 'run.json')}")
     try:
         os.makedirs(directory, exist_ok=True)  # like the default --out, which creates results/
     except OSError as exc:
         why = "is not a directory" if isinstance(exc, (FileExistsError, NotADirectoryError)) else exc.strerror
-        raise UsageError(f"--out {path}: cannot create the folder {directory} ({why}); choose another path") \
+        raise UsageError(f"{flag} {path}: cannot create the folder {directory} ({why}); choose another path") \
             from None
     try:
         with tempfile.NamedTemporaryFile(dir=directory, prefix=".loadgen-check-"):
             pass
     except OSError as exc:
-        raise UsageError(f"--out {path}: cannot write in {directory} ({exc.strerror}); choose another path") \
+        raise UsageError(f"{flag} {path}: cannot write in {directory} ({exc.strerror}); choose another path") \
             from None
     return path
 

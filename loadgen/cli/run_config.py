@@ -30,10 +30,11 @@ from loadgen.config import (
     RampSpec,
     RunConfig,
     TelemetryConfig,
+    VerifyConfig,
 )
 from loadgen.errors import UsageError
 from loadgen.metrics.open_loop import MIN_RAMP_REQUESTS
-from loadgen.names import ArrivalLaw, HttpClient, ServerDownPolicy, values
+from loadgen.names import ArrivalLaw, HttpClient, ServerDownPolicy, VerifyMode, values
 from loadgen.parallel.workers import auto_workers
 from loadgen.telemetry.accept_log import split_command
 from loadgen.workload import lengths
@@ -63,7 +64,10 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
     cfg.parallel = parallel_config(a, cfg)
     cfg.exporter = exporter_config(a)
     cfg.workload = workload_config(a, cfg, ",".join(map(str, RunConfig(url=None).contexts)))
+    cfg.verify = verify_config(a, cfg)
     trust_config(a, cfg)
+    cfg.repeat = positive("--repeat", a.repeat)
+    cfg.wide = a.wide
     return cfg
 
 
@@ -226,3 +230,28 @@ def exporter_config(a: argparse.Namespace) -> ExporterConfig:
     return ExporterConfig(metrics_port=port, metrics_host=host or d.metrics_host,
                           metrics_linger_s=d.metrics_linger_s if linger is None else linger,
                           gpu_power_limit_w=limit)
+
+
+def verify_config(a: argparse.Namespace, cfg: RunConfig) -> VerifyConfig:
+    """`--verify` and its settings; the prompts file and a reference file are read here (exit 2 when they
+    cannot be), before any load."""
+    given = [flag for flag, value in (("--verify-prompts", a.verify_prompts), ("--verify-reference", a.verify_reference),
+                                      ("--verify-save-reference", a.verify_save_reference)) if value]
+    if a.max_garbage_fraction != VerifyConfig.max_garbage_fraction:
+        given.append("--max-garbage-fraction")
+    if a.verify is None:
+        if given:
+            raise UsageError(f"{given[0]} needs --verify (add --verify, or --verify exact)")
+        return VerifyConfig()
+    if cfg.parallel.workers > 1 or cfg.parallel.shard:
+        raise UsageError("--verify runs in one process: leave out --workers and --shard (the verification "
+                         "requests are a few per cell)")
+    if not 0 <= a.max_garbage_fraction <= 1:
+        raise UsageError(f"--max-garbage-fraction {a.max_garbage_fraction:g}: give a fraction from 0 to 1")
+    if a.verify_max_tokens < 1:
+        raise UsageError(f"--verify-max-tokens {a.verify_max_tokens}: must be ≥ 1, e.g. 64")
+    if a.verify_save_reference:
+        check_out_path(a.verify_save_reference, "--verify-save-reference")
+    return VerifyConfig(mode=VerifyMode(a.verify), prompts_file=a.verify_prompts, max_tokens=a.verify_max_tokens,
+                        reference_file=a.verify_reference, save_reference=a.verify_save_reference,
+                        max_garbage_fraction=a.max_garbage_fraction)

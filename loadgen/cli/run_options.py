@@ -13,9 +13,10 @@ from loadgen.config import (
     ParallelConfig,
     RunConfig,
     TelemetryConfig,
+    VerifyConfig,
     WorkloadConfig,
 )
-from loadgen.names import ArrivalLaw, HttpClient, PrefixCache, values
+from loadgen.names import ArrivalLaw, HttpClient, PrefixCache, VerifyMode, values
 from loadgen.sim.config import DEFAULT_BUDGET, DEFAULT_SPEED, DEFAULT_TOPK
 
 D = RunConfig(url=None)
@@ -44,9 +45,9 @@ def run_parser() -> argparse.ArgumentParser:
         prog="loadgen", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLES, allow_abbrev=False,
         description="Measure an LLM server over a matrix of concurrency × prompt length "
                     "(subcommands: sim, sweep, compare, report, merge).")
-    for add in (target_options, matrix_options, output_options, sim_options, telemetry_options,
+    for add in (target_options, matrix_options, output_options, noise_options, sim_options, telemetry_options,
                 open_loop_options, workload_options, server_down_options, interrupt_options, client_options, exporter_options,
-                power_limit_options, trust_options):
+                power_limit_options, trust_options, verify_options):
         add(p)
     return p
 
@@ -104,6 +105,16 @@ def output_options(p: argparse.ArgumentParser) -> None:
     o.add_argument("--label", help="name of this run in results and tables")
     o.add_argument("--out", help="results JSON path (default results/<label or time>.json); records go to "
                                  "<out>.requests.jsonl")
+
+
+def noise_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("noise: repeats and the table (see docs/definitions.md#noise)")
+    g.add_argument("--repeat", type=int, default=RunConfig.repeat, metavar="N",
+                   help="measure each cell N times (default %(default)d): the key figures are the mean over "
+                        "the N and their 95 %% interval Student's t across them; with 1, a bootstrap over "
+                        "the requests")
+    g.add_argument("--wide", action="store_true",
+                   help="print every column of the matrix (the default table fits 120 characters)")
 
 
 def sim_options(p: argparse.ArgumentParser) -> None:
@@ -247,3 +258,23 @@ def trust_options(p: argparse.ArgumentParser) -> None:
                    help="wait up to S seconds for a server that is starting (503 loading, health up but "
                         "generation failing, connection refused) before the first cell (default %(default)g; "
                         "0 = fail at once)")
+
+
+def verify_options(p: argparse.ArgumentParser) -> None:
+    v = VerifyConfig()
+    g = p.add_argument_group("output verification (see docs/verify.md)")
+    g.add_argument("--verify", nargs="?", const=VerifyMode.GARBAGE.value, choices=values(VerifyMode),
+                   help="send verification prompts (greedy, fixed max tokens) in every cell and compare their "
+                        "outputs with a reference; a cell with garbage output fails; 'exact': any difference "
+                        "from the reference fails it too")
+    g.add_argument("--verify-prompts", metavar="FILE",
+                   help="the verification prompts, one per line (text, or JSONL with 'prompt'/'text'); default: "
+                        "8 built-in prompts")
+    g.add_argument("--verify-max-tokens", type=int, default=v.max_tokens, metavar="N",
+                   help="max tokens of every verification request (default %(default)s)")
+    g.add_argument("--verify-reference", metavar="FILE",
+                   help="compare with a reference saved by another run (--verify-save-reference) instead of "
+                        "the prompts answered one at a time at this run's start")
+    g.add_argument("--verify-save-reference", metavar="FILE", help="save the reference this run compares with")
+    g.add_argument("--max-garbage-fraction", type=float, default=v.max_garbage_fraction, metavar="F",
+                   help="a cell whose garbage outputs exceed F of its checked ones is failed (default %(default)g)")

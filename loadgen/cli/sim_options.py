@@ -43,12 +43,21 @@ def sim_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--truth", metavar="FILE", help="write one ground-truth JSONL line per request")
     p.add_argument("--api-key-env", metavar="VAR", help="require 'Authorization: Bearer $VAR' on API routes")
     fault_options(p)
+    output_fault_options(p)
     service_options(p)
     connection_options(p)
     per_token_options(p)
     p.add_argument("--engine", choices=values(Engine), default=Engine.SGLANG.value,
                    help="which server to imitate: sglang (default), vllm (metric names, /version) or llamacpp "
                         "(llama-server's stream shape, timings, prefix cache, /tokenize, llamacpp: metrics)")
+    gpu_options(p)
+    p.add_argument("--log-file", metavar="FILE",
+                   help="append SGLang 'Decode batch ... accept len: X' lines to FILE ('-' = stdout); with "
+                        "--engine llamacpp, llama-server's per-request 'draft acceptance ... mean len' lines")
+
+
+def gpu_options(p: argparse.ArgumentParser) -> None:
+    """The simulated GPUs behind a dcgm-exporter-compatible endpoint (docs/bottleneck.md, docs/power.md)."""
     p.add_argument("--dcgm-port", type=int, metavar="PORT",
                    help="also serve a dcgm-exporter-compatible /metrics on PORT (0 = a free one)")
     p.add_argument("--gpus", type=int, default=8, help="simulated GPUs behind the DCGM endpoint (default 8)")
@@ -63,9 +72,6 @@ def sim_options(p: argparse.ArgumentParser) -> None:
                         "(default 0: fresh at every scrape)")
     p.add_argument("--dcgm-no-limit", action="store_true",
                    help="leave the power limit out of the DCGM endpoint, as dcgm-exporter's stock counters do")
-    p.add_argument("--log-file", metavar="FILE",
-                   help="append SGLang 'Decode batch ... accept len: X' lines to FILE ('-' = stdout); with "
-                        "--engine llamacpp, llama-server's per-request 'draft acceptance ... mean len' lines")
 
 
 def service_options(p: argparse.ArgumentParser) -> None:
@@ -104,6 +110,18 @@ def fault_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--http-error-status", type=int, default=503, metavar="CODE",
                    help="status of those errors (default 503)")
     g.add_argument("--fault-seed", type=int, default=0, help="seed of the random faults (default 0)")
+
+
+def output_fault_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("output faults (deterministic outputs per prompt; see docs/faults.md)")
+    g.add_argument("--garbage-above", type=int, metavar="N",
+                   help="a request's first token produced while more than N requests run starts a repetition "
+                        "loop that lasts to the end of its output")
+    g.add_argument("--drift-above", type=int, metavar="M",
+                   help="with --drift-after K: the output diverges from its clean one at the first token at "
+                        "position ≥ K produced while more than M requests run")
+    g.add_argument("--drift-after", type=int, default=0, metavar="K",
+                   help="first output position that may drift (default 0)")
 
 
 def connection_options(p: argparse.ArgumentParser) -> None:

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from loadgen.config import VerifyConfig
 from loadgen.metrics import telemetry as cell_telemetry
 from loadgen.metrics.cell import summarize
+from loadgen.metrics.cell_noise import bootstrap_method, cell_intervals
 from loadgen.metrics.source_result import SourceResult
 from loadgen.record import CellKey, Record
 from loadgen.results.cell_result import CellResult, from_json, saturation_note
 from loadgen.results.cell_status import DEFAULT_MAX_FAILED_FRACTION, failed_fraction, request_incidents
+from loadgen.results.correctness import correctness_incidents, correctness_part
 from loadgen.results.incidents import Incident, IncidentKind
 
 TELEMETRY_LOST = "TELEMETRY LOST"  # how a requested source that went quiet mid-run opens its warning
@@ -34,14 +37,18 @@ def figures(key: CellKey, records: Sequence[Record], sources: Sequence[SourceRes
     flat["telemetry"] = {r.name: {"available": r.available, "reason": r.reason,
                                   **{k: v for k, v in r.values.items() if k not in cell_telemetry.ACTIVITY_KEYS}}
                          for r in sources}
+    flat["intervals"] = cell_intervals(records, summary["duration_s"], flat["accept_length"].get("source"))
+    flat["interval_method"] = bootstrap_method(summary["requests"]["ok"])
     return flat
 
 
 def build_cell(key: CellKey, records: Sequence[Record], sources: Sequence[SourceResult] = (),
                client: dict | None = None, incidents: Sequence[Incident] = (),
-               max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION) -> CellResult:
+               max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION, verified: Sequence[Record] = (),
+               verify: VerifyConfig | None = None, reference: str = "") -> CellResult:
     """The cell's result from its measured records, its telemetry sources' results over the window, the
-    client's health and the incidents the caller saw; judged by `max_failed_fraction`."""
+    client's health and the incidents the caller saw; judged by `max_failed_fraction`. With `verify` (on),
+    its verification records (`verified`) against the reference named `reference` fill `correctness`."""
     flat = figures(key, records, sources, client) | {"max_failed_fraction": max_failed_fraction}
     flat["failed_fraction"] = failed_fraction(flat)
     result = from_json(flat | {"incidents": []})
@@ -53,7 +60,11 @@ def build_cell(key: CellKey, records: Sequence[Record], sources: Sequence[Source
     for found in (*request_incidents(flat), *incidents):
         result.add(found.kind, found.reason)
     if client and client.get("saturated"):
-        result.add(IncidentKind.CLIENT_SATURATED, saturation_note(client))
+        result.add(IncidentKind.CLIENT_SATURATED, saturation_note(client, key.as_dict()))
+    if verify is not None and verify.enabled:
+        result.correctness = correctness_part(verified, verify, reference, flat.get("output_tokens") or 0)
+        for found in correctness_incidents(result.correctness):
+            result.add(found.kind, found.reason)
     return result
 
 

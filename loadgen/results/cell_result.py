@@ -9,23 +9,16 @@ back as it was. `status` and `error` are never stored in the tree: they are judg
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from loadgen.metrics.client_health import machine_busy, saturation_advice
 from loadgen.names import CellStatus
 from loadgen.record import CellKey, cell_key
+from loadgen.results.gpu_part import Gpu
 from loadgen.results.incidents import Incident, IncidentKind, Verdict, finished, judge
-
-Figures = dict[str, Any]  # a distribution {mean, p50, …, samples} or another block of figures, documented per field
-
-
-def doc(text: str, unit: str = "", default: Any = None, optional: bool = False) -> Any:
-    """A field with its documentation (docs/results.md) and a default; an `optional` one is written only when
-    it has a value (figures of one kind of load)."""
-    meta = {"doc": text, "unit": unit, "optional": optional}
-    if isinstance(default, list | dict):
-        return field(default_factory=type(default), metadata=meta)
-    return field(default=default, metadata=meta)
+from loadgen.results.part_fields import Figures, doc
 
 
 @dataclass
@@ -132,21 +125,19 @@ class Telemetry:
 
 
 @dataclass
-class Gpu:
-    """GPU activity over the cell's window and what limited the cell (bottleneck.md)."""
+class Noise:
+    """How far the key figures can be trusted: their confidence intervals, and the repeats (--repeat)."""
 
-    gpu_activity: Figures | None = doc(
-        "{source, gpus, total, per_gpu, unavailable}: time-weighted over the window, per GPU and in total (mean "
-        "over GPUs; memory and violation seconds summed): utilization_percent, sm_clock_mhz, sm_clock_max_mhz, "
-        "sm_clock_fraction, gr_engine_active, sm_active, sm_occupancy, tensor_active, dram_active, "
-        "memory_used_mib, power_cap_fraction, thermal_fraction, hw_slowdown_fraction, power_violation_s, "
-        "power_violation_fraction, thermal_violation_s; a figure not served is absent, `unavailable` says why",
-        "%, MHz, ratio, MiB, s", optional=True)
-    bottleneck: str | None = doc("client | server_host | gpu_power_cap | gpu_thermal | gpu_memory_bandwidth | "
-                                 "gpu_compute | unknown, with its evidence in bottleneck_evidence", optional=True)
-    bottleneck_evidence: str | None = doc("why: the figures behind `bottleneck`, one line", optional=True)
-    gpu_bottleneck: str | None = doc("only when `bottleneck` is client: what the GPU figures alone say, "
-                                     "'verdict: evidence'", optional=True)
+    intervals: Figures | None = doc("{figure: [low, high]}: the 95 % confidence interval of each key figure, "
+                                    "named by its path (output_tok_s, request_tok_s.mean, ttft_s.p50, "
+                                    "e2e_s.mean, accept_length.value); a percentile bootstrap over the ok "
+                                    "requests, or Student's t over the repeats (definitions.md#noise)",
+                                    "the figure's", optional=True)
+    interval_method: Figures | None = doc("{method: bootstrap | t over repeats, level, resamples, seed, "
+                                          "samples}: how `intervals` were made", optional=True)
+    repeats: Figures | None = doc("--repeat N: {n, values: {figure: [each repeat's value]}, windows: [each "
+                                  "repeat's window]}; the key figures are then the mean over the repeats, the "
+                                  "other figures the last repeat's", optional=True)
 
 
 @dataclass
@@ -162,6 +153,7 @@ class CellResult:
     throughput: Throughput = field(default_factory=Throughput)
     accept: AcceptLength = field(default_factory=AcceptLength)
     telemetry: Telemetry = field(default_factory=Telemetry)
+    noise: Noise = field(default_factory=Noise)
     gpu: Gpu = field(default_factory=Gpu)
     slo: Figures | None = None  # room for latency targets and goodput
     correctness: Figures | None = None  # room for output verification
@@ -205,7 +197,7 @@ class CellResult:
 
 
 PARTS = {"requests": Requests, "load": Load, "prompts": Prompts, "latency": Latency, "throughput": Throughput,
-         "accept": AcceptLength, "telemetry": Telemetry, "gpu": Gpu}
+         "accept": AcceptLength, "telemetry": Telemetry, "noise": Noise, "gpu": Gpu}
 RESERVED = ("slo", "correctness")
 KEY_FIELDS = ("context_tokens", "concurrency", "request_rate")
 JUDGED = ("status", "error", "warnings", "incidents")
@@ -272,7 +264,7 @@ def legacy_incidents(data: dict) -> list[Incident]:
                               f"stopped early: {data['requests_not_sent']} measured requests not sent"))
     client = data.get("client") or {}
     if client.get("saturated"):
-        found.append(Incident(IncidentKind.CLIENT_SATURATED, saturation_note(client)))
+        found.append(Incident(IncidentKind.CLIENT_SATURATED, saturation_note(client, data)))
     return found
 
 
@@ -287,7 +279,12 @@ def _stored_verdict(data: dict) -> list[Incident]:
     return []
 
 
-def saturation_note(client: dict) -> str:
-    """The note of a cell whose client fell behind: 'CLIENT SATURATED (event-loop lag …) add --workers'."""
-    return "CLIENT SATURATED (" + "; ".join(client.get("reasons", [])) + ") add --workers"
+def saturation_note(client: dict, cell: dict) -> str:
+    """The note of a cell whose client fell behind, with the advice for its case (`saturation_advice`):
+    'CLIENT SATURATED (event-loop lag …): add --workers auto …'. `cell` holds the key (concurrency,
+    request_rate)."""
+    advice = saturation_advice(int(cell.get("concurrency") or 0), cell.get("request_rate") is not None,
+                               int(client.get("workers") or 1), os.cpu_count() or 1,
+                               client["runqueue_wait_s"] if machine_busy(client) else None)
+    return "CLIENT SATURATED (" + "; ".join(client.get("reasons", [])) + "): " + advice
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from loadgen.config import RunConfig
 from loadgen.metrics.counts import not_ok, scheduled
 from loadgen.names import CellStatus, Outcome
+from loadgen.results.correctness import produced_garbage
 from loadgen.results.incidents import Incident, IncidentKind
 
 DEFAULT_MAX_FAILED_FRACTION = RunConfig.max_failed_fraction  # defined once, with the run's settings
@@ -94,3 +95,19 @@ def request_incidents(cell: dict) -> list[Incident]:
         return [Incident(IncidentKind.FAILED_REQUESTS, too_many)]
     note = failure_note(cell)
     return [Incident(IncidentKind.SOME_FAILED, note)] if note else []
+
+
+def client_saturated(cell: dict) -> str | None:
+    """Why the cell's client is known to have fallen behind ('client saturated: …'), or None."""
+    client = cell.get("client") or {}
+    noted = any(i.get("kind") == IncidentKind.CLIENT_SATURATED for i in cell.get("incidents") or [])
+    if not (client.get("saturated") or noted):
+        return None
+    return "client saturated: " + ("; ".join(client.get("reasons") or []) or "see its note")
+
+
+def not_best(cell: dict) -> str | None:
+    """Why this cell may not be named best in compare and the report, or None when it may: its figures are
+    unusable (`problem`), its outputs were garbage (--verify), or its client fell behind (its latencies are
+    partly the client's)."""
+    return problem(cell) or ("garbage output" if produced_garbage(cell) else None) or client_saturated(cell)

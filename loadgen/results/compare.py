@@ -7,18 +7,20 @@ from __future__ import annotations
 import csv
 import io
 import os
+import textwrap
 from dataclasses import dataclass, field
 
 import orjson
 
 from loadgen.errors import UsageError
 from loadgen.files import read_json
+from loadgen.metrics.confidence import overlap
 from loadgen.names import CellStatus
 from loadgen.record import cell_key
 from loadgen.results import category_compare
 from loadgen.results import text_table as tt
 from loadgen.results.cell_result import from_json
-from loadgen.results.cell_status import problem
+from loadgen.results.cell_status import not_best, problem
 from loadgen.results.knee_text import knee_summary
 from loadgen.results.schema import SWEEP_SCHEMA
 from loadgen.results.text_table import Column
@@ -33,6 +35,9 @@ METRICS = {
     "j_per_token": ("J/tok", lambda c: (c.get("power") or {}).get("j_per_output_token"), "low"),
 }
 SPEEDUPS = ("out_tok_s", "req_tok_s")
+# metric → the path of its confidence interval in the cell's `intervals` (metrics without one: power, energy)
+INTERVALS = {"out_tok_s": "output_tok_s", "req_tok_s": "request_tok_s.mean", "ttft_p50_s": "ttft_s.p50",
+             "accept": "accept_length.value"}
 
 
 @dataclass
@@ -115,40 +120,67 @@ def pick_baseline(runs: list[Run], baseline: str | None) -> int:
                      f"{', '.join(r.name for r in runs)} (or a position 1..{len(runs)})")
 
 
+def _row(r: Run, key, cell: dict, base: Run) -> dict:
+    """The comparison row of one configuration's cell (see `comparison`)."""
+    why = problem(cell)  # failed, or too many failed requests: marked, never best
+    ok = why is None
+    row = {"context_tokens": key[0], "concurrency": key[1], "request_rate": key[2] or None, "config": r.name,
+           "status": "ok" if ok else "failed", "error": why, "not_best": not_best(cell) if ok else why,
+           "baseline": r is base, "best": [], "noise": [], "intervals": {}, "repeated": bool(cell.get("repeats"))}
+    for m, (_, get, _) in METRICS.items():
+        row[m] = get(cell) if ok else None
+        if ok and m in INTERVALS:
+            row["intervals"][m] = (cell.get("intervals") or {}).get(INTERVALS[m])
+    base_cell = base.cells.get(key)
+    for m in SPEEDUPS:
+        b = METRICS[m][1](base_cell) if base_cell and problem(base_cell) is None else None
+        row[m + "_x"] = row[m] / b if row[m] is not None and b else None
+    return row
+
+
+def _beyond_noise(leader: dict, other: dict, m: str) -> bool:
+    """The leader's figure `m` is better than the other's beyond noise: their 95 % intervals are disjoint
+    (a figure without an interval: the values differ)."""
+    a, b = leader["intervals"].get(m), other["intervals"].get(m)
+    if a is None or b is None:
+        return leader[m] != other[m]
+    return not overlap(a, b)
+
+
+def mark_best(group: list[dict]) -> None:
+    """Mark, per metric, the best row of one cell: the best value among the rows that may be best
+    (`not_best` None), when it is alone there and beyond noise of every other row's value (`_beyond_noise`);
+    else the leaders and the rows within their noise are marked `noise` and nothing is best."""
+    for m, (_, _, better) in METRICS.items():
+        valued = [r for r in group if r[m] is not None]
+        allowed = [r for r in valued if not r["not_best"]]
+        if len(valued) < 2 or not allowed:
+            continue
+        pick = max if better == "high" else min
+        top = pick(r[m] for r in allowed)
+        leaders = [r for r in allowed if r[m] == top]
+        close = [r for r in valued if r not in leaders and not _beyond_noise(leaders[0], r, m)]
+        if close or len(leaders) > 1:  # a tie is no win either
+            for r in leaders + close:
+                r["noise"].append(m)
+        else:
+            for r in leaders:
+                r["best"].append(m)
+
+
 def comparison(runs: list[Run], base: int = 0) -> list[dict]:
     """One row per cell × configuration, cells in (context, concurrency) order.
 
-    Each row: context_tokens, concurrency, config, status, error, one value per METRICS key (None when the
-    cell lacks it or failed), `<metric>_x` = value / baseline's value for SPEEDUPS, and `best`: the metrics
-    in which this configuration is the best of the cell (high or low per METRICS)."""
+    Each row: context_tokens, concurrency, config, status, error, not_best (why it may not be best: failed,
+    client saturated; `cell_status.not_best`), one value per METRICS key (None when the cell lacks it or
+    failed) with its 95 % interval (`intervals`), `<metric>_x` = value / baseline's value for SPEEDUPS,
+    `best`: the metrics in which this configuration is the best of the cell beyond noise, and `noise`: those
+    in which it is within noise of the cell's leader (no best named; `mark_best`)."""
     keys = sorted({k for r in runs for k in r.cells})
     rows = []
     for key in keys:
-        group = []
-        for r in runs:
-            cell = r.cells.get(key)
-            if cell is None:
-                continue
-            why = problem(cell)  # failed, or too many failed requests: marked, never best
-            ok = why is None
-            row = {"context_tokens": key[0], "concurrency": key[1], "request_rate": key[2] or None, "config": r.name,
-                   "status": "ok" if ok else "failed", "error": why,
-                   "baseline": r is runs[base], "best": []}
-            for m, (_, get, _) in METRICS.items():
-                row[m] = get(cell) if ok else None
-            base_cell = runs[base].cells.get(key)
-            for m in SPEEDUPS:
-                b = METRICS[m][1](base_cell) if base_cell and problem(base_cell) is None else None
-                row[m + "_x"] = row[m] / b if row[m] is not None and b else None
-            group.append(row)
-        for m, (_, _, better) in METRICS.items():
-            values = [r[m] for r in group if r[m] is not None]
-            if len(values) < 2:
-                continue
-            top = max(values) if better == "high" else min(values)
-            for r in group:
-                if r[m] == top:
-                    r["best"].append(m)
+        group = [_row(r, key, r.cells[key], runs[base]) for r in runs if key in r.cells]
+        mark_best(group)
         rows += group
     return rows
 
@@ -163,7 +195,7 @@ def _metric(m: str):
         if v is None:
             return tt.MISSING
         shown = tt.fmt_ms(v) if m == "ttft_p50_s" else format(v, SHOWN.get(m, ".1f"))
-        return shown + ("*" if m in row["best"] else " ")
+        return shown + ("*" if m in row["best"] else "~" if m in row["noise"] else " ")
     return text
 
 
@@ -176,8 +208,10 @@ def _load(row: dict) -> str:
     return f"{row['request_rate']:g}/s" if row.get("request_rate") else str(row["concurrency"])
 
 
-def _note(row: dict) -> str:
-    return "" if row["status"] == CellStatus.OK else f"{row['status'].upper()}: {row['error'] or ''}"
+def row_note(row: dict) -> str:
+    if row["status"] != CellStatus.OK:
+        return f"{row['status'].upper()}: {row['error'] or ''}"
+    return f"never best: {row['not_best']}" if row["not_best"] else ""
 
 
 COLUMNS = [
@@ -192,7 +226,7 @@ COLUMNS = [
     Column("accept", 7, _metric("accept")),
     Column("W", 6, _metric("power_w")),
     Column("J/tok", 7, _metric("j_per_token")),
-    Column("note", 0, _note),
+    Column("note", 0, row_note),
 ]
 
 
@@ -209,9 +243,24 @@ def render_text(rows: list[dict]) -> str:
             out.append("")
         prev = key
         out.append(tt.join(COLUMNS, cells).rstrip())
-    out.append("* best of the cell (highest tok/s and accept length; lowest TTFT, W and J/token); "
-               "vs base = value / the baseline's")
+    out += [w for line in legend(rows, "*") for w in textwrap.wrap(line, 120)]
     return "\n".join(out)
+
+
+def legend(rows: list[dict], mark: str) -> list[str]:
+    """The lines under the comparison: what the marks mean and, when some figure is within noise, how many."""
+    lines = [f"{mark} best of the cell beyond noise (highest tok/s and accept length; lowest TTFT, W and J/token; "
+             "its 95 % interval clear of every other's); ~ within noise of the cell's leader: no best named; "
+             "vs base = value / the baseline's"]
+    cells = {(cell_key(r), m) for r in rows for m in r["noise"]}
+    named = {(cell_key(r), m) for r in rows for m in r["best"]}
+    if cells:
+        lines.append(f"within noise: {len(cells)} of {len(cells) + len(named)} compared figures are tied or differ "
+                     "less than their 95 % intervals, so no best is named for them")
+    if any(any(r["intervals"].values()) and not r["repeated"] for r in rows):
+        lines.append("one measurement per cell: its intervals hold the noise between requests, not between runs "
+                     "(server state, a busy machine); --repeat 3 measures that too")
+    return lines
 
 
 def render_markdown(rows: list[dict]) -> str:
@@ -220,19 +269,18 @@ def render_markdown(rows: list[dict]) -> str:
     for row in rows:
         cells = [f"**{c.strip()[:-1]}**" if c.strip().endswith("*") else c.strip() for c in tt.texts(COLUMNS, row)]
         out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
-    out += ["", "**bold**: best of the cell (highest tok/s and accept length; lowest TTFT, W and J/token); "
-            "vs base = value / the baseline's"]
+    out += ["", *legend(rows, "**bold**:")]
     return "\n".join(out)
 
 
 def render_csv(rows: list[dict]) -> str:
     fields = ["context_tokens", "concurrency", "config", "status", *METRICS, *(m + "_x" for m in SPEEDUPS),
-              "best", "error"]
+              "best", "noise", "error"]
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
     w.writeheader()
     for row in rows:
-        w.writerow(row | {"best": " ".join(row["best"])})
+        w.writerow(row | {"best": " ".join(row["best"]), "noise": " ".join(row["noise"])})
     return buf.getvalue()
 
 

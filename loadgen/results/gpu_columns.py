@@ -1,5 +1,6 @@
-"""The matrix's GPU columns: one short column for the default table (`GPU`: busy % and the bottleneck's short
-name) and the wide ones (the figures behind it). Values from the cell's `gpu_activity` and `bottleneck`."""
+"""The matrix's GPU columns: one short column for the default table (`GPU%`: busy % and the bottleneck's short
+name: host, pwr, temp, mem, comp, clnt, ?) and the wide ones (the figures behind it). Values from the cell's
+`gpu_activity` and `bottleneck`."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ from loadgen.names import Bottleneck
 from loadgen.results import text_table as tt
 from loadgen.results.text_table import Column
 
-SHORT = {Bottleneck.CLIENT: "client", Bottleneck.SERVER_HOST: "host", Bottleneck.GPU_POWER_CAP: "power",
-         Bottleneck.GPU_THERMAL: "thermal", Bottleneck.GPU_MEMORY_BANDWIDTH: "membw",
-         Bottleneck.GPU_COMPUTE: "compute", Bottleneck.UNKNOWN: "?"}
+SHORT = {Bottleneck.CLIENT: "clnt", Bottleneck.SERVER_HOST: "host", Bottleneck.GPU_POWER_CAP: "pwr",
+         Bottleneck.GPU_THERMAL: "temp", Bottleneck.GPU_MEMORY_BANDWIDTH: "mem", Bottleneck.GPU_COMPUTE: "comp",
+         Bottleneck.UNKNOWN: "?"}
 
 
 def _total(cell: dict) -> dict:
@@ -18,12 +19,12 @@ def _total(cell: dict) -> dict:
 
 
 def busy_and_bottleneck(cell: dict) -> str:
-    """"17% host": the GPUs' utilization and the bottleneck's short name; "-" without GPU figures."""
+    """"17 host": the GPUs' utilization (%) and the bottleneck's short name (SHORT); "-" without GPU figures."""
     util = utilization_percent(_total(cell))
     verdict = SHORT.get(cell.get("bottleneck") or "", "")
     if util is None:
         return verdict if cell.get("bottleneck") == Bottleneck.CLIENT else tt.MISSING
-    return f"{util:.0f}% {verdict}".strip()
+    return f"{util:.0f} {verdict}".strip()
 
 
 def _share(name: str):
@@ -33,7 +34,7 @@ def _share(name: str):
     return show
 
 
-DEFAULT_COLUMN = Column("GPU", 12, busy_and_bottleneck)
+DEFAULT_COLUMN = Column("GPU%", 8, busy_and_bottleneck)  # "100 comp" is the widest
 WIDE_COLUMNS = [
     Column("SM clk", 6, _share("sm_clock_fraction")),
     Column("DRAM", 5, _share("dram_active")),

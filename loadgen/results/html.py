@@ -72,7 +72,8 @@ def _winner(group: list[dict], m: str, colors: dict) -> str:
     colour) and the margin over the next."""
     best = [r for r in group if m in r["best"]]
     if not best:
-        return "-"
+        close = [r["config"] for r in group if m in r["noise"]]
+        return text(f"within noise: {', '.join(close)}") if close else "-"
     others = sorted((r for r in group if r[m] is not None and m not in r["best"]), key=lambda r: r[m],
                     reverse=compare.METRICS[m][2] == "high")
     names = ", ".join(el("span", swatch(colors.get(r["config"])) + text(r["config"]), class_="who") for r in best)
@@ -108,11 +109,13 @@ def winners_table(runs: list[Run], base: int) -> str:
 
 
 def _winners_section(runs: list[Run], base: int) -> str:
-    if not any(row["best"] for row in compare.comparison(runs, base)):
+    if not any(row["best"] or row["noise"] for row in compare.comparison(runs, base)):
         return el("p", text("No cell was measured usably by two or more configurations: nothing to rank. The "
                             "figures are in the matrices below."), class_="sub")
-    return el("p", text(f"Best of each cell among the usable cells; the full figures and speed-ups against "
-                        f"{runs[base].name} are in the comparison below."), class_="sub") + winners_table(runs, base)
+    return el("p", text(f"Best of each cell beyond noise (its 95 % interval clear of every other's) among the "
+                        f"usable cells whose client kept up; \"within noise\" names the configurations no "
+                        f"measurement tells apart. The full figures and speed-ups against {runs[base].name} are "
+                        f"in the comparison below."), class_="sub") + winners_table(runs, base)
 
 
 def _key(row: dict) -> tuple:

@@ -65,6 +65,7 @@ td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-sp
 tr.group-start td { border-top: 2px solid #b9c1cc; }
 td.best { background: var(--best); color: var(--bestink); font-weight: 700; }
 td.best::after { content: " \\2605"; font-size: 11px; }
+td.noise::after { content: " \\2248"; color: var(--muted); font-size: 11px; }
 tr.unusable td { background: var(--bad); color: var(--badink); }
 td.config { white-space: nowrap; }
 tr.baseline td.config::after { content: " (baseline)"; color: var(--muted); font-weight: 400; }

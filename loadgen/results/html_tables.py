@@ -11,6 +11,7 @@ from loadgen.results import table as matrix_table
 from loadgen.results import text_table as tt
 from loadgen.results.cell_status import problem
 from loadgen.results.compare import Run
+from loadgen.results.correctness import produced_garbage, verify_text
 from loadgen.results.html_build import el, text
 from loadgen.results.plot_axes import config_colors
 
@@ -47,11 +48,12 @@ def swatch(color) -> str:
     return el("span", "", class_="swatch", style=f"background:{color}") if isinstance(color, str) else ""
 
 
-def _figure_td(value, spec: str, metric: str, best: bool = False) -> str:
+def _figure_td(value, spec: str, metric: str, best: bool = False, noise: bool = False) -> str:
     shown = tt.fmt_ms(value) if spec == "ms" else tt.fmt(value, spec)
-    classes = "num best" if best else "num"
+    classes = "num best" if best else "num noise" if noise else "num"
+    title = "best of this cell beyond noise" if best else "within noise of the cell's leader" if noise else None
     return el("td", text(shown), class_=classes, data_metric=metric, data_scale="1000" if spec == "ms" else None,
-              title="best of this cell" if best else None)
+              title=title)
 
 
 def _head(columns: list[str], numeric_from: int) -> str:
@@ -67,12 +69,12 @@ def _comparison_row(row: dict, cell: dict, first: bool, color) -> str:
            el("td", swatch(color) + text(row["config"]), class_="config")]
     for m, (_, _, _) in compare.METRICS.items():
         tds.append(_figure_td(row.get(m), compare.SHOWN.get(m, "ms" if m == "ttft_p50_s" else ".1f"), m,
-                              m in row["best"]))
+                              m in row["best"], m in row["noise"]))
         if m in compare.SPEEDUPS:
             x = row.get(m + "_x")
             tds.append(el("td", text(tt.MISSING if x is None else f"{x:.2f}x"), class_="num",
                           data_metric=m + "_x"))
-    status = "" if why is None else f"{cell.get('status', 'ok').upper()}: {why}"
+    status = compare.row_note(row)
     tds.append(el("td", text(status), class_="note"))
     classes = " ".join(c for c in ("group-start" if first else "", "unusable" if why else "",
                                    "baseline" if row["baseline"] else "") if c)
@@ -100,7 +102,7 @@ def comparison_table(runs: list[Run], base: int) -> str:
     return el("div", table, class_="scroll")
 
 
-def _matrix_row(key: tuple, cell: dict) -> str:
+def _matrix_row(key: tuple, cell: dict, verify: bool = False) -> str:
     """The cell's figures, and below them (full width) its notes when it has any."""
     why = problem(cell)
     wall = cell.get("wall_clock") or {}
@@ -111,20 +113,24 @@ def _matrix_row(key: tuple, cell: dict) -> str:
     for _, metric, spec in MATRIX:
         tds.append(_figure_td(tt.field(cell, metric), spec, metric))
     tds.append(el("td", text((cell.get("accept_length") or {}).get("source") or "")))
+    if verify:  # --verify: garbage / differing / exact outputs of the cell, as the terminal's verify column
+        tds.append(el("td", text(verify_text(cell)), data_metric="correctness",
+                      class_="bad" if produced_garbage(cell) else None))
     classes = "unusable" if why else None
     row = el("tr", "".join(tds), class_=classes, data_ctx=key[0], data_concurrency=key[1],
              data_rate=key[2] or None, data_usable="no" if why else "yes")
-    note = matrix_table._notes(cell)
+    note = matrix_table.notes(cell)
     if note:
-        row += el("tr", el("td", text(note), colspan=len(MATRIX) + 4, class_="note"),
+        row += el("tr", el("td", text(note), colspan=len(MATRIX) + 4 + verify, class_="note"),
                   class_=f"note-row {classes or ''}".strip())
     return row
 
 
 def matrix_table_html(run: Run) -> str:
     """One configuration's cells, in (prompt, load) order, with the terminal matrix's figures."""
-    head = ["prompt", "load", "ok/fail", *(h for h, _, _ in MATRIX), "accept source"]
-    body = "".join(_matrix_row(key, cell) for key, cell in sorted(run.cells.items()))
+    verify = matrix_table.verified(list(run.cells.values()))
+    head = ["prompt", "load", "ok/fail", *(h for h, _, _ in MATRIX), "accept source", *(["verify"] if verify else [])]
+    body = "".join(_matrix_row(key, cell, verify) for key, cell in sorted(run.cells.items()))
     table = el("table", _head(head, 2) + el("tbody", body), class_="data matrix", data_table="matrix",
                data_config=run.name)
     return el("div", table, class_="scroll")

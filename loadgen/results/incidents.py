@@ -48,6 +48,9 @@ class IncidentKind(StrEnum):
     SOME_FAILED = "some_failed"  # failed requests below the limit
     TELEMETRY_LOST = "telemetry_lost"
     CLIENT_SATURATED = "client_saturated"
+    GARBAGE_OUTPUT = "garbage_output"  # --verify: more garbage outputs than --max-garbage-fraction allows
+    OUTPUT_MISMATCH = "output_mismatch"  # --verify exact: an output differs from the reference
+    OUTPUT_DIVERGED = "output_diverged"  # --verify: an output differs from the reference (no garbage)
 
 
 EFFECTS: dict[IncidentKind, Effect] = {
@@ -64,6 +67,9 @@ EFFECTS: dict[IncidentKind, Effect] = {
     IncidentKind.SOME_FAILED: Effect.NOTE,
     IncidentKind.TELEMETRY_LOST: Effect.NOTE,
     IncidentKind.CLIENT_SATURATED: Effect.NOTE,
+    IncidentKind.GARBAGE_OUTPUT: Effect.FAIL,
+    IncidentKind.OUTPUT_MISMATCH: Effect.FAIL,
+    IncidentKind.OUTPUT_DIVERGED: Effect.NOTE,
 }
 
 

@@ -45,8 +45,13 @@ COLUMNS = [
 ]
 
 
-def render_row(cell: dict) -> str:
-    return tt.line(COLUMNS, cell)
+# the default table (within 120 characters): the 50th percentiles of E2E, lateness p50 and max, and the
+# scheduled rate are left to --wide
+DEFAULT = [c for i, c in enumerate(COLUMNS) if i not in (3, 10, 11, 14, 16)]
+
+
+def render_row(cell: dict, columns: list[Column] = COLUMNS) -> str:
+    return tt.line(columns, cell)
 
 
 def ramp_line(cell: dict) -> str:
@@ -68,15 +73,16 @@ def ramp_line(cell: dict) -> str:
                    f"(crossed at t={r['crossed_at_s']:.2f} s, {r['rate_at_cross']:.2f} req/s: p99 {p99})")
 
 
-def render(cells: list[dict]) -> str:
+def render(cells: list[dict], wide: bool = False) -> str:
     """The open-loop table: latency from the actual send (snd, uncorrected) and from the intended send (int,
-    corrected for client queueing), achieved vs scheduled rate, and lateness; then one line per ramp."""
+    corrected for client queueing), achieved vs scheduled rate, and lateness; then one line per ramp. Wide:
+    every column; else `DEFAULT`."""
     rows = [c for c in cells if c.get("request_rate") is not None]
     if not rows:
         return ""
-    lines = [("open loop — snd: from the actual send (uncorrected); int: from the intended send (corrected). "
-              "TTFT and lateness in ms, E2E in s"),
-             tt.header(COLUMNS)]
-    lines += [render_row(c) for c in rows]
+    columns = COLUMNS if wide else DEFAULT
+    lines = ["open loop — snd: from the actual send (uncorrected); int: from the intended send (corrected).",
+             "TTFT and lateness in ms, E2E in s", tt.header(columns)]
+    lines += [render_row(c, columns) for c in rows]
     lines += [ramp_line(c) for c in rows if c.get("ramp")]
     return "\n".join(lines)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import fields
 
 from loadgen.results.cell_result import JUDGED, KEY_FIELDS, PARTS, RESERVED
+from loadgen.results.correctness import Correctness
 from loadgen.results.incidents import EFFECTS
 from loadgen.results.schema import RESULTS_SCHEMA
 
@@ -41,7 +42,7 @@ CELL_FIELDS = {
     "warnings": ("", "the cell's note: its incidents' notes, then its telemetry sources' warnings"),
     "incidents": ("", "[{kind, reason}]: everything that went wrong; the status is judged from them"),
     "slo": ("", "reserved for latency targets and goodput"),
-    "correctness": ("", "reserved for output verification"),
+    "correctness": ("", "--verify: output verification, its fields below (null without --verify)"),
 }
 
 
@@ -66,6 +67,9 @@ def render() -> str:
     for part, cls in PARTS.items():
         lines += ["", f"### {part}: {cls.__doc__.strip()}", "", "| field | unit | meaning |", "|---|---|---|"]
         lines += [_row(f.name, f.metadata["unit"], f.metadata["doc"]) for f in fields(cls)]
+    lines += ["", f"### correctness: {Correctness.__doc__.strip()}", "",
+              "One object under the cell's `correctness` key.", "", "| field | unit | meaning |", "|---|---|---|"]
+    lines += [_row(f.name, f.metadata["unit"], f.metadata["doc"]) for f in fields(Correctness)]
     lines += ["", "## Incidents", "", "| kind | effect on the cell |", "|---|---|"]
     lines += [f"| `{kind}` | {effect} |" for kind, effect in EFFECTS.items()]
     return "\n".join(lines) + "\n"

@@ -1,18 +1,29 @@
 """The matrix table of cells (pure: dicts in, text out). Times in ms, rates in tok/s.
 
-Every header names its figure and its statistic (`req tok/s mean`, `req p10`, `TTFT p99`); `n` is the number
-of requests the per-request figures are over, and a percentile over fewer than FEW_SAMPLES of them is marked
-`*` (a p99 of 16 requests is their maximum). docs/definitions.md defines each column."""
+Two tables from one list of columns: the wide one (`--wide`) shows every column; the default one shows the
+columns named in `DEFAULT` and fits `WIDTH` characters (or a narrower terminal): when its rows are wider, the
+column of lowest priority goes first, until they fit. A column another part adds joins the wide table by being
+in `COLUMNS`, and the default one by a name in `DEFAULT` (room is left for about three short ones). The
+default table numbers each cell's note (`n1`) and prints the notes under the rows, so a long note never
+widens it.
+
+Every header names its figure and its statistic (`req tok/s mean`, `TTFT p99`); a percentile over fewer than
+FEW_SAMPLES requests is marked `*` (a p99 of 16 requests is their maximum); `±95%` is the half-width of the
+confidence interval of `out tok/s` (`intervals`). docs/definitions.md defines each column."""
 
 from __future__ import annotations
+
+import textwrap
 
 from loadgen.names import CellStatus
 from loadgen.results import gpu_columns
 from loadgen.results import text_table as tt
 from loadgen.results.cell_result import saturation_note
+from loadgen.results.correctness import verify_text
 from loadgen.results.text_table import Column, field, millis, number
 
 FEW_SAMPLES = 100
+WIDTH = 120
 
 
 def _load(cell: dict) -> str:
@@ -24,21 +35,23 @@ def _load(cell: dict) -> str:
 
 def _accept(cell: dict) -> str:
     acc = cell.get("accept_length") or {}
-    return tt.MISSING if acc.get("value") is None else f"{acc['value']:.2f} {acc.get('source', '')}"
+    return tt.MISSING if acc.get("value") is None else f"{acc['value']:.2f}"
 
 
-def _notes(cell: dict) -> str:
+def notes(cell: dict) -> str:
+    """The cell's notes in one line: not ok, sources that disagree, a saturated client, the warnings."""
     acc = cell.get("accept_length") or {}
-    notes = []
+    found = []
     if cell.get("status", CellStatus.OK) != CellStatus.OK:
-        notes.append(f"{cell['status'].upper()}: {cell.get('error') or ''}")
+        found.append(f"{cell['status'].upper()}: {cell.get('error') or ''}")
     if acc.get("disagreement"):
-        notes.append("sources disagree: " + acc["disagreement"])
-    saturated = saturation_note(cell["client"]) if (cell.get("client") or {}).get("saturated") else None
-    if saturated and saturated not in cell.get("warnings", []):  # a file of an earlier loadgen
-        notes.append(saturated)
-    notes += cell.get("warnings", [])
-    return " | ".join(notes)
+        found.append("sources disagree: " + acc["disagreement"])
+    client = cell.get("client") or {}
+    saturated = saturation_note(client, cell) if client.get("saturated") else None
+    warnings = cell.get("warnings", [])
+    if saturated and not any(w.startswith("CLIENT SATURATED") for w in warnings):  # a file of an earlier loadgen
+        found.append(saturated)
+    return " | ".join(found + warnings)
 
 
 def _few_samples(cell: dict, figure: str) -> bool:
@@ -59,29 +72,63 @@ def _percentile(path: str, ms: bool = False):
     return show
 
 
+def half_width(path: str, scale: float = 1.0):
+    """"±12.3": half the width of the confidence interval of the figure at `path` (`intervals`), times
+    `scale` (1e3: seconds shown in ms), or "-"."""
+    def show(cell: dict) -> str:
+        interval = (cell.get("intervals") or {}).get(path)
+        return tt.MISSING if not interval else f"±{(interval[1] - interval[0]) / 2 * scale:.1f}"
+    return show
+
+
+def _repeats(cell: dict) -> str:
+    return str((cell.get("repeats") or {}).get("n") or 1)
+
+
 COLUMNS = [
     tt.CONTEXT,
     Column("conc", 5, _load),
     Column("ok/fail", 9, tt.ok_failed),
+    Column("runs", 4, _repeats),
     Column("out tok/s", 10, number("output_tok_s", ".1f")),
+    Column("±95%", 7, half_width("output_tok_s")),
     Column("steady tok/s", 12, number("steady.output_tok_s", ".1f")),
     Column("req tok/s mean", 14, number("request_tok_s.mean", ".1f")),
+    Column("±req", 7, half_width("request_tok_s.mean")),
     Column("req p10", 8, _percentile("request_tok_s.p10")),
     Column("TTFT mean ms", 12, millis("ttft_s.mean")),
     Column("TTFT p50", 9, _percentile("ttft_s.p50", ms=True)),
+    Column("±p50", 7, half_width("ttft_s.p50", 1e3)),
     Column("TTFT p99", 9, _percentile("ttft_s.p99", ms=True)),
-    Column("n", 5, number("ttft_s.samples", "d")),
-    Column("pp ms", 8, millis("prefill_s")),
     Column("pp tok/s", 9, number("prefill_tok_s", ".0f")),
-    Column("E2E s", 7, number("e2e_s.mean", ".2f")),
+    Column("E2E s", 6, number("e2e_s.mean", ".2f")),
     Column("tok/chk", 7, number("tokens_per_chunk_mean", ".2f")),
-    Column("accept", 14, _accept),
-    Column("W", 7, number("power.mean_w_total", ".0f")),
+    Column("accept", 6, _accept),
+    Column("source", -11, lambda c: (c.get("accept_length") or {}).get("source") or tt.MISSING),
+    Column("W", 6, number("power.mean_w_total", ".0f")),
     Column("J/tok", 7, number("power.j_per_output_token", ".3f")),
     gpu_columns.DEFAULT_COLUMN,
     *gpu_columns.WIDE_COLUMNS,
-    Column("note", 0, _notes),
+    Column("note", 0, notes),
 ]
+
+# the default table's columns → priority: when the rows are wider than the limit, the lowest goes first
+DEFAULT = {"ctx": 100, "conc": 100, "ok/fail": 90, "out tok/s": 100, "±95%": 80, "req tok/s mean": 85,
+           "TTFT p50": 85, "TTFT p99": 70, "E2E s": 60, "accept": 75, "J/tok": 50, "GPU%": 65, "verify": 95,
+           "note": 100}
+NOTE_REF = Column("note", 0, lambda ref: ref)  # the default table's note column: the number of the cell's note
+
+
+VERIFY = Column("verify", 10, verify_text)  # --verify: before the note (results/correctness.verify_text)
+
+
+def columns(verify: bool) -> list[Column]:
+    """The matrix's columns; with `verify` (a run with --verify) the verify column before the note."""
+    return [*COLUMNS[:-1], VERIFY, COLUMNS[-1]] if verify else COLUMNS
+
+
+def verified(cells: list[dict]) -> bool:
+    return any(c.get("correctness") for c in cells)
 
 
 def title(label: str | None, run_id: str) -> str:
@@ -89,30 +136,95 @@ def title(label: str | None, run_id: str) -> str:
     return f"run {run_id}" + (f"  label {label}" if label else "")
 
 
-def header() -> str:
-    return tt.header(COLUMNS)
+def header(columns: list[Column] = COLUMNS) -> str:
+    return tt.header(columns)
 
 
-def row(cell: dict) -> str:
-    return tt.line(COLUMNS, cell)
+def row(cell: dict, columns: list[Column] = COLUMNS) -> str:
+    return tt.line(columns, cell)
 
 
 CANCELLED_LEGEND = "+Nc in ok/fail: N requests cancelled by the client (an interrupt), neither ok nor failed"
 
 
 def footnote(cells: list[dict]) -> str | None:
-    """The legend of "*" and of "+Nc", when a row carries one."""
-    notes = []
+    """The legends of "*", "+Nc" and "±95%", for the marks the rows carry, one a line."""
+    legends = []
     if any(_few_samples(c, f) for c in cells for f in ("request_tok_s", "ttft_s")):
-        notes.append(f"* percentile over fewer than {FEW_SAMPLES} requests (n): a p99 of n < {FEW_SAMPLES} is "
-                     f"close to their maximum; raise --requests-per-cell for a tail figure")
+        legends.append(f"* percentile over fewer than {FEW_SAMPLES} requests: a p99 of fewer than {FEW_SAMPLES} "
+                       f"is close to their maximum; raise --requests-per-cell for a tail figure")
     if any((c.get("requests") or {}).get("cancelled") for c in cells):
-        notes.append(CANCELLED_LEGEND)
-    return "\n".join(notes) or None
+        legends.append(CANCELLED_LEGEND)
+    if any(c.get("intervals") for c in cells):
+        legends.append("±95%: half-width of the 95 % confidence interval of out tok/s (over the requests, or "
+                       "over the runs of --repeat)")
+    return "\n".join(legends) or None
 
 
-def table(cells: list[dict], heading: str | None = None) -> str:
-    """The matrix: `heading` (e.g. `title(...)`), the header, one row per cell, the legend of "*"."""
-    lines = ([heading] if heading else []) + [header()] + [row(c) for c in cells]
-    note = footnote(cells)
-    return "\n".join(lines + ([note] if note else []))
+def note_refs(cells: list[dict]) -> tuple[list[str], list[str]]:
+    """(each cell's note reference, "n1" or "", the notes as lines "n1 ctx 1024 conc 128: …"), one number per
+    distinct note text."""
+    numbers: dict[str, int] = {}
+    refs, lines = [], []
+    for cell in cells:
+        text = notes(cell)
+        if not text:
+            refs.append("")
+            continue
+        if text not in numbers:
+            numbers[text] = len(numbers) + 1
+            lines.append(f"n{numbers[text]} ctx {cell['context_tokens']} conc {_load(cell)}: {text}")
+        refs.append(f"n{numbers[text]}")
+    return refs, lines
+
+
+def default_columns(cells: list[dict], width: int = WIDTH, candidates: list[Column] = COLUMNS,
+                    priorities: dict[str, int] = DEFAULT) -> list[Column]:
+    """The default table's columns that fit `width`: the `candidates` named in `priorities`, the lowest
+    priority left out first while a row (its note reference included) is wider."""
+    columns = [c for c in candidates if c.header in priorities and c.header != "note"]
+    refs, _ = note_refs(cells)
+    ref_width = max((len(r) for r in refs), default=0)
+
+    def widest(cols: list[Column]) -> int:
+        lines = [tt.header(cols), *(tt.line(cols, c) for c in cells)]
+        return max(len(line) for line in lines) + 1 + max(ref_width, len("note"))
+    while len(columns) > 1 and widest(columns) > width:
+        columns.remove(min(columns, key=lambda c: (priorities[c.header], -columns.index(c))))
+    return columns
+
+
+def table(cells: list[dict], heading: str | None = None, wide: bool = False, width: int = WIDTH,
+          candidates: list[Column] | None = None, priorities: dict[str, int] = DEFAULT) -> str:
+    """The matrix: `heading` (e.g. `title(...)`), the header, one row per cell, the legend of "*". Wide:
+    every column, each note in its row; else the default columns fitted to `width` (`default_columns`), the
+    notes below. The candidates default to the matrix's columns (`columns`: the verify column when a cell
+    was verified)."""
+    candidates = candidates if candidates is not None else columns(verified(cells))
+    if wide:
+        lines = [header(candidates), *(row(c, candidates) for c in cells)]
+        notes_below: list[str] = []
+    else:
+        shown = default_columns(cells, width, candidates, priorities)
+        refs, notes_below = note_refs(cells)
+        lines = [tt.header([*shown, NOTE_REF])]
+        lines += [tt.join([*shown, NOTE_REF], [*tt.texts(shown, c), ref]) for c, ref in zip(cells, refs)]
+    lines = [line.rstrip() for line in ([heading] if heading else []) + lines]
+    wrapped = [w for n in notes_below for w in textwrap.wrap(n, width, subsequent_indent="    ")]
+    legend = (footnote(cells) or "").splitlines()
+    legends = legend if wide else [w for line in legend for w in textwrap.wrap(line, width)]
+    return "\n".join(lines + wrapped + legends)
+
+
+def progress_line(cell: dict, done: str) -> str:
+    """The one line said on stderr when a cell (or one repeat of it) is measured: `done` ("cell 3/6"), the
+    cell's headline figures and what its notes are about ("CLIENT SATURATED"; the notes are under the final
+    table), within WIDTH."""
+    out = tt.field(cell, "output_tok_s")
+    interval = (cell.get("intervals") or {}).get("output_tok_s")
+    spread = f" {half_width('output_tok_s')(cell)}" if interval else ""
+    ttft = tt.field(cell, "ttft_s.p50")
+    head = (f"{done} ctx {cell['context_tokens']} conc {_load(cell)}: {tt.ok_failed(cell)} ok/fail, "
+            f"{tt.fmt(out, '.1f')}{spread} tok/s, TTFT p50 {tt.fmt_ms(ttft)} ms")
+    labels = [part.split(" (")[0].split(":")[0] for part in notes(cell).split(" | ") if part]
+    return head if not labels else textwrap.shorten(f"{head} | {', '.join(labels)}", WIDTH, placeholder=" …")

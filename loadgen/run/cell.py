@@ -25,8 +25,9 @@ from loadgen.run.drivers import Driver
 from loadgen.run.monitor import LoopMonitor
 from loadgen.run.progress import Progress
 from loadgen.run.transport import Transport
+from loadgen.run.verify import Verifier, VerifyingSender
 from loadgen.schedule.cell_run import CellRun, LoadOutcome, StopToken
-from loadgen.schedule.jobs import JobList
+from loadgen.schedule.jobs import Inserted, JobList
 from loadgen.sinks.base import Sink
 from loadgen.telemetry.base import TelemetrySource
 from loadgen.workload.prompts import PromptBuilder
@@ -39,7 +40,8 @@ class CellMeasurer:
     """Measures cells of one run with the parts it is given."""
 
     def __init__(self, cfg: RunConfig, run_id: str, prompts: PromptBuilder, driver: Driver, transport: Transport,
-                 sinks: list[Sink], telemetry: list[SourceFactory], control: RunControl, progress: Progress):
+                 sinks: list[Sink], telemetry: list[SourceFactory], control: RunControl, progress: Progress,
+                 verifier: Verifier | None = None):
         self.cfg = cfg
         self.run_id = run_id
         self.prompts = prompts
@@ -49,26 +51,33 @@ class CellMeasurer:
         self.telemetry = telemetry
         self.control = control
         self.progress = progress
+        self.verifier = verifier
         self.model = prompts.model
 
-    async def jobs(self, cell: CellKey) -> JobList:
-        """Warmup and measured jobs; a duration-bound cell reuses its sized prompts under new numbers."""
+    async def jobs(self, cell: CellKey) -> JobList | Inserted:
+        """Warmup and measured jobs (and the verification jobs, `--verify`); a duration-bound cell reuses its
+        sized prompts under new numbers."""
         cfg = self.cfg
         planned = self.driver.planned_requests(cell)
         n_total = cfg.warmup + (max(planned, DURATION_JOBS) if cfg.duration_per_cell_s else planned)
         opts = RequestOptions(model=self.model, max_tokens=cfg.max_tokens, temperature=cfg.temperature,
                               ignore_eos=cfg.ignore_eos)
         bodies, categories = await self.prompts.bodies(cell, min(n_total, planned + cfg.warmup), opts)
-        return JobList(bodies, n_total, cfg.warmup, categories=categories)
+        jobs = JobList(bodies, n_total, cfg.warmup, categories=categories)
+        return self.verifier.jobs(jobs, cfg.warmup) if self.verifier is not None else jobs
 
-    def cell_run(self, session: aiohttp.ClientSession, cell: CellKey, jobs: JobList, attempt: int,
-                 measured: list[Record], stop: StopToken) -> CellRun:
+    def cell_run(self, session: aiohttp.ClientSession, cell: CellKey, jobs: JobList | Inserted, attempt: int,
+                 measured: list[Record], stop: StopToken, repeat: int = 0,
+                 verified: list[Record] | None = None) -> CellRun:
         def on_record(rec: Record) -> None:
-            rec.category = jobs.category(rec.seq)
+            rec.category = jobs.category(rec.seq) if rec.phase != Phase.VERIFY else None
+            rec.repeat = repeat
             for s in self.sinks:
                 s.record(rec)
             if rec.phase == Phase.MEASURE:
                 measured.append(rec.compact())  # kept until the summary: per-chunk lists as machine ints
+            elif rec.phase == Phase.VERIFY and verified is not None:
+                verified.append(rec)
             self.progress.add(rec)
 
         def on_sent() -> None:
@@ -78,22 +87,31 @@ class CellMeasurer:
         deadline = None
         if self.cfg.duration_per_cell_s:
             deadline = time.monotonic_ns() + int(self.cfg.duration_per_cell_s * 1e9)
-        return CellRun(self.run_id, cell, jobs, self.transport.sender(session), on_sent, on_record, deadline,
+        send = self.transport.sender(session)
+        if self.verifier is not None:
+            send = VerifyingSender(send, self.verifier, session)
+        return CellRun(self.run_id, cell, jobs, send, on_sent, on_record, deadline,
                        attempt=attempt, warmup=self.cfg.warmup, stop=stop)
 
     async def measure(self, session: aiohttp.ClientSession, cell: CellKey, attempt: int = 0,
-                      stop: StopToken | None = None) -> tuple[CellResult, LoadOutcome]:
-        """One attempt at the cell, its load stopped early through `stop`: its result, and what its load did."""
+                      stop: StopToken | None = None, repeat: int = 0) -> tuple[CellResult, LoadOutcome]:
+        """One attempt at the cell (its `repeat`-th measurement), its load stopped early through `stop`: its
+        result, and what its load did."""
         jobs = await self.jobs(cell)
         measured: list[Record] = []
-        run = self.cell_run(session, cell, jobs, attempt, measured, stop or StopToken(self.control.token))
+        verified: list[Record] = []
+        run = self.cell_run(session, cell, jobs, attempt, measured, stop or StopToken(self.control.token), repeat,
+                            verified)
         await self.transport.before_cell(session, cell, len(jobs))
         for s in self.sinks:
             s.cell_started(cell, self.run_id)
         self.progress.reset(cell.label(), 0 if self.cfg.duration_per_cell_s else len(jobs))
         await self.driver.warm_up(run, cell)
         results, client = await self.measured_window(run, cell, measured)
-        result = build_cell(cell, measured, results, client, max_failed_fraction=self.cfg.max_failed_fraction)
+        v = self.verifier
+        result = build_cell(cell, measured, results, client, max_failed_fraction=self.cfg.max_failed_fraction,
+                            verified=verified, verify=self.cfg.verify if v else None,
+                            reference=v.reference_name if v else "")
         self.driver.finish(cell, result, measured)
         return result, run.cell_outcome()
 
@@ -101,11 +119,13 @@ class CellMeasurer:
         """The measured load with telemetry and self-monitoring open around it; (source results, client
         health)."""
         sources = [f() for f in self.telemetry]
-        monitor = LoopMonitor()
-        monitor.start()
         for src in sources:
             await src.start()
+        # the client is judged over its load only: the sources' first and last scrapes are not its work
+        monitor = LoopMonitor()
+        monitor.start()
         drawer = asyncio.create_task(self.progress.redraw())
+        client = None
         try:
             load = asyncio.ensure_future(self.driver.drive(run, cell))
             self.control.loading_cell(load, run.cell_outcome)
@@ -114,9 +134,12 @@ class CellMeasurer:
             await asyncio.wait([load])
             if not load.cancelled():
                 load.result()
+            lateness_p99 = send_lateness(measured).get("p99") if cell.request_rate is not None else None
+            client = await monitor.stop(lateness_p99)
         finally:
             drawer.cancel()
+            if client is None:  # the load raised: the sampler stops with it
+                await monitor.stop()
             self.progress.clear()
             results = [await src.stop() for src in sources]
-        lateness_p99 = send_lateness(measured).get("p99") if cell.request_rate is not None else None
-        return results, await monitor.stop(lateness_p99)
+        return results, client

@@ -21,7 +21,7 @@ import aiohttp
 from loadgen.client.aiohttp_sender import make_session
 from loadgen.client.config import ClientConfig
 from loadgen.config import RunConfig
-from loadgen.console import log
+from loadgen.console import log, table_width
 from loadgen.errors import ServerError
 from loadgen.names import CellStatus
 from loadgen.record import CellKey, RunAnchor
@@ -32,7 +32,8 @@ from loadgen.results.document import ResultsFile
 from loadgen.results.incidents import IncidentKind
 from loadgen.results.knee_text import knee_summary
 from loadgen.results.provenance import wall_clock
-from loadgen.results.table import header, row, table, title
+from loadgen.results.repeats import combine_repeats
+from loadgen.results.table import progress_line, table, title
 from loadgen.run.cell import CellMeasurer, SourceFactory
 from loadgen.run.control import RunControl
 from loadgen.run.drivers import Driver
@@ -41,6 +42,7 @@ from loadgen.run.progress import Progress
 from loadgen.run.server_down import ServerDownPolicy
 from loadgen.run.setup import find_target, size_prompts
 from loadgen.run.transport import Transport
+from loadgen.run.verify import Verifier
 from loadgen.schedule.cell_run import LoadOutcome, StopToken
 from loadgen.sinks.base import Sink
 from loadgen.target.discover import Target
@@ -88,6 +90,7 @@ class RunParts:
     preflight: list[Preflight] = field(default_factory=list)
     banner: str | None = None  # said once before the run: what kind of load it is
     tables: list[Table] = field(default_factory=list)  # the load's own tables, after the matrix
+    verifier: Verifier | None = None  # --verify: verification requests in every cell
 
 
 def new_run_id() -> str:
@@ -144,7 +147,7 @@ class Runner:
                     await svc.close(finished)
                 await self.parts.transport.close()
         cells = [c.to_json() for c in self.cells]
-        print(table(cells, title(self.cfg.label, self.run_id)))
+        print(table(cells, title(self.cfg.label, self.run_id), wide=self.cfg.wide, width=table_width()))
         for text in [*(t(cells) for t in self.parts.tables), lengths_table(cells), category_table(cells),
                      knee_summary(cells)]:
             if text:
@@ -166,30 +169,48 @@ class Runner:
             log("speculative: " + "  ".join(f"{k.replace('speculative_', '')}={v}" for k, v in spec.items()))
         log(f"{sizing_note(prompts.describe())}; run {self.run_id}")
         p = self.parts
+        if p.verifier is not None:
+            await p.verifier.prepare(session, prompts.model)
         return CellMeasurer(cfg, self.run_id, prompts, p.driver, p.transport, p.sinks, p.telemetry(t),
-                            self.control, Progress())
+                            self.control, Progress(), p.verifier)
 
     async def measure_matrix(self, session: aiohttp.ClientSession, measurer: CellMeasurer) -> None:
-        log(title(self.cfg.label, self.run_id))
-        log(header())
-        for cell in self.cells_to_run():
+        todo = self.cells_to_run()
+        log(f"{title(self.cfg.label, self.run_id)}: {len(todo)} cells" +
+            (f" × {self.cfg.repeat} repeats" if self.cfg.repeat > 1 else ""))
+        for i, cell in enumerate(todo, 1):
             if self.control.stopping:
                 self.results.add(unmeasured(cell, IncidentKind.NOT_REACHED, self.control.stop_reason, self.run_id))
                 continue
-            result = await self.measure_cell(session, measurer, cell)
+            result = await self.measure_repeats(session, measurer, cell, f"cell {i}/{len(todo)}")
             self.results.add(result)
             entry = result.to_json()
             for s in self.parts.sinks:
                 s.cell_finished(cell, entry)
             self.results.save()
-            log(row(entry))
+            log(progress_line(entry, f"cell {i}/{len(todo)}" + (" (mean)" if self.cfg.repeat > 1 else "")))
         if self.control.stopping:
             self.results.save()  # with the cells that were not measured, marked skipped
 
+    async def measure_repeats(self, session: aiohttp.ClientSession, measurer: CellMeasurer, cell: CellKey,
+                              done: str) -> CellResult:
+        """The cell measured `--repeat` times (each a whole measurement), combined (`combine_repeats`); an
+        interrupt between repeats ends them, and the cell is measured again on resume."""
+        n = self.cfg.repeat
+        results: list[CellResult] = []
+        for repeat in range(n):
+            if results and self.control.stopping:
+                results[-1].add(IncidentKind.INTERRUPTED, f"stopped early: {len(results)} of {n} repeats measured")
+                break
+            results.append(await self.measure_cell(session, measurer, cell, repeat))
+            if n > 1:
+                log(progress_line(results[-1].to_json(), f"{done} run {repeat + 1}/{n}"))
+        return combine_repeats(results)
+
     async def measure_cell(self, session: aiohttp.ClientSession, measurer: CellMeasurer,
-                           cell: CellKey) -> CellResult:
+                           cell: CellKey, repeat: int = 0) -> CellResult:
         async def attempt(c: CellKey, n: int, stop: StopToken) -> tuple[CellResult, LoadOutcome]:
-            return await measurer.measure(session, c, n, stop)
+            return await measurer.measure(session, c, n, stop, repeat)
 
         try:
             result = await self.parts.server_down.run_cell(session, cell, attempt,

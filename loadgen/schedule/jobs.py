@@ -89,3 +89,43 @@ class Tail(_View):
 
     def _at(self, i: int) -> Job:
         return self.jobs[self.start + i]
+
+
+class Window(_View):
+    """Jobs `lo..hi-1` of a sequence, not copied."""
+
+    def __init__(self, jobs: Sequence[Job], lo: int, hi: int):
+        self.jobs, self.lo, self.hi = jobs, lo, max(lo, hi)
+
+    def __len__(self) -> int:
+        return self.hi - self.lo
+
+    def _at(self, i: int) -> Job:
+        return self.jobs[self.lo + i]
+
+
+class Inserted(_View):
+    """`extra` jobs placed before job `at` of `jobs` (a cell's verification requests, right after its warmup),
+    lazily: slices are windows, so a duration-bound cell's million jobs stay unbuilt."""
+
+    def __init__(self, jobs: JobList, extra: Sequence[Job], at: int):
+        self.jobs, self.extra, self.at = jobs, extra, min(at, len(jobs))
+
+    def category(self, seq: int) -> str | None:
+        return self.jobs.category(seq)
+
+    def __len__(self) -> int:
+        return len(self.jobs) + len(self.extra)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice) and i.step in (None, 1):
+            lo, hi, _ = i.indices(len(self))
+            return Window(self, lo, hi)
+        return super().__getitem__(i)
+
+    def _at(self, i: int) -> Job:
+        if i < self.at:
+            return self.jobs[i]
+        if i < self.at + len(self.extra):
+            return self.extra[i - self.at]
+        return self.jobs[i - len(self.extra)]

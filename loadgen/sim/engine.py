@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from loadgen.aio import cancel_and_wait
 from loadgen.sim.model import Roofline, SpecConfig, draw_accept, mean_accept_length
+from loadgen.sim.outputs import Output, OutputFaults, prompt_seed
 from loadgen.sim.prompt_kind import FACTORS, kind_accept_mean
 
 
@@ -36,6 +37,11 @@ class SimRequest:
     prompt: object = None  # the messages or text as received, for the truth
     count_prompt: Callable[[], int] | None = None  # deferred tokenization (see Generations.prompt_size)
     cached_tokens: int = 0  # prompt tokens the prefix cache served (the llama.cpp imitation has one)
+    output: Output | None = None  # the tokens produced so far (sim/outputs.py), made at the first one
+
+    def tokens(self, start: int, k: int) -> list[int]:
+        """Output tokens start..start+k-1 (all produced by the time a route writes them)."""
+        return self.output.tokens[start:start + k] if self.output is not None else []
 
     @property
     def finished(self) -> bool:
@@ -55,7 +61,8 @@ class WindowStats:
 class Engine:
     def __init__(self, spec: SpecConfig, roofline: Roofline | None = None, speed: float = 1.0,
                  max_running: int = 256, seed: int = 0, decode_log_interval: int = 40,
-                 on_utilization: Callable[[float], None] | None = None):
+                 on_utilization: Callable[[float], None] | None = None,
+                 output_faults: OutputFaults | None = None):
         self.spec = spec
         self.roofline = roofline or Roofline()
         self.speed = speed
@@ -72,6 +79,7 @@ class Engine:
         self.step_listeners: list[Callable[["Engine", int, int, int], None]] = []
         self.window_listeners: list[Callable[["Engine", WindowStats], None]] = []  # at each decode-log refresh
         self.on_utilization = on_utilization  # GPU busy fraction (see `utilization`) whenever the batch changes
+        self.output_faults = output_faults or OutputFaults()  # garbage or drift under batching (sim/outputs.py)
         # SGLang's tokenizer-side counters (their /metrics names are in sglang_metrics)
         self.prompt_tokens_total = 0
         self.generation_tokens_total = 0
@@ -126,16 +134,17 @@ class Engine:
 
     def _step(self, new: list[SimRequest], decoding: list[SimRequest]) -> None:
         accepted = 0
+        running = len(new) + len(decoding)
         for r in new:
             r.started = True
-            self._emit(r, 1)
+            self._emit(r, 1, running)
         for r in decoding:
             if r.aborted:
                 continue
             k = min(draw_accept(self.rng, self.spec, self.kind_means[r.kind]), r.max_tokens - r.generated)
             r.verify_ct += 1
             accepted += k
-            self._emit(r, k)
+            self._emit(r, k, running)
         if decoding:
             w = self.window
             if w.steps == 0:
@@ -153,7 +162,10 @@ class Engine:
         for fn in self.step_listeners:
             fn(self, len(new) + len(decoding), accepted, len(decoding))
 
-    def _emit(self, r: SimRequest, k: int) -> None:
+    def _emit(self, r: SimRequest, k: int, running: int) -> None:
+        if r.output is None:
+            r.output = Output(prompt_seed(r.prompt), [])
+        r.output.extend(k, running, self.output_faults)
         r.generated += k
         if r.finished:
             # SGLang's tokenizer-side counters move when a request completes, not per step

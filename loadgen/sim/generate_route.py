@@ -49,15 +49,16 @@ class GenerateRoute:
         if body.get("stream"):
             return await self.gen.stream(request, req, API, lambda resp: self._events(req, resp))
         await self.gen.run_unary(req, API)
-        return json_response(generate_event(rid, text_for(0, req.generated), req.generated, req.prompt_tokens,
-                                            {"type": "length", "length": req.generated}, self.gen.final_meta(req)))
+        return json_response(generate_event(rid, text_for(req, 0, req.generated), req.generated, req.prompt_tokens,
+                                            {"type": "length", "length": req.generated}, self.gen.final_meta(req),
+                                            output_ids=req.tokens(0, req.generated)))
 
     async def _events(self, req: SimRequest, resp: web.StreamResponse) -> AsyncIterator[tuple[bytes, int]]:
         n = 0
         text_so_far = ""  # extended chunk by chunk rather than re-rendered
         while n < req.max_tokens:
             k = await self.gen.next_chunk(req, resp)
-            text_so_far += text_for(n, k)
+            text_so_far += text_for(req, n, k)
             n += k
             done = n >= req.max_tokens
             event = generate_event(req.rid, text_so_far, n, req.prompt_tokens,

@@ -122,6 +122,8 @@ class Generations:
                      prompt_tokens=req.prompt_tokens, cached_tokens=req.cached_tokens,
                      outcome=outcome, budget=self.engine.spec.budget, prompt_kind=req.kind, prompt=req.prompt,
                      accept_mean=self.engine.kind_means[req.kind], accept_mean_config=self.engine.accept_mean)
+        if req.output is not None and self.engine.output_faults.any():
+            truth.update(loop_from=req.output.loop_from, drift_from=req.output.drift_from)
         if truth["chunk_times_ns"]:
             truth["t_first_chunk_ns"] = truth["chunk_times_ns"][0]
         if self.hooks is not None:

@@ -169,7 +169,7 @@ class LlamaCppWire:
         while sent < req.max_tokens:
             k = await self.gen.next_chunk(req, resp)
             for i in range(k):
-                yield sse(self._base(req, chat, [self._choice(chat, text_for(sent + i, 1), None)])), 1
+                yield sse(self._base(req, chat, [self._choice(chat, text_for(req, sent + i, 1), None)])), 1
             sent += k
         final = self._final(req, t0)
         finish = self._base(req, chat, [self._choice(chat, None, "length")])

@@ -22,6 +22,7 @@ from loadgen.sim.engine import Engine
 from loadgen.sim.gpus import SimulatedGpus
 from loadgen.sim.logs import DecodeLog
 from loadgen.sim.model import Roofline, SpecConfig
+from loadgen.sim.outputs import OutputFaults
 from loadgen.sim.quiet import quiet_hang_ups
 from loadgen.sim.server import SimServer
 from loadgen.sim.truth import TruthLog
@@ -65,8 +66,10 @@ async def serve(args: argparse.Namespace) -> None:
 
 def _engine(args: argparse.Namespace, gpus) -> Engine:
     spec = SpecConfig(budget=args.budget, topk=args.topk, block_size=args.block_size, algorithm=args.algorithm)
+    faults = OutputFaults(garbage_above=args.garbage_above, drift_above=args.drift_above,
+                          drift_after=args.drift_after)
     return Engine(spec, Roofline(), speed=args.speed, max_running=args.max_running, seed=args.seed,
-                  on_utilization=gpus.set_utilization if gpus is not None else None)
+                  on_utilization=gpus.set_utilization if gpus is not None else None, output_faults=faults)
 
 
 def _sim_config(args: argparse.Namespace) -> SimConfig:

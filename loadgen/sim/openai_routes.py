@@ -18,7 +18,7 @@ from loadgen.sim.engine import SimRequest
 from loadgen.sim.generation import Generations
 from loadgen.sim.per_token import step_events
 from loadgen.sim.prompt_kind import chat_text, prompt_kind
-from loadgen.sim.render import OpenAIChunks, sse, text_for
+from loadgen.sim.render import OpenAIChunks, sse, text_for, token_logprobs
 from loadgen.sim.responses import error_response, json_response, read_json_object
 
 DEFAULT_MAX_TOKENS = 16
@@ -31,6 +31,7 @@ class _Extras:
 
     usage: bool  # a final usage chunk
     spec: bool  # SGLang's spec_tokens_details
+    logprobs: bool = False  # the tokens of a unary answer (`logprobs`)
 
 
 class OpenAIRoutes:
@@ -71,7 +72,8 @@ class OpenAIRoutes:
         opts = body.get("stream_options") or {}
         chunks = OpenAIChunks(rid, self.model, chat, bool(opts.get("continuous_usage_stats")), prompt_tokens)
         extras = _Extras(usage=bool(opts.get("include_usage")),
-                         spec=bool(body.get("return_spec_tokens_details")) and self.spec_details)
+                         spec=bool(body.get("return_spec_tokens_details")) and self.spec_details,
+                         logprobs=body.get("logprobs") not in (None, False))
         req = SimRequest(rid=rid, prompt_tokens=prompt_tokens, max_tokens=int(max_tokens),
                          t_arrival_ns=request["t_arrival_ns"], count_prompt=count, **_kind(body, chat))
         if not body.get("stream"):
@@ -84,9 +86,11 @@ class OpenAIRoutes:
     async def _unary(self, req: SimRequest, chunks: OpenAIChunks, extras: _Extras) -> web.Response:
         await self.gen.run_unary(req, _api(chunks.chat))
         chunks.prompt_tokens = req.prompt_tokens
-        text = text_for(0, req.generated)
+        text = text_for(req, 0, req.generated)
         choice = ({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}
                   if chunks.chat else {"index": 0, "text": text, "finish_reason": "length"})
+        if extras.logprobs:
+            choice["logprobs"] = token_logprobs(req.tokens(0, req.generated), chunks.chat)
         obj = {"id": req.rid, "object": "chat.completion" if chunks.chat else "text_completion",
                "created": chunks.created, "model": self.model, "choices": [choice],
                "usage": chunks.usage(req.generated)}
@@ -104,9 +108,9 @@ class OpenAIRoutes:
             chunks.prompt_tokens = req.prompt_tokens  # known once the engine has admitted the request
             finish = "length" if sent + k >= req.max_tokens else None
             if self.per_token_events:
-                yield step_events(chunks, sent, k, finish), k
+                yield step_events(chunks, req, sent, k, finish), k
             else:
-                yield sse(chunks.content(text_for(sent, k), sent + k, finish)), k
+                yield sse(chunks.content(text_for(req, sent, k), sent + k, finish)), k
             sent += k
         if extras.spec:
             yield sse(chunks.spec(self.gen.spec_details(req))), 0

@@ -12,7 +12,7 @@ from __future__ import annotations
 from loadgen.sim.render import OpenAIChunks, sse, text_for
 
 
-def step_events(chunks: OpenAIChunks, sent: int, k: int, finish: str | None) -> bytes:
-    """The k one-token events of a step whose first token is number `sent`; the last carries `finish`."""
-    return b"".join(sse(chunks.content(text_for(sent + i, 1), sent + i + 1, finish if i == k - 1 else None))
+def step_events(chunks: OpenAIChunks, req, sent: int, k: int, finish: str | None) -> bytes:
+    """The k one-token events of `req`'s step whose first token is number `sent`; the last carries `finish`."""
+    return b"".join(sse(chunks.content(text_for(req, sent + i, 1), sent + i + 1, finish if i == k - 1 else None))
                     for i in range(k))

@@ -6,11 +6,21 @@ import time
 
 import orjson
 
-from loadgen.sim.tokenizer import word_for
+from loadgen.sim.outputs import text_of
 
 
-def text_for(start: int, k: int) -> str:
-    return "".join(word_for(i) for i in range(start, start + k))
+def text_for(req, start: int, k: int) -> str:
+    """The text of output tokens start..start+k-1 of `req` (a SimRequest)."""
+    return text_of(req.tokens(start, k))
+
+
+def token_logprobs(tokens: list[int], chat: bool) -> dict:
+    """An OpenAI choice's `logprobs` for these tokens (each certain: greedy decoding of a fixed model)."""
+    words = [text_of([t]) for t in tokens]
+    if chat:
+        return {"content": [{"token": w, "logprob": 0.0, "bytes": list(w.encode()), "top_logprobs": []}
+                            for w in words]}
+    return {"tokens": words, "token_logprobs": [0.0] * len(words), "top_logprobs": None, "text_offset": None}
 
 
 def sse(obj: dict | str) -> bytes:
@@ -76,9 +86,9 @@ def spec_details(completion_tokens: int, verify_ct: int, budget: int) -> dict:
 
 
 def generate_event(rid: str, text: str, completion_tokens: int, prompt_tokens: int,
-                   finish: dict | None = None, extra: dict | None = None) -> dict:
+                   finish: dict | None = None, extra: dict | None = None, output_ids: list | None = None) -> dict:
     meta = {"id": rid, "finish_reason": finish, "prompt_tokens": prompt_tokens, "weight_version": "default",
             "completion_tokens": completion_tokens, "cached_tokens": 0}
     if extra:
         meta.update(extra)
-    return {"text": text, "output_ids": [], "meta_info": meta}
+    return {"text": text, "output_ids": output_ids or [], "meta_info": meta}

@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from loadgen.client.api import APIS
 from loadgen.errors import UsageError
 from loadgen.sweep.template import render, render_argv, value_text
+from loadgen.sweep.verify_spec import reference_args, reference_first, verify_flags
 
 TOP_KEYS = {"name", "out_dir", "reconfigure", "diagnostics", "server", "readiness", "expect", "matrix",
-            "telemetry", "grid", "configs"}
+            "telemetry", "grid", "configs", "verify"}
 SERVER_KEYS = {"url", "api", "model", "api_key_env", "api_key_file"}
 READINESS_KEYS = {"timeout_s", "poll_s", "successes", "reconfigure_timeout_s", "diagnostics_timeout_s",
                   "request_timeout_s"}
@@ -27,6 +28,7 @@ MATRIX_FLAGS = {
     "contexts": ("--contexts", "ints"), "concurrency": ("--concurrency", "ints"),
     "max_tokens": ("--max-tokens", "int"), "requests_per_cell": ("--requests-per-cell", "int"),
     "duration_per_cell_s": ("--duration-per-cell", "float"), "warmup": ("--warmup", "int"),
+    "repeat": ("--repeat", "int"),
     "temperature": ("--temperature", "float"), "seed": ("--seed", "int"), "timeout_s": ("--timeout", "float"),
     "idle_timeout_s": ("--idle-timeout", "float"), "prompts": ("--prompts", "path"),
     "args": (None, "strs"),
@@ -72,10 +74,13 @@ class SweepSpec:
     configs: list[Config]
     run_flags: list[str] = field(default_factory=list)  # matrix + telemetry + server flags shared by all
     matrix: dict = field(default_factory=dict)
+    verify_reference: str | None = None  # [verify] reference: the configuration whose outputs are the reference
 
     def run_argv(self, cfg: Config, out_path: str) -> list[str]:
-        """The `loadgen` run arguments that measure `cfg` (parsed by the normal command line)."""
-        return ["--url", cfg.url, "--label", cfg.name, "--out", out_path, *self.run_flags]
+        """The `loadgen` run arguments that measure `cfg` (parsed by the normal command line). With a
+        [verify] reference configuration, it saves its reference beside its results and the others read it."""
+        return ["--url", cfg.url, "--label", cfg.name, "--out", out_path, *self.run_flags,
+                *reference_args(self.out_dir, self.verify_reference, cfg.name)]
 
     def settings(self, cfg: Config) -> dict:
         """What a finished cell was measured under: a stored cell is reused only when these are equal."""
@@ -116,27 +121,27 @@ def parse_spec(doc: dict, path: str, text: str = "", out_dir: str | None = None)
     diagnostics = _argv(doc, "diagnostics", path)
     readiness = _readiness(_table(doc, "readiness", path), f"{path} [readiness]")
     expect = _table(doc, "expect", path)
-    matrix = _table(doc, "matrix", path, required=True)
-    telemetry = _table(doc, "telemetry", path)
+    matrix, verify = _table(doc, "matrix", path, required=True), _table(doc, "verify", path)
     flags = ["--api", api] + (["--model", model] if model else [])
-    for key in ("api_key_env", "api_key_file"):
-        if _str(server, key, f"{path} [server]"):
-            flags += ["--" + key.replace("_", "-"), server[key]]
+    flags += [w for key in ("api_key_env", "api_key_file") if _str(server, key, f"{path} [server]")
+              for w in ("--" + key.replace("_", "-"), server[key])]
     flags += _flags(matrix, MATRIX_FLAGS, f"{path} [matrix]", base)
-    flags += _flags(telemetry, TELEMETRY_FLAGS, f"{path} [telemetry]", base)
+    flags += _flags(_table(doc, "telemetry", path), TELEMETRY_FLAGS, f"{path} [telemetry]", base)
+    flags += verify_flags(verify, f"{path} [verify]", base)
     for key in ("contexts", "concurrency"):
         if key not in matrix:
             raise UsageError(f"{path} [matrix]: {key} is missing; e.g. {key} = [1, 32, 64]")
-    configs = []
-    for params, where in _config_params(doc, path):
-        configs.append(_config(params, where, url, reconfigure, diagnostics, expect, readiness))
+    configs = [_config(params, where, url, reconfigure, diagnostics, expect, readiness)
+               for params, where in _config_params(doc, path)]
     names = [c.name for c in configs]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise UsageError(f"{path}: configuration names repeat ({', '.join(dup)}); give each a unique name")
+    reference = reference_first(configs, verify.get("reference"), f"{path} [verify]")
     out_dir = out_dir or _str(doc, "out_dir", path) or os.path.join("results", name)
     return SweepSpec(path=path, text=text, name=name, out_dir=out_dir, api=api,
-                     model=model, readiness=readiness, configs=configs, run_flags=flags, matrix=dict(matrix))
+                     model=model, readiness=readiness, configs=configs, run_flags=flags, matrix=dict(matrix),
+                     verify_reference=reference)
 
 
 def _config_params(doc: dict, path: str) -> list[tuple[dict, str]]:

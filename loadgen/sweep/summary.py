@@ -11,6 +11,7 @@ from loadgen.errors import UsageError
 from loadgen.files import write_json_atomic
 from loadgen.names import ConfigStatus
 from loadgen.results.compare import compare_table, load_inputs
+from loadgen.results.correctness import produced_garbage
 from loadgen.results.schema import SWEEP_SCHEMA
 from loadgen.results.stored import ok_keys, stored_cells
 from loadgen.sweep import state
@@ -45,6 +46,7 @@ def write_summary(spec: SweepSpec, order: list[tuple[int, int]], started_at: str
             "results": os.path.basename(paths["results"]), "records": os.path.basename(paths["records"]),
             "diagnostics": (os.path.basename(paths["diagnostics"]) if os.path.exists(paths["diagnostics"])
                             else None),
+            "garbage_cells": [c.key.label() for c in cells if produced_garbage(c.to_json())],
         })
     summary = {"schema": SWEEP_SCHEMA, "name": spec.name, "file": os.path.abspath(spec.path),
                "source": spec.text, "started_at": started_at,
@@ -58,6 +60,8 @@ def print_summary(spec: SweepSpec, summary: dict) -> None:
     for c in summary["configs"]:
         note = f"  {c['reason']}" if c["status"] != ConfigStatus.OK and c["reason"] else ""
         print(f"  {c['name']:<20} {c['status']:<8} {c['cells_ok']}/{c['cells_total']} cells{note}")
+        if c.get("garbage_cells"):
+            print(f"  {'':<20} GARBAGE OUTPUT in {', '.join(c['garbage_cells'])} (--verify): never best")
     runs = load_inputs([spec.out_dir])
     if any(r.cells for r in runs):
         print()

@@ -34,9 +34,10 @@ def gguf_module():
 
 
 def write_tiny_llama(out: Path, vocab: Path, n_embd: int = 64, n_layer: int = 2, n_head: int = 4,
-                     n_ff: int = 128, n_ctx_train: int = 2048, seed: int = 0) -> Path:
+                     n_ff: int = 128, n_ctx_train: int = 2048, seed: int = 0, output_noise: float = 0.0) -> Path:
     """Write a llama-architecture model of `n_layer` blocks (F32: 17 MB with the 32k llama-spm vocab, 74 MB with
-    the 128k llama-bpe one)."""
+    the 128k llama-bpe one). `output_noise` > 0 adds that much Gaussian noise (its own seed) to the output
+    projection: the same model, slightly wrong, as a noisy draft of the one without noise."""
     gguf = gguf_module()
     reader = gguf.GGUFReader(str(vocab))
     writer = gguf.GGUFWriter(str(out), "llama")
@@ -76,7 +77,10 @@ def write_tiny_llama(out: Path, vocab: Path, n_embd: int = 64, n_layer: int = 2,
         tensor(f"blk.{i}.ffn_up.weight", n_ff, n_embd)
         tensor(f"blk.{i}.ffn_down.weight", n_embd, n_ff)
     writer.add_tensor("output_norm.weight", np.ones(n_embd, dtype=np.float32))
-    tensor("output.weight", n_vocab, n_embd, scale=1.0)
+    output = rng.standard_normal((n_vocab, n_embd))
+    if output_noise:
+        output += np.random.default_rng(seed + 1000).standard_normal(output.shape) * output_noise
+    writer.add_tensor("output.weight", output.astype(np.float32))
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()

@@ -1,0 +1,76 @@
+"""The confidence intervals of a cell's key figures from its ok requests (`confidence.bootstrap_interval`),
+and across the repeats of a cell (`confidence.repeat_interval`). Each key figure is named by its path in the
+cell's JSON ("ttft_s.p50"), so the tables and compare read the figure and its interval by the same name."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from loadgen.metrics.confidence import LEVEL, RESAMPLES, SEED, ratio_interval, repeat_interval, statistic_interval
+from loadgen.metrics.request import e2e_s, request_tok_s, ttft_s
+from loadgen.names import AcceptSource
+from loadgen.record import Record
+
+KEY_FIGURES = ("output_tok_s", "request_tok_s.mean", "ttft_s.p50", "e2e_s.mean", "accept_length.value")
+BOOTSTRAP = "bootstrap"
+REPEATS = "t over repeats"
+
+
+def _present(values) -> list:
+    return [x for x in values if x is not None]
+
+
+def output_tok_s_interval(ok: Sequence[Record], window_s: float) -> list[float] | None:
+    """The interval of output_tok_s = Σ tokens / window, written as (Σ tokens / Σ e2e) · (Σ e2e / window):
+    the first factor, each slot's delivery rate, is bootstrapped over the ok requests; the second, the load
+    the slots carried (achieved concurrency of the ok requests), is the cell's design and held fixed."""
+    if window_s <= 0:
+        return None
+    e2e = [e2e_s(r) for r in ok]
+    return ratio_interval([r.completion_tokens or 0 for r in ok], e2e, scale=sum(e2e) / window_s)
+
+
+def accept_interval(ok: Sequence[Record], source: str | None) -> list[float] | None:
+    """The interval of the accept length where it comes from the cell's requests: per_request = Σ tokens /
+    Σ spec_verify_ct, chunks = Σ tokens / Σ (chunks − 1), as `metrics.accept`; None for the server's
+    counters, gauge or log (one value per cell: nothing to resample)."""
+    if source == AcceptSource.PER_REQUEST:
+        verified = [r for r in ok if r.spec and r.spec.get("spec_verify_ct")]
+        return ratio_interval([r.completion_tokens or 0 for r in verified],
+                              [int(r.spec["spec_verify_ct"]) for r in verified])
+    if source == AcceptSource.CHUNKS:
+        multi = [r for r in ok if r.chunks >= 2 and r.completion_tokens]
+        return ratio_interval([r.completion_tokens for r in multi], [r.chunks - 1 for r in multi])
+    return None
+
+
+def cell_intervals(records: Sequence[Record], window_s: float, accept_source: str | None) -> dict:
+    """{figure path: [low, high]} for the KEY_FIGURES that have one (bootstrap over the ok requests)."""
+    ok = [r for r in records if r.ok]
+    found = {
+        "output_tok_s": output_tok_s_interval(ok, window_s),
+        "request_tok_s.mean": statistic_interval(_present(request_tok_s(r) for r in ok), "mean"),
+        "ttft_s.p50": statistic_interval(_present(ttft_s(r) for r in ok), "p50"),
+        "e2e_s.mean": statistic_interval([e2e_s(r) for r in ok], "mean"),
+        "accept_length.value": accept_interval(ok, accept_source),
+    }
+    return {k: v for k, v in found.items() if v is not None}
+
+
+def bootstrap_method(samples: int) -> dict:
+    """How the one-measurement intervals were made (stored beside them)."""
+    return {"method": BOOTSTRAP, "level": LEVEL, "resamples": RESAMPLES, "seed": SEED, "samples": samples}
+
+
+def repeats_figures(values: dict[str, list[float | None]]) -> tuple[dict, dict]:
+    """(mean of each key figure over the repeats, its t interval), from each figure's value per repeat; a
+    figure some repeat lacks gets neither."""
+    means, intervals = {}, {}
+    for path, per_repeat in values.items():
+        if not per_repeat or any(v is None for v in per_repeat):
+            continue
+        means[path] = sum(per_repeat) / len(per_repeat)
+        interval = repeat_interval(per_repeat)
+        if interval is not None:
+            intervals[path] = interval
+    return means, intervals

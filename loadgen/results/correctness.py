@@ -1,0 +1,114 @@
+"""A cell's `correctness` part (`--verify`): its fields with their meaning, the part built from the cell's
+verification records, and what it says about the cell (garbage fails it; divergence is a note, or fails it
+under `--verify exact`). Formulas are in `loadgen.metrics.correctness`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+from loadgen.config import VerifyConfig
+from loadgen.metrics.correctness import divergence_figures, fractions, garbage_reasons, verification_share
+from loadgen.names import VerifyMode
+from loadgen.record import Record
+from loadgen.results.cell_result import Figures, doc
+from loadgen.results.incidents import Incident, IncidentKind
+
+
+@dataclass
+class Correctness:
+    """Output verification (--verify): the cell's verification requests against the reference."""
+
+    mode: str | None = doc("garbage (only garbage fails the cell) | exact (any difference fails it)")
+    reference: str | None = doc("what the outputs were compared with: run_start (the prompts answered one at "
+                                "a time before the first cell), file:PATH, or config:NAME (a sweep's)")
+    max_tokens: int | None = doc("max tokens of every verification request", "tokens")
+    checked: int | None = doc("verification requests that ended ok (each judged once)", "requests")
+    failed: int | None = doc("verification requests that did not end ok (not judged)", "requests")
+    unit: str | None = doc("what positions count: ids (token ids), logprobs (token strings), text (pieces of "
+                           "the text, positions carried over to tokens)")
+    exact_match_fraction: float | None = doc("outputs identical to the reference / checked", "fraction")
+    diverged: int | None = doc("outputs that differ from the reference", "requests")
+    first_divergence_tokens: Figures | None = doc("{min, p50, n}: first differing position, in the server's "
+                                                  "tokens, over the outputs that differ", "tokens")
+    garbage_fraction: float | None = doc("garbage outputs / checked (judged on the output alone)", "fraction")
+    garbage: Figures | None = doc("{reason: {count, example}}: repetition_loop, empty, replacement_characters, "
+                                  "cut_short, each with its first example")
+    max_garbage_fraction: float | None = doc("the --max-garbage-fraction the cell was judged by", "fraction")
+    output_share: float | None = doc("the verification requests' share of the cell's output tokens = Σ their "
+                                     "completion_tokens / (that + output_tokens); their tokens are in no "
+                                     "throughput figure", "fraction")
+
+
+def correctness_part(verified: Sequence[Record], cfg: VerifyConfig, reference: str, output_tokens: int) -> dict:
+    """The part, from the cell's verification records (those that ended ok carry their verdict) and the
+    measured requests' output tokens."""
+    verdicts = [r.verify for r in verified if r.ok and r.verify is not None]
+    checked, exact, garbage_frac = fractions(verdicts)
+    part = Correctness(mode=str(cfg.mode), reference=reference, max_tokens=cfg.max_tokens, checked=checked,
+                       failed=sum(1 for r in verified if not r.ok),
+                       unit=str(verdicts[0]["unit"]) if verdicts else None, exact_match_fraction=exact,
+                       diverged=sum(1 for v in verdicts if v.get("divergence") is not None),
+                       first_divergence_tokens=divergence_figures(verdicts), garbage_fraction=garbage_frac,
+                       garbage=garbage_reasons(verdicts), max_garbage_fraction=cfg.max_garbage_fraction,
+                       output_share=verification_share(verified, output_tokens))
+    return asdict(part)
+
+
+def garbage_note(part: dict) -> str | None:
+    """'GARBAGE OUTPUT: 8 of 8 verification outputs (100% > 0 --max-garbage-fraction): 8 repetition_loop (…)',
+    or None when the garbage fraction is within the limit."""
+    frac, limit = part.get("garbage_fraction"), part.get("max_garbage_fraction") or 0.0
+    if frac is None or frac <= limit:
+        return None
+    reasons = part.get("garbage") or {}
+    n = sum(r["count"] for r in reasons.values())
+    first = next(iter(reasons.items()))
+    detail = ", ".join(f"{r['count']} {name}" for name, r in reasons.items())
+    return (f"GARBAGE OUTPUT: {n} of {part['checked']} verification outputs ({frac:.0%} > {limit:g} "
+            f"--max-garbage-fraction): {detail} (e.g. {first[0]}: {first[1]['example']})")
+
+
+def divergence_note(part: dict) -> str | None:
+    """'3 of 8 outputs differ from the reference (run_start) from token 47 (min), 48 (p50)', or None."""
+    div = part.get("first_divergence_tokens")
+    if not div:
+        return None
+    return (f"{part['diverged']} of {part['checked']} outputs differ from the reference ({part['reference']}) "
+            f"from token {div['min']} (min), {div['p50']:g} (p50)")
+
+
+def correctness_incidents(part: dict) -> list[Incident]:
+    """Garbage beyond the limit fails the cell; a divergence is a note, and fails it under --verify exact."""
+    found = []
+    garbage = garbage_note(part)
+    if garbage:
+        found.append(Incident(IncidentKind.GARBAGE_OUTPUT, garbage))
+    diverged = divergence_note(part)
+    if diverged and part.get("mode") == VerifyMode.EXACT:
+        found.append(Incident(IncidentKind.OUTPUT_MISMATCH, f"OUTPUT MISMATCH (--verify exact): {diverged}"))
+    elif diverged:
+        found.append(Incident(IncidentKind.OUTPUT_DIVERGED, diverged))
+    return found
+
+
+def produced_garbage(cell: dict) -> bool:
+    """The cell's garbage fraction is above the limit it was judged by."""
+    part = cell.get("correctness") or {}
+    return garbage_note(part) is not None
+
+
+def verify_text(cell: dict) -> str:
+    """The table's `verify` column: 'garb 8/8' (garbage outputs / checked), else 'diff 3/8' (outputs that
+    differ from the reference), else 'exact 8/8'; '-' for a cell without verification."""
+    part = cell.get("correctness") or {}
+    checked = part.get("checked")
+    if not checked:
+        return "-" if not part else "none 0/0"
+    garbage = sum(r["count"] for r in (part.get("garbage") or {}).values())
+    if garbage:
+        return f"garb {garbage}/{checked}"
+    if part.get("diverged"):
+        return f"diff {part['diverged']}/{checked}"
+    return f"exact {checked}/{checked}"

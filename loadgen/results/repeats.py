@@ -1,0 +1,61 @@
+"""One cell measured N times (`--repeat N`) → one cell's result (pure).
+
+Each repeat is a whole measurement of the cell (its own warmup, load and window). The combined cell keeps
+the last repeat's figures, with the key figures (`cell_noise.KEY_FIGURES`) replaced by their mean over the
+repeats and their intervals by Student's t interval across the repeats; each repeat's value and window are in
+`repeats`. Requests are counted over every repeat, and every repeat's incidents are the cell's: one failed or
+saturated repeat makes the cell so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from loadgen.metrics.cell_noise import KEY_FIGURES, REPEATS, repeats_figures
+from loadgen.metrics.confidence import LEVEL
+from loadgen.record import OUTCOMES
+from loadgen.results.cell_result import CellResult, from_json
+from loadgen.results.cell_status import failed_fraction
+from loadgen.results.text_table import field
+
+
+def _set(cell: dict, path: str, value: float) -> None:
+    """cell["a"]["b"] = value for path "a.b", copying the inner dicts on the way (nothing shared is changed)."""
+    *parents, name = path.split(".")
+    node = cell
+    for key in parents:
+        if not isinstance(node.get(key), dict):
+            return
+        node[key] = node = dict(node[key])
+    node[name] = value
+
+
+def _requests(cells: Sequence[dict]) -> dict:
+    by = {o: sum((c.get("requests") or {}).get("by_outcome", {}).get(o, 0) for c in cells) for o in OUTCOMES}
+    counts = {k: sum((c.get("requests") or {}).get(k) or 0 for c in cells) for k in ("ok", "failed", "cancelled")}
+    return counts | {"by_outcome": {o: n for o, n in by.items() if n}}
+
+
+def combine_repeats(results: Sequence[CellResult]) -> CellResult:
+    """The cell of N repeats (N ≥ 1; one repeat is returned as it is)."""
+    if len(results) == 1:
+        return results[0]
+    cells = [r.to_json() for r in results]
+    values = {path: [field(c, path) for c in cells] for path in KEY_FIGURES}
+    means, intervals = repeats_figures(values)
+    out = dict(cells[-1])
+    for path, mean in means.items():
+        _set(out, path, mean)
+    out["requests"] = _requests(cells)
+    out["failed_fraction"] = failed_fraction(out)
+    out["intervals"] = intervals
+    out["interval_method"] = {"method": REPEATS, "level": LEVEL, "samples": len(cells)}
+    out["repeats"] = {"n": len(cells), "values": values,
+                      "windows": [c.get("wall_clock") or c.get("window_ns") for c in cells]}
+    out["incidents"] = []
+    combined = from_json(out)
+    for r in results:
+        for incident in r.incidents:
+            combined.add(incident.kind, incident.reason)
+    combined.warnings = list(dict.fromkeys(w for r in results for w in r.warnings))
+    return combined
