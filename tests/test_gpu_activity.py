@@ -56,7 +56,7 @@ def test_reason_bits_are_time_fractions_and_counters_throttled_seconds():
     for k in range(11):  # power cap set from 3 s on, thermal from 8 s on; violation counter grows 0.5 s/s
         bits = (SW_POWER_CAP if k >= 3 else 0) | (SW_THERMAL if k >= 8 else 0)
         stats.add(k * S, {"clock_events": bits, "power_violation_ns": 0.5 * k * S, "utilization_percent": 90,
-                          "sm_clock_mhz": 1500, "sm_clock_max_mhz": 2000})
+                          "sm_clock_mhz": 1500, "sm_clock_max_mhz": 2000}, hold_ns=1 * S)
     fig = gpu_figures(stats.to_json(), 0, 10 * S)
     assert fig["power_cap_fraction"] == pytest.approx(0.8)  # bits seen at 3 s hold over (2, 3]: 8 of 10 s
     assert fig["thermal_fraction"] == pytest.approx(0.3)
@@ -88,3 +88,24 @@ def test_total_means_over_gpus_sums_memory_and_says_what_is_missing():
     assert "dram_active" not in out["total"]  # absent, never 0
     assert total_figures([]) == {}
     assert cell_activity("dcgm", gpus, None, {}) is None
+
+
+def test_hold_says_how_far_back_a_reading_reaches():
+    # readings every 1 s: 0 at 0..3 s, 100 from 4 s on; the window [0, 10 s]
+    def mean(hold_ns):
+        stats = GpuActivityStats()
+        for k in range(11):
+            stats.add(k * S, {"utilization_percent": 100 if k >= 4 else 0}, hold_ns)
+        return gpu_figures(stats.to_json(), 0, 10 * S)["utilization_percent"]
+    assert mean(1 * S) == pytest.approx(70)  # the reading at 4 s covers (3, 4]: an average over its second
+    assert mean(0) == pytest.approx(60)  # fresh values: each holds forward until the next reading
+    assert mean(S // 4) == pytest.approx(62.5)  # a quarter second back, the rest forward
+
+
+def test_a_sparse_fresh_reading_after_the_window_does_not_count():
+    # a fresh exporter read at the start of a short cell, then once more after it: busy in between
+    stats = GpuActivityStats()
+    for t, util in ((0, 0), (S // 20, 50), (2 * S, 0)):
+        stats.add(t, {"utilization_percent": util}, 0)
+    assert gpu_figures(stats.to_json(), S // 50, int(1.9 * S))["utilization_percent"] == pytest.approx(
+        50 * (1.9 - 0.05) / (1.9 - 0.02))

@@ -3,10 +3,13 @@ used, time at a clock-event (throttle) reason, violation time. Pure arithmetic, 
 sources (which fold readings into `GpuActivityStats`) and the cell builder (which cuts them at the window's
 edges with `window_figures`).
 
-A reading (t_k, v_k) stands for the interval (t_{k−1}, t_k] before it: utilization and the profiling ratios
-are averages over the sensor's last period, and a clock or a reason bit seen at t_k is taken to have held
-since the reading before (backward hold). Before the first reading its value is extended back, after the
-last one the last value forward. The time-weighted mean over [t0, t1] is
+A reading (t_k, v_k) describes the time just before it: utilization and the profiling ratios are averages
+over the sensor's last period, and an exporter serves what it collected up to one refresh period earlier. So
+v_k holds over (s_k, t_k] with s_k = t_k − min(t_k − t_{k−1}, hold), and the reading before, v_{k−1}, over the
+rest of the interval, (t_{k−1}, s_k]. `hold` is the source's: the exporter's refresh period (DCGM), NVML's
+sample period, 0 for values read fresh (then each reading holds forward until the next one), unbounded for a
+counter's rate (an average over its whole interval). Before the first reading its value is extended back,
+after the last one the last value forward. The time-weighted mean over [t0, t1] is
 
     mean = ∫_{t0}^{t1} v(t) dt / (t1 − t0),
 
@@ -39,31 +42,39 @@ FIELDS = (*GAUGES, "clock_events", *COUNTERS)  # what a source may serve ("clock
 
 
 class HeldSeries:
-    """One quantity's readings over a window: a running integral and the first and last EDGE_READINGS."""
+    """One quantity's readings over a window: a running integral and the first and last EDGE_READINGS points
+    [t, v, s] (v held over (s, t], the value before over (t_prev, s]; module docstring)."""
 
     __slots__ = ("head", "integral", "n", "tail")
 
     def __init__(self) -> None:
         self.n = 0
         self.integral = 0.0  # ∫ v dt over [t_first, t_last], value·ns
-        self.head: list[tuple[int, float]] = []
-        self.tail: deque[tuple[int, float]] = deque(maxlen=EDGE_READINGS)
+        self.head: list[tuple[int, float, int]] = []
+        self.tail: deque[tuple[int, float, int]] = deque(maxlen=EDGE_READINGS)
 
-    def add(self, t_ns: int, value: float) -> None:
+    def add(self, t_ns: int, value: float, hold_ns: float | None = None) -> None:
+        """A reading; `hold_ns` None: it describes its whole interval (a counter's rate)."""
         if self.tail and t_ns <= self.tail[-1][0]:
             return  # out of order or a duplicate time: the integral stays monotonic in time
-        point = (t_ns, value)
         self.n += 1
-        if self.tail:
-            self.integral += value * (t_ns - self.tail[-1][0])
-            if self.tail[-1][1] == value and len(self.tail) > 1:
-                # the same value again extends the last interval: the edges keep EDGE_READINGS changes, however
-                # fast a source polls an exporter that refreshes slowly
-                last = self.tail.pop()
-                if self.head and self.head[-1] is last:
-                    self.head[-1] = point
-                self.tail.append(point)
-                return
+        if not self.tail:
+            point = (t_ns, value, t_ns)
+            self.tail.append(point)
+            self.head.append(point)
+            return
+        last = self.tail[-1]
+        span = t_ns - last[0]
+        point = (t_ns, value, t_ns - int(span if hold_ns is None else min(span, hold_ns)))
+        self.integral += _full(last, point)
+        if last[1] == value and len(self.tail) > 1:
+            # the same value again extends the last interval (its split kept): the edges keep EDGE_READINGS
+            # changes, however fast a source polls an exporter that refreshes slowly
+            point = (t_ns, value, last[2])
+            self.tail[-1] = point
+            if self.head[-1] is last:
+                self.head[-1] = point
+            return
         self.tail.append(point)
         if len(self.head) < EDGE_READINGS:
             self.head.append(point)
@@ -73,15 +84,24 @@ class HeldSeries:
                 "tail": [list(p) for p in self.tail]}
 
 
+def _partial(a, b, x: int) -> float:
+    """∫ from a's time to x ≤ b's time, inside the interval between readings a and b."""
+    return a[1] * (min(x, b[2]) - a[0]) + b[1] * max(0, x - b[2])
+
+
+def _full(a, b) -> float:
+    return _partial(a, b, b[0])
+
+
 def _before(head: list, t0: int) -> float | None:
     """∫ from the first reading to t0 (negative when t0 is before it); None when t0 is past the head."""
     if t0 <= head[0][0]:
         return -head[0][1] * (head[0][0] - t0)
     done = 0.0
-    for (ta, _), (tb, vb) in zip(head, head[1:]):
-        if t0 <= tb:
-            return done + vb * (t0 - ta)
-        done += vb * (tb - ta)
+    for a, b in zip(head, head[1:]):
+        if t0 <= b[0]:
+            return done + _partial(a, b, t0)
+        done += _full(a, b)
     return None
 
 
@@ -90,10 +110,10 @@ def _after(tail: list, t1: int) -> float | None:
     if t1 >= tail[-1][0]:
         return -tail[-1][1] * (t1 - tail[-1][0])
     done = 0.0
-    for (ta, _), (tb, vb) in zip(reversed(tail[:-1]), reversed(tail[1:])):
-        if t1 >= ta:
-            return done + vb * (tb - t1)
-        done += vb * (tb - ta)
+    for a, b in zip(reversed(tail[:-1]), reversed(tail[1:])):
+        if t1 >= a[0]:
+            return done + _full(a, b) - _partial(a, b, t1)
+        done += _full(a, b)
     return None
 
 
@@ -120,22 +140,23 @@ def window_mean(series: dict[str, Any] | None, t0_ns: int, t1_ns: int) -> float 
 
 
 class GpuActivityStats:
-    """One GPU's activity readings: `add(t_ns, {field: value})` with the names of `FIELDS`."""
+    """One GPU's activity readings: `add(t_ns, {field: value}, hold_ns)` with the names of `FIELDS`; `hold_ns`
+    how far back a reading reaches (module docstring)."""
 
     def __init__(self) -> None:
         self.series: dict[str, HeldSeries] = {}
         self._last_count: dict[str, tuple[int, float]] = {}
 
-    def _put(self, name: str, t_ns: int, value: float) -> None:
-        self.series.setdefault(name, HeldSeries()).add(t_ns, value)
+    def _put(self, name: str, t_ns: int, value: float, hold_ns: float | None) -> None:
+        self.series.setdefault(name, HeldSeries()).add(t_ns, value, hold_ns)
 
-    def add(self, t_ns: int, readings: dict[str, float]) -> None:
+    def add(self, t_ns: int, readings: dict[str, float], hold_ns: float = 0) -> None:
         for name, value in readings.items():
             if name in GAUGES:
-                self._put(name, t_ns, float(value))
+                self._put(name, t_ns, float(value), hold_ns)
             elif name == "clock_events":
                 for group, bits in REASON_GROUPS.items():
-                    self._put(group, t_ns, 1.0 if int(value) & bits else 0.0)
+                    self._put(group, t_ns, 1.0 if int(value) & bits else 0.0, hold_ns)
             elif name in COUNTERS:
                 self._count(name, t_ns, float(value))
 
@@ -145,7 +166,7 @@ class GpuActivityStats:
         if last is None:
             self.series.setdefault(name, HeldSeries())  # served, though no interval yet
         elif t_ns > last[0] and value >= last[1]:  # a lower value: the counter restarted, that interval is lost
-            self._put(name, t_ns, (value - last[1]) / (t_ns - last[0]))
+            self._put(name, t_ns, (value - last[1]) / (t_ns - last[0]), None)
 
     def to_json(self) -> dict[str, Any]:
         """{quantity: series JSON}; a clock-event group or a counter appears once the source served it."""

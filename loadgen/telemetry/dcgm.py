@@ -129,6 +129,12 @@ class DcgmSource(PeriodicSampler):
         gpu = next((g for g in self._gpus.values() if g.node is node), None)
         return None if gpu is None else refresh_period_ns([gpu.stats.head, list(gpu.stats.tail)])
 
+    def _hold_ns(self, node: _Node) -> float:
+        """How far back a reading reaches: the node's refresh period; 0 for an exporter that refreshes about as
+        fast as it is polled (FRESH); one sampling interval while the period is not known (gpu_activity)."""
+        period = self._period_ns(node)
+        return self.interval_s * 1e9 if period is None else period
+
     async def stop(self) -> SourceResult:
         await cancel_and_wait(self._task)
         self._task = None
@@ -177,12 +183,13 @@ class DcgmSource(PeriodicSampler):
         node.blank_fields |= scrape.blank_fields
         node.skipped_lines += scrape.skipped_lines
         total_w = 0.0
+        hold_ns = self._hold_ns(node)
         for r in scrape.readings:
             gpu = self._gpus.get((node.url, r.gpu, r.uuid))
             if gpu is None:
                 gpu = self._gpus[(node.url, r.gpu, r.uuid)] = _Gpu(node, r.gpu, r.uuid, r.hostname, r.model)
             gpu.stats.add(t_ns, r.power_w, r.energy_mj, r.limit_w)
-            gpu.activity.add(t_ns, r.activity)
+            gpu.activity.add(t_ns, r.activity, hold_ns)
             total_w += r.power_w or 0.0
         return total_w
 

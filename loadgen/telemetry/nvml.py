@@ -26,6 +26,9 @@ from loadgen.telemetry.base import PeriodicSampler, SourceResult
 from loadgen.telemetry.dcgm_format import ENERGY, ENFORCED_LIMIT, MGMT_LIMIT, POWER, dcgm_labels, render_dcgm
 
 INSTALL_HINT = "pip install nvidia-ml-py"
+# NVML's utilization is the share of its last sample period (1/6 s to 1 s, by product) with a kernel running;
+# the shortest is taken as how far back a reading reaches (gpu_activity's hold): the rest holds forward
+SAMPLE_PERIOD_NS = 1e9 / 6
 
 
 def load_nvml() -> ModuleType:
@@ -257,7 +260,7 @@ class NvmlSource(PeriodicSampler):
             out.append(((t0 + time.monotonic_ns()) // 2, power_w, energy_mj))
         for dev, activity, reading in zip(self._devices, self._activity, out):
             if reading is not None:  # after the power readings, which the energy's edges are cut by
-                activity.add(time.monotonic_ns(), read_activity(self._nvml, dev))
+                activity.add(time.monotonic_ns(), read_activity(self._nvml, dev), SAMPLE_PERIOD_NS)
         return out
 
     async def sample(self, t_ns: int) -> None:
