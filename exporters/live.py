@@ -22,9 +22,11 @@ from exporters.cell_results import CELL_RESULTS, per_gpu_limit_w, summary_value
 from exporters.live_metrics import CELL_LABELS, CellSeries, LiveMetrics
 from exporters.metrics_server import MetricsServer
 from exporters.run_info import run_info_labels
+from exporters.slo import SloMetrics
 from exporters.token_histogram import TokenWeightedHistogram
 from exporters.verify_metrics import VerifyGauges
 from loadgen.aio import cancel_and_wait
+from loadgen.config import SloConfig
 from loadgen.metrics.open_loop import achieved_request_rate_of
 from loadgen.metrics.request import e2e_s, itl_pairs, request_tok_s, send_lateness_s, ttft_s
 from loadgen.metrics.request import request_tok_s as request_output_rate  # the name callers import
@@ -47,7 +49,7 @@ class LiveExporter(LiveMetrics):
 
     def __init__(self, run_id: str, host: str = "127.0.0.1", port: int = 0, linger_s: float = 10.0,
                  registry: CollectorRegistry | None = None, label: str | None = None,
-                 gpu_power_limit_w: float | None = None):
+                 gpu_power_limit_w: float | None = None, slo: SloConfig | None = None):
         prometheus_client.disable_created_metrics()
         super().__init__(registry if registry is not None else CollectorRegistry(auto_describe=True))
         self.run_id = run_id
@@ -67,6 +69,7 @@ class LiveExporter(LiveMetrics):
         self._info: tuple[str, ...] | None = None
         self._limit_source: str | None = None
         self.verify = VerifyGauges(self.registry, CELL_LABELS)
+        self.slo = SloMetrics(self.registry, slo or SloConfig(), CELL_LABELS)  # families served even without --slo
         self._init_run_gauges(run_id)
 
     def _init_run_gauges(self, run: str) -> None:
@@ -117,6 +120,7 @@ class LiveExporter(LiveMetrics):
         self._active = series.key
         self.cell_active.labels(*series.key).set(1)
         self.cell_start.labels(*series.key).set(time.time())
+        self.slo.cell_started(series.key)
         self.target_concurrency.labels(self.run_id).set(cell.concurrency)
         self.context_tokens.labels(self.run_id).set(cell.context_tokens)
         if cell.request_rate is not None:
@@ -144,6 +148,7 @@ class LiveExporter(LiveMetrics):
         self._observe_itl(s.key, rec)
         if rec.outcome == "ok":
             self._observe_ok(s, rec)
+        self.slo.record(s.key, rec)
 
     def cell_finished(self, cell: CellKey, summary: dict) -> None:
         key = self.key(self.run_id, cell)
@@ -153,6 +158,7 @@ class LiveExporter(LiveMetrics):
                 self.cell_gauges[attr].labels(*key).set(value)
         self.cell_end.labels(*key).set(time.time())
         self._set_bottleneck(key, summary.get("bottleneck"))
+        self.slo.cell_finished(key, summary)
         limit = per_gpu_limit_w(summary)
         if limit is not None and self.gpu_power_limit_w is None:
             self._set_power_limit(*limit)

@@ -282,8 +282,9 @@ def run_overview() -> dict:
                     target("histogram_quantile(0.99, sum by (le) (rate(sglang:e2e_request_latency_seconds_bucket"
                            f"{{{MODEL}}}[$__rate_interval])))", "server p99")], "s", min=0),
         timeseries("Errors by outcome", "Failed requests per second by outcome (http_error, timeout, "
-                   "connection_error, protocol_error, cancelled).",
-                   [target(f'sum by (outcome) (rate(loadgen_requests_total{{{CELL}, outcome!="ok"}}[$__rate_interval]))',
+                   "connection_error, protocol_error, cancelled; not abandoned: closed on purpose).",
+                   [target(f'sum by (outcome) (rate(loadgen_requests_total{{{CELL}, outcome!~"ok|abandoned"}}'
+                           '[$__rate_interval]))',
                            "{{outcome}}")], "reqps", stack=True, min=0),
         row("Load"),
         timeseries("In flight vs target concurrency", "Requests in flight (client) against the cell's target "
@@ -298,11 +299,30 @@ def run_overview() -> dict:
                    [target(f"max by (run) (loadgen_event_loop_lag_seconds{{{RUN}}})", "loop lag {{run}}"),
                     target("histogram_quantile(0.99, sum by (le) (rate(loadgen_send_lateness_seconds_bucket"
                            f"{{{CELL}}}[$__rate_interval])))", "send lateness p99")], "s", min=0),
+        *slo_panels(),
         *server_panels(),
     ]
     return dashboard("loadgen-run-overview", "loadgen / Run overview",
                      "Throughput, latency, errors and load of loadgen runs against an LLM server.", panels,
                      [*CELL_VARIABLES, MODEL_VARIABLE])
+
+
+def slo_panels() -> list[dict]:
+    """Latency targets (`loadgen --slo`): each cell's attainment against the target, and goodput."""
+    good = f'rate(loadgen_slo_requests_total{{{CELL}, good="true"}}[$__rate_interval])'
+    return [
+        row("Latency targets (--slo)"),
+        timeseries("SLO attainment", "Share of the cell's requests that succeeded and met every --slo target: "
+                   "while the cell runs, of those ended so far; once it ended, of all it scheduled (the results' "
+                   "slo.attainment). The line named target is --slo-attainment; the alert LoadgenSLOAttainmentBelowTarget "
+                   "fires when a running cell stays below it.",
+                   [target(f"max by ({CELL_BY}) (loadgen_slo_attainment{{{CELL}}})", CELL_LEGEND),
+                    target(f"max by (run) (loadgen_slo_attainment_target{{{RUN}}})", "target {{run}}")],
+                   "percentunit", min=0, max=1),
+        timeseries("Goodput", "Requests per second that met every --slo target (good), by cell; output tok/s "
+                   "that misses the targets does not count here.",
+                   [target(f"sum by ({CELL_BY}) ({good})", CELL_LEGEND)], "reqps", min=0),
+    ]
 
 
 def server_panels() -> list[dict]:

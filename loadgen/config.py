@@ -1,8 +1,11 @@
 """Run configuration: typed settings, each default written once.
 
 `RunConfig` holds the matrix and the request options, and one sub-config per feature (open loop, telemetry,
-faults, parallelism, live exporter). The CLI (`loadgen.cli`) fills them from the command line after checking
-every value; everything else only reads them.
+faults, parallelism, live exporter, trace replay, cancellation, verification). The CLI (`loadgen.cli`) fills
+them from the command line after checking every value; everything else only reads them.
+
+Size exception: the module holds every sub-config, next to `RunConfig`, so that each default is written once and
+`public_args` sees them all; each is a few plain fields.
 """
 
 from __future__ import annotations
@@ -154,6 +157,56 @@ class WorkloadConfig:
     max_request_rate: float | None = None  # closed loop: at most R request starts per second
     context_spreads: tuple[tuple[int, LengthSpread], ...] = ()  # lengths drawn per request, per prompt length
     output_spread: LengthSpread | None = None  # of --max-tokens; None: every request gets --max-tokens
+    shared_prefix: tuple[int, int] | None = None  # --shared-prefix GROUPS:TOKENS: each group's shared opening
+    sessions: bool = False  # --sessions: a dataset's rows replayed as multi-turn conversations
+    think_time_s: float = 0.0  # --think-time: the wait before a session's next turn (a row's think_time wins)
+
+
+@dataclass
+class TraceConfig:
+    """Timestamped trace replay (`--trace`, `--trace-speed`; docs/workloads.md): one open-loop cell per speed.
+    Field names are unique across sub-configs: the results' `args` is one flat mapping."""
+
+    trace: str | None = None
+    trace_speeds: list[float] = field(default_factory=lambda: [1.0])
+    trace_rates: list[float] = field(default_factory=list)  # the trace's mean request rate per speed (the cells' keys)
+    trace_max_concurrency: int | None = None  # --max-concurrency: a cap on requests in flight
+
+    @property
+    def enabled(self) -> bool:
+        return self.trace is not None
+
+    def speed_of(self, rate: float | None) -> float:
+        """The speed whose cell has the key rate `rate`."""
+        return self.trace_speeds[self.trace_rates.index(rate)] if rate in self.trace_rates else 1.0
+
+
+@dataclass
+class CancelConfig:
+    """Requests the client closes on purpose (`--cancel-fraction`, `--cancel-after`, `--cancel-after-tokens`)."""
+
+    cancel_fraction: float = 0.0
+    cancel_after_s: float | None = None
+    cancel_after_tokens: int | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.cancel_fraction > 0
+
+
+DEFAULT_SLO_ATTAINMENT = 0.9  # DistServe's goodput definition; why 0.9: docs/definitions.md#slo
+
+
+@dataclass
+class SloConfig:
+    """Latency targets (`--slo`, `--slo-attainment`): off when `targets` is empty."""
+
+    slo_targets: dict[str, float] = field(default_factory=dict)  # SloMetric → the most it may be, in seconds
+    slo_attainment: float = DEFAULT_SLO_ATTAINMENT  # the share of requests that must be good to meet it
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.slo_targets)
 
 
 @dataclass
@@ -206,15 +259,22 @@ class RunConfig:
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
     exporter: ExporterConfig = field(default_factory=ExporterConfig)
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
+    trace: TraceConfig = field(default_factory=TraceConfig)
+    cancel: CancelConfig = field(default_factory=CancelConfig)
     verify: VerifyConfig = field(default_factory=VerifyConfig)
+    slo: SloConfig = field(default_factory=SloConfig)
 
     def requests_for(self, concurrency: int) -> int:
         return self.requests_per_cell or default_requests_per_cell(concurrency)
 
     def cells(self) -> list[CellKey]:
         """The matrix, in order: for each prompt length, each concurrency (closed loop) or each rate (open
-        loop, concurrency = the cap or 0; a ramp is one cell at its top rate)."""
+        loop, concurrency = the cap or 0; a ramp is one cell at its top rate; a trace, one cell per speed at the
+        trace's mean rate)."""
         o = self.open_loop
+        if self.trace.enabled:
+            t = self.trace
+            return [CellKey(0, t.trace_max_concurrency or 0, request_rate=r) for r in t.trace_rates]
         if not o.enabled:
             return [CellKey(ctx, c) for ctx in self.contexts for c in self.concurrency]
         rates = [o.ramp.r1] if o.ramp else o.request_rate
@@ -242,7 +302,7 @@ class RunConfig:
 
     def public_args(self) -> dict:
         """The arguments as stored in results, one flat mapping (the key itself is never part of them)."""
-        subs = ("open_loop", "telemetry", "faults", "parallel", "exporter", "workload")
+        subs = ("open_loop", "telemetry", "faults", "parallel", "exporter", "workload", "slo", "trace", "cancel")
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in (*subs, "verify")}
         if self.verify.enabled:  # nested: its names (max_tokens) are the run's too
             d["verify"] = _public(self.verify)

@@ -27,6 +27,7 @@ class Outcome(StrEnum):
     CONNECTION_ERROR = "connection_error"
     PROTOCOL_ERROR = "protocol_error"
     CANCELLED = "cancelled"
+    ABANDONED = "abandoned"  # closed by the client on purpose (--cancel-fraction): counted apart, never a failure
 
 
 class Phase(StrEnum):
@@ -168,3 +169,18 @@ class TokenUnit(StrEnum):
     IDS = "ids"
     LOGPROBS = "logprobs"
     TEXT = "text"
+class SloMetric(StrEnum):
+    """A per-request latency a target of `--slo` is set on (docs/definitions.md#slo)."""
+
+    TTFT = "ttft"
+    TPOT = "tpot"
+    ITL = "itl"  # the request's own p99 per-token inter-token latency
+    E2E = "e2e"
+    TTFT_FROM_INTENDED = "ttft_from_intended"
+
+
+class SearchOver(StrEnum):
+    """What `loadgen search` raises until the SLO is missed."""
+
+    CONCURRENCY = "concurrency"
+    RATE = "rate"

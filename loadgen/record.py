@@ -97,6 +97,13 @@ class Record:
     attempt: int = 0  # 0, or n when the cell was measured again after the server came back (--on-server-down wait)
     repeat: int = 0  # --repeat N: which of the cell's N measurements (0 … N − 1) the request belongs to
     retried_on_new_connection: int = 0  # 1 when a reused connection had been closed by the server (client/h1_sender.py)
+    abandon_after_tokens: int | None = None  # --cancel-after-tokens: the client closes the stream at this many tokens
+    session: int | None = None  # --sessions: the session this request is a turn of
+    turn: int | None = None  # --sessions: the turn's index in its session, from 0
+    answer: str | None = None  # --sessions: the answer's text (the next turn's history), kept for turns only
+    t_first_reasoning_ns: int | None = None  # the first chunk of reasoning (reasoning_content / reasoning deltas)
+    t_first_answer_ns: int | None = None  # the first chunk of the answer itself (content deltas)
+    reasoning_tokens: int | None = None  # the answer's reasoning tokens (the server's count; None: no reasoning)
     verify: dict | None = None  # a verification request's verdict (--verify; metrics.correctness.verdict)
 
     @property

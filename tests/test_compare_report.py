@@ -119,8 +119,8 @@ def test_report_writes_pngs_and_handles_missing_power(inputs, tmp_path):
     out = tmp_path / "plots"
     plots, notes = render(load_inputs(paths))
     written = write_plots(plots, str(out))
-    assert sorted(Path(p).name for p in written) == ["accept_length.png", "output_tok_s.png", "power.png",
-                                                      "request_tok_s.png", "speedup.png", "ttft.png"]
+    assert sorted(Path(p).name for p in written) == ["accept_length.png", "output_tok_s.png", "pareto.png",
+                                                      "power.png", "request_tok_s.png", "speedup.png", "ttft.png"]
     assert all(Path(p).read_bytes()[:8] == PNG and Path(p).stat().st_size > 10_000 for p in written)
     assert notes == ["gpu.png not written: no cell has GPU utilization (--dcgm URL or --nvml)"]  # power, no activity
     bare = tmp_path / "bare"
@@ -129,7 +129,7 @@ def test_report_writes_pngs_and_handles_missing_power(inputs, tmp_path):
     res = subprocess.run([sys.executable, "-m", "loadgen", "report", no_power, "--plots", str(bare / "p")],
                          check=False, capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
-    assert sorted(f.name for f in (bare / "p").iterdir()) == ["accept_length.png", "output_tok_s.png",
+    assert sorted(f.name for f in (bare / "p").iterdir()) == ["accept_length.png", "output_tok_s.png", "pareto.png",
                                                               "request_tok_s.png", "ttft.png"]
     assert "note: power.png not written: no cell has power data (measure with --dcgm URL or --nvml)" in res.stdout
     assert res.stdout.index("100.0") < res.stdout.index("plot: ")  # the table comes first

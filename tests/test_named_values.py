@@ -50,7 +50,7 @@ def test_a_record_is_written_with_plain_strings():
     rec = Record(run_id="r", cell=CellKey(60, 1), seq=0)
     assert (rec.outcome, rec.phase) == (Outcome.OK, Phase.MEASURE) and rec.ok
     assert orjson.loads(orjson.dumps(rec.to_dict()))["outcome"] == "ok"
-    assert OUTCOMES == ("ok", "http_error", "timeout", "connection_error", "protocol_error", "cancelled")
+    assert OUTCOMES == ("ok", "http_error", "timeout", "connection_error", "protocol_error", "cancelled", "abandoned")
     assert all(type(o) is str for o in OUTCOMES)  # they key by_outcome, and orjson takes no member as a key
 
 

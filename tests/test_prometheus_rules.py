@@ -107,7 +107,8 @@ def test_cell_alerts_can_fire_within_a_45_s_cell():
     """A rate window plus its gate plus `for:` must fit in a 45 s cell (60 s for the baseline)."""
     by_name = {a["alert"]: a for a in rules("alert")}
     for name, cell_s in (("LoadgenTTFTAboveSLO", 45), ("LoadgenRequestsFailing", 45),
-                         ("GPUComputeIdleUnderLoad", 45), ("LoadgenThroughputBelowBaseline", 60)):
+                         ("GPUComputeIdleUnderLoad", 45), ("LoadgenThroughputBelowBaseline", 60),
+                         ("LoadgenSLOAttainmentBelowTarget", 45)):
         assert _seconds(by_name[name].get("for", "0s")) <= cell_s / 3, name
     for r in rules("record"):
         for window in re.findall(r"\[(\d+[smh])\]", r["expr"]):

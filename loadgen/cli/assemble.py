@@ -1,20 +1,24 @@
 """Building a run from its configuration: the one place that chooses each part of the request path.
 
-    driver     ClosedLoop | OpenLoop, wrapped by WorkerDriver (--workers), ShardPart (--shard),
+    driver     ClosedLoop | OpenLoop | TraceReplay (--trace) | SessionLoop (--sessions), wrapped by WorkerDriver (--workers), ShardPart (--shard),
                AlignedStart (--start-at)
-    report     the load's banner and tables: open loop (--request-rate, --ramp), ceiling (--max-request-rate)
-    transport  H1Transport (default) | AiohttpTransport (--http-client aiohttp)
+    report     the load's banner and tables: open loop (--request-rate, --ramp, --trace), ceiling (--max-request-rate)
+    transport  H1Transport (default) | AiohttpTransport (--http-client aiohttp), wrapped by CancellingTransport
+               (--cancel-fraction)
     sinks      JSONL records, the server-down guard, the live exporter (--metrics-port)
     policies   ServerDownPolicy (--on-server-down), Interrupts (--drain-timeout)
     preflight  TelemetryPreflight (requested sources answer), ReadyWait (--wait-ready)
     telemetry  TelemetryPlan (server metrics, log lines, DCGM/NVML)
     verifier   Verifier (--verify): verification jobs in every cell, their sender, the reference
     services   the log command, the worker pool, the exporter: they live as long as the run
+    shape      the matrix, or a search's probes with its early stop and answer (`loadgen search`)
 
 A new part is one class in its stage's folder and one choice here.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 from loadgen.cli.exporter import live_exporter
 from loadgen.cli.telemetry import TelemetryPlan
@@ -26,21 +30,25 @@ from loadgen.names import HttpClient
 from loadgen.parallel.shard import AlignedStart, ShardPart
 from loadgen.parallel.workers import WorkerDriver, WorkerPool
 from loadgen.results.document import ResultsFile
-from loadgen.results.load_banner import open_loop_banner, throttle_banner
+from loadgen.results.load_banner import open_loop_banner, throttle_banner, trace_banner
 from loadgen.results.open_table import render as open_loop_table
 from loadgen.results.throttle_table import throttle_table
 from loadgen.results.verify_reference import load_reference
 from loadgen.run.control import RunControl
 from loadgen.run.drivers import ClosedLoop, Driver, OpenLoop
+from loadgen.run.early_stop import OversaturationStop
 from loadgen.run.interrupts import Interrupts
 from loadgen.run.ready_wait import ReadyWait
-from loadgen.run.runner import CellCheck, Runner, RunParts, Service, Table, new_run_id
+from loadgen.run.runner import CellCheck, CellPlan, Runner, RunParts, Service, Table, new_run_id
 from loadgen.run.server_down import ServerDownPolicy, ServerGuard
-from loadgen.run.transport import AiohttpTransport, H1Transport, Transport
+from loadgen.run.session_driver import SessionLoop
+from loadgen.run.trace_driver import TraceReplay
+from loadgen.run.transport import AiohttpTransport, CancellingTransport, H1Transport, Transport
 from loadgen.run.verify import Verifier
 from loadgen.schedule.throttle import StartGate
 from loadgen.sinks.base import Sink
 from loadgen.sinks.jsonl import JsonlSink, requests_path
+from loadgen.workload.trace import load_trace
 from loadgen.workload.verify_prompts import load_prompts
 
 TRANSPORTS: dict[HttpClient, type[Transport]] = {HttpClient.H1: H1Transport, HttpClient.AIOHTTP: AiohttpTransport}
@@ -49,13 +57,18 @@ TRANSPORTS: dict[HttpClient, type[Transport]] = {HttpClient.H1: H1Transport, Htt
 def make_transport(cfg: RunConfig, url: str, headers: dict) -> Transport:
     ccfg = ClientConfig(base_url=url, api=cfg.api, timeout_s=cfg.timeout_s, idle_timeout_s=cfg.idle_timeout_s,
                         headers=headers)
-    return TRANSPORTS[cfg.parallel.http_client](ccfg)
+    transport = TRANSPORTS[cfg.parallel.http_client](ccfg)
+    return CancellingTransport(transport, cfg.cancel, cfg.seed) if cfg.cancel.enabled else transport
 
 
 def make_driver(cfg: RunConfig, url: str, headers: dict, transport: Transport, guard: ServerGuard,
                 services: list[Service]) -> Driver:
     par = cfg.parallel
-    if cfg.open_loop.enabled:
+    if cfg.trace.enabled:
+        driver: Driver = TraceReplay(cfg, transport, load_trace(cfg.trace.trace, cfg.workload.max_bad_rows, quiet=True))
+    elif cfg.workload.sessions:
+        driver = SessionLoop(cfg, transport)
+    elif cfg.open_loop.enabled:
         if par.workers > 1:
             log("--workers: open-loop cells run in the main process")
         driver: Driver = OpenLoop(cfg, transport)
@@ -84,6 +97,8 @@ def make_verifier(cfg: RunConfig, url: str) -> Verifier | None:
 
 def load_report(cfg: RunConfig) -> tuple[str | None, list[Table]]:
     """What is said about the kind of load: a banner before the run, tables after the matrix."""
+    if cfg.trace.enabled:
+        return trace_banner(cfg.trace), [open_loop_table]
     if cfg.open_loop.enabled:
         return open_loop_banner(cfg.open_loop), [lambda cells: open_loop_table(cells, cfg.wide)]
     if cfg.workload.max_request_rate:
@@ -91,29 +106,44 @@ def load_report(cfg: RunConfig) -> tuple[str | None, list[Table]]:
     return None, []
 
 
+@dataclass
+class Shape:
+    """Which cells a run measures and what it says after them: the matrix (default), or a search's probes
+    (`plan`), the watchers that may stop a probe early and the search's answer (`tables`)."""
+
+    plan: CellPlan | None = None
+    early_stops: list[OversaturationStop] = field(default_factory=list)
+    tables: list[Table] = field(default_factory=list)
+
+
 def build_runner(cfg: RunConfig, url: str, *, sinks: list[Sink] | None = None, results: ResultsFile | None = None,
-                 checks: list[CellCheck] | None = None, extra_sinks: list[Sink] | None = None) -> Runner:
+                 checks: list[CellCheck] | None = None, extra_sinks: list[Sink] | None = None,
+                 shape: Shape | None = None) -> Runner:
     """The runner of `cfg` against `url`. `sinks` default to the JSONL records beside `cfg.out`; a sweep
-    passes its own sinks, results file and checks. `extra_sinks` come first (a test's probes)."""
+    passes its own sinks, results file and checks. `extra_sinks` come first (a test's probes); `shape` makes
+    it a search."""
+    shape = shape or Shape()
     run_id = cfg.parallel.run_id or new_run_id()
     headers = cfg.auth_headers()
     control = RunControl()
     guard = ServerGuard(url, cfg.faults.server_down_after)
     sinks = [*(extra_sinks or []), *([JsonlSink(requests_path(cfg.out), label=cfg.label)] if sinks is None else sinks)]
-    sinks.append(guard)
+    sinks += [guard, *shape.early_stops]
     telemetry = TelemetryPlan(cfg.telemetry)
     services: list[Service] = [telemetry.log_command] if telemetry.log_command else []
     transport = make_transport(cfg, url, headers)
     driver = make_driver(cfg, url, headers, transport, guard, services)
-    exporter = live_exporter(run_id, cfg.exporter, cfg.label)
+    exporter = live_exporter(run_id, cfg.exporter, cfg.label, cfg.slo)
     if exporter is not None:
         sinks.append(exporter[0])
         services.append(exporter[1])
     banner, tables = load_report(cfg)
     verifier = make_verifier(cfg, url)
-    parts = RunParts(verifier=verifier,
-        driver=driver, banner=banner, tables=tables, transport=transport, control=control, sinks=sinks, telemetry=telemetry,
-        server_down=ServerDownPolicy(cfg.faults, guard, control, timed_cells=bool(cfg.duration_per_cell_s)),
+    parts = RunParts(
+        driver=driver, banner=banner, tables=tables + shape.tables, transport=transport, control=control, sinks=sinks,
+        telemetry=telemetry, plan=shape.plan, verifier=verifier,
+        server_down=ServerDownPolicy(cfg.faults, guard, control, timed_cells=bool(cfg.duration_per_cell_s),
+                                     early_stops=shape.early_stops),
         services=services, checks=checks or [],
         preflight=[TelemetryPreflight(cfg.telemetry), ReadyWait(cfg.wait_ready_s, cfg.api, cfg.model, headers, control)],
         interrupts=Interrupts(control, cfg.faults.drain_timeout_s, cfg.out))

@@ -5,7 +5,7 @@ interrupted or crashed run stops at once)."""
 from __future__ import annotations
 
 from exporters.live import LiveExporter
-from loadgen.config import ExporterConfig
+from loadgen.config import ExporterConfig, SloConfig
 from loadgen.console import log
 from loadgen.errors import UsageError
 from loadgen.target.discover import Target
@@ -33,12 +33,12 @@ class ExporterService:
         await self.exporter.aclose()
 
 
-def live_exporter(run_id: str, cfg: ExporterConfig,
-                  label: str | None = None) -> tuple[LiveExporter, ExporterService] | None:
+def live_exporter(run_id: str, cfg: ExporterConfig, label: str | None = None,
+                  slo: SloConfig | None = None) -> tuple[LiveExporter, ExporterService] | None:
     """The exporter (a sink) and its lifetime (a service), or None without --metrics-port. `label` (--label)
-    goes on loadgen_run_info."""
+    goes on loadgen_run_info; with latency targets (`slo`) it serves the SLO metrics too."""
     if cfg.metrics_port is None:
         return None
     exporter = LiveExporter(run_id, host=cfg.metrics_host, port=cfg.metrics_port, linger_s=cfg.metrics_linger_s,
-                            label=label, gpu_power_limit_w=cfg.gpu_power_limit_w)
+                            label=label, gpu_power_limit_w=cfg.gpu_power_limit_w, slo=slo)
     return exporter, ExporterService(exporter, cfg)

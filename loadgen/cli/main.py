@@ -13,22 +13,25 @@ from typing import TYPE_CHECKING
 from loadgen.errors import UsageError
 
 if TYPE_CHECKING:
+    from loadgen.cli.assemble import Shape
     from loadgen.config import RunConfig
     from loadgen.sinks.base import Sink
 
-SUBCOMMANDS = ("sweep", "compare", "report", "merge")
+SUBCOMMANDS = ("sweep", "compare", "report", "merge", "search")
 
 
-async def run_async(cfg: RunConfig, extra_sinks: list[Sink] | None = None) -> int:
-    """One run of the matrix; without --url against the built-in simulator, started here and stopped after.
-    `extra_sinks` come before the run's own (a test's probes)."""
+async def run_async(cfg: RunConfig, extra_sinks: list[Sink] | None = None, shape: Shape | None = None) -> int:
+    """One run of the matrix (or, with a `shape` that plans its cells, a search); without --url against the
+    built-in simulator, started here and stopped after. `extra_sinks` come before the run's own (a test's
+    probes)."""
     from loadgen.cli.assemble import build_runner
     from loadgen.cli.resume import Resume, nothing_left
     from loadgen.console import log
     from loadgen.sim.process import start_sim
 
-    resume = Resume(cfg)  # before the simulator starts: a refused --out costs nothing
-    if not resume.remaining:
+    searched = shape is not None and shape.plan is not None
+    resume = Resume(cfg, searched=searched)  # before the simulator starts: a refused --out costs nothing
+    if not resume.remaining and not searched:
         return nothing_left(resume)
     sim = None
     url = cfg.url
@@ -38,7 +41,7 @@ async def run_async(cfg: RunConfig, extra_sinks: list[Sink] | None = None) -> in
         log(f"no --url given: started the built-in simulator at {url} ({sim.banner.split('(', 1)[-1].rstrip(')')})")
     try:
         return await build_runner(cfg, url, sinks=[resume.sink], results=resume.results,
-                                  extra_sinks=extra_sinks).run()
+                                  extra_sinks=extra_sinks, shape=shape).run()
     finally:
         if sim is not None:
             await sim.stop()
@@ -49,6 +52,9 @@ def subcommand(name: str):
     if name == "sweep":
         from loadgen.cli.sweep import sweep_main
         return sweep_main
+    if name == "search":
+        from loadgen.cli.search import search_main
+        return lambda argv: search_main(argv, run_async)
     from loadgen.cli import results_commands
     return getattr(results_commands, f"{name}_main")
 

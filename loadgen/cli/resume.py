@@ -68,12 +68,17 @@ def earlier_runs(doc: dict) -> list[dict]:
     return runs + [{k: doc.get(k) for k in ("run_id", "started_at", "updated_at")}]
 
 
+SEARCHED = frozenset({"concurrency", "request_rate"})  # a search's probes are loads it chose, not a matrix
+
+
 class Resume:
     """What `--out` holds and what this run does with it: `results` (with the kept cells), `sink` (the JSONL,
-    appended when resuming), `remaining` (cells to measure)."""
+    appended when resuming), `remaining` (cells to measure). A search (`searched`) keeps finished cells of any
+    load of its prompt lengths: they are its earlier probes."""
 
-    def __init__(self, cfg: RunConfig):
+    def __init__(self, cfg: RunConfig, searched: bool = False):
         self.cfg = cfg
+        self.searched = searched
         doc = None if cfg.force else load_doc(cfg.out)
         self.kept = self._kept(doc) if doc else []
         keys = {c.key for c in self.kept}
@@ -88,22 +93,30 @@ class Resume:
 
     def _kept(self, doc: dict) -> list[CellResult]:
         diff = args_diff(doc.get("args") or {}, self.cfg.public_args()) if stored_cells(doc) else []
+        diff = [d for d in diff if not (self.searched and d.split(":")[0] in SEARCHED)]
         if diff:
             raise UsageError(f"{self.cfg.out} holds a run measured with other settings ({'; '.join(diff)}); "
                              "pass --force to replace it, or choose another --out to keep both")
+        if self.searched:
+            return [c for c in kept_cells(doc, None) if c.key.context_tokens in self.cfg.contexts]
         return kept_cells(doc, set(self.cfg.cells()))
 
     def _announce(self, doc: dict, records: str) -> None:
         total = len(self.cfg.cells())
         again = len([c for c in stored_cells(doc) if not c.finished])
-        if not self.remaining:
+        if self.searched:
+            kept = ", ".join(c.key.label() for c in self.kept) or "none"
+            log(f"resuming the search in {self.cfg.out}: {len(self.kept)} probes already measured ({kept}), kept; "
+                f"records appended to {records} (--force replaces both)")
+        elif not self.remaining:
             log(f"{self.cfg.out}: all {total} cells already measured; nothing to measure (--force measures "
                 "them again)")
             return
-        kept = ", ".join(c.key.label() for c in self.kept) or "none"
-        log(f"resuming {self.cfg.out}: {len(self.kept)} of {total} cells already measured ({kept}), kept; "
-            f"measuring {len(self.remaining)}" + (f" ({again} failed or unmeasured before)" if again else "")
-            + f"; records appended to {records} (--force replaces both)")
+        else:
+            kept = ", ".join(c.key.label() for c in self.kept) or "none"
+            log(f"resuming {self.cfg.out}: {len(self.kept)} of {total} cells already measured ({kept}), kept; "
+                f"measuring {len(self.remaining)}" + (f" ({again} failed or unmeasured before)" if again else "")
+                + f"; records appended to {records} (--force replaces both)")
         dropped = prune_records(records, self.kept)
         if dropped:
             log(f"{records}: dropped {dropped} records of cells that are measured again")

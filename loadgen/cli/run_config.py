@@ -21,6 +21,8 @@ from loadgen.cli.checks import (
     positive,
     trust_config,
 )
+from loadgen.cli.replay_config import cancel_config, session_config, shared_prefix_config, trace_config
+from loadgen.cli.slo_config import slo_config
 from loadgen.cli.workload_config import workload_config
 from loadgen.config import (
     ExporterConfig,
@@ -64,7 +66,12 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
     cfg.parallel = parallel_config(a, cfg)
     cfg.exporter = exporter_config(a)
     cfg.workload = workload_config(a, cfg, ",".join(map(str, RunConfig(url=None).contexts)))
+    cfg.trace = trace_config(a, cfg)
+    cfg.cancel = cancel_config(a, cfg)
+    session_config(a, cfg)
+    cfg.workload.shared_prefix = shared_prefix_config(a, cfg)
     cfg.verify = verify_config(a, cfg)
+    cfg.slo = slo_config(a)
     trust_config(a, cfg)
     cfg.repeat = positive("--repeat", a.repeat)
     cfg.wide = a.wide
@@ -124,7 +131,7 @@ def open_loop_config(a: argparse.Namespace, warmup: int) -> OpenLoopConfig:
     on = bool(rates or ramp)
     for flag, value in (("--arrival", a.arrival), ("--max-concurrency", a.max_concurrency),
                         ("--burstiness", a.burstiness)):
-        if value is not None and not on:
+        if value is not None and not on and not (a.trace and flag == "--max-concurrency"):
             raise UsageError(f"{flag} applies to open-loop load; add --request-rate R or --ramp R0:R1:S")
     law = ArrivalLaw(a.arrival or ArrivalLaw.POISSON)
     check_arrival(law, a.burstiness)

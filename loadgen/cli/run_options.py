@@ -6,8 +6,10 @@ from __future__ import annotations
 import argparse
 
 from loadgen.cli.help_format import Parser
+from loadgen.cli.replay_options import replay_options
 from loadgen.config import (
     AUTO_STREAMS_PER_WORKER,
+    DEFAULT_SLO_ATTAINMENT,
     ExporterConfig,
     FaultsConfig,
     ParallelConfig,
@@ -16,7 +18,7 @@ from loadgen.config import (
     VerifyConfig,
     WorkloadConfig,
 )
-from loadgen.names import ArrivalLaw, HttpClient, PrefixCache, VerifyMode, values
+from loadgen.names import ArrivalLaw, HttpClient, PrefixCache, SloMetric, VerifyMode, values
 from loadgen.sim.config import DEFAULT_BUDGET, DEFAULT_SPEED, DEFAULT_TOPK
 
 D = RunConfig(url=None)
@@ -31,6 +33,7 @@ examples:
   loadgen --url http://gpu-host:30000 --api sglang-generate --duration-per-cell 60 --warmup 8
   loadgen sim --port 30000 --budget 16 --topk 8        serve the simulator
   loadgen sweep sweep.toml                              reconfigure, prove readiness, measure, resume
+  loadgen search --slo ttft=300ms,tpot=25ms             the highest concurrency that meets the SLO
   loadgen compare a.json b.json                         compare runs cell by cell
   loadgen report results/my-sweep --plots plots/        the comparison as PNG plots
 """
@@ -44,10 +47,10 @@ def run_parser() -> argparse.ArgumentParser:
     p = Parser(
         prog="loadgen", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLES, allow_abbrev=False,
         description="Measure an LLM server over a matrix of concurrency × prompt length "
-                    "(subcommands: sim, sweep, compare, report, merge).")
+                    "(subcommands: sim, sweep, search, compare, report, merge).")
     for add in (target_options, matrix_options, output_options, noise_options, sim_options, telemetry_options,
-                open_loop_options, workload_options, server_down_options, interrupt_options, client_options, exporter_options,
-                power_limit_options, trust_options, verify_options):
+                open_loop_options, workload_options, replay_options, server_down_options, interrupt_options,
+                client_options, exporter_options, power_limit_options, trust_options, verify_options, slo_options):
         add(p)
     return p
 
@@ -278,3 +281,12 @@ def verify_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--verify-save-reference", metavar="FILE", help="save the reference this run compares with")
     g.add_argument("--max-garbage-fraction", type=float, default=v.max_garbage_fraction, metavar="F",
                    help="a cell whose garbage outputs exceed F of its checked ones is failed (default %(default)g)")
+def slo_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("latency targets and goodput (see docs/definitions.md#slo)")
+    g.add_argument("--slo", metavar="METRIC=VALUE[,...]",
+                   help="per-request latency targets; a request is good when it succeeded and met every one: "
+                        f"{', '.join(values(SloMetric))} (itl: the request's p99 gap); values in ms or s, e.g. "
+                        "--slo ttft=300ms,tpot=25ms,e2e=20s")
+    g.add_argument("--slo-attainment", type=float, metavar="F",
+                   help="the share of a cell's requests that must be good for the cell to meet the SLO "
+                        f"(default {DEFAULT_SLO_ATTAINMENT:g})")

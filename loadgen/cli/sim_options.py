@@ -47,6 +47,7 @@ def sim_options(p: argparse.ArgumentParser) -> None:
     service_options(p)
     connection_options(p)
     per_token_options(p)
+    workload_sim_options(p)
     p.add_argument("--engine", choices=values(Engine), default=Engine.SGLANG.value,
                    help="which server to imitate: sglang (default), vllm (metric names, /version) or llamacpp "
                         "(llama-server's stream shape, timings, prefix cache, /tokenize, llamacpp: metrics)")
@@ -110,6 +111,17 @@ def fault_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--http-error-status", type=int, default=503, metavar="CODE",
                    help="status of those errors (default 503)")
     g.add_argument("--fault-seed", type=int, default=0, help="seed of the random faults (default 0)")
+
+
+def workload_sim_options(p: argparse.ArgumentParser) -> None:
+    """What the workload tests need of the server: reasoning deltas and a prefix cache that reports."""
+    p.add_argument("--reasoning-tokens", type=int, default=0, metavar="N",
+                   help="stream a chat answer's first N tokens as reasoning_content deltas (a reasoning model); "
+                        "usage reports them as completion_tokens_details.reasoning_tokens")
+    p.add_argument("--cache-report", action="store_true",
+                   help="keep a prefix cache (16-token pages, as SGLang's radix cache serves shared prefixes) and "
+                        "report each request's cached tokens (as SGLang --enable-cache-report); the engine "
+                        "prefills only the uncached part")
 
 
 def output_fault_options(p: argparse.ArgumentParser) -> None:

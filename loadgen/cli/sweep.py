@@ -9,10 +9,11 @@ import os
 import shlex
 
 from loadgen.aio import install_uvloop
-from loadgen.cli.assemble import build_runner
+from loadgen.cli.assemble import Shape, build_runner
 from loadgen.cli.help_format import Parser
 from loadgen.cli.run_config import config_from_args
 from loadgen.cli.run_options import run_parser
+from loadgen.cli.search import search_parser, search_run
 from loadgen.config import RunConfig
 from loadgen.errors import UsageError
 from loadgen.results.document import ResultsFile
@@ -50,7 +51,8 @@ def sweep_main(argv: list[str]) -> int:
     if a.dry_run:
         return dry_run(spec, only)
     install_uvloop()
-    return asyncio.run(run_sweep(spec, CommandLineRuns(spec.path), force=a.force, only=only))
+    return asyncio.run(run_sweep(spec, CommandLineRuns(spec.path, searched=bool(spec.search)), force=a.force,
+                                 only=only))
 
 
 def dry_run(spec: SweepSpec, only: list[str] | None) -> int:
@@ -66,31 +68,37 @@ def dry_run(spec: SweepSpec, only: list[str] | None) -> int:
         if cfg.diagnostics:
             print(f"  diagnostics: {shlex.join(cfg.diagnostics)}")
         print(f"  expect: {cfg.expect or '(none: readiness needs the server seen going away)'}")
-        run = shlex.join(spec.run_argv(cfg, paths["results"]))
+        run = ("search " if spec.search else "") + shlex.join(spec.run_argv(cfg, paths["results"]))
         print(f"  ready within {cfg.timeout_s:g} s; measure: loadgen {run}")
         print(f"  stored: {done} finished cells")
     return 0
 
 
 class CommandLineRuns:
-    """The sweep's `RunBuilder`: a configuration's run is parsed and built exactly as `loadgen ARGS` would."""
+    """The sweep's `RunBuilder`: a configuration's run is parsed and built exactly as `loadgen ARGS` would
+    (`loadgen search ARGS` when the sweep has a [search] table)."""
 
-    def __init__(self, path: str = "the sweep file"):
+    def __init__(self, path: str = "the sweep file", searched: bool = False):
         self.path = path
+        self.searched = searched
+        self.shapes: dict[str | None, Shape] = {}  # a search's shape per configuration (its label)
 
     def config(self, argv: list[str]) -> RunConfig:
         try:
-            args, unknown = run_parser().parse_known_args(argv)
+            args, unknown = (search_parser() if self.searched else run_parser()).parse_known_args(argv)
         except SystemExit:
             raise UsageError(f"{self.path} [matrix] args: rejected by the run options (see the message "
                              "above)") from None
         if unknown:
             raise UsageError(f"{self.path} [matrix] args: unknown option(s) {' '.join(unknown)}; "
                              "see loadgen --help")
-        cfg = config_from_args(args)
+        if self.searched:
+            cfg, self.shapes[args.label] = search_run(args, run_parser().get_default("concurrency"))
+        else:
+            cfg = config_from_args(args)
         cfg.wait_ready_s = 0  # the sweep's own readiness gate has proven the server ready before each run
         return cfg
 
     def runner(self, cfg: RunConfig, url: str, *, sinks: list[Sink], results: ResultsFile,
                checks: list[CellCheck]) -> Runner:
-        return build_runner(cfg, url, sinks=sinks, results=results, checks=checks)
+        return build_runner(cfg, url, sinks=sinks, results=results, checks=checks, shape=self.shapes.get(cfg.label))

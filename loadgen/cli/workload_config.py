@@ -58,6 +58,10 @@ def _dataset(a: argparse.Namespace, cfg: RunConfig, w: WorkloadConfig, default_c
     except WorkloadError as exc:
         raise UsageError(str(exc)) from None
     log(ds.describe())
+    multi = sum(1 for r in ds.rows if sum(m["role"] == "user" for m in r.conversation or ()) > 1)
+    if multi and not a.sessions:
+        log(f"{multi} rows hold several user turns: each is sent as one request with its turns as they are; "
+            "--sessions replays them as conversations (the server's answers in the history)")
     if a.contexts != default_contexts:
         log("--contexts is not used with --dataset: each request's prompt is its row")
     w.dataset, w.dataset_format = a.dataset, ds.format

@@ -7,6 +7,11 @@ Both senders (`h1_sender` over the lean HTTP/1.1 client, `aiohttp_sender`) hand 
 - each event with content is one chunk: `chunks += 1`, `chunk_gaps_ns += [now − now of the previous chunk]`,
   `chunk_tokens += [new_tokens]` (the server's running count; one chunk without a count makes the list None:
   only the final total is known); an event that adds tokens without content joins the previous chunk;
+- reasoning (`reasoning_content` or `reasoning` deltas) is content, and also counted apart: `t_first_reasoning_ns`
+  of its first chunk, `t_first_answer_ns` of the first chunk of the answer itself, and `reasoning_tokens`
+  (usage's `completion_tokens_details.reasoning_tokens`, else Σ the reasoning chunks' running counts);
+- a record with `abandon_after_tokens` N: the read that brings the output to N tokens (the server's running
+  count, else content chunks) says STOP, so the sender closes the stream, and `finish` records it `abandoned`;
 - `finish`: the server's prompt/completion counts and spec details; outcome "ok" only for a complete stream
   (`StreamState.incomplete_reason`), and when the running counts do not add up to the final completion count
   the final count wins and `chunk_tokens` is None.
@@ -43,7 +48,7 @@ def http_error(status: int, body: bytes) -> str:
 class StreamRecorder:
     """Fills one request's record from its streamed body."""
 
-    __slots__ = ("rec", "state", "parser", "chunk_tokens", "last_token_ns")
+    __slots__ = ("rec", "state", "parser", "chunk_tokens", "last_token_ns", "abandon_at", "abandoned", "reasoning")
 
     def __init__(self, rec: Record, api: Api):
         self.rec = rec
@@ -51,6 +56,11 @@ class StreamRecorder:
         self.parser = SseParser()
         self.chunk_tokens: list[int] | None = []
         self.last_token_ns = 0
+        self.abandon_at = rec.abandon_after_tokens  # close the stream at this many output tokens (None: never)
+        self.abandoned = False
+        self.reasoning = 0  # Σ running-count tokens of the reasoning chunks
+        if rec.session is not None:
+            self.state.answer = []  # a session's next turn sends this answer back
 
     def feed(self, data: bytes, now: int) -> int:
         """Record the events of one read of body bytes; MORE, END or STOP. Raises `ProtocolError` (what came
@@ -69,6 +79,8 @@ class StreamRecorder:
                         rec.t_first_token_ns = now
                     last = now
                     chunks += 1
+                    if state.reasoning_event or rec.t_first_answer_ns is None:
+                        self._kind(now)
                     if chunk_tokens is not None:
                         n = state.new_tokens
                         if n is None:
@@ -84,12 +96,36 @@ class StreamRecorder:
                     break
         finally:
             self.last_token_ns, rec.chunks = last, rec.chunks + chunks
+        return said if self.abandon_at is None else self._abandon(said)
+
+    def _kind(self, now: int) -> None:
+        """A reasoning chunk (its time if first, its tokens), or the answer's first chunk."""
+        rec, state = self.rec, self.state
+        if not state.reasoning_event:
+            rec.t_first_answer_ns = now
+            return
+        if rec.t_first_reasoning_ns is None:
+            rec.t_first_reasoning_ns = now
+        self.reasoning += state.new_tokens or 0
+
+    def _abandon(self, said: int) -> int:
+        """STOP once the output reached `abandon_at` tokens (the stream is closed on purpose)."""
+        if said == MORE and self.tokens_so_far() >= self.abandon_at:
+            self.abandoned, said = True, STOP
         return said
+
+    def tokens_so_far(self) -> int:
+        """Output tokens received: the server's running count, else one per content chunk."""
+        state = self.state
+        return state.completion_tokens or 0 if state.running_counts else self.rec.chunks
 
     def finish(self, outcome: Outcome | None, error: str | None) -> Record:
         """End the record: `outcome` and `error` when the request failed, None to judge it by the stream.
         `t_end_ns` is now unless the sender has set it."""
         rec, state, chunk_tokens = self.rec, self.state, self.chunk_tokens
+        if self.abandoned:
+            outcome, error = Outcome.ABANDONED, f"closed by the client after {self.tokens_so_far()} tokens " \
+                                                "(--cancel-after-tokens)"
         if not rec.t_end_ns:
             rec.t_end_ns = time.monotonic_ns()
         rec.t_last_token_ns = self.last_token_ns or None
@@ -97,6 +133,10 @@ class StreamRecorder:
         rec.completion_tokens = state.completion_tokens
         rec.cached_tokens = state.cached_tokens
         rec.spec = state.spec
+        if state.answer is not None:
+            rec.answer = "".join(state.answer)
+        if rec.t_first_reasoning_ns is not None:  # the server's count, else the reasoning chunks' running counts
+            rec.reasoning_tokens = state.reasoning_tokens or self.reasoning
         rec.chunk_tokens = chunk_tokens
         if outcome is None:
             reason = state.incomplete_reason()

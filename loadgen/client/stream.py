@@ -51,6 +51,9 @@ class StreamState:
     _running_tokens: int = 0
     _uncounted: bool = False  # a content event came without a running count: a later usage is a total
     running_counts: bool = field(default=False)
+    answer: list[str] | None = None  # the answer's text pieces, kept when a list is given (a session's turn)
+    reasoning_event: bool = False  # the last content event carried reasoning (reasoning_content / reasoning)
+    reasoning_tokens: int | None = None  # usage's completion_tokens_details.reasoning_tokens (or reasoning_tokens)
 
     def __new__(cls, api: Api, *args, **kwargs):
         return object.__new__(STATES[api] if cls is StreamState else cls)
@@ -110,6 +113,10 @@ class StreamState:
         details = usage.get("prompt_tokens_details")
         if isinstance(details, dict) and details.get("cached_tokens") is not None:
             self.cached_tokens = int(details["cached_tokens"])
+        out = usage.get("completion_tokens_details")
+        reasoning = out.get("reasoning_tokens") if isinstance(out, dict) else usage.get("reasoning_tokens")
+        if isinstance(reasoning, int) and not isinstance(reasoning, bool):
+            self.reasoning_tokens = reasoning
 
     def _timings(self, t: dict) -> None:
         """llama.cpp's per-request `timings`: counts where usage gave none, and the draft tokens (`draft_n`
@@ -180,7 +187,12 @@ class ChatState(StreamState):
             return self._no_choices(obj, choices)
         choice = choices[0]
         delta = choice.get("delta")
-        text = bool(delta and (delta.get("content") or delta.get("reasoning_content")))
+        content = delta.get("content") if delta else None
+        reasoning = self.reasoning_event = bool(not content and delta and (delta.get("reasoning_content")
+                                                                           or delta.get("reasoning")))
+        text = bool(content) or reasoning
+        if content and self.answer is not None:
+            self.answer.append(content)
         if choice.get("finish_reason"):
             self.finished = True
         usage = obj.get("usage")

@@ -11,10 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from loadgen.metrics.accept import accept_length_chunks, accept_length_per_request
+from loadgen.metrics.cancel import cancellation_figures
 from loadgen.metrics.category import category_figures, length_distributions
 from loadgen.metrics.connections import retried_on_new_connection
 from loadgen.metrics.counts import request_counts
 from loadgen.metrics.open_loop import achieved_request_rate, schedule_request_rate
+from loadgen.metrics.reasoning import reasoning_figures
 from loadgen.metrics.request import (
     e2e_from_intended_s,
     e2e_s,
@@ -27,6 +29,7 @@ from loadgen.metrics.request import (
     ttft_s,
 )
 from loadgen.metrics.server_counts import cached_fraction, cached_tokens, draft_tokens, one_event_per_token
+from loadgen.metrics.sessions import session_figures, turn_figures
 from loadgen.metrics.stats import distribution, mean, percentile, weighted_distribution
 from loadgen.metrics.steady import measured_edges_ns, steady_figures
 from loadgen.metrics.steps import step_figures
@@ -146,6 +149,10 @@ def summarize(recs: Sequence[Record]) -> dict:
         "achieved_concurrency": achieved_concurrency(recs, window),
         "lengths": length_distributions(ok),
         "by_category": category_figures(recs, window),
+        "cancellation": cancellation_figures(recs),
+        "sessions": session_figures(recs),
+        "by_turn": turn_figures(recs),
+        "reasoning": reasoning_figures(ok),
         **rate_figures(recs),
         "window_ns": measured_edges_ns(recs),
         "steady": steady_figures(recs),

@@ -12,6 +12,7 @@ shards of a merged run) are combined by `combine`, and only there.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 from loadgen.metrics.stats import percentile
@@ -112,3 +113,14 @@ def merge_client(parent: dict | None, workers: list[dict]) -> dict:
         "per_worker": [{k: w.get(k) for k in ("worker", "slots", "loop_lag_p99_s", "cpu_percent", "saturated")}
                        for w in workers],
     }
+
+
+def saturation_note(client: dict, cell: dict) -> str:
+    """The note of a cell whose client fell behind, with the advice for its case (`saturation_advice`):
+    'CLIENT SATURATED (event-loop lag …): add --workers auto …'. `cell` holds the key (concurrency,
+    request_rate)."""
+    advice = saturation_advice(int(cell.get("concurrency") or 0), cell.get("request_rate") is not None,
+                               int(client.get("workers") or 1), os.cpu_count() or 1,
+                               client["runqueue_wait_s"] if machine_busy(client) else None)
+    return "CLIENT SATURATED (" + "; ".join(client.get("reasons", [])) + "): " + advice
+

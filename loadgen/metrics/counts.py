@@ -1,10 +1,11 @@
-"""How a cell's measured requests ended: {ok, failed, cancelled, by_outcome}.
+"""How a cell's measured requests ended: {ok, failed, cancelled, abandoned, by_outcome}.
 
 `cancelled` are the requests the client itself cut short (a second Ctrl-C or the end of --drain-timeout
 cancels those in flight; a worker process that died leaves its requests cancelled): no answer of the server
 was wrong, so they are counted apart from `failed` (every other outcome but ok). Files written before the
 split have no `cancelled` and count them in `failed`; every reader goes through `scheduled` and `not_ok`,
-which are right for both.
+which are right for both. `abandoned` are the requests the client closed on purpose (`--cancel-fraction`):
+scheduled, never a failure; the key is there only when some were.
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ from loadgen.record import OUTCOMES, Record
 
 
 def request_counts(recs: Sequence[Record], ok: Sequence[Record]) -> dict:
-    """{ok, failed, cancelled, by_outcome}: every measured request counts once, under its outcome;
-    failed = every outcome but ok and cancelled."""
+    """{ok, failed, cancelled, abandoned, by_outcome}: every measured request counts once, under its outcome;
+    failed = every outcome but ok, cancelled and abandoned; abandoned only when some were."""
     by_outcome = Counter(r.outcome for r in recs)
-    cancelled = by_outcome[Outcome.CANCELLED]
-    return {"ok": len(ok), "failed": len(recs) - len(ok) - cancelled, "cancelled": cancelled,
-            "by_outcome": {o: by_outcome[o] for o in OUTCOMES if by_outcome[o]}}
+    cancelled, abandoned = by_outcome[Outcome.CANCELLED], by_outcome[Outcome.ABANDONED]
+    counts = {"ok": len(ok), "failed": len(recs) - len(ok) - cancelled - abandoned, "cancelled": cancelled}
+    if abandoned:
+        counts["abandoned"] = abandoned
+    return counts | {"by_outcome": {o: by_outcome[o] for o in OUTCOMES if by_outcome[o]}}
 
 
 def not_ok(requests: dict) -> int:
@@ -31,5 +34,5 @@ def not_ok(requests: dict) -> int:
 
 
 def scheduled(requests: dict) -> int:
-    """ok + failed + cancelled: every measured request that was scheduled and ended."""
-    return (requests.get("ok") or 0) + not_ok(requests)
+    """ok + failed + cancelled + abandoned: every measured request that was scheduled and ended."""
+    return (requests.get("ok") or 0) + not_ok(requests) + (requests.get("abandoned") or 0)

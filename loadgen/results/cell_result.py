@@ -9,25 +9,29 @@ back as it was. `status` and `error` are never stored in the tree: they are judg
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from loadgen.metrics.client_health import machine_busy, saturation_advice
+from loadgen.metrics.client_health import saturation_note
 from loadgen.names import CellStatus
 from loadgen.record import CellKey, cell_key
+from loadgen.results.fields_doc import doc
 from loadgen.results.gpu_part import Gpu
 from loadgen.results.incidents import Incident, IncidentKind, Verdict, finished, judge
-from loadgen.results.part_fields import Figures, doc
+from loadgen.results.slo_part import Slo
+from loadgen.results.workload_part import Workload
+
+Figures = dict[str, Any]  # a distribution {mean, p50, …, samples} or another block of figures, documented per field
 
 
 @dataclass
 class Requests:
     """How many requests the cell measured and how they ended."""
 
-    requests: Figures = doc("{ok, failed, cancelled, by_outcome}: every measured request counts once, under "
-                            "its outcome; cancelled = cut short by the client (an interrupt, a worker that died), "
-                            "failed = every other outcome but ok (older files have no cancelled: failed "
+    requests: Figures = doc("{ok, failed, cancelled, abandoned, by_outcome}: every measured request counts once, "
+                            "under its outcome; cancelled = cut short by the client (an interrupt, a worker that "
+                            "died), abandoned = closed on purpose (--cancel-fraction; only when some were, never a "
+                            "failure), failed = every other outcome but ok (older files have no cancelled: failed "
                             "counts them there)", "requests", {})
     requests_not_sent: int | None = doc("measured requests never sent (an interrupt or a server that went away "
                                         "stopped the cell early); null for duration-bound cells", "requests")
@@ -153,9 +157,10 @@ class CellResult:
     throughput: Throughput = field(default_factory=Throughput)
     accept: AcceptLength = field(default_factory=AcceptLength)
     telemetry: Telemetry = field(default_factory=Telemetry)
+    workload: Workload = field(default_factory=Workload)
     noise: Noise = field(default_factory=Noise)
     gpu: Gpu = field(default_factory=Gpu)
-    slo: Figures | None = None  # room for latency targets and goodput
+    slo: Slo | None = None  # latency targets and goodput (--slo)
     correctness: Figures | None = None  # room for output verification
     incidents: list[Incident] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # notes that are not incidents (telemetry sources)
@@ -197,8 +202,10 @@ class CellResult:
 
 
 PARTS = {"requests": Requests, "load": Load, "prompts": Prompts, "latency": Latency, "throughput": Throughput,
-         "accept": AcceptLength, "telemetry": Telemetry, "noise": Noise, "gpu": Gpu}
+         "accept": AcceptLength, "telemetry": Telemetry, "noise": Noise, "workload": Workload,
+         "gpu": Gpu}
 RESERVED = ("slo", "correctness")
+TYPED_RESERVED = {"slo": Slo}  # reserved parts filled with a typed part: written by its to_json, read by from_json
 KEY_FIELDS = ("context_tokens", "concurrency", "request_rate")
 JUDGED = ("status", "error", "warnings", "incidents")
 
@@ -218,11 +225,20 @@ def to_json(result: CellResult) -> dict:
         values = getattr(result, part)
         out.update({f.name: getattr(values, f.name) for f in fields(values)
                     if _written(getattr(values, f.name), f.metadata["optional"] or not measured)})
-    out.update({name: getattr(result, name) for name in RESERVED if getattr(result, name) is not None})
+    out.update({name: _reserved_json(getattr(result, name)) for name in RESERVED if getattr(result, name) is not None})
     verdict = result.verdict
     out |= {"status": verdict.status, "error": verdict.error, "warnings": [*verdict.notes, *result.warnings],
             "incidents": [i.to_json() for i in result.incidents]}
     return out | result.extra
+
+
+def _reserved_json(value: Any) -> Any:
+    return value.to_json() if hasattr(value, "to_json") else value
+
+
+def _reserved(name: str, value: Any) -> Any:
+    typed = TYPED_RESERVED.get(name)
+    return typed.from_json(value) if typed is not None and isinstance(value, dict) else value
 
 
 def _written(value: Any, optional: bool) -> bool:
@@ -242,7 +258,7 @@ def from_json(data: dict) -> CellResult:
         elif name not in (*KEY_FIELDS, *JUDGED, *RESERVED, "run_id"):
             extra[name] = value
     result = CellResult(key, data.get("run_id"), **{p: PARTS[p](**v) for p, v in parts.items()},
-                        **{name: data.get(name) for name in RESERVED}, extra=extra)
+                        **{name: _reserved(name, data.get(name)) for name in RESERVED}, extra=extra)
     if "incidents" in data:
         result.incidents = [Incident.from_json(i) for i in data["incidents"]]
         if data.get("status", result.status) != result.status:  # a status set by hand (or by another tool)
@@ -277,14 +293,3 @@ def _stored_verdict(data: dict) -> list[Incident]:
     if status != CellStatus.OK:
         return [Incident(IncidentKind.RECORDED, data.get("error") or str(status))]
     return []
-
-
-def saturation_note(client: dict, cell: dict) -> str:
-    """The note of a cell whose client fell behind, with the advice for its case (`saturation_advice`):
-    'CLIENT SATURATED (event-loop lag …): add --workers auto …'. `cell` holds the key (concurrency,
-    request_rate)."""
-    advice = saturation_advice(int(cell.get("concurrency") or 0), cell.get("request_rate") is not None,
-                               int(client.get("workers") or 1), os.cpu_count() or 1,
-                               client["runqueue_wait_s"] if machine_busy(client) else None)
-    return "CLIENT SATURATED (" + "; ".join(client.get("reasons", [])) + "): " + advice
-

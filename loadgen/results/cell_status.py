@@ -4,7 +4,8 @@ the report all call, so a cell is failed (and never named best) in every view or
 A cell is usable when it was measured (status ok) and the requests that did not succeed (failed, and
 cancelled by the client: `metrics/counts.py` counts them apart) are at most `max_failed_fraction` of the
 requests it scheduled. Failures below the limit leave the cell usable; `failure_note` says how many there
-were. Messages say "failed" only of failed requests and "cancelled" of cancelled ones.
+were. Messages say "failed" only of failed requests and "cancelled" of cancelled ones. Requests closed on
+purpose (`abandoned`, `--cancel-fraction`) are scheduled and never count against the cell.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def _verb(req: dict) -> str:
 
 def _outcomes(cell: dict) -> str:
     by = (cell.get("requests") or {}).get("by_outcome") or {}
-    return ", ".join(f"{n} {o}" for o, n in by.items() if o != Outcome.OK and n)
+    return ", ".join(f"{n} {o}" for o, n in by.items() if o not in (Outcome.OK, Outcome.ABANDONED) and n)
 
 
 def too_many_failed(cell: dict) -> str | None:
@@ -97,6 +98,16 @@ def request_incidents(cell: dict) -> list[Incident]:
     return [Incident(IncidentKind.SOME_FAILED, note)] if note else []
 
 
+def missed_slo(cell: dict) -> str | None:
+    """'missed its SLO (attainment 72% < 90%)' for a cell measured with latency targets that it missed."""
+    slo = cell.get("slo") or {}
+    if not slo or slo.get("met") is not False:
+        return None
+    attained = slo.get("attainment")
+    shown = "no request scheduled" if attained is None else f"attainment {attained:.0%}"
+    return f"missed its SLO ({shown} < {slo.get('attainment_required', 0):.0%})"
+
+
 def client_saturated(cell: dict) -> str | None:
     """Why the cell's client is known to have fallen behind ('client saturated: …'), or None."""
     client = cell.get("client") or {}
@@ -108,6 +119,7 @@ def client_saturated(cell: dict) -> str | None:
 
 def not_best(cell: dict) -> str | None:
     """Why this cell may not be named best in compare and the report, or None when it may: its figures are
-    unusable (`problem`), its outputs were garbage (--verify), or its client fell behind (its latencies are
-    partly the client's)."""
-    return problem(cell) or ("garbage output" if produced_garbage(cell) else None) or client_saturated(cell)
+    unusable (`problem`), its outputs were garbage (--verify), it missed its latency targets (--slo), or its
+    client fell behind (its latencies are partly the client's)."""
+    return (problem(cell) or ("garbage output" if produced_garbage(cell) else None) or missed_slo(cell)
+            or client_saturated(cell))

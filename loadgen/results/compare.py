@@ -14,20 +14,23 @@ import orjson
 
 from loadgen.errors import UsageError
 from loadgen.files import read_json
-from loadgen.metrics.confidence import overlap
 from loadgen.names import CellStatus
 from loadgen.record import cell_key
 from loadgen.results import category_compare
 from loadgen.results import text_table as tt
+from loadgen.results.best import mark_best
 from loadgen.results.cell_result import from_json
 from loadgen.results.cell_status import not_best, problem
+from loadgen.results.goodput_rank import goodput_ranking
 from loadgen.results.knee_text import knee_summary
 from loadgen.results.schema import SWEEP_SCHEMA
+from loadgen.results.slo_part import attainment_text
 from loadgen.results.text_table import Column
 
 # metric → (column title, how to read it from a cell, better: "high" | "low")
 METRICS = {
     "out_tok_s": ("out tok/s", lambda c: c.get("output_tok_s"), "high"),
+    "good_tok_s": ("good tok/s", lambda c: (c.get("slo") or {}).get("good_output_tok_s"), "high"),
     "req_tok_s": ("req tok/s", lambda c: (c.get("request_tok_s") or {}).get("mean"), "high"),
     "ttft_p50_s": ("TTFT p50 ms", lambda c: (c.get("ttft_s") or {}).get("p50"), "low"),
     "accept": ("accept", lambda c: (c.get("accept_length") or {}).get("value"), "high"),
@@ -38,6 +41,13 @@ SPEEDUPS = ("out_tok_s", "req_tok_s")
 # metric → the path of its confidence interval in the cell's `intervals` (metrics without one: power, energy)
 INTERVALS = {"out_tok_s": "output_tok_s", "req_tok_s": "request_tok_s.mean", "ttft_p50_s": "ttft_s.p50",
              "accept": "accept_length.value"}
+SLO_METRICS = ("good_tok_s",)  # shown only where some cell was measured with --slo
+
+
+def shown_metrics(rows: list[dict]) -> list[str]:
+    """The METRICS a comparison of `rows` shows: the SLO's only when a row has SLO figures."""
+    slo = any(row.get("slo") for row in rows)
+    return [m for m in METRICS if slo or m not in SLO_METRICS]
 
 
 @dataclass
@@ -126,7 +136,7 @@ def _row(r: Run, key, cell: dict, base: Run) -> dict:
     ok = why is None
     row = {"context_tokens": key[0], "concurrency": key[1], "request_rate": key[2] or None, "config": r.name,
            "status": "ok" if ok else "failed", "error": why, "not_best": not_best(cell) if ok else why,
-           "baseline": r is base, "best": [], "noise": [], "intervals": {}, "repeated": bool(cell.get("repeats"))}
+           "slo": cell.get("slo"), "baseline": r is base, "best": [], "noise": [], "intervals": {}, "repeated": bool(cell.get("repeats"))}
     for m, (_, get, _) in METRICS.items():
         row[m] = get(cell) if ok else None
         if ok and m in INTERVALS:
@@ -136,36 +146,6 @@ def _row(r: Run, key, cell: dict, base: Run) -> dict:
         b = METRICS[m][1](base_cell) if base_cell and problem(base_cell) is None else None
         row[m + "_x"] = row[m] / b if row[m] is not None and b else None
     return row
-
-
-def _beyond_noise(leader: dict, other: dict, m: str) -> bool:
-    """The leader's figure `m` is better than the other's beyond noise: their 95 % intervals are disjoint
-    (a figure without an interval: the values differ)."""
-    a, b = leader["intervals"].get(m), other["intervals"].get(m)
-    if a is None or b is None:
-        return leader[m] != other[m]
-    return not overlap(a, b)
-
-
-def mark_best(group: list[dict]) -> None:
-    """Mark, per metric, the best row of one cell: the best value among the rows that may be best
-    (`not_best` None), when it is alone there and beyond noise of every other row's value (`_beyond_noise`);
-    else the leaders and the rows within their noise are marked `noise` and nothing is best."""
-    for m, (_, _, better) in METRICS.items():
-        valued = [r for r in group if r[m] is not None]
-        allowed = [r for r in valued if not r["not_best"]]
-        if len(valued) < 2 or not allowed:
-            continue
-        pick = max if better == "high" else min
-        top = pick(r[m] for r in allowed)
-        leaders = [r for r in allowed if r[m] == top]
-        close = [r for r in valued if r not in leaders and not _beyond_noise(leaders[0], r, m)]
-        if close or len(leaders) > 1:  # a tie is no win either
-            for r in leaders + close:
-                r["noise"].append(m)
-        else:
-            for r in leaders:
-                r["best"].append(m)
 
 
 def comparison(runs: list[Run], base: int = 0) -> list[dict]:
@@ -180,7 +160,7 @@ def comparison(runs: list[Run], base: int = 0) -> list[dict]:
     rows = []
     for key in keys:
         group = [_row(r, key, r.cells[key], runs[base]) for r in runs if key in r.cells]
-        mark_best(group)
+        mark_best(group, {m: better for m, (_, _, better) in METRICS.items()})
         rows += group
     return rows
 
@@ -214,6 +194,10 @@ def row_note(row: dict) -> str:
     return f"never best: {row['not_best']}" if row["not_best"] else ""
 
 
+def _slo(row: dict) -> str:
+    return attainment_text(row.get("slo")) or tt.MISSING
+
+
 COLUMNS = [
     tt.CONTEXT,
     Column("conc", 5, _load),
@@ -230,28 +214,39 @@ COLUMNS = [
 ]
 
 
+SLO_COLUMNS = [Column("good tok/s", 10, _metric("good_tok_s")), Column("SLO", 9, _slo)]
+
+
+def columns(rows: list[dict]) -> list[Column]:
+    """The comparison's columns: with SLO figures in any row, good tok/s and the attainment follow out tok/s."""
+    return [*COLUMNS[:5], *SLO_COLUMNS, *COLUMNS[5:]] if any(row.get("slo") for row in rows) else COLUMNS
+
+
 def render_text(rows: list[dict]) -> str:
     """Rows grouped by cell (a blank line between cells; a cell's context and load shown on its first row)."""
-    out = [tt.header(COLUMNS).rstrip()]
+    cols = columns(rows)
+    out = [tt.header(cols).rstrip()]
     prev = None
     for row in rows:
         key = (row["context_tokens"], row["concurrency"], row.get("request_rate"))
-        cells = tt.texts(COLUMNS, row)
+        cells = tt.texts(cols, row)
         if key == prev:
             cells[0] = cells[1] = ""
         elif prev is not None:
             out.append("")
         prev = key
-        out.append(tt.join(COLUMNS, cells).rstrip())
+        out.append(tt.join(cols, cells).rstrip())
     out += [w for line in legend(rows, "*") for w in textwrap.wrap(line, 120)]
     return "\n".join(out)
 
 
 def legend(rows: list[dict], mark: str) -> list[str]:
     """The lines under the comparison: what the marks mean and, when some figure is within noise, how many."""
-    lines = [f"{mark} best of the cell beyond noise (highest tok/s and accept length; lowest TTFT, W and J/token; "
-             "its 95 % interval clear of every other's); ~ within noise of the cell's leader: no best named; "
-             "vs base = value / the baseline's"]
+    slo = any(r.get("slo") for r in rows)
+    lines = [f"{mark} best of the cell beyond noise (highest tok/s{', good tok/s' if slo else ''} and accept length; "
+             "lowest TTFT, W and J/token; its 95 % interval clear of every other's"
+             f"{'; a cell that missed its SLO is never best' if slo else ''}); ~ within noise of the cell's leader: "
+             "no best named; vs base = value / the baseline's"]
     cells = {(cell_key(r), m) for r in rows for m in r["noise"]}
     named = {(cell_key(r), m) for r in rows for m in r["best"]}
     if cells:
@@ -264,10 +259,11 @@ def legend(rows: list[dict], mark: str) -> list[str]:
 
 
 def render_markdown(rows: list[dict]) -> str:
-    head = [c.header for c in COLUMNS]
+    cols = columns(rows)
+    head = [c.header for c in cols]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
-        cells = [f"**{c.strip()[:-1]}**" if c.strip().endswith("*") else c.strip() for c in tt.texts(COLUMNS, row)]
+        cells = [f"**{c.strip()[:-1]}**" if c.strip().endswith("*") else c.strip() for c in tt.texts(cols, row)]
         out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     out += ["", *legend(rows, "**bold**:")]
     return "\n".join(out)
@@ -288,6 +284,10 @@ def compare_table(runs: list[Run], baseline: str | None, fmt: str = "text") -> s
     rows = comparison(runs, pick_baseline(runs, baseline))
     text = {"text": render_text, "md": render_markdown, "csv": render_csv}[fmt](rows)
     by_category = category_compare.render(runs, pick_baseline(runs, baseline)) if fmt == "text" else None
-    text = text + "\n" + by_category if by_category else text
+    ranking = goodput_ranking(runs) if fmt == "text" else None
     knee = [line for r in runs if (line := knee_summary(list(r.cells.values()), r.name))]
-    return ("\n\n" if fmt == "md" else "\n").join([text, *knee]) if fmt in ("text", "md") else text
+    if fmt == "csv":
+        return text
+    if fmt == "md":
+        return "\n\n".join(t for t in (text, *knee) if t)
+    return "\n".join(t for t in (text, by_category, ranking, *knee) if t)

@@ -4,8 +4,11 @@ filled by `build_cell` from `metrics/gpu_window.py` and `metrics/bottleneck.py`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from loadgen.results.part_fields import Figures, doc
+from loadgen.results.fields_doc import doc
+
+Figures = dict[str, Any]  # a block of figures, documented per field
 
 
 @dataclass

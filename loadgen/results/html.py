@@ -48,6 +48,10 @@ CAPTIONS = {
                "the power cap throttles the clocks.",
     "accept_categories.png": "Accept length per prompt category.",
     "open_loop.png": "Open-loop cells against their scheduled request rate; latency from the intended send.",
+    "pareto.png": "Each configuration's concurrencies as points of interactivity (mean per-request tok/s) and "
+                  "throughput (aggregate output tok/s); the dashed line is the Pareto frontier: no point beats one "
+                  "on it in both. With --slo, filled points met the SLO, hollow ones missed, and the frontier "
+                  "joins only those that met it; a TPOT target is the dotted line of the interactivity it implies.",
 }
 
 
@@ -91,15 +95,17 @@ def winners_table(runs: list[Run], base: int) -> str:
     keys = list(dict.fromkeys(_key(r) for r in rows))
     cells = {(r.name, k): c for r in runs for k, c in r.cells.items()}
     any_failed = any(problem(c) for c in cells.values())
+    shown = compare.shown_metrics(rows)
+    metrics = [m for m in ("good_tok_s", *WINNER_METRICS) if m in shown]  # with --slo, goodput first
     head = el("thead", el("tr", el("th", "prompt") + el("th", "load") + "".join(
         el("th", text(compare.METRICS[m][0] + (" (high)" if compare.METRICS[m][2] == "high" else " (low)")))
-        for m in WINNER_METRICS) + (el("th", "not usable") if any_failed else "")))
+        for m in metrics) + (el("th", "not usable") if any_failed else "")))
     colors = config_colors(runs)
     body = []
     for key in keys:
         group = [r for r in rows if _key(r) == key]
         tds = [el("td", text(prompt_text(key[0])), class_="num"), el("td", text(load_text(key)), class_="num")]
-        tds += [el("td", _winner(group, m, colors), data_metric=m) for m in WINNER_METRICS]
+        tds += [el("td", _winner(group, m, colors), data_metric=m) for m in metrics]
         if any_failed:
             failed = [r["config"] for r in group if problem(cells[(r["config"], key)])]
             tds.append(el("td", text(", ".join(failed)), class_="note"))

@@ -61,13 +61,13 @@ def _head(columns: list[str], numeric_from: int) -> str:
                                         for i, h in enumerate(columns))))
 
 
-def _comparison_row(row: dict, cell: dict, first: bool, color) -> str:
+def _comparison_row(row: dict, cell: dict, first: bool, color, metrics: list[str]) -> str:
     key = cell_key(row)
     why = problem(cell)
     tds = [el("td", text(prompt_text(key[0])) if first else "", class_="num"),
            el("td", text(load_text(key)) if first else "", class_="num"),
            el("td", swatch(color) + text(row["config"]), class_="config")]
-    for m, (_, _, _) in compare.METRICS.items():
+    for m in metrics:
         tds.append(_figure_td(row.get(m), compare.SHOWN.get(m, "ms" if m == "ttft_p50_s" else ".1f"), m,
                               m in row["best"], m in row["noise"]))
         if m in compare.SPEEDUPS:
@@ -88,15 +88,17 @@ def comparison_table(runs: list[Run], base: int) -> str:
     cells = {(r.name, k): c for r in runs for k, c in r.cells.items()}
     colors = config_colors(runs)
     head = ["prompt", "load", "configuration"]
-    for m, (title, _, _) in compare.METRICS.items():
-        head.append(title)
+    metrics = compare.shown_metrics(rows)
+    for m in metrics:
+        head.append(compare.METRICS[m][0])
         if m in compare.SPEEDUPS:
             head.append("vs base")
     head.append("note")
     body, prev = [], None
     for row in rows:
         key = cell_key(row)
-        body.append(_comparison_row(row, cells[(row["config"], key)], key != prev, colors.get(row["config"])))
+        body.append(_comparison_row(row, cells[(row["config"], key)], key != prev, colors.get(row["config"]),
+                                    metrics))
         prev = key
     table = el("table", _head(head, 3) + el("tbody", "".join(body)), class_="data", data_table="comparison")
     return el("div", table, class_="scroll")

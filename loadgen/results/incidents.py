@@ -51,6 +51,7 @@ class IncidentKind(StrEnum):
     GARBAGE_OUTPUT = "garbage_output"  # --verify: more garbage outputs than --max-garbage-fraction allows
     OUTPUT_MISMATCH = "output_mismatch"  # --verify exact: an output differs from the reference
     OUTPUT_DIVERGED = "output_diverged"  # --verify: an output differs from the reference (no garbage)
+    OVERSATURATED = "oversaturated"  # a search's probe stopped early: the server over-saturated, the SLO missed
 
 
 EFFECTS: dict[IncidentKind, Effect] = {
@@ -70,6 +71,7 @@ EFFECTS: dict[IncidentKind, Effect] = {
     IncidentKind.GARBAGE_OUTPUT: Effect.FAIL,
     IncidentKind.OUTPUT_MISMATCH: Effect.FAIL,
     IncidentKind.OUTPUT_DIVERGED: Effect.NOTE,
+    IncidentKind.OVERSATURATED: Effect.NOTE,  # its figures hold what was measured; kept on resume
 }
 
 

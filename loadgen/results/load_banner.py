@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from loadgen.config import OpenLoopConfig
+from loadgen.config import OpenLoopConfig, TraceConfig
 from loadgen.names import ArrivalLaw
 
 
@@ -19,3 +19,11 @@ def open_loop_banner(o: OpenLoopConfig) -> str:
 def throttle_banner(max_request_rate: float) -> str:
     """The closed loop under `--max-request-rate`."""
     return f"closed loop with a ceiling: at most {max_request_rate:g} request starts per second"
+
+
+def trace_banner(t: TraceConfig) -> str:
+    """`trace replay: FILE at speed 1,2 (mean 20,40 req/s), cap none (--concurrency is not used)`."""
+    speeds = ",".join(f"{s:g}" for s in t.trace_speeds)
+    rates = ",".join(f"{r:g}" for r in t.trace_rates)
+    return (f"trace replay: {t.trace} at speed {speeds} (mean {rates} req/s), cap {t.trace_max_concurrency or 'none'} "
+            "(--concurrency is not used)")

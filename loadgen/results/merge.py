@@ -26,6 +26,7 @@ from loadgen.metrics import telemetry as cell_telemetry
 from loadgen.metrics.cell import summarize
 from loadgen.metrics.client_health import combine
 from loadgen.metrics.power import derive_power
+from loadgen.metrics.slo import slo_figures
 from loadgen.metrics.source_result import SourceResult
 from loadgen.names import Phase
 from loadgen.record import CellKey, Record, RunAnchor, cell_key
@@ -33,6 +34,7 @@ from loadgen.results.cell_result import CellResult, from_json
 from loadgen.results.cell_status import failed_fraction, max_failed_fraction, request_incidents
 from loadgen.results.provenance import wall_clock
 from loadgen.results.schema import RESULTS_SCHEMA as SCHEMA
+from loadgen.results.slo_part import Slo
 from loadgen.sinks.jsonl import requests_path
 
 TIME_FIELDS = ("t_intended_ns", "t_sent_ns", "t_first_byte_ns", "t_first_token_ns", "t_last_token_ns",
@@ -118,7 +120,15 @@ def merge_cell(key: CellKey, entries: list[dict | None], records: list[list[Reco
     result = from_json(entry | {"incidents": []})
     for incident in request_incidents(entry):
         result.add(incident.kind, incident.reason)
+    result.slo = _merged_slo(first.get("slo"), measured, summary["duration_s"], entry.get("requests_not_sent"))
     return result
+
+
+def _merged_slo(slo: dict | None, measured: list[Record], window_s: float, not_sent: int | None) -> Slo | None:
+    """The shards' targets over the merged requests (every shard's never-sent ones not good)."""
+    if not slo:
+        return None
+    return Slo(**slo_figures(measured, slo["targets_s"], slo["attainment_required"], window_s, not_sent or 0))
 
 
 def _power(block: dict | None, summary: dict) -> dict | None:

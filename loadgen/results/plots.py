@@ -10,6 +10,7 @@ writes them. A plot without data is not drawn; a note says which and why.
     gpu.png                   GPU utilization and power as % of the limit vs concurrency (the bottleneck's evidence)
     accept_categories.png     accept length per prompt category (runs with categories)
     open_loop.png             open-loop cells: output tok/s and TTFT p99 (from the intended send) vs rate
+    pareto.png                per-request tok/s against output tok/s per concurrency, Pareto frontier, the SLO
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from loadgen.results import plot_data as pd
 from loadgen.results.compare import Run
 from loadgen.results.plots_bars import accept_categories, accept_sources
 from loadgen.results.plots_load import Layer, Row, grid
+from loadgen.results.plots_pareto import pareto
 
 NO_POWER = "no cell has power data (measure with --dcgm URL or --nvml)"
 
@@ -122,6 +124,7 @@ PLOTS = [
     ("gpu.png", "GPU utilization and power", _gpu, "no cell has GPU utilization (--dcgm URL or --nvml)"),
     ("accept_categories.png", "Accept length per category", _categories, None),
     ("open_loop.png", "Open loop", _open_loop, None),
+    ("pareto.png", "Interactivity against throughput", pareto, None),
 ]
 
 

@@ -33,7 +33,8 @@ def _set(cell: dict, path: str, value: float) -> None:
 def _requests(cells: Sequence[dict]) -> dict:
     by = {o: sum((c.get("requests") or {}).get("by_outcome", {}).get(o, 0) for c in cells) for o in OUTCOMES}
     counts = {k: sum((c.get("requests") or {}).get(k) or 0 for c in cells) for k in ("ok", "failed", "cancelled")}
-    return counts | {"by_outcome": {o: n for o, n in by.items() if n}}
+    abandoned = sum((c.get("requests") or {}).get("abandoned") or 0 for c in cells)  # only when some were
+    return counts | ({"abandoned": abandoned} if abandoned else {}) | {"by_outcome": {o: n for o, n in by.items() if n}}
 
 
 def combine_repeats(results: Sequence[CellResult]) -> CellResult:

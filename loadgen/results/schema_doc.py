@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from loadgen.results.cell_result import JUDGED, KEY_FIELDS, PARTS, RESERVED
+from loadgen.results.cell_result import JUDGED, KEY_FIELDS, PARTS, RESERVED, TYPED_RESERVED
 from loadgen.results.correctness import Correctness
 from loadgen.results.incidents import EFFECTS
 from loadgen.results.schema import RESULTS_SCHEMA
@@ -31,6 +31,8 @@ DOCUMENT_FIELDS = {
     "earlier_runs": "the runs whose cells a resumed file kept: run_id, started_at, updated_at",
     "sweep": "a sweep configuration's own part: sweep, config, params, settings, attempts",
     "merged_from": "`loadgen merge`: the shards' run ids, labels, hosts and clock offsets",
+    "search": "`loadgen search`: its settings, the SLO, and per prompt length the bracket found {met, missed, "
+              "probes, ended, complete} (docs/search.md)",
 }
 CELL_FIELDS = {
     "context_tokens": ("tokens", "the cell's prompt length (0 for a dataset's own lengths)"),
@@ -41,7 +43,7 @@ CELL_FIELDS = {
     "error": ("", "why the cell failed or was skipped; null when ok"),
     "warnings": ("", "the cell's note: its incidents' notes, then its telemetry sources' warnings"),
     "incidents": ("", "[{kind, reason}]: everything that went wrong; the status is judged from them"),
-    "slo": ("", "reserved for latency targets and goodput"),
+    "slo": ("", "latency targets and goodput (`--slo`): the object below; absent without targets"),
     "correctness": ("", "--verify: output verification, its fields below (null without --verify)"),
 }
 
@@ -70,6 +72,10 @@ def render() -> str:
     lines += ["", f"### correctness: {Correctness.__doc__.strip()}", "",
               "One object under the cell's `correctness` key.", "", "| field | unit | meaning |", "|---|---|---|"]
     lines += [_row(f.name, f.metadata["unit"], f.metadata["doc"]) for f in fields(Correctness)]
+    for part, cls in TYPED_RESERVED.items():
+        lines += ["", f"### {part} (one object): {cls.__doc__.strip()}", "", "| field | unit | meaning |",
+                  "|---|---|---|"]
+        lines += [_row(f"{part}.{f.name}", f.metadata["unit"], f.metadata["doc"]) for f in fields(cls)]
     lines += ["", "## Incidents", "", "| kind | effect on the cell |", "|---|---|"]
     lines += [f"| `{kind}` | {effect} |" for kind, effect in EFFECTS.items()]
     return "\n".join(lines) + "\n"

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import textwrap
 
+from loadgen.metrics.client_health import saturation_note
 from loadgen.names import CellStatus
 from loadgen.results import gpu_columns
 from loadgen.results import text_table as tt
-from loadgen.results.cell_result import saturation_note
 from loadgen.results.correctness import verify_text
+from loadgen.results.slo_part import attainment_text
 from loadgen.results.text_table import Column, field, millis, number
 
 FEW_SAMPLES = 100
@@ -83,6 +84,14 @@ def half_width(path: str, scale: float = 1.0):
 
 def _repeats(cell: dict) -> str:
     return str((cell.get("repeats") or {}).get("n") or 1)
+def _slo(cell: dict) -> str:
+    return attainment_text(cell.get("slo")) or tt.MISSING
+
+
+def goodput_columns() -> list[Column]:
+    """The SLO's wide columns (the default table shows `SLO` only): goodput in requests/s and good tok/s."""
+    return [Column("good req/s", 10, number("slo.goodput_requests_s", ".2f")),
+            Column("good tok/s", 10, number("slo.good_output_tok_s", ".1f"))]
 
 
 COLUMNS = [
@@ -115,16 +124,23 @@ COLUMNS = [
 # the default table's columns → priority: when the rows are wider than the limit, the lowest goes first
 DEFAULT = {"ctx": 100, "conc": 100, "ok/fail": 90, "out tok/s": 100, "±95%": 80, "req tok/s mean": 85,
            "TTFT p50": 85, "TTFT p99": 70, "E2E s": 60, "accept": 75, "J/tok": 50, "GPU%": 65, "verify": 95,
-           "note": 100}
+           "SLO": 95, "note": 100}
 NOTE_REF = Column("note", 0, lambda ref: ref)  # the default table's note column: the number of the cell's note
 
 
 VERIFY = Column("verify", 10, verify_text)  # --verify: before the note (results/correctness.verify_text)
 
 
-def columns(verify: bool) -> list[Column]:
-    """The matrix's columns; with `verify` (a run with --verify) the verify column before the note."""
-    return [*COLUMNS[:-1], VERIFY, COLUMNS[-1]] if verify else COLUMNS
+SLO = Column("SLO", 8, _slo)  # --slo: attainment and met, before the note
+
+
+def columns(cells: list[dict]) -> list[Column]:
+    """The matrix's columns for these cells: before the note, the verify column when a cell was verified
+    (--verify), the SLO's when a cell had latency targets (--slo)."""
+    extra = [VERIFY] if verified(cells) else []
+    if any(c.get("slo") for c in cells):
+        extra += [SLO, *goodput_columns()]
+    return [*COLUMNS[:-1], *extra, COLUMNS[-1]]
 
 
 def verified(cells: list[dict]) -> bool:
@@ -145,16 +161,19 @@ def row(cell: dict, columns: list[Column] = COLUMNS) -> str:
 
 
 CANCELLED_LEGEND = "+Nc in ok/fail: N requests cancelled by the client (an interrupt), neither ok nor failed"
+ABANDONED_LEGEND = "+Na in ok/fail: N requests closed on purpose (--cancel-fraction), neither ok nor failed"
 
 
 def footnote(cells: list[dict]) -> str | None:
-    """The legends of "*", "+Nc" and "±95%", for the marks the rows carry, one a line."""
+    """The legends of "*", "+Nc", "+Na" and "±95%", for the marks the rows carry, one a line."""
     legends = []
     if any(_few_samples(c, f) for c in cells for f in ("request_tok_s", "ttft_s")):
         legends.append(f"* percentile over fewer than {FEW_SAMPLES} requests: a p99 of fewer than {FEW_SAMPLES} "
                        f"is close to their maximum; raise --requests-per-cell for a tail figure")
     if any((c.get("requests") or {}).get("cancelled") for c in cells):
         legends.append(CANCELLED_LEGEND)
+    if any((c.get("requests") or {}).get("abandoned") for c in cells):
+        legends.append(ABANDONED_LEGEND)
     if any(c.get("intervals") for c in cells):
         legends.append("±95%: half-width of the 95 % confidence interval of out tok/s (over the requests, or "
                        "over the runs of --repeat)")
@@ -200,7 +219,7 @@ def table(cells: list[dict], heading: str | None = None, wide: bool = False, wid
     every column, each note in its row; else the default columns fitted to `width` (`default_columns`), the
     notes below. The candidates default to the matrix's columns (`columns`: the verify column when a cell
     was verified)."""
-    candidates = candidates if candidates is not None else columns(verified(cells))
+    candidates = candidates if candidates is not None else columns(cells)
     if wide:
         lines = [header(candidates), *(row(c, candidates) for c in cells)]
         notes_below: list[str] = []

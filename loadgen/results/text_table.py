@@ -89,8 +89,9 @@ CONTEXT = Column("ctx", 6, context)
 
 
 def ok_failed(cell: dict) -> str:
-    """"ok/failed" request counts of a cell, and "+Nc" for N requests cancelled by the client (an interrupt),
-    which are neither."""
+    """"ok/failed" request counts of a cell, "+Nc" for N requests cancelled by the client (an interrupt) and
+    "+Na" for N it closed on purpose (abandoned, --cancel-fraction), which are neither."""
     req = cell.get("requests") or {}
     cancelled = f"+{req['cancelled']}c" if req.get("cancelled") else ""
-    return f"{req.get('ok', 0)}/{req.get('failed', 0)}{cancelled}"
+    abandoned = f"+{req['abandoned']}a" if req.get("abandoned") else ""
+    return f"{req.get('ok', 0)}/{req.get('failed', 0)}{cancelled}{abandoned}"

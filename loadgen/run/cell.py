@@ -28,6 +28,7 @@ from loadgen.run.transport import Transport
 from loadgen.run.verify import Verifier, VerifyingSender
 from loadgen.schedule.cell_run import CellRun, LoadOutcome, StopToken
 from loadgen.schedule.jobs import Inserted, JobList
+from loadgen.schedule.sessions import turns
 from loadgen.sinks.base import Sink
 from loadgen.telemetry.base import TelemetrySource
 from loadgen.workload.prompts import PromptBuilder
@@ -70,7 +71,8 @@ class CellMeasurer:
                  measured: list[Record], stop: StopToken, repeat: int = 0,
                  verified: list[Record] | None = None) -> CellRun:
         def on_record(rec: Record) -> None:
-            rec.category = jobs.category(rec.seq) if rec.phase != Phase.VERIFY else None
+            rec.category = None if rec.phase == Phase.VERIFY else \
+                jobs.category(rec.seq if rec.session is None else rec.session)
             rec.repeat = repeat
             for s in self.sinks:
                 s.record(rec)
@@ -105,15 +107,19 @@ class CellMeasurer:
         await self.transport.before_cell(session, cell, len(jobs))
         for s in self.sinks:
             s.cell_started(cell, self.run_id)
-        self.progress.reset(cell.label(), 0 if self.cfg.duration_per_cell_s else len(jobs))
+        total = turns(jobs) if self.cfg.workload.sessions else len(jobs)  # a session sends one request a turn
+        self.progress.reset(cell.label(), 0 if self.cfg.duration_per_cell_s else total)
         await self.driver.warm_up(run, cell)
         results, client = await self.measured_window(run, cell, measured)
+        outcome = run.cell_outcome()
+        not_sent = 0 if self.cfg.duration_per_cell_s else outcome.measured_not_sent
         v = self.verifier
         result = build_cell(cell, measured, results, client, max_failed_fraction=self.cfg.max_failed_fraction,
                             verified=verified, verify=self.cfg.verify if v else None,
-                            reference=v.reference_name if v else "")
+                            reference=v.reference_name if v else "", slo=self.cfg.slo, not_sent=not_sent,
+                            shared_prefix=self.cfg.workload.shared_prefix)
         self.driver.finish(cell, result, measured)
-        return result, run.cell_outcome()
+        return result, outcome
 
     async def measured_window(self, run: CellRun, cell: CellKey, measured: list[Record]):
         """The measured load with telemetry and self-monitoring open around it; (source results, client

@@ -10,6 +10,7 @@ from loadgen.console import log
 from loadgen.errors import UsageError
 from loadgen.target.discover import Target, probe_prompt_tokens
 from loadgen.workload.dataset import DatasetPrompts, check_api, load_dataset
+from loadgen.workload.sessions import SessionPrompts
 from loadgen.workload.textfile import WorkloadError
 from loadgen.workload.tokenizers import find_tokenizer
 
@@ -39,4 +40,16 @@ async def dataset_prompts(session: aiohttp.ClientSession, cfg: RunConfig, target
         raise UsageError(str(exc)) from None
     if note:
         log(note)
+    return prompts
+
+
+async def session_prompts(session: aiohttp.ClientSession, cfg: RunConfig, target: Target, run_id: str,
+                          headers: dict) -> SessionPrompts:
+    """The dataset's rows as sessions: its rows, tokenizer and settings, each turn's output length counted."""
+    w = cfg.workload
+    prompts = SessionPrompts(await dataset_prompts(session, cfg, target, run_id, headers), w.think_time_s)
+    try:
+        await prompts.prepare(target.max_model_len, cfg.max_tokens, w.max_bad_rows)
+    except WorkloadError as exc:
+        raise UsageError(str(exc)) from None
     return prompts

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
@@ -72,6 +72,24 @@ class Preflight(Protocol):
     async def check(self, session: aiohttp.ClientSession, url: str) -> None: ...
 
 
+class CellPlan(Protocol):
+    """Which cells the run measures, one at a time: `cells` yields the next cell to measure, after the
+    runner has added the result of the one before to `results` (a search decides from it)."""
+
+    def cells(self, results: ResultsFile) -> Iterator[CellKey]: ...
+
+
+class MatrixPlan:
+    """The matrix of the run's configuration, less the cells already in the results (kept on resume)."""
+
+    def __init__(self, matrix: list[CellKey]):
+        self.matrix = matrix
+
+    def cells(self, results: ResultsFile) -> Iterator[CellKey]:
+        done = {c.key for c in results.cells}
+        yield from (c for c in self.matrix if c not in done)
+
+
 TelemetryPlan = Callable[[Target], list[SourceFactory]]  # the sources each cell samples, once the target is known
 Table = Callable[[list[dict]], str | None]  # a table printed after the matrix (None: nothing to show)
 
@@ -91,6 +109,7 @@ class RunParts:
     banner: str | None = None  # said once before the run: what kind of load it is
     tables: list[Table] = field(default_factory=list)  # the load's own tables, after the matrix
     verifier: Verifier | None = None  # --verify: verification requests in every cell
+    plan: CellPlan | None = None  # which cells, in which order (default: the configuration's matrix)
 
 
 def new_run_id() -> str:
@@ -114,10 +133,10 @@ class Runner:
     def cells(self) -> list[CellResult]:
         return self.results.cells
 
-    def cells_to_run(self) -> list[CellKey]:
-        """The matrix less the cells already in the results (kept from an earlier, resumed run)."""
-        done = {c.key for c in self.results.cells}
-        return [c for c in self.cfg.cells() if c not in done]
+    def cells_to_run(self) -> Iterator[CellKey]:
+        """The cells to measure, one at a time (`RunParts.plan`; by default the matrix less the cells already
+        in the results, kept from an earlier, resumed run)."""
+        return (self.parts.plan or MatrixPlan(self.cfg.cells())).cells(self.results)
 
     async def run(self) -> int:
         if self.parts.banner:
@@ -175,22 +194,22 @@ class Runner:
                             self.control, Progress(), p.verifier)
 
     async def measure_matrix(self, session: aiohttp.ClientSession, measurer: CellMeasurer) -> None:
-        todo = self.cells_to_run()
-        log(f"{title(self.cfg.label, self.run_id)}: {len(todo)} cells" +
+        known = None if self.parts.plan else len(list(self.cells_to_run()))  # a search decides as it goes
+        log(title(self.cfg.label, self.run_id) + (f": {known} cells" if known is not None else "") +
             (f" × {self.cfg.repeat} repeats" if self.cfg.repeat > 1 else ""))
-        for i, cell in enumerate(todo, 1):
+        for i, cell in enumerate(self.cells_to_run(), 1):
             if self.control.stopping:
                 self.results.add(unmeasured(cell, IncidentKind.NOT_REACHED, self.control.stop_reason, self.run_id))
                 continue
-            result = await self.measure_repeats(session, measurer, cell, f"cell {i}/{len(todo)}")
+            done = f"cell {i}/{known}" if known is not None else f"cell {i}"
+            result = await self.measure_repeats(session, measurer, cell, done)
             self.results.add(result)
             entry = result.to_json()
             for s in self.parts.sinks:
                 s.cell_finished(cell, entry)
             self.results.save()
-            log(progress_line(entry, f"cell {i}/{len(todo)}" + (" (mean)" if self.cfg.repeat > 1 else "")))
-        if self.control.stopping:
-            self.results.save()  # with the cells that were not measured, marked skipped
+            log(progress_line(entry, done + (" (mean)" if self.cfg.repeat > 1 else "")))
+        self.results.save()  # with the cells that were not measured (marked skipped), the plan's last word
 
     async def measure_repeats(self, session: aiohttp.ClientSession, measurer: CellMeasurer, cell: CellKey,
                               done: str) -> CellResult:

@@ -24,7 +24,8 @@ stopped early (server down or interrupt), so planned = requests.ok + requests.fa
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol
 from urllib.parse import urlparse
 
 import aiohttp
@@ -50,6 +51,14 @@ BACKOFF_FIRST_S = 0.05
 BACKOFF_MAX_S = 2.0
 CONNECT_CHECK_S = 2.0
 WAIT_POLL_S = 0.2
+
+class EarlyStop(Protocol):
+    """Watches an attempt (it is also a sink) and may stop its load through the token; `reason` says why."""
+
+    reason: str | None
+
+    def arm(self, stop: StopToken, cell: CellKey, planned: int) -> None: ...
+
 
 # (cell, attempt, the attempt's stop token) â the attempt's result and what its load did
 Measure = Callable[[CellKey, int, StopToken], Awaitable[tuple[CellResult, LoadOutcome]]]
@@ -134,7 +143,9 @@ class ServerGuard(NullSink):
 class ServerDownPolicy:
     """Measures a cell, judges each attempt and applies `--on-server-down`."""
 
-    def __init__(self, faults: FaultsConfig, guard: ServerGuard, control: RunControl, timed_cells: bool):
+    def __init__(self, faults: FaultsConfig, guard: ServerGuard, control: RunControl, timed_cells: bool,
+                 early_stops: Sequence[EarlyStop] = ()):
+        self.early_stops = early_stops  # they may stop an attempt early, with their reason (a search's probe)
         self.policy = faults.on_server_down
         self.wait_timeout_s = faults.server_wait_timeout_s
         self.attempts = faults.cell_attempts
@@ -171,6 +182,8 @@ class ServerDownPolicy:
     async def _attempt(self, cell: CellKey, measure: Measure, attempt: int, planned: int) -> CellResult:
         stop = StopToken(self.control.token)  # this attempt's load stops with the run, or when the server is down
         self.guard.arm(stop)
+        for early in self.early_stops if not self.timed_cells else ():
+            early.arm(stop, cell, planned)
         outcome: LoadOutcome | None = None
         try:
             result, outcome = await measure(cell, attempt, stop)
@@ -198,9 +211,13 @@ class ServerDownPolicy:
         result.requests.requests_not_sent = not_sent
         if not_sent and self.guard.down is None:
             req = result.requests.requests
+            of = f"{not_sent} of {not_sent + scheduled(req)} measured requests not sent"
+            early = next((e.reason for e in self.early_stops if e.reason), None)
+            if early and not self.control.stopping:
+                result.add(IncidentKind.OVERSATURATED, f"{early}: {of}")
+                return
             result.add(IncidentKind.INTERRUPTED,
-                       f"stopped early ({self.control.stop_reason.removeprefix('not measured: ')}): "
-                       f"{not_sent} of {not_sent + scheduled(req)} measured requests not sent")
+                       f"stopped early ({self.control.stop_reason.removeprefix('not measured: ')}): {of}")
 
     async def _wait(self, session, result: CellResult, target: Target, headers: dict) -> bool:
         """Wait for the server to come back (the readiness gate of sweeps); False when the run must stop."""

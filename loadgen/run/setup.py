@@ -7,12 +7,15 @@ import aiohttp
 
 from loadgen.config import RunConfig
 from loadgen.errors import UsageError
-from loadgen.run.dataset_setup import dataset_prompts
+from loadgen.run.dataset_setup import dataset_prompts, session_prompts
+from loadgen.run.trace_setup import trace_prompts
 from loadgen.target.discover import Target, discover, probe_prompt_tokens
 from loadgen.workload.corpus import Corpus, WorkloadError, load_prompts_file, seeded_rng, stdlib_corpus
 from loadgen.workload.dataset import DatasetPrompts
 from loadgen.workload.prompts import PromptBuilder
+from loadgen.workload.sessions import SessionPrompts
 from loadgen.workload.tokenizers import find_tokenizer, sizing_description
+from loadgen.workload.trace_prompts import TracePrompts
 
 PROBE_CHARS = 400
 
@@ -37,9 +40,13 @@ def load_corpus(cfg: RunConfig) -> Corpus:
 
 
 async def size_prompts(session: aiohttp.ClientSession, cfg: RunConfig, target: Target, run_id: str,
-                       headers: dict) -> PromptBuilder | DatasetPrompts:
+                       headers: dict) -> PromptBuilder | DatasetPrompts | TracePrompts | SessionPrompts:
+    if cfg.workload.sessions:
+        return await session_prompts(session, cfg, target, run_id, headers)
     if cfg.workload.dataset:
         return await dataset_prompts(session, cfg, target, run_id, headers)
+    if cfg.trace.enabled:
+        return await trace_prompts(session, cfg, target, run_id, headers)
     corpus = load_corpus(cfg)
     counter = await find_tokenizer(session, target)
     probe_text = corpus.window(seeded_rng(cfg.seed, "probe"), PROBE_CHARS)
@@ -47,7 +54,7 @@ async def size_prompts(session: aiohttp.ClientSession, cfg: RunConfig, target: T
                                          key_file=cfg.api_key_file)
     builder = PromptBuilder(run_id, cfg.seed, target.model, corpus, counter, api=target.api,
                             context_spreads=dict(cfg.workload.context_spreads),
-                            output_spread=cfg.workload.output_spread)
+                            output_spread=cfg.workload.output_spread, shared_prefix=cfg.workload.shared_prefix)
     if counter:
         builder.overhead_tokens = reported - (await counter([probe_text]))[0]
     else:

@@ -13,11 +13,14 @@ from typing import Protocol
 import aiohttp
 
 from loadgen.client.aiohttp_sender import make_session, send
+from loadgen.client.cancel import CancellingSender
 from loadgen.client.config import CONNECT_TIMEOUT_S, ClientConfig
 from loadgen.client.h1 import Pool
 from loadgen.client.h1_sender import Sender, settle_gc
+from loadgen.config import CancelConfig
 from loadgen.record import CellKey
 from loadgen.schedule.cell_run import SendFn
+from loadgen.workload.corpus import seeded_rng
 
 MAX_WARM_CONNECTIONS = 1024
 
@@ -97,3 +100,27 @@ async def warm_connections(session: aiohttp.ClientSession, url: str, n: int) -> 
             pass  # a server that is down shows up in the cell's records, not here
 
     await asyncio.gather(*(one() for _ in range(min(n, MAX_WARM_CONNECTIONS))))
+
+
+class CancellingTransport:
+    """Another transport whose sender closes a share of the measured requests on purpose
+    (`client.cancel.CancellingSender`, `--cancel-fraction`); everything else is the inner transport's."""
+
+    def __init__(self, inner: Transport, cancel: CancelConfig, seed: int):
+        self.inner = inner
+        self.cancel = cancel
+        self.phase = seeded_rng(seed, "cancel").random()
+
+    def sender(self, session: aiohttp.ClientSession) -> SendFn:
+        c = self.cancel
+        return CancellingSender(self.inner.sender(session), c.cancel_fraction, self.phase, c.cancel_after_s,
+                                c.cancel_after_tokens)
+
+    async def before_cell(self, session: aiohttp.ClientSession, cell: CellKey, n_jobs: int) -> None:
+        await self.inner.before_cell(session, cell, n_jobs)
+
+    async def warm(self, connections: int) -> None:
+        await self.inner.warm(connections)
+
+    async def close(self) -> None:
+        await self.inner.close()

@@ -202,7 +202,7 @@ class CellRun:
         retry = f"-a{s.attempt}" if s.attempt else ""
         return Record(run_id=s.run_id, cell=c, seq=job.seq, phase=job.phase,
                       request_id=f"{s.run_id}-{c.context_tokens}-{load}-{job.seq}{retry}",
-                      t_intended_ns=t_intended_ns, attempt=s.attempt)
+                      t_intended_ns=t_intended_ns, attempt=s.attempt, session=job.session, turn=job.turn)
 
     def mark_sent(self) -> None:
         """A request of this cell went out (here, or in a worker process)."""

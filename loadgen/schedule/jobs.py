@@ -15,6 +15,8 @@ class Job:
     seq: int
     phase: str
     body: dict
+    session: int | None = None  # a turn of a multi-turn session (--sessions): the session's number
+    turn: int | None = None  # ... and the turn's index in it, from 0
 
 
 class JobList(Sequence):

@@ -22,3 +22,5 @@ class SimConfig:
     engine_name: Engine = Engine.SGLANG  # the engine imitated: metric names, info routes, stream shape
     log_file: str | None = None  # --log-file: the llama.cpp imitation writes its per-request lines there
     per_token_events: bool = False  # one SSE event per token, a step's events back to back (sim/per_token.py)
+    reasoning_tokens: int = 0  # a chat answer's first tokens streamed as reasoning_content (--reasoning-tokens)
+    cache_report: bool = False  # a prefix cache whose served tokens each answer reports (sim/prefix_cache.py)

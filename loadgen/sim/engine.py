@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -37,6 +37,8 @@ class SimRequest:
     prompt: object = None  # the messages or text as received, for the truth
     count_prompt: Callable[[], int] | None = None  # deferred tokenization (see Generations.prompt_size)
     cached_tokens: int = 0  # prompt tokens the prefix cache served (the llama.cpp imitation has one)
+    reasoning_chunks: int = 0  # content chunks streamed as reasoning (--reasoning-tokens): the first ones
+    correct_drafts: list[int] = field(default_factory=list)  # [j] = verify steps that accepted j drafts
     output: Output | None = None  # the tokens produced so far (sim/outputs.py), made at the first one
 
     def tokens(self, start: int, k: int) -> list[int]:
@@ -85,6 +87,8 @@ class Engine:
         self.generation_tokens_total = 0
         self.num_requests_total = 0
         self.spec_verify_calls_total = 0
+        self.num_aborted_requests_total = 0
+        self.steps_by_tokens: Counter[int] = Counter()  # verify steps that committed k tokens (k − 1 drafts accepted)
         self.window = WindowStats()
         self.gauge_accept_length = 0.0
         self.gauge_gen_throughput = 0.0
@@ -100,6 +104,10 @@ class Engine:
         self._wake.set()
 
     def abort(self, req: SimRequest) -> None:
+        """The client went away: the request stops generating at its next step (counted once, unless it had
+        already produced every token)."""
+        if not req.aborted and not req.finished:
+            self.num_aborted_requests_total += 1
         req.aborted = True
 
     async def _run(self) -> None:
@@ -121,7 +129,7 @@ class Engine:
                 continue
             new = [r for r in self.running if not r.started]
             decoding = [r for r in self.running if r.started]
-            prefill_tokens = sum(r.prompt_tokens for r in new)
+            prefill_tokens = sum(r.prompt_tokens - r.cached_tokens for r in new)  # a prefix cache's share is free
             step_s = self.roofline.step_s(len(self.running), prefill_tokens, self.spec) / self.speed
             self._set_utilization(self.utilization(len(self.running)))
             next_ns += int(step_s * 1e9)
@@ -143,6 +151,10 @@ class Engine:
                 continue
             k = min(draw_accept(self.rng, self.spec, self.kind_means[r.kind]), r.max_tokens - r.generated)
             r.verify_ct += 1
+            self.steps_by_tokens[k] += 1
+            while len(r.correct_drafts) < k:
+                r.correct_drafts.append(0)
+            r.correct_drafts[k - 1] += 1
             accepted += k
             self._emit(r, k, running)
         if decoding:
@@ -174,6 +186,11 @@ class Engine:
             self.num_requests_total += 1
             self.spec_verify_calls_total += r.verify_ct
         r.queue.put_nowait(k)
+
+    def accepted_at_position(self, positions: int) -> list[int]:
+        """Verify steps whose draft token at position i (from 0) was accepted, for i < `positions`: a step that
+        committed k tokens accepted its first k − 1 drafts, so position i counts the steps with k ≥ i + 2."""
+        return [sum(n for k, n in self.steps_by_tokens.items() if k >= i + 2) for i in range(positions)]
 
     def utilization(self, batch: int) -> float:
         """GPU busy fraction while `batch` requests run: 0.55 + 0.45·min(1, batch·(budget+1)/(128·9)).

@@ -16,6 +16,7 @@ from aiohttp import web
 
 from loadgen.names import Outcome
 from loadgen.sim.engine import Engine, SimRequest
+from loadgen.sim.llamacpp import prompt_ids
 from loadgen.sim.metrics import TtftHistogram
 from loadgen.sim.render import spec_details
 from loadgen.sim.responses import error_response, open_sse
@@ -27,7 +28,8 @@ Events = Callable[[web.StreamResponse], AsyncIterator[tuple[bytes, int]]]
 
 class Generations:
     def __init__(self, engine: Engine, context_length: int, truth: TruthLog, ttft: TtftHistogram, hooks=None,
-                 latency=None):
+                 latency=None, prefix_cache=None):
+        self.prefix_cache = prefix_cache  # PageCache (--cache-report), or None: nothing is served from a cache
         self.engine = engine
         self.context_length = context_length
         self.truth = truth
@@ -55,9 +57,14 @@ class Generations:
                 f"completion.", 400)
         return None
 
+    def serve_prefix(self, req: SimRequest) -> None:
+        """With a prefix cache: the prompt's cached tokens (`req.cached_tokens`); the engine prefills the rest."""
+        if self.prefix_cache is not None:
+            req.cached_tokens = self.prefix_cache.admit(prompt_ids(req.prompt))
+
     # ---- per-request details -----------------------------------------------------------------------------
     def spec_details(self, req: SimRequest) -> dict:
-        return spec_details(req.generated, req.verify_ct, self.engine.spec.budget)
+        return spec_details(req.generated, req.verify_ct, self.engine.spec.budget, req.correct_drafts)
 
     def final_meta(self, req: SimRequest) -> dict:
         """The spec details plus e2e_latency = (now − arrival) / 1e9 s."""
@@ -77,6 +84,7 @@ class Generations:
         """Submit `req` and wait for all its tokens (a unary answer is written after this returns)."""
         truth = self._truth_row(req, api)
         truth["stream"] = False
+        self.serve_prefix(req)
         self.engine.submit(req)
         got = 0
         while got < req.max_tokens:
@@ -88,6 +96,7 @@ class Generations:
         aborts the request in the engine."""
         resp = await open_sse(request)
         truth = self._truth_row(req, api)
+        self.serve_prefix(req)
         self.engine.submit(req)
         try:
             async for data, k in events(resp):
@@ -120,6 +129,7 @@ class Generations:
         """`outcome`: Outcome.OK, or the truth's word for a request the client left (client_disconnected)."""
         truth.update(t_end_ns=time.monotonic_ns(), verify_ct=req.verify_ct, completion_tokens=req.generated,
                      prompt_tokens=req.prompt_tokens, cached_tokens=req.cached_tokens,
+                     reasoning_chunks=req.reasoning_chunks,
                      outcome=outcome, budget=self.engine.spec.budget, prompt_kind=req.kind, prompt=req.prompt,
                      accept_mean=self.engine.kind_means[req.kind], accept_mean_config=self.engine.accept_mean)
         if req.output is not None and self.engine.output_faults.any():

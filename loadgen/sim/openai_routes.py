@@ -36,7 +36,8 @@ class _Extras:
 
 class OpenAIRoutes:
     def __init__(self, generations: Generations, model: str, spec_details: bool = True,
-                 per_token_events: bool = False, wire=None):
+                 per_token_events: bool = False, wire=None, reasoning_tokens: int = 0):
+        self.reasoning_tokens = reasoning_tokens  # a chat answer's first tokens, streamed as reasoning_content
         self.wire = wire  # another server's stream shape (`llamacpp.LlamaCppWire`), None for SGLang's
         self.per_token_events = per_token_events  # a step's tokens as one-token events (sim/per_token.py)
         self.gen = generations
@@ -71,6 +72,7 @@ class OpenAIRoutes:
         rid = request.headers.get("X-Request-Id") or uuid.uuid4().hex
         opts = body.get("stream_options") or {}
         chunks = OpenAIChunks(rid, self.model, chat, bool(opts.get("continuous_usage_stats")), prompt_tokens)
+        chunks.reasoning_budget = self.reasoning_tokens if chat else 0
         extras = _Extras(usage=bool(opts.get("include_usage")),
                          spec=bool(body.get("return_spec_tokens_details")) and self.spec_details,
                          logprobs=body.get("logprobs") not in (None, False))
@@ -86,6 +88,8 @@ class OpenAIRoutes:
     async def _unary(self, req: SimRequest, chunks: OpenAIChunks, extras: _Extras) -> web.Response:
         await self.gen.run_unary(req, _api(chunks.chat))
         chunks.prompt_tokens = req.prompt_tokens
+        if self.gen.prefix_cache is not None:
+            chunks.cached_tokens = req.cached_tokens
         text = text_for(req, 0, req.generated)
         choice = ({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}
                   if chunks.chat else {"index": 0, "text": text, "finish_reason": "length"})
@@ -106,16 +110,33 @@ class OpenAIRoutes:
         while sent < req.max_tokens:
             k = await self.gen.next_chunk(req, resp)
             chunks.prompt_tokens = req.prompt_tokens  # known once the engine has admitted the request
+            if self.gen.prefix_cache is not None:
+                chunks.cached_tokens = req.cached_tokens
             finish = "length" if sent + k >= req.max_tokens else None
             if self.per_token_events:
                 yield step_events(chunks, req, sent, k, finish), k
             else:
-                yield sse(chunks.content(text_for(req, sent, k), sent + k, finish)), k
+                for data, n in _split(chunks, sent, k, finish, req):
+                    yield data, n
             sent += k
         if extras.spec:
             yield sse(chunks.spec(self.gen.spec_details(req))), 0
         if extras.usage:
             yield sse(chunks.final_usage(req.generated)), 0
+
+
+def _split(chunks: OpenAIChunks, sent: int, k: int, finish: str | None, req: SimRequest) -> list[tuple[bytes, int]]:
+    """A step's k tokens as one content event, or, where they are (partly) reasoning, a reasoning event for
+    the tokens before the budget's end and a content event for the rest."""
+    r = max(0, min(k, chunks.reasoning_budget - sent))
+    parts = [(r, True), (k - r, False)] if r else [(k, False)]
+    out, at = [], sent
+    for n, reasoning in parts:
+        if n:
+            req.reasoning_chunks += reasoning
+            at += n
+            out.append((sse(chunks.content(text_for(req, at - n, n), at, finish if at == sent + k else None, reasoning)), n))
+    return out
 
 
 def _api(chat: bool) -> str:

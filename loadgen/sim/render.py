@@ -38,6 +38,8 @@ class OpenAIChunks:
         self.chat = chat
         self.continuous = continuous_usage
         self.prompt_tokens = prompt_tokens
+        self.cached_tokens: int | None = None  # reported when the server has a prefix cache (--cache-report)
+        self.reasoning_budget = 0  # an answer's first tokens that are reasoning (--reasoning-tokens, chat only)
         self.created = int(time.time())
         self.object = "chat.completion.chunk" if chat else "text_completion"
 
@@ -49,9 +51,10 @@ class OpenAIChunks:
         return self._base([{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
                             "finish_reason": None, "matched_stop": None}])
 
-    def content(self, text: str, completion_tokens: int, finish: str | None = None) -> dict:
+    def content(self, text: str, completion_tokens: int, finish: str | None = None, reasoning: bool = False) -> dict:
         if self.chat:
-            choice = {"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": finish,
+            delta = {"reasoning_content": text} if reasoning else {"content": text}
+            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish,
                       "matched_stop": None}
         else:
             choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "matched_stop": None}
@@ -72,17 +75,22 @@ class OpenAIChunks:
 
     def usage(self, completion_tokens: int) -> dict:
         return {"prompt_tokens": self.prompt_tokens, "completion_tokens": completion_tokens,
-                "total_tokens": self.prompt_tokens + completion_tokens, "prompt_tokens_details": None,
-                "reasoning_tokens": 0}
+                "total_tokens": self.prompt_tokens + completion_tokens,
+                "prompt_tokens_details": None if self.cached_tokens is None else {"cached_tokens": self.cached_tokens},
+                "reasoning_tokens": min(self.reasoning_budget, completion_tokens),
+                **({"completion_tokens_details": {"reasoning_tokens": min(self.reasoning_budget, completion_tokens)}}
+                   if self.reasoning_budget else {})}
 
 
-def spec_details(completion_tokens: int, verify_ct: int, budget: int) -> dict:
-    """SGLang's per-request speculative details: accept length = completion_tokens / verify_ct."""
+def spec_details(completion_tokens: int, verify_ct: int, budget: int, correct_drafts: list[int] | None = None) -> dict:
+    """SGLang's per-request speculative details: accept length = completion_tokens / verify_ct; with
+    `correct_drafts`, its `spec_correct_drafts_histogram` ([j] = verify steps that accepted j drafts)."""
     accept_length = completion_tokens / verify_ct if verify_ct else 0.0
     proposed = verify_ct * budget
     correct = max(0, completion_tokens - verify_ct - 1)
     return {"spec_accept_rate": correct / proposed if proposed else 0.0, "spec_accept_length": accept_length,
-            "spec_num_correct_drafts": correct, "spec_num_proposed_drafts": proposed, "spec_verify_ct": verify_ct}
+            "spec_num_correct_drafts": correct, "spec_num_proposed_drafts": proposed, "spec_verify_ct": verify_ct,
+            **({"spec_correct_drafts_histogram": list(correct_drafts)} if correct_drafts is not None else {})}
 
 
 def generate_event(rid: str, text: str, completion_tokens: int, prompt_tokens: int,

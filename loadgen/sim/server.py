@@ -21,6 +21,7 @@ from loadgen.sim.info_routes import InfoRoutes
 from loadgen.sim.llamacpp import llamacpp_parts
 from loadgen.sim.metrics import MetricsEndpoint
 from loadgen.sim.openai_routes import OpenAIRoutes
+from loadgen.sim.prefix_cache import PageCache
 from loadgen.sim.responses import error_response
 from loadgen.sim.server_latency import ServerLatency
 from loadgen.sim.sglang_metrics import SglangCollector
@@ -40,12 +41,14 @@ class SimServer:
         self.last_request_end_s = time.monotonic()
         latency = ServerLatency()
         ttft = latency.ttft
-        generations = Generations(engine, cfg.context_length, truth, ttft, hooks, latency=latency)
+        generations = Generations(engine, cfg.context_length, truth, ttft, hooks, latency=latency,
+                                  prefix_cache=PageCache() if cfg.cache_report else None)
         llama = llamacpp_parts(engine, cfg, generations) if cfg.engine_name is EngineName.LLAMACPP else None
         self.metrics = MetricsEndpoint(llama.collector if llama else _collector(engine, cfg, latency))
         self.routes = [*([llama.routes] if llama else []), InfoRoutes(engine, cfg, started_at_s=time.time()),
                        OpenAIRoutes(generations, cfg.model, spec_details=cfg.engine_name is EngineName.SGLANG,
-                                    per_token_events=cfg.per_token_events, wire=llama.wire if llama else None),
+                                    per_token_events=cfg.per_token_events, wire=llama.wire if llama else None,
+                                    reasoning_tokens=cfg.reasoning_tokens),
                        GenerateRoute(generations)]
 
     def app(self) -> web.Application:

@@ -64,4 +64,5 @@ class SglangCollector:
             ("num_requests", "Number of requests processed.", streaming, e.num_requests_total),
             ("spec_verify_calls", "Number of speculative decoding verification calls.", tokenizer,
              e.spec_verify_calls_total),
+            ("num_aborted_requests", "Number of requests aborted.", tokenizer, e.num_aborted_requests_total),
         ]

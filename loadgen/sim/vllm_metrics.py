@@ -7,7 +7,11 @@ every engine step, not at request completion:
     vllm:spec_decode_num_draft_tokens_total    draft tokens proposed = drafts · num_speculative_tokens
     vllm:spec_decode_num_accepted_tokens_total draft tokens accepted (the bonus token is not counted)
 
-so mean acceptance length over a window = 1 + Δaccepted / Δdrafts, acceptance rate = Δaccepted / Δdraft_tokens.
+    vllm:spec_decode_num_accepted_tokens_per_pos_total{position="i"}  drafts whose token at position i
+                                                                      (from 0) was accepted
+
+so mean acceptance length over a window = 1 + Δaccepted / Δdrafts, acceptance rate = Δaccepted / Δdraft_tokens,
+and the acceptance rate at draft position i = Δper_pos[i] / Δdrafts.
 Here a verify step that commits k tokens accepted k − 1 drafts, and num_speculative_tokens is the budget.
 Every series carries `model_name, engine`.
 """
@@ -16,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from prometheus_client.metrics_core import Metric
+from prometheus_client.metrics_core import CounterMetricFamily, Metric
 
 from loadgen.sim.engine import Engine
 from loadgen.sim.metrics import TtftHistogram, counter, gauge
@@ -63,4 +67,9 @@ class VllmCollector:
             ("spec_decode_num_accepted_tokens", "Number of accepted tokens.", c.accepted_tokens),
         ):
             yield counter(f"vllm:{name}", help_text, labels, value)
+        per_pos = CounterMetricFamily("vllm:spec_decode_num_accepted_tokens_per_pos",
+                                      "Accepted tokens per draft position.", labels=[*labels, "position"])
+        for i, n in enumerate(e.accepted_at_position(e.spec.budget)):
+            per_pos.add_metric([*labels.values(), str(i)], n)
+        yield per_pos
         yield self.ttft.family("vllm:time_to_first_token_seconds", labels)

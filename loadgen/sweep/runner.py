@@ -111,11 +111,11 @@ async def run_config(spec: SweepSpec, plan: Plan, order: list[CellKey], force: b
                      runs: RunBuilder) -> ConfigStatus:
     """Measure one configuration; returns its status. Never raises for server or command failures."""
     cfg, paths = plan.cfg, plan.paths
-    kept = kept_cells(plan.doc, order)
+    kept = state.kept_of(plan.doc, order, plan.run_cfg.contexts if spec.search else None)
     info = {"sweep": spec.name, "config": cfg.name, "params": cfg.params, "settings": spec.settings(cfg),
             "attempts": list(((plan.doc or {}).get("sweep") or {}).get("attempts", []))}
-    if len(kept) == len(order):
-        log(f"[{cfg.name}] all {len(order)} cells already measured: skipped (--force measures them again)")
+    if state.measured_all(plan.doc, kept, order, bool(spec.search), plan.run_cfg.contexts):
+        log(f"[{cfg.name}] all {len(kept)} cells already measured: skipped (--force measures them again)")
         return ConfigStatus.OK
     _resume_note(cfg.name, kept, order)
     _prepare_records(plan, force)
@@ -131,6 +131,7 @@ async def run_config(spec: SweepSpec, plan: Plan, order: list[CellKey], force: b
         runner = _config_runner(plan, kept, order, info, headers, runs)
         reason = await _measure(runner, cfg, stop)
     cells = runner.cells if runner is not None else stored_cells(plan.doc) if not force else []
+    _save(plan, runner, cells, info)
     status = await _judge(spec, plan, order, cells, attempt, reason, stop)
     _save(plan, runner, cells, info)
     return status
@@ -139,7 +140,7 @@ async def run_config(spec: SweepSpec, plan: Plan, order: list[CellKey], force: b
 def _config_runner(plan: Plan, kept: list[CellResult], order: list[CellKey], info: dict, headers: dict,
                    runs: RunBuilder) -> Runner:
     # finished cells outside the current matrix (a prompt length dropped from the file) stay in the results
-    extra = [c for c in kept_cells(plan.doc, None) if c.key not in order]
+    extra = [c for c in kept_cells(plan.doc, None) if c.key not in order and c.key not in {k.key for k in kept}]
     results = ResultsFile(plan.paths["results"], kept=kept + extra, sections={"sweep": info}, order=order)
     checks = [ConfigurationCheck(plan.cfg.url, plan.cfg.expect, headers)] if plan.cfg.expect else []
     sink = JsonlSink(plan.paths["records"], append=True, label=plan.run_cfg.label)
@@ -148,7 +149,9 @@ def _config_runner(plan: Plan, kept: list[CellResult], order: list[CellKey], inf
 
 async def _judge(spec: SweepSpec, plan: Plan, order: list[CellKey], cells: list[CellResult], attempt: dict,
                  reason: str | None, stop: StopSweep) -> ConfigStatus:
-    status = state.config_status(cells, order, attempted=True)
+    doc = state.load_doc(plan.paths["results"]) if spec.search else None
+    status = state.config_status(cells, order, attempted=True, searched=doc if spec.search else None,
+                                 contexts=plan.run_cfg.contexts)
     attempt.update(outcome=status, reason=reason, cells_after=len(ok_keys(cells)))
     if status is not ConfigStatus.OK:
         reason = reason or "; ".join(f"{c.key.label()}: {c.error}" for c in cells

@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 
 from loadgen.client.api import APIS
 from loadgen.errors import UsageError
+from loadgen.sweep.search_table import SEARCH_FLAGS, check_search
 from loadgen.sweep.template import render, render_argv, value_text
 from loadgen.sweep.verify_spec import reference_args, reference_first, verify_flags
 
 TOP_KEYS = {"name", "out_dir", "reconfigure", "diagnostics", "server", "readiness", "expect", "matrix",
-            "telemetry", "grid", "configs", "verify"}
+            "telemetry", "grid", "configs", "verify", "search"}
 SERVER_KEYS = {"url", "api", "model", "api_key_env", "api_key_file"}
 READINESS_KEYS = {"timeout_s", "poll_s", "successes", "reconfigure_timeout_s", "diagnostics_timeout_s",
                   "request_timeout_s"}
@@ -75,6 +76,7 @@ class SweepSpec:
     run_flags: list[str] = field(default_factory=list)  # matrix + telemetry + server flags shared by all
     matrix: dict = field(default_factory=dict)
     verify_reference: str | None = None  # [verify] reference: the configuration whose outputs are the reference
+    search: dict = field(default_factory=dict)  # [search]: each configuration's capacity is searched for
 
     def run_argv(self, cfg: Config, out_path: str) -> list[str]:
         """The `loadgen` run arguments that measure `cfg` (parsed by the normal command line). With a
@@ -85,7 +87,9 @@ class SweepSpec:
     def settings(self, cfg: Config) -> dict:
         """What a finished cell was measured under: a stored cell is reused only when these are equal."""
         matrix = {k: v for k, v in self.matrix.items() if k not in ("contexts", "concurrency")}
-        return {"params": cfg.params, "api": self.api, "model": self.model, "matrix": matrix}
+        slo = {k: v for k, v in self.search.items() if k.startswith("slo")}  # the probes' figures depend on them
+        return {"params": cfg.params, "api": self.api, "model": self.model, "matrix": matrix} | (
+            {"slo": slo} if slo else {})
 
 
 def load_spec(path: str, out_dir: str | None = None) -> SweepSpec:
@@ -128,9 +132,9 @@ def parse_spec(doc: dict, path: str, text: str = "", out_dir: str | None = None)
     flags += _flags(matrix, MATRIX_FLAGS, f"{path} [matrix]", base)
     flags += _flags(_table(doc, "telemetry", path), TELEMETRY_FLAGS, f"{path} [telemetry]", base)
     flags += verify_flags(verify, f"{path} [verify]", base)
-    for key in ("contexts", "concurrency"):
-        if key not in matrix:
-            raise UsageError(f"{path} [matrix]: {key} is missing; e.g. {key} = [1, 32, 64]")
+    search = _table(doc, "search", path)
+    check_search(search, matrix, path)
+    flags += _flags(search, SEARCH_FLAGS, f"{path} [search]", base)
     configs = [_config(params, where, url, reconfigure, diagnostics, expect, readiness)
                for params, where in _config_params(doc, path)]
     names = [c.name for c in configs]
@@ -141,7 +145,7 @@ def parse_spec(doc: dict, path: str, text: str = "", out_dir: str | None = None)
     out_dir = out_dir or _str(doc, "out_dir", path) or os.path.join("results", name)
     return SweepSpec(path=path, text=text, name=name, out_dir=out_dir, api=api,
                      model=model, readiness=readiness, configs=configs, run_flags=flags, matrix=dict(matrix),
-                     verify_reference=reference)
+                     verify_reference=reference, search=dict(search))
 
 
 def _config_params(doc: dict, path: str) -> list[tuple[dict, str]]:

@@ -19,7 +19,8 @@ from loadgen.files import read_json
 from loadgen.names import ConfigStatus
 from loadgen.record import CellKey
 from loadgen.results.cell_result import CellResult
-from loadgen.results.stored import ok_keys
+from loadgen.results.search_report import search_complete
+from loadgen.results.stored import kept_cells, ok_keys
 
 
 def paths(out_dir: str, name: str) -> dict[str, str]:
@@ -59,11 +60,30 @@ def settings_diff(doc: dict, settings: dict) -> list[str]:
     return diffs
 
 
-def config_status(cells: list[CellResult], wanted: list[CellKey], attempted: bool) -> ConfigStatus:
-    """ok: every cell measured; partial: some; failed: tried and none; pending: not tried yet."""
+def config_status(cells: list[CellResult], wanted: list[CellKey], attempted: bool, searched: dict | None = None,
+                  contexts: list[int] = ()) -> ConfigStatus:
+    """ok: every cell measured (a search: its answer found for every prompt length, from the results
+    document `searched`); partial: some; failed: tried and none; pending: not tried yet."""
+    if searched is not None:
+        if search_complete(searched, list(contexts)):
+            return ConfigStatus.OK
+        return ConfigStatus.PARTIAL if ok_keys(cells) else ConfigStatus.FAILED if attempted else ConfigStatus.PENDING
     ok = ok_keys(cells) & set(wanted)
     if len(ok) == len(wanted):
         return ConfigStatus.OK
     if ok:
         return ConfigStatus.PARTIAL
     return ConfigStatus.FAILED if attempted else ConfigStatus.PENDING
+
+
+def kept_of(doc: dict | None, order: list[CellKey], searched_contexts: list[int] | None) -> list[CellResult]:
+    """The stored cells a configuration keeps: those of the matrix, or a search's probes of its prompt lengths."""
+    if searched_contexts is None:
+        return kept_cells(doc, order)
+    return [c for c in kept_cells(doc, None) if c.key.context_tokens in searched_contexts]
+
+
+def measured_all(doc: dict | None, kept: list[CellResult], order: list[CellKey], searched: bool,
+                 contexts: list[int]) -> bool:
+    """Nothing is left to measure: every cell of the matrix is kept, or the search found all its answers."""
+    return search_complete(doc, contexts) if searched else len(kept) == len(order)

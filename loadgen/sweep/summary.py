@@ -13,6 +13,7 @@ from loadgen.names import ConfigStatus
 from loadgen.results.compare import compare_table, load_inputs
 from loadgen.results.correctness import produced_garbage
 from loadgen.results.schema import SWEEP_SCHEMA
+from loadgen.results.search_report import capacity_ranking
 from loadgen.results.stored import ok_keys, stored_cells
 from loadgen.sweep import state
 from loadgen.sweep.spec import SweepSpec
@@ -40,9 +41,12 @@ def write_summary(spec: SweepSpec, order: list[tuple[int, int]], started_at: str
         ready = (last.get("readiness") or {})
         configs.append({
             "name": cfg.name, "params": cfg.params,
-            "status": state.config_status(cells, order, attempted=bool(attempts)),
+            "status": state.config_status(cells, order, attempted=bool(attempts),
+                                          searched=doc if spec.search else None,
+                                          contexts=spec.matrix.get("contexts", [])),
             "reason": last.get("reason"), "cells_ok": len(ok_keys(cells)),
-            "cells_total": len(order), "attempts": len(attempts), "ready_s": ready.get("elapsed_s"),
+            "cells_total": len(cells) if spec.search else len(order),  # a search: the probes it measured
+            "attempts": len(attempts), "ready_s": ready.get("elapsed_s"),
             "results": os.path.basename(paths["results"]), "records": os.path.basename(paths["records"]),
             "diagnostics": (os.path.basename(paths["diagnostics"]) if os.path.exists(paths["diagnostics"])
                             else None),
@@ -66,3 +70,7 @@ def print_summary(spec: SweepSpec, summary: dict) -> None:
     if any(r.cells for r in runs):
         print()
         print(compare_table(runs, baseline=None))
+    capacity = capacity_ranking(runs)
+    if capacity:
+        print()
+        print(capacity)

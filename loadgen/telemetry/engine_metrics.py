@@ -16,9 +16,11 @@ SG_VERIFY = "sglang:spec_verify_calls_total"
 SG_GAUGE = "sglang:spec_accept_length"
 SG_RUNNING = "sglang:num_running_reqs"
 SG_QUEUE = "sglang:num_queue_reqs"
+SG_ABORTED = "sglang:num_aborted_requests_total"  # requests the server stopped because the client went away
 VL_DRAFTS = "vllm:spec_decode_num_drafts_total"
 VL_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
 VL_ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
+VL_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"  # labelled `position`, from 0
 VL_RUNNING = "vllm:num_requests_running"
 VL_QUEUE = "vllm:num_requests_waiting"
 # llama.cpp's llama-server (--metrics) keeps vLLM's names and meaning, moved when a request completes
@@ -27,11 +29,12 @@ LC_DRAFT_TOKENS = "llamacpp:spec_decode_num_draft_tokens_total"
 LC_ACCEPTED = "llamacpp:spec_decode_num_accepted_tokens_total"
 # engine → (verify steps, draft tokens proposed, draft tokens accepted): accept length = 1 + Δaccepted / Δdrafts
 DRAFT_COUNTERS = {"vllm": (VL_DRAFTS, VL_DRAFT_TOKENS, VL_ACCEPTED), "llamacpp": (LC_DRAFTS, LC_DRAFT_TOKENS, LC_ACCEPTED)}
-COUNTERS = (SG_GEN, SG_VERIFY, VL_DRAFTS, VL_DRAFT_TOKENS, VL_ACCEPTED, LC_DRAFTS, LC_DRAFT_TOKENS, LC_ACCEPTED)
+COUNTERS = (SG_GEN, SG_VERIFY, SG_ABORTED, VL_DRAFTS, VL_DRAFT_TOKENS, VL_ACCEPTED, LC_DRAFTS, LC_DRAFT_TOKENS, LC_ACCEPTED)
 QUEUE_GAUGES = (SG_RUNNING, SG_QUEUE, VL_RUNNING, VL_QUEUE)
 GAUGES = (SG_GAUGE, *QUEUE_GAUGES)
 # What a scrape keeps: everything else in the answer is not parsed. Counters may be served without `_total`.
-WANTED = frozenset(COUNTERS) | frozenset(GAUGES) | frozenset(n[: -len("_total")] for n in COUNTERS)
+WANTED = frozenset((*COUNTERS, VL_PER_POS)) | frozenset(GAUGES) | \
+    frozenset(n[: -len("_total")] for n in (*COUNTERS, VL_PER_POS))
 # Per-rank copies of one scheduler's gauges: with --enable-metrics-for-all-schedulers every TP/PP/EP rank of
 # a DP group reports the same value, so one reading per group (the lowest rank) is kept; DP groups (told
 # apart by dp_rank and any other label) are then summed.
@@ -53,6 +56,16 @@ def counter_totals(samples: list[Sample]) -> dict[str, float]:
         if any(r.labels.get("priority") == "" for r in rows):
             rows = [r for r in rows if r.labels.get("priority", "") == ""]
         totals[name] = sum(r.value for r in rows)
+    return totals
+
+
+def per_position_totals(samples: list[Sample]) -> dict[int, float]:
+    """vLLM's accepted tokens per draft position: position → Σ over its other label sets (engines, models)."""
+    totals: dict[int, float] = {}
+    for s in samples:
+        if s.name in (VL_PER_POS, VL_PER_POS[: -len("_total")]) and s.labels.get("position", "").isdigit():
+            pos = int(s.labels["position"])
+            totals[pos] = totals.get(pos, 0.0) + s.value
     return totals
 
 

@@ -18,6 +18,10 @@ Figures (all over the cell's window [first scrape, last scrape]):
   gauge first changes within the cell are ignored: until its first refresh the gauge still shows a window from
   before the cell (the previous cell, or 0 after start-up). A refresh to the identical value cannot be seen;
   the first window counted may still hold up to 39 steps from before the cell.
+- `accepted_per_position` (vLLM): Δvllm:spec_decode_num_accepted_tokens_per_pos_total per `position` label,
+  beside `drafts`; `metrics.accept_positions` turns them into the acceptance rate at each draft position.
+- `aborted_requests` (SGLang): Δsglang:num_aborted_requests_total, the requests the server stopped because
+  their client went away (`--cancel-fraction` shows here that the server noticed).
 - `queue`: time-weighted means of the running and waiting request gauges (SGLang num_running_reqs /
   num_queue_reqs, vLLM num_requests_running / num_requests_waiting), summed over DP ranks.
 
@@ -35,12 +39,14 @@ from loadgen.telemetry.engine_metrics import (
     COUNTERS,
     DRAFT_COUNTERS,
     QUEUE_GAUGES,
+    SG_ABORTED,
     SG_GAUGE,
     SG_GEN,
     SG_VERIFY,
     WANTED,
     counter_totals,
     gauge_values,
+    per_position_totals,
 )
 from loadgen.telemetry.promtext import Sample, parse_samples
 
@@ -100,6 +106,7 @@ class ServerMetricsSource(PeriodicSampler):
         self.scrapes = 0
         self.counters = {name: CounterDelta() for name in COUNTERS}
         self.seen: set[str] = set()
+        self.per_position: dict[int, CounterDelta] = {}  # vLLM: accepted tokens at each draft position
         self.gauge = TimeWeighted()
         self.gauge_start: float | None = None  # the value shown when the cell opened
         self.gauge_refreshed = False
@@ -132,6 +139,8 @@ class ServerMetricsSource(PeriodicSampler):
         for name, total in counter_totals(samples).items():
             self.seen.add(name)
             self.counters[name].add(total)
+        for pos, total in per_position_totals(samples).items():
+            self.per_position.setdefault(pos, CounterDelta()).add(total)
         gauges = gauge_values(samples)
         self.seen.update(gauges)
         dt_ns = t_ns - self.last_t_ns if self.last_t_ns is not None else 0
@@ -184,6 +193,8 @@ class ServerMetricsSource(PeriodicSampler):
 
     def _counters(self, values: dict, per_source: dict, unavailable: dict, warnings: list) -> None:
         d = {name: c.delta for name, c in self.counters.items() if name in self.seen}
+        if SG_ABORTED in d:
+            values["aborted_requests"] = d[SG_ABORTED]
         if any(c.resets for c in self.counters.values()):
             warnings.append("server metrics: a counter went backwards during the cell (server restarted?); "
                             "counted from the restart like Prometheus increase()")
@@ -193,6 +204,10 @@ class ServerMetricsSource(PeriodicSampler):
             drafts, draft_tokens, accepted = DRAFT_COUNTERS[engine]
             values[engine] = {"drafts": d[drafts], "accepted_tokens": d[accepted],
                               "draft_tokens": d.get(draft_tokens)}
+            if self.per_position:
+                n = max(self.per_position) + 1
+                values[engine]["accepted_per_position"] = [self.per_position[i].delta if i in self.per_position
+                                                           else None for i in range(n)]
             if d[drafts] > 0:
                 per_source["counters"] = 1.0 + d[accepted] / d[drafts]
                 if d.get(draft_tokens):

@@ -38,6 +38,8 @@ class DatasetRow:
     max_tokens: int | None = None
     reference: str | None = None
     category: str | None = None
+    conversation: tuple[dict, ...] | None = None  # every turn as {role, content} (for --sessions)
+    think_time_s: float | list | None = None  # the row's `think_time` (s): one for every turn, or one per turn
 
     @property
     def text(self) -> str:
@@ -75,6 +77,23 @@ def _messages(value) -> list[dict]:
     if not any(m["content"].strip() for m in out):
         raise RowError("empty prompt (every message's content is blank)")
     return out
+
+
+def _conversation(turns: list[dict]) -> tuple[dict, ...]:
+    """ShareGPT turns as chat messages: human → user, gpt (and the other model names) → assistant."""
+    role = {"system": "system", **dict.fromkeys(HUMAN, "user"), **dict.fromkeys(GPT, "assistant")}
+    return tuple({"role": role[t["from"]], "content": t["value"]} for t in turns
+                 if isinstance(t, dict) and t.get("from") in role and isinstance(t.get("value"), str))
+
+
+def _think_time(obj: dict) -> float | list | None:
+    value = obj.get("think_time")
+    if value is None:
+        return None
+    ok = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1e6  # noqa: E731
+    if ok(value) or (isinstance(value, list) and value and all(ok(v) for v in value)):
+        return value
+    raise RowError(f"think_time {value!r} must be seconds ≥ 0, or a list of them (one per turn)")
 
 
 def _sharegpt(value) -> tuple[list[dict], str | None]:
@@ -117,13 +136,16 @@ def parse_row(obj, line: int, fmt: DatasetFormat | None, category_field: str) ->
     kind = row_format(obj)
     if fmt is not None and kind != fmt:
         raise RowError(f"{_a(NAMES[kind])} row in {_a(NAMES[fmt])} file")
-    common = {"line": line, "max_tokens": _max_tokens(obj), "category": _category(obj, category_field)}
+    common = {"line": line, "max_tokens": _max_tokens(obj), "category": _category(obj, category_field),
+              "think_time_s": _think_time(obj)}
     match kind:
         case DatasetFormat.OPENAI_CHAT:
-            return DatasetRow(messages=_messages(obj["messages"]), **common)
+            msgs = _messages(obj["messages"])
+            return DatasetRow(messages=msgs, conversation=tuple(msgs), **common)
         case DatasetFormat.SHAREGPT:
             msgs, answer = _sharegpt(obj["conversations"])
-            return DatasetRow(messages=msgs, reference=answer, **common)
+            return DatasetRow(messages=msgs, reference=answer, conversation=_conversation(obj["conversations"]),
+                              **common)
     text = obj.get("prompt", obj.get("text"))
     if not isinstance(text, str) or not text.strip():
         raise RowError("empty prompt")

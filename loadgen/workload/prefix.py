@@ -22,7 +22,7 @@ import zlib
 
 MULT = 61_803_399
 MOD = 10**8
-TAG = re.compile(r"\d{8}(?= \[)")
+TAG = re.compile(r"^\d{8}(?= \[)", re.MULTILINE)  # at a line's start: after a shared prefix (--shared-prefix)
 
 
 def unique_prefix(run_id: str, context_tokens: int, concurrency, seq: int) -> str:
@@ -37,13 +37,14 @@ def seq_tag(seq: int, salt: int = 0) -> str:
 
 
 def _retag(text: str, old_seq: int, new_seq: int) -> str:
-    """`text` with its leading tag moved from `old_seq` to `new_seq` (the tag is affine in seq, so the salt
-    need not be known); a text without a leading tag is returned as it is."""
-    m = TAG.match(text)
+    """`text` with its tag (the first line that starts with one: after a group's shared prefix, if any) moved
+    from `old_seq` to `new_seq` (the tag is affine in seq, so the salt need not be known); a text without a
+    tag is returned as it is."""
+    m = TAG.search(text)
     if not m:
         return text
     new = (int(m.group()) + MULT * (new_seq - old_seq)) % MOD
-    return f"{new:08d}{text[8:]}"
+    return f"{text[:m.start()]}{new:08d}{text[m.end():]}"
 
 
 def relabel(body: dict, old_seq: int, new_seq: int) -> dict:

@@ -34,6 +34,7 @@ class PromptBuilder:
     sizing: dict = field(default_factory=dict)  # exact or estimated, counted by what (workload.tokenizers)
     context_spreads: dict = field(default_factory=dict)  # prompt length → LengthSpread (workload.lengths)
     output_spread: LengthSpread | None = None
+    shared_prefix: tuple[int, int] | None = None  # (groups, tokens): --shared-prefix GROUPS:TOKENS
 
     @property
     def method(self) -> str:
@@ -41,8 +42,10 @@ class PromptBuilder:
 
     def describe(self) -> dict:
         """How prompts were made, for the results file."""
+        shared = {"shared_prefix": {"groups": self.shared_prefix[0], "tokens": self.shared_prefix[1]}} \
+            if self.shared_prefix else {}
         return {"method": self.method, "template_overhead_tokens": self.overhead_tokens, "source": "synthetic",
-                "prefix_cache": "unique", **self.sizing, **self._spreads()}
+                "prefix_cache": "shared" if shared else "unique", **self.sizing, **self._spreads(), **shared}
 
     def _spreads(self) -> dict:
         out = {}
@@ -71,14 +74,37 @@ class PromptBuilder:
         outputs = self.output_spread.draw(self._rng("outputs", cell), opts.max_tokens, n)
         return [build_body(self.api, t, dataclasses.replace(opts, max_tokens=m)) for t, m in zip(texts, outputs)], None
 
+    async def group_heads(self, cell: CellKey, load) -> list[str]:
+        """Each group's shared opening of exactly `tokens` tokens (seeded; unique to the run and the cell, so
+        every cell starts cold), or [""] without --shared-prefix. Request i is in group i mod groups; its
+        unique part follows on a new line (`_after`)."""
+        if not self.shared_prefix:
+            return [""]
+        groups, tokens = self.shared_prefix
+        tags = [f"[{self.run_id} c{load} n{cell.context_tokens} shared {g}]\n" for g in range(groups)]
+        rngs = [self._rng(f"shared{g}", cell) for g in range(groups)]
+        if self.counter is None:
+            chars = int(tokens * self.chars_per_token)
+            return [t + self.corpus.window(r, chars)[: max(0, chars - len(t))] for t, r in zip(tags, rngs)]
+        texts, _ = await fit_prompts(tags, [self.corpus.window(r, chars_for(tokens)) for r in rngs],
+                                     [tokens] * groups, self.counter)
+        return texts
+
     async def build(self, cell: CellKey, n: int) -> list[str]:
         rng = seeded_rng(self.seed, cell.context_tokens, cell.concurrency, cell.request_rate)
         targets = [max(1, t - self.overhead_tokens) for t in self.prompt_lengths(cell, n)]
         load = cell.concurrency if cell.request_rate is None else f"{cell.concurrency}r{cell.request_rate:g}"
-        prefixes = [unique_prefix(self.run_id, cell.context_tokens, load, i) for i in range(n)]
+        heads = await self.group_heads(cell, load)
+        prefixes = [_after(heads[i % len(heads)]) + unique_prefix(self.run_id, cell.context_tokens, load, i)
+                    for i in range(n)]
         if self.counter is None:
             chars = [int(t * self.chars_per_token) for t in targets]
             return [p + self.corpus.window(rng, c)[: max(0, c - len(p))] for p, c in zip(prefixes, chars)]
         bodies = [self.corpus.window(rng, chars_for(t)) for t in targets]
         texts, _ = await fit_prompts(prefixes, bodies, targets, self.counter)
         return texts
+
+
+def _after(head: str) -> str:
+    """A group's shared opening and the line break that starts the request's own part (none without one)."""
+    return head + "\n" if head else ""

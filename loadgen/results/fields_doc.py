@@ -1,12 +1,9 @@
-"""How a part of a cell's result declares its fields: `doc(...)` (meaning, unit, default; docs/results.md is
-generated from it) and `Figures`, a block of figures documented per field."""
+"""`doc(...)`: a result field with its meaning and unit (docs/results.md is generated from them)."""
 
 from __future__ import annotations
 
 from dataclasses import field
 from typing import Any
-
-Figures = dict[str, Any]  # a distribution {mean, p50, …, samples} or another block of figures, documented per field
 
 
 def doc(text: str, unit: str = "", default: Any = None, optional: bool = False) -> Any:

@@ -1,0 +1,121 @@
+"""`loadgen search --slo … [run options]`: the highest concurrency (or, with `--over rate`, request rate) whose
+cell meets the SLO, found with real cells (docs/search.md). The run options are those of a plain run; the
+search chooses the load itself, so `--concurrency` and `--request-rate` are not given."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from loadgen.cli.run_options import run_parser
+from loadgen.config import RunConfig
+from loadgen.errors import UsageError
+from loadgen.names import SearchOver, values
+from loadgen.results.search import SearchConfig
+
+if TYPE_CHECKING:
+    from loadgen.cli.assemble import Shape
+
+D = SearchConfig()
+LIMITS = {SearchOver.CONCURRENCY: 1024.0, SearchOver.RATE: 1000.0}
+
+
+def search_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("search (see docs/search.md)")
+    g.add_argument("--over", choices=values(SearchOver), default=D.over,
+                   help="what the search raises: concurrency (closed loop, default) or rate (open loop, req/s)")
+    g.add_argument("--start", type=float, metavar="X", help="the first probe's load (default 1)")
+    g.add_argument("--growth", type=float, default=D.growth, metavar="G",
+                   help="each probe × G until one misses the SLO (default %(default)g), then bisection")
+    g.add_argument("--max", type=float, metavar="X", dest="limit",
+                   help="the highest load probed (default 1024 concurrency, 1000 req/s)")
+    g.add_argument("--resolution", default="10%", metavar="N|P%",
+                   help="bisect until the bracket is no wider than N (or P%% of its met end; default %(default)s)")
+    g.add_argument("--max-cells", type=int, default=D.max_cells, metavar="N",
+                   help="probes per prompt length, at most (default %(default)s)")
+
+
+def search_parser() -> argparse.ArgumentParser:
+    p = run_parser()
+    p.prog = "loadgen search"
+    p.description = ("The highest load whose cell meets the SLO (--slo): raise it from --start, × --growth a "
+                     "probe, until a cell misses, then bisect to --resolution. Every probe is a normal cell of "
+                     "--out; the same command again resumes.")
+    p.epilog = ("example:\n  loadgen search --url http://gpu-host:30000 --slo ttft=300ms,tpot=25ms --contexts 1024 "
+                "--out results/capacity.json")
+    search_options(p)
+    return p
+
+
+def parse_resolution(text: str) -> tuple[float, bool]:
+    """'10%' → (0.1, relative); '4' → (4, absolute)."""
+    relative = text.strip().endswith("%")
+    try:
+        value = float(text.strip().rstrip("%")) / (100 if relative else 1)
+    except ValueError:
+        raise UsageError(f"--resolution {text!r}: give a number (e.g. 2) or a percentage (e.g. 10%)") from None
+    if not (value > 0 and math.isfinite(value)) or (relative and value >= 1):
+        raise UsageError(f"--resolution {text!r}: must be > 0 (a percentage below 100%), e.g. 10%")
+    return value, relative
+
+
+def search_config(a: argparse.Namespace) -> SearchConfig:
+    over = SearchOver(a.over)
+    start = 1.0 if a.start is None else a.start
+    limit = LIMITS[over] if a.limit is None else a.limit
+    integral = over == SearchOver.CONCURRENCY
+    if not (start > 0 and math.isfinite(start)) or (integral and start != int(start)):
+        raise UsageError(f"--start {a.start:g}: give a {'whole number ≥ 1' if integral else 'rate > 0'}, e.g. 4")
+    if not (limit >= start and math.isfinite(limit)):
+        raise UsageError(f"--max {limit:g}: must be ≥ --start {start:g}")
+    if not a.growth > 1:
+        raise UsageError(f"--growth {a.growth:g}: must be > 1, e.g. 4 (×4 a probe) or 2")
+    if a.max_cells < 2:
+        raise UsageError(f"--max-cells {a.max_cells}: a search needs at least 2 cells (a met and a missed one)")
+    resolution, relative = parse_resolution(a.resolution)
+    return SearchConfig(over=over, start=int(start) if integral else start, growth=a.growth,
+                        limit=int(limit) if integral else limit, resolution=resolution, relative=relative,
+                        max_cells=a.max_cells)
+
+
+def search_run(a: argparse.Namespace, default_concurrency: str) -> tuple[RunConfig, Shape]:
+    """The run of a search: its configuration (the first probe's load as the matrix) and its shape."""
+    from loadgen.cli.assemble import Shape  # the run's parts, once the command line has been read
+    from loadgen.cli.run_config import config_from_args
+    from loadgen.results.search_report import search_text
+    from loadgen.run.early_stop import OversaturationStop
+    from loadgen.run.search_plan import SearchPlan
+
+    if a.slo is None:
+        raise UsageError("loadgen search needs latency targets: add --slo, e.g. --slo ttft=300ms,tpot=25ms")
+    if a.concurrency != default_concurrency or a.request_rate is not None or a.ramp is not None:
+        raise UsageError("loadgen search chooses the load itself: drop --concurrency/--request-rate/--ramp and "
+                         "use --over, --start and --max")
+    search = search_config(a)
+    if search.over == SearchOver.RATE:
+        a.request_rate = f"{search.start:g}"
+    else:
+        if a.max_concurrency is not None:
+            raise UsageError("--max-concurrency caps an open loop's requests in flight; add --over rate, or drop it")
+        a.concurrency = str(search.start)
+    cfg = config_from_args(a)
+    cap = cfg.open_loop.max_concurrency or 0
+    early = OversaturationStop(cfg.slo)
+    plan = SearchPlan(search, cfg.slo, cfg.contexts, cap, early)
+
+    def answer(cells: list[dict]) -> str:
+        return search_text(search, cfg.slo, cfg.contexts, cells, cap)
+    return cfg, Shape(plan=plan, early_stops=[early], tables=[answer])
+
+
+def search_main(argv: list[str], run: Callable[..., Awaitable[int]]) -> int:
+    """`loadgen search ARGS`, measured by `run` (the plain run's entry, `cli.main.run_async`)."""
+    args = search_parser().parse_args(argv)  # --help and a bad flag end here, before the run's parts are imported
+    from loadgen.aio import install_uvloop
+
+    cfg, shape = search_run(args, run_parser().get_default("concurrency"))
+    install_uvloop()
+    return asyncio.run(run(cfg, shape=shape))

@@ -1,0 +1,43 @@
+"""The `slo` part of a cell's result: its latency targets, attainment and goodput (`--slo`).
+
+Filled by `build_cell` from `metrics.slo.slo_figures`; written as the cell's `slo` object and read back into
+this type. Each formula is in `loadgen/metrics/slo.py` and docs/definitions.md#slo.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+from loadgen.results.fields_doc import doc
+
+
+@dataclass
+class Slo:
+    """Latency targets and goodput (`--slo`, `--slo-attainment`; definitions.md#slo)."""
+
+    targets_s: dict = doc("the targets: metric (ttft, tpot, itl, e2e, ttft_from_intended) → the most a "
+                          "request's value may be", "s", {})
+    attainment_required: float | None = doc("--slo-attainment: the share of requests that must be good", "fraction")
+    scheduled: int | None = doc("the denominator: measured requests, failed, cancelled and never sent included",
+                                "requests")
+    good: int | None = doc("requests that succeeded and met every target", "requests")
+    attainment: float | None = doc("good / scheduled", "fraction")
+    per_target: dict = doc("metric → (requests that succeeded and met that target) / scheduled", "fraction", {})
+    goodput_requests_s: float | None = doc("good / duration_s (the cell's measured window)", "requests/s")
+    good_output_tok_s: float | None = doc("Σ completion_tokens of good requests / duration_s", "tokens/s")
+    met: bool | None = doc("attainment ≥ attainment_required: the cell meets the SLO")
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> Slo:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def attainment_text(slo: dict | None) -> str | None:
+    """'93% met' or '41% MISS' (the cell's attainment, and whether it met the SLO); None without figures."""
+    if not slo or slo.get("attainment") is None:
+        return None
+    return f"{slo['attainment']:.0%} {'met' if slo.get('met') else 'MISS'}"
