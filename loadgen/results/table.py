@@ -192,7 +192,7 @@ def note_refs(cells: list[dict]) -> tuple[list[str], list[str]]:
             continue
         if text not in numbers:
             numbers[text] = len(numbers) + 1
-            lines.append(f"n{numbers[text]} ctx {cell['context_tokens']} conc {_load(cell)}: {text}")
+            lines.append(f"n{numbers[text]} ctx {tt.context(cell)} conc {_load(cell)}: {text}")
         refs.append(f"n{numbers[text]}")
     return refs, lines
 
@@ -243,7 +243,7 @@ def progress_line(cell: dict, done: str) -> str:
     interval = (cell.get("intervals") or {}).get("output_tok_s")
     spread = f" {half_width('output_tok_s')(cell)}" if interval else ""
     ttft = tt.field(cell, "ttft_s.p50")
-    head = (f"{done} ctx {cell['context_tokens']} conc {_load(cell)}: {tt.ok_failed(cell)} ok/fail, "
+    head = (f"{done} ctx {tt.context(cell)} conc {_load(cell)}: {tt.ok_failed(cell)} ok/fail, "
             f"{tt.fmt(out, '.1f')}{spread} tok/s, TTFT p50 {tt.fmt_ms(ttft)} ms")
     labels = [part.split(" (")[0].split(":")[0] for part in notes(cell).split(" | ") if part]
     return head if not labels else textwrap.shorten(f"{head} | {', '.join(labels)}", WIDTH, placeholder=" …")

@@ -195,7 +195,8 @@ class Runner:
 
     async def measure_matrix(self, session: aiohttp.ClientSession, measurer: CellMeasurer) -> None:
         known = None if self.parts.plan else len(list(self.cells_to_run()))  # a search decides as it goes
-        log(title(self.cfg.label, self.run_id) + (f": {known} cells" if known is not None else "") +
+        count = "" if known is None else f": {known} cell" + ("s" if known != 1 else "")
+        log(title(self.cfg.label, self.run_id) + count +
             (f" × {self.cfg.repeat} repeats" if self.cfg.repeat > 1 else ""))
         for i, cell in enumerate(self.cells_to_run(), 1):
             if self.control.stopping:
