@@ -64,6 +64,7 @@ class LiveExporter(LiveMetrics):
         self._closed = False
         self.label = label or ""
         self.gpu_power_limit_w = gpu_power_limit_w
+        self._bottlenecks: dict[tuple, str] = {}
         self._target: dict = {}
         self._info: tuple[str, ...] | None = None
         self._limit_source: str | None = None
@@ -156,6 +157,7 @@ class LiveExporter(LiveMetrics):
             if value is not None:
                 self.cell_gauges[attr].labels(*key).set(value)
         self.cell_end.labels(*key).set(time.time())
+        self._set_bottleneck(key, summary.get("bottleneck"))
         self.slo.cell_finished(key, summary)
         limit = per_gpu_limit_w(summary)
         if limit is not None and self.gpu_power_limit_w is None:
@@ -170,6 +172,15 @@ class LiveExporter(LiveMetrics):
             self.cell_active.labels(*key).set(0)
         if self._active == key:
             self._active = None
+
+    def _set_bottleneck(self, key: tuple, verdict: str | None) -> None:
+        """One series per cell: a cell measured again drops its earlier verdict."""
+        earlier = self._bottlenecks.pop(key, None)
+        if earlier is not None:
+            self.remove(self.cell_bottleneck, *key, earlier)
+        if verdict:
+            self.cell_bottleneck.labels(*key, verdict).set(1)
+            self._bottlenecks[key] = verdict
 
     def close(self) -> None:
         """The run is over: nothing is in flight and no cell is active (the values stay for the linger)."""

@@ -65,6 +65,10 @@ class LiveMetrics:
         self._per_run(registry)
         self.cell_gauges = {attr: Gauge(name, doc, CELL_LABELS, registry=registry)
                             for attr, (_path, name, doc) in CELL_RESULTS.items()}
+        self.cell_bottleneck = Gauge("loadgen_cell_bottleneck", "Finished cell: 1 for the cell's bottleneck verdict "
+                                     "(label bottleneck: client, server_host, gpu_power_cap, gpu_thermal, "
+                                     "gpu_memory_bandwidth, gpu_compute or unknown).", (*CELL_LABELS, "bottleneck"),
+                                     registry=registry)
 
     def _per_request(self, r: CollectorRegistry) -> None:
         cell = CELL_LABELS

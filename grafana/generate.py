@@ -444,6 +444,7 @@ def gpu_power() -> dict:
                    "SMs were.", [target(f"DCGM_FI_DEV_GPU_UTIL{{{GPU}}}", "{{instance}} GPU {{gpu}}")],
                    "percent", min=0, max=100),
         *memory_bound_panels(),
+        *bottleneck_panels(),
         row("Efficiency"),
         timeseries("Energy per output token", "Joules of GPU energy per output token, live, with the client's and "
                    "the server's token counts (no value while no tokens complete).",
@@ -512,6 +513,33 @@ def memory_bound_panels() -> list[dict]:
     ]
 
 
+def bottleneck_panels() -> list[dict]:
+    """Why is it slow: loadgen's verdict per finished cell (docs/bottleneck.md) and the live idle-GPU picture."""
+    in_flight = f"sum(loadgen_in_flight_requests{{{RUN}}})"
+    return [
+        row("Why is it slow?"),
+        table("Bottleneck per finished cell", "loadgen's verdict for each finished cell (loadgen_cell_bottleneck: "
+              "client, server_host, gpu_power_cap, gpu_thermal, gpu_memory_bandwidth, gpu_compute, unknown) with "
+              "the GPU figures behind it, time-weighted over the cell's window.",
+              [("verdict", last_cell("loadgen_cell_bottleneck", "max"), "none"),
+               ("GPU %", last_cell("loadgen_cell_gpu_utilization_percent", "max"), "percent"),
+               ("SM clock / max", last_cell("loadgen_cell_gpu_sm_clock_per_max_ratio", "max"), "percentunit"),
+               ("at power cap", last_cell("loadgen_cell_gpu_power_capped_ratio", "max"), "percentunit"),
+               ("DRAM active", last_cell("loadgen_cell_gpu_dram_active_ratio", "max"), "percentunit"),
+               ("tensor active", last_cell("loadgen_cell_gpu_tensor_active_ratio", "max"), "percentunit")],
+              w=16, h=8, keep=("run", "context_tokens", "concurrency", "bottleneck")),
+        bargauge("GPU utilization per finished cell", "loadgen's mean GPU utilization over each finished cell; "
+                 "under 50 % with requests in flight, the server's host side limits throughput (server_host).",
+                 [target(last_cell("loadgen_cell_gpu_utilization_percent", "max"), CELL_LEGEND, instant=True)],
+                 "percent", w=8, min=0, max=100),
+        timeseries("GPUs idle while requests wait", "Mean DCGM_FI_DEV_GPU_UTIL of the selected GPUs (%) beside "
+                   "loadgen's requests in flight (a count): utilization near 0 while requests are in flight is "
+                   "what the GPUsIdleWhileRequestsWait alert pages on.",
+                   [target(f"avg by (instance) (DCGM_FI_DEV_GPU_UTIL{{{GPU}}})", "GPU % {{instance}}"),
+                    target(in_flight, "requests in flight")], "short", min=0),
+    ]
+
+
 # the terminal matrix's columns (loadgen/results/table.py), from the exporter's finished-cell gauges
 MATRIX_COLUMNS = [
     ("ok", "loadgen_cell_ok_requests", "short"), ("failed", "loadgen_cell_failed_requests", "short"),
@@ -523,6 +551,7 @@ MATRIX_COLUMNS = [
     ("pp tok/s", "loadgen_cell_prefill_tokens_per_second", TOK_S), ("E2E mean", "loadgen_cell_e2e_mean_seconds", "s"),
     ("tok/chk", "loadgen_cell_output_tokens_per_chunk", "none"), ("accept", "loadgen_accept_length", "none"),
     ("W", "loadgen_gpu_power_watts", "watt"), ("J/tok", "loadgen_energy_per_output_token_joules", "joule"),
+    ("GPU %", "loadgen_cell_gpu_utilization_percent", "percent"),
     ("saturated", "loadgen_cell_client_saturated", "none"),
 ]
 SUMMED = {"loadgen_cell_ok_requests", "loadgen_cell_failed_requests", "loadgen_cell_output_tokens_per_second",

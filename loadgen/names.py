@@ -134,6 +134,18 @@ class AcceptSource(StrEnum):
     CHUNKS = "chunks"
 
 
+class Bottleneck(StrEnum):
+    """What limited a cell's throughput (docs/bottleneck.md)."""
+
+    CLIENT = "client"
+    SERVER_HOST = "server_host"
+    GPU_POWER_CAP = "gpu_power_cap"
+    GPU_THERMAL = "gpu_thermal"
+    GPU_MEMORY_BANDWIDTH = "gpu_memory_bandwidth"
+    GPU_COMPUTE = "gpu_compute"
+    UNKNOWN = "unknown"
+
+
 class VerifyMode(StrEnum):
     """What fails a verified cell (`--verify`): garbage output only, or any output that differs from the reference."""
 

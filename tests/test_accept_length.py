@@ -61,7 +61,7 @@ def test_every_source_matches_truth_and_budgets_differ(sim_factory, tmp_path):
         assert sg["generation_tokens"] / sg["verify_calls"] == pytest.approx(true, rel=1e-9)
         assert "disagreement" not in acc
         assert cell["telemetry"]["accept_log"]["lines"] > 0
-        assert f"{acc['value']:.2f} per_request" in table
+        assert f"{acc['value']:.2f}" in table  # the default table shows the value; --wide its source too
         values[budget] = true
         assert doc["target"]["spec"]["speculative_ddtree_budget"] == budget
     assert values[16] > values[8] * 1.3  # budget 16 accepts markedly more (model: ≈6.1 vs ≈3.8)

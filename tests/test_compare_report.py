@@ -89,8 +89,10 @@ def test_compare_cli_baseline_and_formats(inputs, cli):
     assert rows[6]["out_tok_s_x"] == ""  # the baseline failed that cell: no speed-up
     md = cli("compare", *paths, "--format", "md")
     assert md.stdout.splitlines()[0].startswith("| ctx | conc | configuration | out tok/s |")
-    assert "| **360.0** |" in md.stdout and len(md.stdout.splitlines()) == 2 + 8 + 2  # blank line, legend
-    assert md.stdout.splitlines()[-1].startswith("**bold**: best of the cell")
+    table_md, *knees = md.stdout.split("\n\nknee ")
+    assert "| **360.0** |" in table_md and len(table_md.splitlines()) == 2 + 8 + 2  # blank line, legend
+    assert table_md.splitlines()[-1].startswith("**bold**: best of the cell")
+    assert len(knees) == 3 and knees[0].startswith("(output tok/s grows < 10% per doubling past it): b16: ctx 60")
     bad = cli("compare", *paths, "--baseline", "b128")
     assert bad.returncode == 2
     assert "--baseline b128: no such configuration; choose one of b16, b32, b64" in bad.stderr
@@ -120,7 +122,7 @@ def test_report_writes_pngs_and_handles_missing_power(inputs, tmp_path):
     assert sorted(Path(p).name for p in written) == ["accept_length.png", "output_tok_s.png", "pareto.png",
                                                       "power.png", "request_tok_s.png", "speedup.png", "ttft.png"]
     assert all(Path(p).read_bytes()[:8] == PNG and Path(p).stat().st_size > 10_000 for p in written)
-    assert notes == []
+    assert notes == ["gpu.png not written: no cell has GPU utilization (--dcgm URL or --nvml)"]  # power, no activity
     bare = tmp_path / "bare"
     bare.mkdir()
     no_power = write(bare, "x", 8, [cell(60, 1, 100.0, 110.0, 0.01, 3.0)])

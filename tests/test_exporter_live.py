@@ -436,3 +436,18 @@ def test_cells_carry_their_start_and_end_and_the_run_its_end(exp):
     assert value(exp, "loadgen_run_active", run="r1") == 1
     exp.close()
     assert value(exp, "loadgen_run_active", run="r1") == 0
+
+
+@pytest.mark.unit
+def test_cell_gpu_figures_and_bottleneck_from_the_summary(exp):
+    summary = {"gpu_activity": {"total": {"utilization_percent": 14.0, "sm_clock_fraction": 0.61,
+                                          "power_cap_fraction": 0.0, "dram_active": 0.1, "tensor_active": 0.02}},
+               "bottleneck": "server_host"}
+    exp.cell_finished(CELL, summary)
+    assert value(exp, "loadgen_cell_gpu_utilization_percent", **LABELS) == 14.0
+    assert value(exp, "loadgen_cell_gpu_sm_clock_per_max_ratio", **LABELS) == 0.61
+    assert value(exp, "loadgen_cell_gpu_dram_active_ratio", **LABELS) == 0.1
+    assert value(exp, "loadgen_cell_bottleneck", **LABELS, bottleneck="server_host") == 1
+    exp.cell_finished(CELL, summary | {"bottleneck": "gpu_power_cap"})  # measured again: one verdict only
+    assert value(exp, "loadgen_cell_bottleneck", **LABELS, bottleneck="server_host") is None
+    assert value(exp, "loadgen_cell_bottleneck", **LABELS, bottleneck="gpu_power_cap") == 1

@@ -189,9 +189,9 @@ def test_default_table_fits_120_columns_with_room_for_three_more():
     text = table.table(cells, table.title("a-long-label", "20261201T000000-abcdef"))
     assert max(len(line) for line in text.splitlines()) <= 120, text
     assert "n1 ctx 131072 conc 1024: FAILED" in text  # the note, below the rows
-    extra = [Column(name, 8, lambda c: "100.0%") for name in ("SLO", "garbage", "GPU%")]
+    extra = [Column(name, 8, lambda c: "100.0%") for name in ("SLO", "garbage")]  # GPU% is in COLUMNS already
     columns = [*table.COLUMNS[:-1], *extra, table.COLUMNS[-1]]
-    default = {**table.DEFAULT, "SLO": 65, "garbage": 65, "GPU%": 65}
+    default = {**table.DEFAULT, "SLO": 65, "garbage": 65}
     fitted = _fitted(cells, columns, default, 120)
     assert {"SLO", "garbage", "GPU%", "ctx", "conc", "out tok/s", "±95%"} <= {c.header for c in fitted}
     narrow = [c.header for c in _fitted(cells, table.COLUMNS, table.DEFAULT, 80)]

@@ -183,8 +183,9 @@ def test_the_exporter_and_the_cell_monitor_see_the_same_blocked_loop():
         monitor = LoopMonitor(interval_s=0.05)
         monitor.start()
         await asyncio.sleep(0.12)
-        time.sleep(0.2)  # noqa: ASYNC251 - block the loop on purpose: both samplers must see it
-        await asyncio.sleep(0.12)
+        for _ in range(3):  # blocked three times: one stall alone does not make a client saturated
+            time.sleep(0.2)  # noqa: ASYNC251 - block the loop on purpose: both samplers must see it
+            await asyncio.sleep(0.12)
         lag = exp.registry.get_sample_value("loadgen_event_loop_lag_seconds", {"run": "r1"})
         verdict = await monitor.stop()
         await exp.aclose()

@@ -79,7 +79,8 @@ def test_the_expected_alerts_are_all_there():
     names = {a["alert"] for a in rules("alert")}
     assert {"SGLangServerDown", "LoadgenRequestsFailing", "LoadgenTTFTAboveSLO", "LoadgenThroughputBelowBaseline",
             "SpecDecodeAcceptLengthLow", "GPUPowerNearLimit", "GPUComputeIdleUnderLoad", "SGLangQueueBuilding",
-            "LoadgenClientSaturated", "GPUXidError", "GPUThrottled", "LoadgenGarbageOutput"} <= names
+            "LoadgenClientSaturated", "GPUXidError", "GPUThrottled", "LoadgenGarbageOutput",
+            "GPUsIdleWhileRequestsWait"} <= names
 
 
 def _gated(expr: str, recorded: dict[str, str], depth: int = 0) -> bool:

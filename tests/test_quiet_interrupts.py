@@ -35,7 +35,7 @@ def test_a_second_ctrl_c_prints_no_traceback(tmp_path):
         proc = subprocess.Popen([sys.executable, "-m", "loadgen", *ARGS, "--out", str(out)], cwd=ROOT,
                                 stdout=subprocess.DEVNULL, stderr=fh, start_new_session=True)
     try:
-        wait_for(err, "note", proc)  # the table header: the first cell's load is being sent
+        wait_for(err, " cells", proc)  # "run …: N cells": the first cell's load is being sent
         time.sleep(0.5)
         os.killpg(proc.pid, signal.SIGINT)
         wait_for(err, "SIGINT: no new requests", proc)

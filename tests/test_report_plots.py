@@ -55,7 +55,8 @@ def test_unusable_cells_are_left_out_and_open_loop_is_placed_by_rate(tmp_path):
     plots, notes = render(runs)
     assert "open_loop.png" in [p.name for p in plots] and notes == [
         "accept_length.png not written: no usable cell has an accept length",
-        "power.png not written: no cell has power data (measure with --dcgm URL or --nvml)"]
+        "power.png not written: no cell has power data (measure with --dcgm URL or --nvml)",
+        "gpu.png not written: no cell has GPU utilization (--dcgm URL or --nvml)"]
 
 
 @pytest.mark.unit
@@ -130,3 +131,15 @@ def test_report_output_in_a_missing_folder_is_bad_input(tmp_path, flag, cli):
     res = cli("report", path, flag, str(tmp_path / "no" / "x"))
     assert res.returncode == 2 and res.stdout == ""
     assert f"{flag} {tmp_path / 'no' / 'x'}: folder {tmp_path / 'no'} does not exist" in res.stderr
+
+
+@pytest.mark.unit
+def test_gpu_plot_carries_utilization_and_power_share_per_configuration(tmp_path):
+    def busy(conc, util, share):
+        c = cell(60, conc, 100.0 * conc, power={"mean_w_total": 700 * share, "power_fraction_of_limit": share})
+        return c | {"gpu_activity": {"total": {"utilization_percent": util}}, "bottleneck": "server_host"}
+    runs = load_inputs([write(tmp_path, "host", [busy(1, 12.0, 0.2), busy(8, 17.0, 0.25)])])
+    assert pd.series_vs_concurrency(runs, pd.path("gpu_activity", "total", "utilization_percent")) == {
+        60: {"host": [(1, 12.0), (8, 17.0)]}}
+    plots, _ = render(runs)
+    assert "gpu.png" in [p.name for p in plots]

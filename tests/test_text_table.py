@@ -30,16 +30,18 @@ def test_matrix_table():
     # every header names its figure and statistic; percentiles over fewer than 100 requests carry "*"; the wide
     # table has every column, each note in its row
     assert table.header() == (
-        '   ctx  conc   ok/fail runs  out tok/s    ±95% steady tok/s req tok/s mean    ±req  req p10 TTFT mean ms  '
-        'TTFT p50    ±p50  TTFT p99  pp tok/s  E2E s tok/chk accept source           W   J/tok note')
+        '   ctx  conc   ok/fail runs  out tok/s    ±95% steady tok/s req tok/s mean    ±req  req p10 TTFT mean ms'
+        '  TTFT p50    ±p50  TTFT p99  pp tok/s  E2E s tok/chk accept source           W   J/tok     GPU% SM clk '
+        ' DRAM tensor pwr cap bottleneck           note')
     assert table.row(CLOSED) == (
-        '  1024    32      63/1    1     4723.2       -       4790.0          147.6       -   120.0*        251.4  '
-        '  200.0*       -   1037.5*      4073   1.90    3.86   3.91 counters      3612   0.765 sources disagree: coun'
-        'ters=3.91 vs log=4.50 | CLIENT SATURATED (client CPU 95% > 90%): add --workers auto (client processes share '
-        'the load) | w')
+        '  1024    32      63/1    1     4723.2       -       4790.0          147.6       -   120.0*        251.4'
+        '    200.0*       -   1037.5*      4073   1.90    3.86   3.91 counters      3612   0.765        -      - '
+        '    -      -       - -                    sources disagree: counters=3.91 vs log=4.50 | CLIENT SATURATED'
+        ' (client CPU 95% > 90%): add --workers auto (client processes share the load) | w')
     assert table.row({"context_tokens": 60, "concurrency": 1}) == (
-        '    60     1       0/0    1          -       -            -              -       -        -            -  '
-        '       -       -         -         -      -       -      - -                -       - ')
+        '    60     1       0/0    1          -       -            -              -       -        -            -'
+        '         -       -         -         -      -       -      - -                -       -        -      - '
+        '    -      -       - -                    ')
     assert table.table([CLOSED], wide=True).splitlines() == [table.header(), table.row(CLOSED).rstrip(),
                                                             *table.footnote([CLOSED]).splitlines()]
 
@@ -47,8 +49,9 @@ def test_matrix_table():
 def test_matrix_names_its_run_numbers_its_notes_and_explains_the_mark():
     assert table.table([CLOSED], table.title("base", "r1")).splitlines() == [
         "run r1  label base",
-        "   ctx  conc   ok/fail  out tok/s    ±95% req tok/s mean  TTFT p50  TTFT p99  E2E s accept   J/tok note",
-        "  1024    32      63/1     4723.2       -          147.6    200.0*   1037.5*   1.90   3.91   0.765 n1",
+        "   ctx  conc   ok/fail  out tok/s    ±95% req tok/s mean  TTFT p50  TTFT p99  E2E s accept   J/tok     GPU% "
+        "note",
+        "  1024    32      63/1     4723.2       -          147.6    200.0*   1037.5*   1.90   3.91   0.765        - n1",
         "n1 ctx 1024 conc 32: sources disagree: counters=3.91 vs log=4.50 | CLIENT SATURATED (client CPU 95% > 90%): add",
         "    --workers auto (client processes share the load) | w",
         "* percentile over fewer than 100 requests: a p99 of fewer than 100 is close to their maximum; raise "
@@ -58,7 +61,8 @@ def test_matrix_names_its_run_numbers_its_notes_and_explains_the_mark():
     many = dict(CLOSED, ttft_s=dict(CLOSED["ttft_s"], samples=300), request_tok_s={"samples": 300}, warnings=[],
                 client=None, accept_length=None, intervals={"output_tok_s": [4700.0, 4746.5]})
     lines = table.table([many]).splitlines()
-    assert lines[1] == "  1024    32      63/1     4723.2   ±23.2              -     200.0    1037.5   1.90      -   0.765"
+    assert lines[1] == ("  1024    32      63/1     4723.2   ±23.2              -     200.0    1037.5   1.90      -   0.765"
+                        "        -")
     assert lines[2].startswith("±95%: half-width of the 95 % confidence interval of out tok/s")  # no "*" legend
     assert table.title(None, "r1") == "run r1"
 
@@ -123,3 +127,15 @@ def test_alignment_and_missing_fields():
     assert pad("long text", 3) == "long text"  # a text wider than its column is never cut
     assert field({"a": {"b": 0}}, "a.b") == 0
     assert field({"a": None}, "a.b") is None and field({"a": 5}, "a.b") is None and field({}, "a") is None
+
+
+def test_gpu_columns_show_busy_share_and_verdict():
+    from loadgen.results.gpu_columns import WIDE_COLUMNS, busy_and_bottleneck
+    cell = {"bottleneck": "server_host", "gpu_activity": {"total": {
+        "utilization_percent": 17.2, "sm_clock_fraction": 0.99, "dram_active": 0.1, "tensor_active": 0.02,
+        "power_cap_fraction": 0.0}}}
+    assert busy_and_bottleneck(cell) == "17 host"
+    assert [c.text(cell) for c in WIDE_COLUMNS] == ["99%", "10%", "2%", "0%", "server_host"]
+    assert busy_and_bottleneck({"bottleneck": "client", "client": {"saturated": True}}) == "clnt"
+    assert busy_and_bottleneck({}) == "-"
+    assert busy_and_bottleneck({"bottleneck": "gpu_compute", "gpu_activity": {"total": {"gr_engine_active": 1.0}}}) == "100 comp"

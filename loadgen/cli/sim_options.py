@@ -9,6 +9,15 @@ from loadgen.names import Engine, values
 from loadgen.sim.config import DEFAULT_BUDGET, DEFAULT_SPEED, DEFAULT_TOPK
 
 
+def _busy_fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a share of the time in (0, 1], e.g. 0.17")
+    return value
+
 def sim_parser() -> argparse.ArgumentParser:
     p = Parser(prog="loadgen sim", formatter_class=DefaultsShown, allow_abbrev=False,
                                 description="Serve the built-in SGLang-compatible DDTree "
@@ -42,20 +51,28 @@ def sim_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", choices=values(Engine), default=Engine.SGLANG.value,
                    help="which server to imitate: sglang (default), vllm (metric names, /version) or llamacpp "
                         "(llama-server's stream shape, timings, prefix cache, /tokenize, llamacpp: metrics)")
+    gpu_options(p)
+    p.add_argument("--log-file", metavar="FILE",
+                   help="append SGLang 'Decode batch ... accept len: X' lines to FILE ('-' = stdout); with "
+                        "--engine llamacpp, llama-server's per-request 'draft acceptance ... mean len' lines")
+
+
+def gpu_options(p: argparse.ArgumentParser) -> None:
+    """The simulated GPUs behind a dcgm-exporter-compatible endpoint (docs/bottleneck.md, docs/power.md)."""
     p.add_argument("--dcgm-port", type=int, metavar="PORT",
                    help="also serve a dcgm-exporter-compatible /metrics on PORT (0 = a free one)")
     p.add_argument("--gpus", type=int, default=8, help="simulated GPUs behind the DCGM endpoint (default 8)")
     p.add_argument("--idle-w", type=float, default=120.0, help="simulated idle power per GPU in W (default 120)")
     p.add_argument("--load-w", type=float, default=450.0, help="simulated power per GPU at full load (default 450)")
     p.add_argument("--limit-w", type=float, default=1100.0, help="simulated power limit per GPU (default 1100)")
+    p.add_argument("--gpu-busy-fraction", type=_busy_fraction, default=1.0, metavar="F",
+                   help="the share of each step the GPUs compute, the rest being host work (default 1; 0.17: a "
+                        "host-bound server); a load whose power passes --limit-w is held at the limit, throttled")
     p.add_argument("--dcgm-collect-ms", type=float, default=0.0, metavar="MS",
                    help="refresh the DCGM values every MS ms on a timer, as dcgm-exporter -c MS does "
                         "(default 0: fresh at every scrape)")
     p.add_argument("--dcgm-no-limit", action="store_true",
                    help="leave the power limit out of the DCGM endpoint, as dcgm-exporter's stock counters do")
-    p.add_argument("--log-file", metavar="FILE",
-                   help="append SGLang 'Decode batch ... accept len: X' lines to FILE ('-' = stdout); with "
-                        "--engine llamacpp, llama-server's per-request 'draft acceptance ... mean len' lines")
 
 
 def service_options(p: argparse.ArgumentParser) -> None:

@@ -41,9 +41,14 @@ async def _fetch(session: aiohttp.ClientSession, flag: str, url: str) -> str:
 
 async def check_dcgm(session: aiohttp.ClientSession, url: str) -> None:
     text = await _fetch(session, "--dcgm", url)
-    if not any(r.power_w is not None for r in parse_dcgm(text).readings):
+    readings = parse_dcgm(text).readings
+    if not any(r.power_w is not None for r in readings):
         raise UsageError(f"--dcgm {url} does not look like dcgm-exporter (no {POWER} in its answer); give a "
                          "dcgm-exporter /metrics URL (port 9400 by default), or leave --dcgm out")
+    if not any(r.activity for r in readings):  # said once here, not in every cell
+        log(f"note: --dcgm {url} serves none of the GPU activity fields (DCGM_FI_DEV_GPU_UTIL, SM_CLOCK, "
+            "CLOCKS_EVENT_REASONS, PROF_*): power only, no utilization, throttling or bottleneck verdict; add "
+            "them to dcgm-exporter's counters CSV (-f; prometheus/dcgm-counters.csv has them)")
 
 
 async def check_server_metrics(session: aiohttp.ClientSession, url: str) -> None:

@@ -1,11 +1,13 @@
 """Folding a cell's telemetry into its results entry: accept length (best source first, the others kept for
-cross-checking) and power (with energy per token)."""
+cross-checking), power (with energy per token), GPU activity and the bottleneck verdict."""
 
 from __future__ import annotations
 
+from loadgen.metrics.bottleneck import bottleneck, gpu_bottleneck
+from loadgen.metrics.gpu_window import cell_activity
 from loadgen.metrics.power import derive_power
 from loadgen.metrics.source_result import SourceResult
-from loadgen.names import AcceptSource
+from loadgen.names import AcceptSource, Bottleneck
 
 DISAGREE_RATIO = 0.10
 
@@ -80,3 +82,30 @@ def power(results: list[SourceResult], output_tokens: int, duration_s: float,
         if res.kind == "power":
             return {"source": res.name, "available": False, "reason": res.reason}
     return None
+
+
+ACTIVITY_KEYS = ("activity_gpus", "activity_missing")  # a power source's raw activity readings, cut here
+
+
+def gpu_activity(results: list[SourceResult], window_ns: dict | None) -> dict | None:
+    """The first available power source's GPU activity over the cell's window (`gpu_window.cell_activity`);
+    None without one, or when it served no activity field at all."""
+    for res in results:
+        if res.kind == "power" and res.available and res.values.get("activity_gpus") is not None:
+            activity = cell_activity(res.name, res.values["activity_gpus"], window_ns,
+                                     res.values.get("activity_missing") or {})
+            return activity if activity and activity["total"] else None
+    return None
+
+
+def gpu_verdict(summary: dict, activity: dict | None, power_values: dict | None) -> dict:
+    """{bottleneck, bottleneck_evidence} for the cell (`bottleneck.bottleneck`, one GPU's power limit as
+    evidence); when the client fell behind, also `gpu_bottleneck`: what the GPU figures alone say."""
+    limits = [g.get("limit_w") for g in (power_values or {}).get("per_gpu") or [] if g.get("limit_w")]
+    in_flight, limit_w = summary.get("achieved_concurrency"), limits[0] if limits else None
+    verdict, evidence = bottleneck(summary.get("client"), activity, in_flight, limit_w)
+    out = {"bottleneck": str(verdict), "bottleneck_evidence": evidence}
+    if verdict is Bottleneck.CLIENT:
+        gpu_verdict_, gpu_evidence = gpu_bottleneck(activity, in_flight, limit_w)
+        out["gpu_bottleneck"] = f"{gpu_verdict_}: {gpu_evidence}"
+    return out

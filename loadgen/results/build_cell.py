@@ -35,7 +35,8 @@ TELEMETRY_LOST = "TELEMETRY LOST"  # how a requested source that went quiet mid-
 def figures(key: CellKey, records: Sequence[Record], sources: Sequence[SourceResult], client: dict | None,
             chunks: ChunkFold | None = None, arrivals: Arrivals = token_arrivals) -> dict:
     """The cell's figures as flat JSON: the client-side summary (its per-chunk figures from `chunks` when the
-    cell folded them as it ran: `metrics.cell.summarize`), accept length, power, each source's values."""
+    cell folded them as it ran: `metrics.cell.summarize`), accept length, power, GPU activity and the
+    bottleneck verdict, each source's values."""
     summary = summarize(records, chunks, arrivals) | {"client": client}
     flat = key.as_dict() | summary
     flat["accept_length"] = cell_telemetry.accept_length(summary, list(sources))
@@ -43,7 +44,11 @@ def figures(key: CellKey, records: Sequence[Record], sources: Sequence[SourceRes
                                          summary.get("window_ns"))
     flat["accept_by_position"] = accept_positions.from_sources(list(sources)) or \
         accept_positions.from_histograms([r for r in records if r.ok])
-    flat["telemetry"] = {r.name: {"available": r.available, "reason": r.reason, **r.values} for r in sources}
+    flat["gpu_activity"] = cell_telemetry.gpu_activity(list(sources), summary.get("window_ns"))
+    flat |= cell_telemetry.gpu_verdict(summary, flat["gpu_activity"], flat["power"])
+    flat["telemetry"] = {r.name: {"available": r.available, "reason": r.reason,
+                                  **{k: v for k, v in r.values.items() if k not in cell_telemetry.ACTIVITY_KEYS}}
+                         for r in sources}
     flat["intervals"] = cell_intervals(records, summary["duration_s"], flat["accept_length"].get("source"))
     flat["interval_method"] = bootstrap_method(summary["requests"]["ok"])
     return flat

@@ -16,6 +16,7 @@ from loadgen.metrics.client_health import saturation_note
 from loadgen.names import CellStatus
 from loadgen.record import CellKey, cell_key
 from loadgen.results.fields_doc import doc
+from loadgen.results.gpu_part import Gpu
 from loadgen.results.incidents import Incident, IncidentKind, Verdict, finished, judge
 from loadgen.results.slo_part import Slo
 from loadgen.results.workload_part import Workload
@@ -158,7 +159,7 @@ class CellResult:
     telemetry: Telemetry = field(default_factory=Telemetry)
     workload: Workload = field(default_factory=Workload)
     noise: Noise = field(default_factory=Noise)
-    gpu: Figures | None = None  # room for the GPU verdict
+    gpu: Gpu = field(default_factory=Gpu)
     slo: Slo | None = None  # latency targets and goodput (--slo)
     correctness: Figures | None = None  # room for output verification
     incidents: list[Incident] = field(default_factory=list)
@@ -201,8 +202,9 @@ class CellResult:
 
 
 PARTS = {"requests": Requests, "load": Load, "prompts": Prompts, "latency": Latency, "throughput": Throughput,
-         "accept": AcceptLength, "telemetry": Telemetry, "noise": Noise, "workload": Workload}
-RESERVED = ("gpu", "slo", "correctness")
+         "accept": AcceptLength, "telemetry": Telemetry, "noise": Noise, "workload": Workload,
+         "gpu": Gpu}
+RESERVED = ("slo", "correctness")
 TYPED_RESERVED = {"slo": Slo}  # reserved parts filled with a typed part: written by its to_json, read by from_json
 KEY_FIELDS = ("context_tokens", "concurrency", "request_rate")
 JUDGED = ("status", "error", "warnings", "incidents")

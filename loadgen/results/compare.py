@@ -22,6 +22,7 @@ from loadgen.results.best import mark_best
 from loadgen.results.cell_result import from_json
 from loadgen.results.cell_status import not_best, problem
 from loadgen.results.goodput_rank import goodput_ranking
+from loadgen.results.knee_text import knee_summary
 from loadgen.results.schema import SWEEP_SCHEMA
 from loadgen.results.slo_part import attainment_text
 from loadgen.results.text_table import Column
@@ -284,4 +285,9 @@ def compare_table(runs: list[Run], baseline: str | None, fmt: str = "text") -> s
     text = {"text": render_text, "md": render_markdown, "csv": render_csv}[fmt](rows)
     by_category = category_compare.render(runs, pick_baseline(runs, baseline)) if fmt == "text" else None
     ranking = goodput_ranking(runs) if fmt == "text" else None
-    return "\n".join(t for t in (text, by_category, ranking) if t)
+    knee = [line for r in runs if (line := knee_summary(list(r.cells.values()), r.name))]
+    if fmt == "csv":
+        return text
+    if fmt == "md":
+        return "\n\n".join(t for t in (text, *knee) if t)
+    return "\n".join(t for t in (text, by_category, ranking, *knee) if t)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from loadgen import __version__
+from loadgen.metrics.knee import KNEE_GROWTH
 from loadgen.record import cell_key
 from loadgen.results import compare, open_table
 from loadgen.results.cell_status import problem
@@ -26,6 +27,7 @@ from loadgen.results.html_tables import (
     prompt_text,
     swatch,
 )
+from loadgen.results.knee_text import knee_lines
 from loadgen.results.plot_axes import config_colors
 from loadgen.results.plots import Plot
 
@@ -41,6 +43,9 @@ CAPTIONS = {
                          "different heights for one configuration mean its sources disagree.",
     "power.png": "Top: mean power per GPU with the GPUs' limit dashed (far below the limit = not "
                  "compute-bound). Bottom: energy per output token. Lower is better.",
+    "gpu.png": "Top: GPU utilization; below the dashed line at 50 % with requests in flight the server's host side "
+               "limits throughput (bottleneck server_host). Bottom: power as a share of the GPUs' limit; at 100 % "
+               "the power cap throttles the clocks.",
     "accept_categories.png": "Accept length per prompt category.",
     "open_loop.png": "Open-loop cells against their scheduled request rate; latency from the intended send.",
     "pareto.png": "Each configuration's concurrencies as points of interactivity (mean per-request tok/s) and "
@@ -138,6 +143,21 @@ def _matrices(runs: list[Run], colors: dict) -> str:
     return "".join(el("h3", swatch(colors.get(r.name)) + text(r.name)) + matrix_table_html(r) for r in runs)
 
 
+def _knee_section(runs: list[Run], colors: dict) -> str:
+    """Per configuration and prompt length, the concurrency past which output tok/s grew < 10 % per doubling."""
+    rows = [(r, line) for r in runs for line in knee_lines(list(r.cells.values()))]
+    if not rows:
+        return el("p", text("No prompt length was measured at two or more concurrencies: no knee to name."),
+                  class_="sub")
+    head = el("thead", el("tr", el("th", text("configuration")) + el("th", text("knee per prompt length"))))
+    body = "".join(el("tr", el("td", swatch(colors.get(r.name)) + text(r.name)) + el("td", text(line)))
+                   for r, line in rows)
+    note = el("p", text(f"The knee: the concurrency past which output tok/s grows less than {KNEE_GROWTH:.0%} per "
+                        "doubling of the load (definitions.md#knee); beyond it, more load mostly adds latency."),
+              class_="sub")
+    return note + el("table", head + el("tbody", body), class_="data", data_table="knee")
+
+
 def _open_loop(runs: list[Run]) -> str:
     parts = []
     for r in runs:
@@ -157,6 +177,7 @@ def render_page(runs: list[Run], sweeps: list, base: int, plots: list[Plot], not
     sections = [
         ("winners", "Which configuration wins where", _winners_section(runs, base)),
         ("plots", "Plots", _plots_section(plots, notes)),
+        ("knee", "Where throughput stops growing", _knee_section(measured, config_colors(runs))),
         ("comparison", "Comparison", el("p", text(
             f"Best of each cell marked ★ (highest tok/s and accept length; lowest TTFT, W and J/token); vs base = "
             f"value / {runs[base].name}'s. Failed cells take no part."), class_="sub")

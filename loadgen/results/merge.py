@@ -7,8 +7,9 @@ one host (same `host.boot_id`) share CLOCK_MONOTONIC and are not moved; others a
 wall-clock anchor (their error is the hosts' clock offset, ms with NTP; intervals within a record, such as
 TTFT, are unaffected). The merged records go to OUT's `.requests.jsonl`, in end order.
 
-Server-side telemetry (accept-length counters, power) was sampled by every shard against the same server;
-the merged cell takes the first shard's, with the per-token figures recomputed from the merged tokens.
+Server-side telemetry (accept-length counters, power, GPU activity) was sampled by every shard against the same
+server; the merged cell takes the first shard's, with the per-token figures recomputed from the merged tokens
+and the bottleneck judged again over the merged requests (their in-flight count, the shards' clients).
 Each merged cell lists its shards' windows and warns when they overlap less than 90 % (shards that did not
 run a cell at the same time did not load the server together).
 """
@@ -99,6 +100,8 @@ def merge_cell(key: CellKey, entries: list[dict | None], records: list[list[Reco
     entry = key.as_dict() | summary
     entry["accept_length"] = cell_telemetry.accept_length(summary, [server])
     entry["power"] = _power(first.get("power"), summary)
+    entry["gpu_activity"] = first.get("gpu_activity")  # the same GPUs, over the first shard's window
+    entry |= cell_telemetry.gpu_verdict(summary, entry["gpu_activity"], entry["power"])
     entry["telemetry"] = first.get("telemetry", {})
     entry["warnings"] = [f"shard {i}: {w}" for i, e in enumerate(entries) if e for w in e.get("warnings", [])]
     not_sent = [e.get("requests_not_sent") for e in entries if e is not None]

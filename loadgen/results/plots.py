@@ -7,6 +7,7 @@ writes them. A plot without data is not drawn; a note says which and why.
     ttft.png                  TTFT p50 (solid) and p99 (dashed) vs concurrency, ms
     accept_length.png         accept length per configuration and per source
     power.png                 mean power per GPU against its limit, and J per output token, vs concurrency
+    gpu.png                   GPU utilization and power as % of the limit vs concurrency (the bottleneck's evidence)
     accept_categories.png     accept length per prompt category (runs with categories)
     open_loop.png             open-loop cells: output tok/s and TTFT p99 (from the intended send) vs rate
     pareto.png                per-request tok/s against output tok/s per concurrency, Pareto frontier, the SLO
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from loadgen.metrics.bottleneck import SERVER_HOST_UTIL_PERCENT
 from loadgen.results import plot_data as pd
 from loadgen.results.compare import Run
 from loadgen.results.plots_bars import accept_categories, accept_sources
@@ -79,6 +81,20 @@ def _power(runs: list[Run]) -> bytes | None:
                          "concurrency (requests in flight)")
 
 
+def _pct(get: pd.Getter) -> pd.Getter:
+    return lambda cell: None if get(cell) is None else 100 * get(cell)
+
+
+def _gpu(runs: list[Run]) -> bytes | None:
+    util = pd.series_vs_concurrency(runs, pd.path("gpu_activity", "total", "utilization_percent"))
+    power = pd.series_vs_concurrency(runs, _pct(pd.path("power", "power_fraction_of_limit")))
+    rows = [Row("GPU utilization (%)", [Layer(util)], reference=(SERVER_HOST_UTIL_PERCENT, "below: server_host")),
+            Row("power (% of the limit)", [Layer(power)], reference=(100.0, "limit"))]
+    rows = [row for row in rows if row.layers[0].series]
+    return util and rows and grid(runs, rows, "GPU utilization and power vs concurrency (why is it slow?)",
+                                  "concurrency (requests in flight)")
+
+
 def _open_loop(runs: list[Run]) -> bytes | None:
     tput = pd.series_vs_rate(runs, pd.path("output_tok_s"))
     p99 = pd.series_vs_rate(runs, _ms(pd.path("ttft_from_intended_s", "p99")))
@@ -105,6 +121,7 @@ PLOTS = [
     ("ttft.png", "Time to first token", _ttft, "no usable closed-loop cell"),
     ("accept_length.png", "Accept length", _accept, "no usable cell has an accept length"),
     ("power.png", "Power and energy", _power, NO_POWER),
+    ("gpu.png", "GPU utilization and power", _gpu, "no cell has GPU utilization (--dcgm URL or --nvml)"),
     ("accept_categories.png", "Accept length per category", _categories, None),
     ("open_loop.png", "Open loop", _open_loop, None),
     ("pareto.png", "Interactivity against throughput", pareto, None),

@@ -43,7 +43,6 @@ CELL_FIELDS = {
     "error": ("", "why the cell failed or was skipped; null when ok"),
     "warnings": ("", "the cell's note: its incidents' notes, then its telemetry sources' warnings"),
     "incidents": ("", "[{kind, reason}]: everything that went wrong; the status is judged from them"),
-    "gpu": ("", "reserved for the GPU verdict"),
     "slo": ("", "latency targets and goodput (`--slo`): the object below; absent without targets"),
     "correctness": ("", "--verify: output verification, its fields below (null without --verify)"),
 }

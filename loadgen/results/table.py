@@ -17,6 +17,7 @@ import textwrap
 
 from loadgen.metrics.client_health import saturation_note
 from loadgen.names import CellStatus
+from loadgen.results import gpu_columns
 from loadgen.results import text_table as tt
 from loadgen.results.correctness import verify_text
 from loadgen.results.slo_part import attainment_text
@@ -115,13 +116,15 @@ COLUMNS = [
     Column("source", -11, lambda c: (c.get("accept_length") or {}).get("source") or tt.MISSING),
     Column("W", 6, number("power.mean_w_total", ".0f")),
     Column("J/tok", 7, number("power.j_per_output_token", ".3f")),
+    gpu_columns.DEFAULT_COLUMN,
+    *gpu_columns.WIDE_COLUMNS,
     Column("note", 0, notes),
 ]
 
 # the default table's columns → priority: when the rows are wider than the limit, the lowest goes first
 DEFAULT = {"ctx": 100, "conc": 100, "ok/fail": 90, "out tok/s": 100, "±95%": 80, "req tok/s mean": 85,
-           "TTFT p50": 85, "TTFT p99": 70, "E2E s": 60, "accept": 75, "J/tok": 50, "verify": 95, "SLO": 95,
-           "note": 100}
+           "TTFT p50": 85, "TTFT p99": 70, "E2E s": 60, "accept": 75, "J/tok": 50, "GPU%": 65, "verify": 95,
+           "SLO": 95, "note": 100}
 NOTE_REF = Column("note", 0, lambda ref: ref)  # the default table's note column: the number of the cell's note
 
 
@@ -189,7 +192,7 @@ def note_refs(cells: list[dict]) -> tuple[list[str], list[str]]:
             continue
         if text not in numbers:
             numbers[text] = len(numbers) + 1
-            lines.append(f"n{numbers[text]} ctx {cell['context_tokens']} conc {_load(cell)}: {text}")
+            lines.append(f"n{numbers[text]} ctx {tt.context(cell)} conc {_load(cell)}: {text}")
         refs.append(f"n{numbers[text]}")
     return refs, lines
 
@@ -240,7 +243,7 @@ def progress_line(cell: dict, done: str) -> str:
     interval = (cell.get("intervals") or {}).get("output_tok_s")
     spread = f" {half_width('output_tok_s')(cell)}" if interval else ""
     ttft = tt.field(cell, "ttft_s.p50")
-    head = (f"{done} ctx {cell['context_tokens']} conc {_load(cell)}: {tt.ok_failed(cell)} ok/fail, "
+    head = (f"{done} ctx {tt.context(cell)} conc {_load(cell)}: {tt.ok_failed(cell)} ok/fail, "
             f"{tt.fmt(out, '.1f')}{spread} tok/s, TTFT p50 {tt.fmt_ms(ttft)} ms")
     labels = [part.split(" (")[0].split(":")[0] for part in notes(cell).split(" | ") if part]
     return head if not labels else textwrap.shorten(f"{head} | {', '.join(labels)}", WIDTH, placeholder=" …")

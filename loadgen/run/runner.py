@@ -30,6 +30,7 @@ from loadgen.results.category_table import category_table, lengths_table
 from loadgen.results.cell_result import CellResult
 from loadgen.results.document import ResultsFile
 from loadgen.results.incidents import IncidentKind
+from loadgen.results.knee_text import knee_summary
 from loadgen.results.provenance import wall_clock
 from loadgen.results.repeats import combine_repeats
 from loadgen.results.table import progress_line, table, title
@@ -166,7 +167,8 @@ class Runner:
                 await self.parts.transport.close()
         cells = [c.to_json() for c in self.cells]
         print(table(cells, title(self.cfg.label, self.run_id), wide=self.cfg.wide, width=table_width()))
-        for text in [*(t(cells) for t in self.parts.tables), lengths_table(cells), category_table(cells)]:
+        for text in [*(t(cells) for t in self.parts.tables), lengths_table(cells), category_table(cells),
+                     knee_summary(cells)]:
             if text:
                 print(text)
         print(f"results: {self.results.path}", file=sys.stderr)
@@ -193,7 +195,8 @@ class Runner:
 
     async def measure_matrix(self, session: aiohttp.ClientSession, measurer: CellMeasurer) -> None:
         known = None if self.parts.plan else len(list(self.cells_to_run()))  # a search decides as it goes
-        log(title(self.cfg.label, self.run_id) + (f": {known} cells" if known is not None else "") +
+        count = "" if known is None else f": {known} cell" + ("s" if known != 1 else "")
+        log(title(self.cfg.label, self.run_id) + count +
             (f" × {self.cfg.repeat} repeats" if self.cfg.repeat > 1 else ""))
         for i, cell in enumerate(self.cells_to_run(), 1):
             if self.control.stopping:

@@ -19,7 +19,9 @@ Options: `collect_interval_s` > 0 serves values refreshed only that often, like 
 timer with `collect_on_timer`; exact energy of past windows at GET /truth/energy: `sim.energy_truth`)
 (its default 30 s makes short cells meaningless); `export_energy=False` leaves out the energy counter and
 `export_limit=False` the power limit, as dcgm-exporter's default CSV does; `hostname_label="hostname"`
-mimics exporter builds after 4.5.3-4.8.2.
+mimics exporter builds after 4.5.3-4.8.2; `busy_fraction` < 1 makes the GPUs busy only that share of the
+engine's load (a host-bound server). Utilization, profiling ratios, SM clock and clock-event reasons follow
+the busy fraction; a load whose power would pass `limit_w` is held at the limit and throttled (`gpu_profile`).
 
 Power is piecewise constant between `set_utilization` calls, so energy is exact: each GPU's
 E(t) = (idle_w + offset) · (t − t0) + (load_w − idle_w) · ∫u dt, kept as one running integral of u, so a
@@ -34,17 +36,16 @@ import asyncio
 import hashlib
 import threading
 import time
-from types import SimpleNamespace
 
 from aiohttp import web
 
 from loadgen.sim.energy_truth import EnergyHistory, timer_collector, truth_route
-from loadgen.sim.gpu_profile import GpuProfile
+from loadgen.sim.gpu_nvml import SimulatedNvml
+from loadgen.sim.gpu_profile import FB_USED_MIB, GpuProfile
 from loadgen.telemetry.dcgm_format import ENERGY, MGMT_LIMIT, POWER, dcgm_labels, render_dcgm
 
 _OFFSETS_W = (-3.0, 2.0, 0.0, -2.0, 3.0, 1.0, -1.0, 2.5)  # fixed per-GPU spread, as real boards differ
-_SM_CLOCK_IDLE_MHZ, _SM_CLOCK_MAX_MHZ = 345, 1965
-_FB_USED_MIB = 235_000  # weights + KV cache of a large MoE, mem fraction ~0.85 of a 288 GB board
+__all__ = ["SimulatedGpus", "SimulatedNvml"]
 
 
 class SimulatedGpus:
@@ -54,7 +55,7 @@ class SimulatedGpus:
                  model: str = "NVIDIA B300 (simulated)", hostname: str = "sim-node-0",
                  collect_interval_s: float = 0.0, export_energy: bool = True, export_limit: bool = True,
                  hostname_label: str = "Hostname", driver_version: str = "580.00.01",
-                 t_ns: int | None = None, collect_on_timer: bool = False):
+                 t_ns: int | None = None, collect_on_timer: bool = False, busy_fraction: float = 1.0):
         if not 0 <= idle_w <= load_w:
             raise ValueError("need 0 <= idle_w <= load_w")
         self.n, self.idle_w, self.load_w, self.limit_w = n, idle_w, load_w, limit_w
@@ -65,7 +66,10 @@ class SimulatedGpus:
         self.uuids = [_uuid(hostname, i) for i in range(n)]
         self._lock = threading.Lock()
         self._t0_ns = self._t_ns = time.monotonic_ns() if t_ns is None else t_ns
-        self._u = 0.0
+        self._u = 0.0  # the load that draws power (capped at the limit)
+        self.busy = 0.0  # the GPUs' busy fraction: the engine's load times busy_fraction (util, profiling)
+        self.busy_fraction = busy_fraction
+        self.changed_ns = self._t0_ns
         self._u_integral_s = 0.0  # ∫u dt from t0 to _t_ns
         self.collect_on_timer = collect_on_timer
         self.history = EnergyHistory(self._t0_ns)
@@ -75,18 +79,19 @@ class SimulatedGpus:
         self._answering = True
         self._fault_mode = "hang"
         self._resume: asyncio.Event | None = None
-        self.profile = GpuProfile(idle_w, load_w, limit_w)  # DRAM/tensor activity, throttling, XID
+        self.profile = GpuProfile(idle_w, load_w, limit_w)  # activity, clocks, throttling, XID
 
     # --- load and truth -------------------------------------------------------------------------
     def set_utilization(self, u: float, t_ns: int | None = None) -> None:
         """The engine's load changed to `u` (0 idle .. 1 full) at `t_ns` (now if None)."""
-        u = min(1.0, max(0.0, float(u)))
+        busy = min(1.0, max(0.0, float(u))) * self.busy_fraction
         with self._lock:
             t_ns = self._clamp(t_ns)
             self._u_integral_s += self._u * (t_ns - self._t_ns) / 1e9
-            self.profile.advance(self._u, t_ns - self._t_ns)
-            self._t_ns, self._u = t_ns, u
-            self.history.changed(t_ns, self._u_integral_s, u)
+            self.profile.advance(self.busy, t_ns - self._t_ns)
+            self._t_ns, self.changed_ns = t_ns, t_ns
+            self.busy, self._u = busy, self.profile.capped(busy)
+            self.history.changed(t_ns, self._u_integral_s, self._u)
 
     @property
     def utilization(self) -> float:
@@ -138,23 +143,23 @@ class SimulatedGpus:
         self._snapshot = (t := self._clamp(t_ns), self._render(t))
 
     def _render(self, t_ns: int) -> str:
-        u = self._u
+        u, busy = self._u, self.busy
         rows: dict[str, list] = {name: [] for name in (
             "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_GPU_TEMP", POWER, ENERGY, "DCGM_FI_DEV_GPU_UTIL",
             "DCGM_FI_DEV_FB_USED", MGMT_LIMIT)}
         for i in range(self.n):
             labels = dcgm_labels(i, self.uuids[i], f"00000000:{0x18 + 0x10 * i:02X}:00.0", self.model,
                                  self.hostname, self.driver_version, self.hostname_label)
-            rows["DCGM_FI_DEV_SM_CLOCK"].append((labels, _SM_CLOCK_MAX_MHZ if u > 0 else _SM_CLOCK_IDLE_MHZ))
+            rows["DCGM_FI_DEV_SM_CLOCK"].append((labels, self.profile.sm_clock_mhz(busy)))
             rows["DCGM_FI_DEV_GPU_TEMP"].append((labels, int(32 + 40 * u)))
             rows[POWER].append((labels, round(self.power_w(i) + self._sensor_noise_w(i), 6)))
             if self.export_energy:
                 rows[ENERGY].append((labels, int(self.counter_mj(i, t_ns))))
-            rows["DCGM_FI_DEV_GPU_UTIL"].append((labels, round(100 * u)))
-            rows["DCGM_FI_DEV_FB_USED"].append((labels, _FB_USED_MIB))
+            rows["DCGM_FI_DEV_GPU_UTIL"].append((labels, round(100 * busy)))
+            rows["DCGM_FI_DEV_FB_USED"].append((labels, FB_USED_MIB))
             if self.export_limit:
                 rows[MGMT_LIMIT].append((labels, self.limit_w))
-            for name, value in self.profile.fields(u, t_ns - self._t_ns).items():
+            for name, value in self.profile.fields(busy, t_ns - self._t_ns).items():
                 rows.setdefault(name, []).append((labels, value))
         return render_dcgm(rows)
 
@@ -224,77 +229,3 @@ class SimulatedGpus:
 def _uuid(hostname: str, i: int) -> str:
     h = hashlib.sha1(f"{hostname}/{i}".encode()).hexdigest()
     return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
-
-
-class SimulatedNvml:
-    """The subset of pynvml (nvidia-ml-py) loadgen uses, answering from a `SimulatedGpus`.
-
-    Units as NVML gives them: power and limits in mW (ints), energy in mJ (int counter).
-    """
-
-    NVML_TEMPERATURE_GPU = 0
-    NVML_CLOCK_SM = 1
-
-    class NVMLError(Exception):
-        pass
-
-    class NVMLError_NotSupported(NVMLError):
-        pass
-
-    def __init__(self, gpus: SimulatedGpus, energy_supported: bool = True):
-        self.gpus = gpus
-        self.energy_supported = energy_supported
-        self.initialized = 0
-
-    def nvmlInit(self) -> None:
-        self.initialized += 1
-
-    def nvmlShutdown(self) -> None:
-        self.initialized -= 1
-
-    def nvmlSystemGetDriverVersion(self) -> str:
-        return self.gpus.driver_version
-
-    def nvmlDeviceGetCount(self) -> int:
-        return self.gpus.n
-
-    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
-        if not 0 <= index < self.gpus.n:
-            raise self.NVMLError("Invalid Argument")
-        return index
-
-    def nvmlDeviceGetName(self, handle: int) -> str:
-        return self.gpus.model
-
-    def nvmlDeviceGetUUID(self, handle: int) -> str:
-        return self.gpus.uuids[handle]
-
-    def nvmlDeviceGetPciInfo(self, handle: int) -> SimpleNamespace:
-        return SimpleNamespace(busId=f"00000000:{0x18 + 0x10 * handle:02X}:00.0")
-
-    def nvmlDeviceGetPowerUsage(self, handle: int) -> int:
-        return round(self.gpus.power_w(handle) * 1000)
-
-    def nvmlDeviceGetTotalEnergyConsumption(self, handle: int) -> int:
-        if not self.energy_supported:
-            raise self.NVMLError_NotSupported("Not Supported")
-        return int(self.gpus.counter_mj(handle))
-
-    def nvmlDeviceGetEnforcedPowerLimit(self, handle: int) -> int:
-        return round(self.gpus.limit_w * 1000)
-
-    def nvmlDeviceGetPowerManagementLimit(self, handle: int) -> int:
-        return round(self.gpus.limit_w * 1000)
-
-    def nvmlDeviceGetUtilizationRates(self, handle: int) -> SimpleNamespace:
-        pct = round(100 * self.gpus.utilization)
-        return SimpleNamespace(gpu=pct, memory=pct)
-
-    def nvmlDeviceGetTemperature(self, handle: int, sensor: int) -> int:
-        return int(32 + 40 * self.gpus.utilization)
-
-    def nvmlDeviceGetClockInfo(self, handle: int, clock: int) -> int:
-        return _SM_CLOCK_MAX_MHZ if self.gpus.utilization > 0 else _SM_CLOCK_IDLE_MHZ
-
-    def nvmlDeviceGetMemoryInfo(self, handle: int) -> SimpleNamespace:
-        return SimpleNamespace(used=_FB_USED_MIB * 2**20)

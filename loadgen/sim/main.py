@@ -91,7 +91,7 @@ def _simulated_gpus(args: argparse.Namespace):
         return None
     return SimulatedGpus(n=args.gpus, idle_w=args.idle_w, load_w=args.load_w, limit_w=args.limit_w,
                          export_limit=not args.dcgm_no_limit, collect_interval_s=args.dcgm_collect_ms / 1000,
-                         collect_on_timer=args.dcgm_collect_ms > 0)
+                         collect_on_timer=args.dcgm_collect_ms > 0, busy_fraction=args.gpu_busy_fraction)
 
 
 async def _serve_dcgm(gpus, args: argparse.Namespace) -> web.AppRunner:

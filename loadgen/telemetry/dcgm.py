@@ -36,10 +36,11 @@ import aiohttp
 
 from loadgen.aio import cancel_and_wait
 from loadgen.metrics.energy_window import MAX_PRECISE_NS, collection_times, refresh_period_ns
+from loadgen.metrics.gpu_activity import GpuActivityStats
 from loadgen.metrics.power import STALE_AFTER_S, GpuPowerStats, summarize_power
 from loadgen.names import EnergyMethod
 from loadgen.telemetry.base import PeriodicSampler, SourceResult
-from loadgen.telemetry.dcgm_format import ENERGY, ENFORCED_LIMIT, MGMT_LIMIT, POWER, parse_dcgm
+from loadgen.telemetry.dcgm_format import ENERGY, ENFORCED_LIMIT, MGMT_LIMIT, POWER, missing_reasons, parse_dcgm
 
 EDGE_POLL_S = 0.02
 EDGE_START_MAX_S = 3.5
@@ -86,6 +87,7 @@ class _Gpu:
     hostname: str | None
     model: str | None
     stats: GpuPowerStats = field(default_factory=GpuPowerStats)
+    activity: GpuActivityStats = field(default_factory=GpuActivityStats)
 
 
 class DcgmSource(PeriodicSampler):
@@ -126,6 +128,12 @@ class DcgmSource(PeriodicSampler):
         """The node's refresh period (ns) from its first GPU's snapshots."""
         gpu = next((g for g in self._gpus.values() if g.node is node), None)
         return None if gpu is None else refresh_period_ns([gpu.stats.head, list(gpu.stats.tail)])
+
+    def _hold_ns(self, node: _Node) -> float:
+        """How far back a reading reaches: the node's refresh period; 0 for an exporter that refreshes about as
+        fast as it is polled (FRESH); one sampling interval while the period is not known (gpu_activity)."""
+        period = self._period_ns(node)
+        return self.interval_s * 1e9 if period is None else period
 
     async def stop(self) -> SourceResult:
         await cancel_and_wait(self._task)
@@ -175,11 +183,13 @@ class DcgmSource(PeriodicSampler):
         node.blank_fields |= scrape.blank_fields
         node.skipped_lines += scrape.skipped_lines
         total_w = 0.0
+        hold_ns = self._hold_ns(node)
         for r in scrape.readings:
             gpu = self._gpus.get((node.url, r.gpu, r.uuid))
             if gpu is None:
                 gpu = self._gpus[(node.url, r.gpu, r.uuid)] = _Gpu(node, r.gpu, r.uuid, r.hostname, r.model)
             gpu.stats.add(t_ns, r.power_w, r.energy_mj, r.limit_w)
+            gpu.activity.add(t_ns, r.activity, hold_ns)
             total_w += r.power_w or 0.0
         return total_w
 
@@ -196,6 +206,9 @@ class DcgmSource(PeriodicSampler):
             {"url": n.url, "scrapes_ok": n.ok, "scrapes_failed": n.failed, "last_error": n.last_error}
             for n in self._nodes
         ]
+        values["activity_gpus"] = [{"node": g.node.url, "gpu": p["gpu"], "uuid": g.uuid,
+                                    "series": g.activity.to_json()} for g, p in zip(gpus, per_gpu)]
+        values["activity_missing"] = missing_reasons(self._nodes[0].url if len(self._nodes) == 1 else "dcgm-exporter")
         return SourceResult(self.name, self.kind, True, values=values, warnings=self._warnings(gpus, window_s))
 
     def _warnings(self, gpus: list[_Gpu], window_s: float) -> list[str]:

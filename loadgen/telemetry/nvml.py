@@ -20,11 +20,15 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from loadgen.metrics.gpu_activity import FIELDS, GpuActivityStats
 from loadgen.metrics.power import GpuPowerStats, summarize_power
 from loadgen.telemetry.base import PeriodicSampler, SourceResult
 from loadgen.telemetry.dcgm_format import ENERGY, ENFORCED_LIMIT, MGMT_LIMIT, POWER, dcgm_labels, render_dcgm
 
 INSTALL_HINT = "pip install nvidia-ml-py"
+# NVML's utilization is the share of its last sample period (1/6 s to 1 s, by product) with a kernel running;
+# the shortest is taken as how far back a reading reaches (gpu_activity's hold): the rest holds forward
+SAMPLE_PERIOD_NS = 1e9 / 6
 
 
 def load_nvml() -> ModuleType:
@@ -119,6 +123,52 @@ def read_power(nvml: Any, dev: NvmlDevice) -> tuple[float, float | None]:
     return power_w, energy_mj
 
 
+def _clock_events(nvml: Any, handle: Any) -> Any:
+    """The current clock-event reason bits (nvidia-ml-py ≥ 12.535 names them "clocks event", older "throttle")."""
+    for name in ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"):
+        if hasattr(nvml, name):
+            return _optional(nvml, name, handle)
+    return None
+
+
+def _optional(nvml: Any, name: str, *args) -> Any:
+    """An NVML query this library may not have (an older or a fake one): None then, or when it fails."""
+    fn = getattr(nvml, name, None)
+    return None if fn is None else _call(fn, *args)
+
+
+def _violation_ns(nvml: Any, handle: Any, policy: int) -> Any:
+    status = _optional(nvml, "nvmlDeviceGetViolationStatus", handle, policy)
+    return None if status is None else status.violationTime
+
+
+def read_activity(nvml: Any, dev: NvmlDevice) -> dict[str, float]:
+    """The GPU's activity quantities now (`gpu_activity.FIELDS` names; those NVML gives on this GPU):
+    utilization.gpu (%), SM clock and its maximum (MHz), framebuffer used (MiB), the clock-event reason
+    bits, and the power and thermal violation times (ns since the driver loaded)."""
+    h, sm = dev.handle, getattr(nvml, "NVML_CLOCK_SM", 1)
+    util = _optional(nvml, "nvmlDeviceGetUtilizationRates", h)
+    mem = _optional(nvml, "nvmlDeviceGetMemoryInfo", h)
+    values = {
+        "utilization_percent": None if util is None else util.gpu,
+        "sm_clock_mhz": _optional(nvml, "nvmlDeviceGetClockInfo", h, sm),
+        "sm_clock_max_mhz": _optional(nvml, "nvmlDeviceGetMaxClockInfo", h, sm),
+        "memory_used_mib": None if mem is None else mem.used / 2**20,
+        "clock_events": _clock_events(nvml, h),
+        "power_violation_ns": _violation_ns(nvml, h, getattr(nvml, "NVML_PERF_POLICY_POWER", 0)),
+        "thermal_violation_ns": _violation_ns(nvml, h, getattr(nvml, "NVML_PERF_POLICY_THERMAL", 1)),
+    }
+    return {k: v for k, v in values.items() if v is not None}
+
+
+NVML_MISSING = {q: "NVML did not give it on this GPU (not supported)" for q in FIELDS} | {
+    q: "NVML has no profiling counters: read DCGM_FI_PROF_* from dcgm-exporter with --dcgm"
+    for q in ("gr_engine_active", "sm_active", "sm_occupancy", "tensor_active", "dram_active")}
+_DCGM_OF = {"utilization_percent": "DCGM_FI_DEV_GPU_UTIL", "sm_clock_mhz": "DCGM_FI_DEV_SM_CLOCK",
+            "sm_clock_max_mhz": "DCGM_FI_DEV_MAX_SM_CLOCK", "clock_events": "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
+            "power_violation_ns": "DCGM_FI_DEV_POWER_VIOLATION", "thermal_violation_ns": "DCGM_FI_DEV_THERMAL_VIOLATION"}
+
+
 def dcgm_text(nvml: Any, devices: list[NvmlDevice], hostname: str, driver_version: str) -> str:
     """One collection of every GPU, as dcgm-exporter exposition text (same names, units and labels).
 
@@ -136,16 +186,15 @@ def dcgm_text(nvml: Any, devices: list[NvmlDevice], hostname: str, driver_versio
         except Exception:  # noqa: BLE001, S112
             continue
         labels = dcgm_labels(dev.index, dev.uuid, dev.pci_bus_id, dev.name, hostname, driver_version)
-        util = _call(nvml.nvmlDeviceGetUtilizationRates, dev.handle)
-        mem = _call(nvml.nvmlDeviceGetMemoryInfo, dev.handle)
-        put("DCGM_FI_DEV_SM_CLOCK", labels,
-            _call(nvml.nvmlDeviceGetClockInfo, dev.handle, getattr(nvml, "NVML_CLOCK_SM", 1)))
+        activity = read_activity(nvml, dev)
+        for quantity, name in _DCGM_OF.items():
+            put(name, labels, activity.get(quantity))
         put("DCGM_FI_DEV_GPU_TEMP", labels,
             _call(nvml.nvmlDeviceGetTemperature, dev.handle, getattr(nvml, "NVML_TEMPERATURE_GPU", 0)))
         put(POWER, labels, round(power_w, 3))
         put(ENERGY, labels, None if energy_mj is None else int(energy_mj))
-        put("DCGM_FI_DEV_GPU_UTIL", labels, None if util is None else util.gpu)
-        put("DCGM_FI_DEV_FB_USED", labels, None if mem is None else mem.used // 2**20)
+        put("DCGM_FI_DEV_FB_USED", labels, None if "memory_used_mib" not in activity
+            else int(activity["memory_used_mib"]))
         put(MGMT_LIMIT, labels, dev.mgmt_limit_w)
         put(ENFORCED_LIMIT, labels, dev.enforced_limit_w)
     return render_dcgm(rows)
@@ -162,6 +211,7 @@ class NvmlSource(PeriodicSampler):
         self._nvml = nvml
         self._devices: list[NvmlDevice] = []
         self._stats: list[GpuPowerStats] = []
+        self._activity: list[GpuActivityStats] = []
         self._read_errors: dict[int, str] = {}
         self._unavailable: str | None = None
         self._initialised = False
@@ -177,6 +227,7 @@ class NvmlSource(PeriodicSampler):
                 self._nvml, self._initialised = nvml, True
                 self._devices = await asyncio.to_thread(open_devices, nvml)
                 self._stats = [GpuPowerStats() for _ in self._devices]
+                self._activity = [GpuActivityStats() for _ in self._devices]
             except Exception as exc:  # noqa: BLE001
                 ok, reason = False, f"NVML unavailable: {_text(exc) or type(exc).__name__}"
         if not ok:
@@ -207,6 +258,9 @@ class NvmlSource(PeriodicSampler):
                 out.append(None)
                 continue
             out.append(((t0 + time.monotonic_ns()) // 2, power_w, energy_mj))
+        for dev, activity, reading in zip(self._devices, self._activity, out):
+            if reading is not None:  # after the power readings, which the energy's edges are cut by
+                activity.add(time.monotonic_ns(), read_activity(self._nvml, dev), SAMPLE_PERIOD_NS)
         return out
 
     async def sample(self, t_ns: int) -> None:
@@ -227,6 +281,9 @@ class NvmlSource(PeriodicSampler):
             for dev, stats in zip(self._devices, self._stats)
         ]
         values = summarize_power("nvml", per_gpu, self.max_w_total, window_s)
+        values["activity_gpus"] = [{"node": self.node, "gpu": dev.index, "uuid": dev.uuid, "series": a.to_json()}
+                                   for dev, a in zip(self._devices, self._activity)]
+        values["activity_missing"] = NVML_MISSING
         warnings = [f"nvml: GPU {i} could not be read ({err}); its figures cover only the readings that worked"
                     for i, err in sorted(self._read_errors.items())]
         no_counter = [str(d.index) for d in self._devices if not d.has_energy]

@@ -1,0 +1,50 @@
+"""The knee of a run: the concurrency past which output tok/s stops growing (pure).
+
+For one prompt length and one configuration, with closed-loop cells at concurrencies c_1 < c_2 < … and
+aggregate output tok/s T_1, T_2, …, the growth per doubling between neighbours is
+
+    g_i = (T_{i+1} / T_i) ^ (1 / log2(c_{i+1} / c_i)) − 1,
+
+so 1 → 32 → 64 compares like for like whatever the steps. The knee is the first c_i with g_i < KNEE_GROWTH
+(10 %): past it, doubling the load buys less than a tenth more throughput (and latency climbs). None when every
+step still grew by 10 % or more (the knee lies beyond the largest concurrency measured), or with fewer than two
+usable cells.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from loadgen.names import CellStatus
+
+KNEE_GROWTH = 0.10
+
+
+def growth_per_doubling(c0: int, t0: float, c1: int, t1: float) -> float | None:
+    """g = (t1 / t0) ^ (1 / log2(c1 / c0)) − 1; None when either throughput is not positive or c1 ≤ c0."""
+    if c1 <= c0 or c0 <= 0 or t0 <= 0 or t1 <= 0:
+        return None
+    return (t1 / t0) ** (1 / math.log2(c1 / c0)) - 1
+
+
+def knee(points: Sequence[tuple[int, float]]) -> dict:
+    """{knee, growth: [[c_i, c_{i+1}, g_i], …], max_concurrency} from (concurrency, output tok/s) points of one
+    prompt length and configuration (any order; the first point of a repeated concurrency counts)."""
+    by_c: dict[int, float] = {}
+    for c, t in sorted(points):
+        by_c.setdefault(c, t)
+    steps = sorted(by_c.items())
+    growth = [[c0, c1, g] for (c0, t0), (c1, t1) in zip(steps, steps[1:])
+              if (g := growth_per_doubling(c0, t0, c1, t1)) is not None]
+    at = next((c0 for c0, _, g in growth if g < KNEE_GROWTH), None)
+    return {"knee": at, "growth": growth, "max_concurrency": steps[-1][0] if steps else None}
+
+
+def knees(cells: Sequence[dict]) -> dict[int, dict]:
+    """{context_tokens: knee(...)} over a run's usable closed-loop cells (status ok, with output tok/s)."""
+    points: dict[int, list[tuple[int, float]]] = {}
+    for c in cells:
+        if c.get("request_rate") is None and c.get("status", CellStatus.OK) == CellStatus.OK and c.get("output_tok_s"):
+            points.setdefault(c["context_tokens"], []).append((c["concurrency"], c["output_tok_s"]))
+    return {ctx: knee(p) for ctx, p in sorted(points.items()) if len(p) >= 2}

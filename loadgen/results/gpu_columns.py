@@ -1,0 +1,44 @@
+"""The matrix's GPU columns: one short column for the default table (`GPU%`: busy % and the bottleneck's short
+name: host, pwr, temp, mem, comp, clnt, ?) and the wide ones (the figures behind it). Values from the cell's
+`gpu_activity` and `bottleneck`."""
+
+from __future__ import annotations
+
+from loadgen.metrics.bottleneck import utilization_percent
+from loadgen.names import Bottleneck
+from loadgen.results import text_table as tt
+from loadgen.results.text_table import Column
+
+SHORT = {Bottleneck.CLIENT: "clnt", Bottleneck.SERVER_HOST: "host", Bottleneck.GPU_POWER_CAP: "pwr",
+         Bottleneck.GPU_THERMAL: "temp", Bottleneck.GPU_MEMORY_BANDWIDTH: "mem", Bottleneck.GPU_COMPUTE: "comp",
+         Bottleneck.UNKNOWN: "?"}
+
+
+def _total(cell: dict) -> dict:
+    return (cell.get("gpu_activity") or {}).get("total") or {}
+
+
+def busy_and_bottleneck(cell: dict) -> str:
+    """"17 host": the GPUs' utilization (%) and the bottleneck's short name (SHORT); "-" without GPU figures."""
+    util = utilization_percent(_total(cell))
+    verdict = SHORT.get(cell.get("bottleneck") or "", "")
+    if util is None:
+        return verdict if cell.get("bottleneck") == Bottleneck.CLIENT else tt.MISSING
+    return f"{util:.0f} {verdict}".strip()
+
+
+def _share(name: str):
+    def show(cell: dict) -> str:
+        value = _total(cell).get(name)
+        return tt.MISSING if value is None else f"{100 * value:.0f}%"
+    return show
+
+
+DEFAULT_COLUMN = Column("GPU%", 8, busy_and_bottleneck)  # "100 comp" is the widest
+WIDE_COLUMNS = [
+    Column("SM clk", 6, _share("sm_clock_fraction")),
+    Column("DRAM", 5, _share("dram_active")),
+    Column("tensor", 6, _share("tensor_active")),
+    Column("pwr cap", 7, _share("power_cap_fraction")),
+    Column("bottleneck", -20, lambda c: c.get("bottleneck") or tt.MISSING),
+]

@@ -1,0 +1,36 @@
+"""The knee named in words, for the end-of-run summary, `compare` and the HTML report (`metrics/knee.py`)."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Sequence
+
+from loadgen.metrics.knee import KNEE_GROWTH, knees
+
+
+def knee_phrase(found: dict) -> str:
+    """"32 (32→64: +4.0% per doubling)" or "none up to 128 (still +35.2% per doubling)": one decimal, so a
+    growth just under the threshold does not read as the threshold itself."""
+    if not found["growth"]:
+        return "not measured"
+    if found["knee"] is None:
+        last = found["growth"][-1][2]
+        return f"none up to {found['max_concurrency']} (still {last:+.1%} per doubling)"
+    c0, c1, g = next(step for step in found["growth"] if step[0] == found["knee"])
+    return f"{c0} ({c0}→{c1}: {g:+.1%} per doubling)"
+
+
+def knee_lines(cells: Sequence[dict]) -> list[str]:
+    """One "ctx N: …" phrase per prompt length with two or more usable concurrencies."""
+    return [f"ctx {ctx}: {knee_phrase(found)}" for ctx, found in knees(cells).items()]
+
+
+def knee_summary(cells: Sequence[dict], name: str | None = None) -> str | None:
+    """The line after a run's matrix, wrapped at 120 columns (None when no prompt length has two usable
+    concurrencies)."""
+    lines = knee_lines(cells)
+    if not lines:
+        return None
+    who = f"{name}: " if name else ""
+    text = f"knee (output tok/s grows < {KNEE_GROWTH:.0%} per doubling past it): {who}" + "; ".join(lines)
+    return textwrap.fill(text, 120, subsequent_indent="    ")
