@@ -27,16 +27,21 @@ sys.path.insert(0, str(HERE))
 from client_overhead import machine, start_server, stop  # noqa: E402
 
 
-def rss_kib(pid: int) -> int:
-    """RSS of `pid` and its children (the workers), KiB."""
-    total = 0
+def with_children(pid: int) -> list[int]:
+    """`pid` and its children (the workers), from /proc."""
     pids = [pid]
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as fh:
             pids += [int(p) for p in fh.read().split()]
     except OSError:
         pass
-    for p in pids:
+    return pids
+
+
+def rss_kib(pid: int) -> int:
+    """RSS of `pid` and its children (the workers), KiB."""
+    total = 0
+    for p in with_children(pid):
         try:
             with open(f"/proc/{p}/status") as fh:
                 for line in fh:

@@ -33,7 +33,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from client_overhead import machine, start_server, stop  # noqa: E402
-from memory_growth import rss_kib  # noqa: E402
+from memory_growth import rss_kib, with_children  # noqa: E402
 
 
 def cpu_list(text: str) -> list[int]:
@@ -58,14 +58,8 @@ def loadgen_cmd(url: str, out: str, *args: str) -> list[str]:
 def cpu_s(pid: int) -> float:
     """User + system CPU seconds of `pid` and its children (the workers), from /proc."""
     total = 0.0
-    pids = [pid]
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as fh:
-            pids += [int(p) for p in fh.read().split()]
-    except OSError:
-        pass
     tick = os.sysconf("SC_CLK_TCK")
-    for p in pids:
+    for p in with_children(pid):
         try:
             with open(f"/proc/{p}/stat") as fh:
                 fields = fh.read().rsplit(")", 1)[1].split()
