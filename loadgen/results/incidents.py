@@ -6,11 +6,15 @@ policy, a worker that died, a shard without a slot, an interrupt, the sweep's co
 was never reached. Nobody sets a status: `judge` derives it, every time, from the incidents alone:
 
 - `skipped` when any incident skips the cell (it was never measured: not reached, no slot for this shard);
-- else `failed` when any incident fails it; its error is the failing reasons in the order they were seen,
+- else `failed` when any incident fails it (a failed measurement, or a failed check of a measured cell: garbage
+  output, an output mismatch); its error is the failing reasons in the order they were seen,
   leaving out the request counts' (too many failed, nothing succeeded) when a cause is named beside them
   (the server went away, a worker died, the configuration changed: the failed requests are its symptom);
 - else `ok`. Incidents that only note (telemetry lost, client saturated, failures below the limit, an
   interrupt that stopped the cell early) leave the status alone and appear in the cell's note.
+
+`measurement` judges the same incidents without the failed checks: whether the cell was measured at all, so
+its figures stand (shown, marked) even when a check failed it.
 
 `finished` is the one resume rule, for plain runs and sweeps alike: a stored cell is kept (not measured again)
 when it is ok and was not stopped early by an interrupt.
@@ -28,7 +32,8 @@ class Effect(StrEnum):
     """What an incident does to its cell."""
 
     SKIP = "skip"  # the cell was not measured
-    FAIL = "fail"  # measured, but its figures must not be used
+    FAIL = "fail"  # the measurement failed: its figures must not be used
+    CHECK = "check"  # measured, and failed a check: the cell fails, its figures stand (marked, never best)
     NOTE = "note"  # usable, with a note beside it
 
 
@@ -68,8 +73,8 @@ EFFECTS: dict[IncidentKind, Effect] = {
     IncidentKind.SOME_FAILED: Effect.NOTE,
     IncidentKind.TELEMETRY_LOST: Effect.NOTE,
     IncidentKind.CLIENT_SATURATED: Effect.NOTE,
-    IncidentKind.GARBAGE_OUTPUT: Effect.FAIL,
-    IncidentKind.OUTPUT_MISMATCH: Effect.FAIL,
+    IncidentKind.GARBAGE_OUTPUT: Effect.CHECK,
+    IncidentKind.OUTPUT_MISMATCH: Effect.CHECK,
     IncidentKind.OUTPUT_DIVERGED: Effect.NOTE,
     IncidentKind.OVERSATURATED: Effect.NOTE,  # its figures hold what was measured; kept on resume
 }
@@ -120,10 +125,16 @@ def finished(incidents: list[Incident] | tuple[Incident, ...]) -> bool:
 def judge(incidents: list[Incident] | tuple[Incident, ...]) -> Verdict:
     """The one judgement of a cell (module docstring): skipped > failed > ok."""
     notes = tuple(i.reason for i in incidents if i.effect is Effect.NOTE)
-    for effect, status in ((Effect.SKIP, CellStatus.SKIPPED), (Effect.FAIL, CellStatus.FAILED)):
-        found = [i for i in incidents if i.effect is effect]
+    for effects, status in (({Effect.SKIP}, CellStatus.SKIPPED), ({Effect.FAIL, Effect.CHECK}, CellStatus.FAILED)):
+        found = [i for i in incidents if i.effect in effects]
         causes = [i for i in found if i.kind not in SYMPTOMS]
         reasons = [i.reason for i in causes or found]
         if reasons:
             return Verdict(status, "; ".join(dict.fromkeys(reasons)), notes)
     return Verdict(CellStatus.OK, None, notes)
+
+
+def measurement(incidents: list[Incident] | tuple[Incident, ...]) -> Verdict:
+    """The judgement of the measurement alone: `judge` of the incidents that are not failed checks. ok means
+    the cell was measured and its figures stand, whether or not a check failed it."""
+    return judge([i for i in incidents if i.effect is not Effect.CHECK])

@@ -76,7 +76,9 @@ def render() -> str:
         lines += ["", f"### {part} (one object): {cls.__doc__.strip()}", "", "| field | unit | meaning |",
                   "|---|---|---|"]
         lines += [_row(f"{part}.{f.name}", f.metadata["unit"], f.metadata["doc"]) for f in fields(cls)]
-    lines += ["", "## Incidents", "", "| kind | effect on the cell |", "|---|---|"]
+    lines += ["", "## Incidents", "", "skip: not measured; fail: the measurement failed (its figures are not used); "
+              "check: measured, and a check failed it (the cell fails; its figures are shown, marked, never best); "
+              "note: a note beside the figures.", "", "| kind | effect on the cell |", "|---|---|"]
     lines += [f"| `{kind}` | {effect} |" for kind, effect in EFFECTS.items()]
     return "\n".join(lines) + "\n"
 
