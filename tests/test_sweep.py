@@ -433,15 +433,16 @@ SIM_EXAMPLE = ROOT / "docs" / "examples" / "sim_budget_sweep.toml"
 
 
 def test_the_simulator_example_sweep_runs_anywhere(tmp_path):
-    """docs/examples/sim_budget_sweep.toml as shipped, on a free port and with this interpreter: two
-    configurations measured (exit 0), each by a simulator of its own budget (the first one stopped through
+    """docs/examples/sim_budget_sweep.toml as shipped but for its port, with an empty PATH (no `python3` to
+    find: `{python}` is the interpreter running the sweep) and a nested --out-dir whose folders do not exist:
+    two configurations measured (exit 0), each by a simulator of its own budget (the first one stopped through
     the pidfile when the second started)."""
     port = free_port()
     text = SIM_EXAMPLE.read_text().replace("30123", str(port))
-    text = text.replace('"python3"', json.dumps(sys.executable))
     (tmp_path / "sweep.toml").write_text(text)
-    run = subprocess.run([sys.executable, "-m", "loadgen", "sweep", "sweep.toml"], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PATH": str(tmp_path / "empty")}
+    run = subprocess.run([sys.executable, "-m", "loadgen", "sweep", "sweep.toml", "--out-dir", "results/sim-budget"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
     pidfile = tmp_path / "results" / "sim-budget" / "sim.pid"
     pid = int(pidfile.read_text())
     try:

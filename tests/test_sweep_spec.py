@@ -60,6 +60,15 @@ def test_templates_render_values_and_literal_braces():
 
 
 @pytest.mark.unit
+def test_python_placeholder_is_the_interpreter_running_loadgen():
+    import sys
+    spec = spec_of(reconfigure=["{python}", "-m", "loadgen", "sim", "--budget", "{budget}"])
+    assert spec.configs[0].reconfigure == [sys.executable, "-m", "loadgen", "sim", "--budget", "16"]
+    own = spec_of(reconfigure=["{python}"], configs=[{"name": "b", "python": "/opt/py/bin/python3"}])
+    assert own.configs[0].reconfigure == ["/opt/py/bin/python3"]
+
+
+@pytest.mark.unit
 @pytest.mark.parametrize("value", ["16; reboot", "$(id)", "16 && rm -rf /", "`id`", "a|b", "-oProxyCommand=x",
                                    "16\nx", "a b", "'x'"])
 def test_hostile_placeholder_values_are_refused(value):

@@ -40,19 +40,24 @@ def sweep_main(argv: list[str]) -> int:
     p.add_argument("--dry-run", action="store_true", help="print what each configuration would run, and stop")
     a = p.parse_args(argv)
     spec = load_spec(a.file)
-    out_dir = a.out_dir or spec.out_dir
-    if out_dir == os.path.join("results", spec.name):
-        os.makedirs("results", exist_ok=True)  # the default place, as for a plain run
-    parent = os.path.dirname(os.path.abspath(out_dir))
-    if not os.path.isdir(parent):
-        raise UsageError(f"results folder {out_dir}: {parent} does not exist; create it or pass --out-dir")
-    spec.out_dir = out_dir
+    spec.out_dir = a.out_dir or spec.out_dir
     only = [n.strip() for n in a.only.split(",") if n.strip()] if a.only else None
     if a.dry_run:
         return dry_run(spec, only)
+    make_out_dir(spec.out_dir)
     install_uvloop()
     return asyncio.run(run_sweep(spec, CommandLineRuns(spec.path, searched=bool(spec.search)), force=a.force,
                                  only=only))
+
+
+def make_out_dir(out_dir: str) -> None:
+    """The results folder with its missing parents, as `--out` creates its file's folders."""
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as exc:
+        why = "a file is in the way" if isinstance(exc, (FileExistsError, NotADirectoryError)) else exc.strerror
+        raise UsageError(f"--out-dir {out_dir}: cannot create the folder ({why}); choose another folder") \
+            from None
 
 
 def dry_run(spec: SweepSpec, only: list[str] | None) -> int:

@@ -4,17 +4,23 @@ A placeholder is `{name}` (letters, digits, underscore); `{{` and `}}` are liter
 a TOML scalar whose text is made only of safe characters (letters, digits and `_ . , : + = @ /`, and `-`
 anywhere but first unless the value is a number): the rendered argv is often handed to a remote shell by ssh,
 so a value that could be read as shell syntax or as an option is refused before anything runs.
+
+`{python}` is the interpreter that runs loadgen (`sys.executable`), unless the configuration sets `python`: a
+reconfigure command that starts `{python} -m loadgen sim` works from any install (a venv that is not
+activated included), where `python3` from PATH may not know loadgen.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 
 from loadgen.errors import UsageError
 
 TOKEN = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}|\{|\}")
 SAFE_VALUE = re.compile(r"[A-Za-z0-9_.,:+=@/-]+")
 NUMBER = re.compile(r"-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?")
+BUILTINS = {"python": sys.executable}  # placeholders with a value in every configuration
 
 
 def value_text(key: str, value, where: str) -> str:
@@ -46,6 +52,8 @@ def render(template: str, values: dict[str, str], where: str) -> str:
         if name is None:
             raise UsageError(f"{where}: stray {tok!r} in {template!r}; write {{name}} for a placeholder "
                              "or double it ({{ or }}) for a literal brace")
+        if name not in values and name in BUILTINS:
+            return BUILTINS[name]
         if name not in values:
             known = ", ".join(sorted(values)) or "none"
             raise UsageError(f"{where}: placeholder {{{name}}} in {template!r} has no value (this "
