@@ -1,6 +1,7 @@
 """A cell's `correctness` part (`--verify`): its fields with their meaning, the part built from the cell's
-verification records, and what it says about the cell (garbage fails it; divergence is a note, or fails it
-under `--verify exact`). Formulas are in `loadgen.metrics.correctness`.
+verification records, and what it says about the cell (garbage relative to the reference fails it; divergence
+is a note, said beside the server's own noise floor, or fails it under `--verify exact`). Formulas are in
+`loadgen.metrics.correctness`.
 """
 
 from __future__ import annotations
@@ -9,7 +10,14 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from loadgen.config import VerifyConfig
-from loadgen.metrics.correctness import divergence_figures, fractions, garbage_reasons, verification_share
+from loadgen.metrics.correctness import (
+    absolute_garbage,
+    divergence_figures,
+    fractions,
+    garbage_reasons,
+    noise_floor,
+    verification_share,
+)
 from loadgen.names import VerifyMode
 from loadgen.record import Record
 from loadgen.results.cell_result import Figures, doc
@@ -32,9 +40,21 @@ class Correctness:
     diverged: int | None = doc("outputs that differ from the reference", "requests")
     first_divergence_tokens: Figures | None = doc("{min, p50, n}: first differing position, in the server's "
                                                   "tokens, over the outputs that differ", "tokens")
-    garbage_fraction: float | None = doc("garbage outputs / checked (judged on the output alone)", "fraction")
+    garbage_fraction: float | None = doc("garbage outputs / checked, each judged against its reference output: a "
+                                         "reason counts only where the reference is not garbage for it (this "
+                                         "judges the cell; older files: judged alone)", "fraction")
     garbage: Figures | None = doc("{reason: {count, example}}: repetition_loop, empty, replacement_characters, "
-                                  "cut_short, each with its first example")
+                                  "cut_short (relative to the reference), each with its first example")
+    absolute_garbage_fraction: float | None = doc("outputs garbage for some reason judged alone / checked, "
+                                                  "the reference's own garbage included", "fraction")
+    absolute_garbage: Figures | None = doc("{reason: {count, example}}: the outputs judged alone, each under its "
+                                           "first reason")
+    reference_unstable: int | None = doc("checked prompts whose two one-at-a-time reference answers differ: the "
+                                         "server's noise floor; null when the reference was answered once",
+                                         "requests")
+    diverged_where_stable: int | None = doc("outputs that differ from the reference among the prompts the server "
+                                            "answered the same twice alone; null when the reference was "
+                                            "answered once", "requests")
     max_garbage_fraction: float | None = doc("the --max-garbage-fraction the cell was judged by", "fraction")
     output_share: float | None = doc("the verification requests' share of the cell's output tokens = Σ their "
                                      "completion_tokens / (that + output_tokens); their tokens are in no "
@@ -46,12 +66,16 @@ def correctness_part(verified: Sequence[Record], cfg: VerifyConfig, reference: s
     measured requests' output tokens."""
     verdicts = [r.verify for r in verified if r.ok and r.verify is not None]
     checked, exact, garbage_frac = fractions(verdicts)
+    alone_frac, alone = absolute_garbage(verdicts)
+    unstable, where_stable = noise_floor(verdicts)
     part = Correctness(mode=str(cfg.mode), reference=reference, max_tokens=cfg.max_tokens, checked=checked,
                        failed=sum(1 for r in verified if not r.ok),
                        unit=str(verdicts[0]["unit"]) if verdicts else None, exact_match_fraction=exact,
                        diverged=sum(1 for v in verdicts if v.get("divergence") is not None),
                        first_divergence_tokens=divergence_figures(verdicts), garbage_fraction=garbage_frac,
-                       garbage=garbage_reasons(verdicts), max_garbage_fraction=cfg.max_garbage_fraction,
+                       garbage=garbage_reasons(verdicts), absolute_garbage_fraction=alone_frac,
+                       absolute_garbage=alone, reference_unstable=unstable, diverged_where_stable=where_stable,
+                       max_garbage_fraction=cfg.max_garbage_fraction,
                        output_share=verification_share(verified, output_tokens))
     return asdict(part)
 
@@ -67,16 +91,34 @@ def garbage_note(part: dict) -> str | None:
     first = next(iter(reasons.items()))
     detail = ", ".join(f"{r['count']} {name}" for name, r in reasons.items())
     return (f"GARBAGE OUTPUT: {n} of {part['checked']} verification outputs ({frac:.0%} > {limit:g} "
-            f"--max-garbage-fraction): {detail} (e.g. {first[0]}: {first[1]['example']})")
+            f"--max-garbage-fraction){against_reference(part)}: {detail} (e.g. {first[0]}: {first[1]['example']})")
+
+
+def against_reference(part: dict) -> str:
+    """' against the reference (11 alone)' where the outputs judged alone count more garbage, else ''."""
+    alone = part.get("absolute_garbage")
+    if alone is None:
+        return ""
+    n_alone = sum(r["count"] for r in alone.values())
+    n = sum(r["count"] for r in (part.get("garbage") or {}).values())
+    return f" against the reference ({n_alone} alone)" if n_alone > n else ""
 
 
 def divergence_note(part: dict) -> str | None:
-    """'3 of 8 outputs differ from the reference (run_start) from token 47 (min), 48 (p50)', or None."""
+    """'3 of 8 outputs differ from the reference (run_start) from token 47 (min), 48 (p50)', then the server's
+    noise floor beside it where the reference was answered twice ('; alone the server answered 8 of 8 prompts
+    two ways, and none of the outputs of the others differs'), or None."""
     div = part.get("first_divergence_tokens")
     if not div:
         return None
-    return (f"{part['diverged']} of {part['checked']} outputs differ from the reference ({part['reference']}) "
+    note = (f"{part['diverged']} of {part['checked']} outputs differ from the reference ({part['reference']}) "
             f"from token {div['min']} (min), {div['p50']:g} (p50)")
+    unstable, where_stable = part.get("reference_unstable"), part.get("diverged_where_stable")
+    if unstable is None or where_stable is None:
+        return note
+    stable = part["checked"] - unstable
+    return (note + f"; noise floor: alone the server answered {unstable} of {part['checked']} prompts two ways, "
+            f"{where_stable} of the {stable} others differ here")
 
 
 def correctness_incidents(part: dict) -> list[Incident]:

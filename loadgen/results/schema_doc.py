@@ -31,6 +31,10 @@ DOCUMENT_FIELDS = {
     "earlier_runs": "the runs whose cells a resumed file kept: run_id, started_at, updated_at",
     "sweep": "a sweep configuration's own part: sweep, config, params, settings, attempts",
     "merged_from": "`loadgen merge`: the shards' run ids, labels, hosts and clock offsets",
+    "verify": "--verify: what the reference says of itself {reference, prompts, max_tokens, answers, "
+              "reference_garbage {reason: [prompt]} (those checks are off for those prompts), unstable [prompt] "
+              "(two one-at-a-time answers differ: the noise floor; null when answered once), "
+              "unstable_divergence_tokens {min, p50, n}} (docs/verify.md)",
     "search": "`loadgen search`: its settings, the SLO, and per prompt length the bracket found {met, missed, "
               "probes, ended, complete} (docs/search.md)",
 }

@@ -190,6 +190,7 @@ class Runner:
         p = self.parts
         if p.verifier is not None:
             await p.verifier.prepare(session, prompts.model)
+            self.results.sections["verify"] = p.verifier.summary()
         return CellMeasurer(cfg, self.run_id, prompts, p.driver, p.transport, p.sinks, p.telemetry(t),
                             self.control, Progress(), p.verifier)
 
