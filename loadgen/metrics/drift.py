@@ -1,0 +1,150 @@
+"""Whether the server drifted during a run: the control cell measured first and again, judged beyond noise.
+
+A figure F of the control cell (output tok/s, TTFT p50) *moved* when both hold:
+1. beyond noise: the 95 % bootstrap intervals stored with the two measurements (`noise.intervals`, the
+   cells' own `cell_noise` intervals) do not overlap; a measurement without an interval (fewer than 2 ok
+   requests) counts as beyond noise, since it is judged by rule 2 alone;
+2. by more than MIN_CHANGE: |F_again − F_first| / F_first > 0.20.
+
+Rule 2 is there because the bootstrap only sees the noise between the requests of one cell: a long cell has
+narrow intervals, and what changes from one measurement to the next (clock boost, prefix cache contents,
+another tenant) moves a figure by a few per cent with disjoint intervals. 20 % is well beyond that spread (the
+repeats of docs/definitions.md#noise differ by < 5 %) and is the smallest change that would reorder the
+configurations of a sweep that a user acts on.
+
+drifted = output tok/s moved, or TTFT p50 moved. factor = first output tok/s ÷ again output tok/s: > 1 means
+the server got slower, < 1 faster (the sentence says "N× slower" or "N× faster" with N = max(factor,
+1/factor)); inf when the again measurement produced no token. A control cell that produced nothing the first
+time cannot be compared (drifted False, factor nan, the sentence says why).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+from loadgen.metrics.confidence import overlap
+from loadgen.record import CellKey
+
+MIN_CHANGE = 0.20  # the smallest relative change of a figure that counts as drift (module docstring: why)
+TOK_S = "output_tok_s"
+TTFT_P50 = "ttft_s.p50"
+
+
+class CellResult(Protocol):
+    """What drift reads of a cell: a `results.cell_result.CellResult` (named by its shape, since metrics/
+    sits below results/)."""
+
+    key: CellKey
+    run_id: str | None
+    requests: Any
+    latency: Any
+    throughput: Any
+    noise: Any
+
+
+@dataclass(frozen=True)
+class ControlFigures:
+    """One measurement of the control cell: the figures drift is judged on, with their 95 % intervals."""
+
+    output_tok_s: float | None = None
+    output_tok_s_interval: list[float] | None = None
+    ttft_p50_s: float | None = None
+    ttft_p50_s_interval: list[float] | None = None
+    ok_requests: int = 0
+    run_id: str | None = None
+
+    @classmethod
+    def of(cls, cell: CellResult) -> ControlFigures:
+        intervals = cell.noise.intervals or {}
+        ttft = cell.latency.ttft_s or {}
+        return cls(cell.throughput.output_tok_s, intervals.get(TOK_S), ttft.get("p50"), intervals.get(TTFT_P50),
+                   int((cell.requests.requests or {}).get("ok") or 0), cell.run_id)
+
+
+@dataclass(frozen=True)
+class Drift:
+    """The verdict on the control cell measured first and again (module docstring: the rule)."""
+
+    drifted: bool
+    factor: float  # first output tok/s ÷ again: > 1 slower, < 1 faster
+    sentence: str
+    cell: dict = field(default_factory=dict)  # the control cell's key, as in the results' cells
+    first: ControlFigures = field(default_factory=ControlFigures)
+    again: ControlFigures = field(default_factory=ControlFigures)
+    moved: list[str] = field(default_factory=list)  # which figures moved beyond noise: output_tok_s, ttft_s.p50
+    min_change: float = MIN_CHANGE
+
+    def to_json(self) -> dict:
+        out = asdict(self)
+        out["factor"] = self.factor if math.isfinite(self.factor) else None  # JSON has no inf or nan
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict) -> Drift:
+        first = ControlFigures(**(data.get("first") or {}))
+        again = ControlFigures(**(data.get("again") or {}))
+        factor = data.get("factor")
+        return cls(bool(data["drifted"]), _factor(first.output_tok_s, again.output_tok_s) if factor is None
+                   else float(factor), data.get("sentence") or "", data.get("cell") or {}, first, again,
+                   list(data.get("moved") or []), float(data.get("min_change", MIN_CHANGE)))
+
+
+def _factor(first: float | None, again: float | None) -> float:
+    if not first:
+        return math.nan
+    return math.inf if not again else first / again
+
+
+def moved(first: float | None, again: float | None, first_ci: list[float] | None, again_ci: list[float] | None,
+          min_change: float = MIN_CHANGE) -> bool:
+    """Whether a figure moved: disjoint intervals (a missing one counts as disjoint) and a relative change
+    |again − first| / first above `min_change`. A figure missing from either measurement did not move."""
+    if first is None or again is None or first <= 0:
+        return False
+    return abs(again - first) / first > min_change and not overlap(first_ci, again_ci)
+
+
+def judge_drift(first: CellResult, again: CellResult, min_change: float = MIN_CHANGE) -> Drift:
+    """The control cell measured `first` and `again` (same key, same settings): drifted or not, how much, and
+    the sentence that says it (module docstring: the rule)."""
+    a, b = ControlFigures.of(first), ControlFigures.of(again)
+    factor = _factor(a.output_tok_s, b.output_tok_s)
+    found = []
+    if moved(a.output_tok_s, b.output_tok_s or 0.0, a.output_tok_s_interval, b.output_tok_s_interval, min_change):
+        found.append(TOK_S)
+    if moved(a.ttft_p50_s, b.ttft_p50_s, a.ttft_p50_s_interval, b.ttft_p50_s_interval, min_change):
+        found.append(TTFT_P50)
+    sentence = _sentence(first, a, b, factor, found)
+    return Drift(bool(found), factor, sentence, first.key.as_dict(), a, b, found, min_change)
+
+
+def cell_words(cell: CellResult) -> str:
+    """"ctx 1024 c=4" (or "ctx 1024 rate=2/s")."""
+    k = cell.key
+    load = f"rate={k.request_rate:g}/s" if k.request_rate is not None else f"c={k.concurrency}"
+    return f"ctx {k.context_tokens} {load}"
+
+
+def _ms_or_s(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.2f} s"
+
+
+def _sentence(cell: CellResult, a: ControlFigures, b: ControlFigures, factor: float, found: list[str]) -> str:
+    where = cell_words(cell)
+    tok_s = f"{where} {a.output_tok_s or 0:.1f} → {b.output_tok_s or 0:.1f} tok/s"
+    ttft = f"TTFT p50 {_ms_or_s(a.ttft_p50_s)} → {_ms_or_s(b.ttft_p50_s)}"
+    if math.isnan(factor):
+        return f"drift not judged: the control cell {where} produced no token when first measured"
+    if not found:
+        return f"no drift: the control cell measured again agrees within noise ({tok_s}, {ttft})"
+    if TOK_S not in found:
+        return f"the server's {ttft} changed during the run, beyond noise: {where}"
+    if math.isinf(factor):
+        return f"the server stopped producing tokens during the run: {tok_s}"
+    way = "slower" if factor > 1 else "faster"
+    times = max(factor, 1 / factor)
+    return f"the server got {times:.1f}× {way} during the run: {tok_s}"
