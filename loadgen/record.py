@@ -22,15 +22,19 @@ class CellKey(NamedTuple):
     (results files, records, resume, compare, merge; `cell_key` reads it from either).
 
     Closed loop sets `concurrency`; open loop sets `request_rate` (and `concurrency` is its cap, 0 = none).
-    Keys sort by prompt length, concurrency, then rate (a closed-loop cell, without one, first).
+    `again` > 0 names the same load measured again (`loadgen search` re-measures a probe; 0: the first, the
+    only one of a matrix): its own cell, records and prompts. Keys sort by prompt length, concurrency, rate
+    (a closed-loop cell, without one, first), then `again`.
     """
 
     context_tokens: int
     concurrency: int
     request_rate: float | None = None
+    again: int = 0
 
     def _order(self) -> tuple:
-        return self.context_tokens, self.concurrency, -1.0 if self.request_rate is None else self.request_rate
+        rate = -1.0 if self.request_rate is None else self.request_rate
+        return self.context_tokens, self.concurrency, rate, self.again
 
     def __lt__(self, other: tuple) -> bool:
         return self._order() < CellKey(*other)._order()
@@ -48,24 +52,37 @@ class CellKey(NamedTuple):
         d = {"context_tokens": self.context_tokens, "concurrency": self.concurrency}
         if self.request_rate is not None:
             d["request_rate"] = self.request_rate
+        if self.again:
+            d["again"] = self.again
         return d
 
     def label(self) -> str:
         load = f"rate={self.request_rate:g}/s" if self.request_rate is not None else f"c={self.concurrency}"
-        return f"ctx={self.context_tokens} {load}"
+        return f"ctx={self.context_tokens} {load}" + (f" #{self.again + 1}" if self.again else "")
+
+    def first(self) -> CellKey:
+        """The same load's first measurement (`again` 0)."""
+        return self._replace(again=0)
+
+
+def load_tag(cell: CellKey) -> str:
+    """The load in request ids and prompt tags: the concurrency, or `CrR` for an open-loop rate R capped at C;
+    `aN` after it for the N-th measurement again."""
+    load = str(cell.concurrency) if cell.request_rate is None else f"{cell.concurrency}r{cell.request_rate:g}"
+    return load + (f"a{cell.again}" if cell.again else "")
 
 
 def request_id_for(run_id: str, cell: CellKey, seq: int, attempt: int = 0) -> str:
-    """The id loadgen gives request `seq` of a cell: `run-context-load-seq`, with `-aN` for attempt N > 0
-    (load = the concurrency, or `CrR` for an open-loop rate R capped at C)."""
-    load = str(cell.concurrency) if cell.request_rate is None else f"{cell.concurrency}r{cell.request_rate:g}"
-    return f"{run_id}-{cell.context_tokens}-{load}-{seq}" + (f"-a{attempt}" if attempt else "")
+    """The id loadgen gives request `seq` of a cell: `run-context-load-seq` (load: `load_tag`), with `-aN` for
+    attempt N > 0."""
+    return f"{run_id}-{cell.context_tokens}-{load_tag(cell)}-{seq}" + (f"-a{attempt}" if attempt else "")
 
 
 def cell_key(cell: dict) -> CellKey:
     """The cell that a results entry, a record's `cell` or a sweep's cell names."""
     rate = cell.get("request_rate")
-    return CellKey(int(cell["context_tokens"]), int(cell["concurrency"]), None if rate is None else float(rate))
+    return CellKey(int(cell["context_tokens"]), int(cell["concurrency"]), None if rate is None else float(rate),
+                   int(cell.get("again") or 0))
 
 
 class _ChunksElsewhere(array):

@@ -43,7 +43,7 @@ class ShardPart:
 
     def narrow(self, cell: CellKey) -> CellKey:
         """The cell as this part's slots see it: its concurrency is theirs."""
-        return CellKey(cell.context_tokens, self.slots(cell), cell.request_rate)
+        return cell._replace(concurrency=self.slots(cell))
 
     async def warm_up(self, run: CellRun, cell: CellKey) -> None:
         part = self.part(run, cell)

@@ -206,7 +206,7 @@ PARTS = {"requests": Requests, "load": Load, "prompts": Prompts, "latency": Late
          "gpu": Gpu}
 RESERVED = ("slo", "correctness")
 TYPED_RESERVED = {"slo": Slo}  # reserved parts filled with a typed part: written by its to_json, read by from_json
-KEY_FIELDS = ("context_tokens", "concurrency", "request_rate")
+KEY_FIELDS = ("context_tokens", "concurrency", "request_rate", "again")
 JUDGED = ("status", "error", "warnings", "incidents")
 
 

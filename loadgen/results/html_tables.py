@@ -39,7 +39,7 @@ def prompt_text(ctx: int) -> str:
 
 
 def load_text(ctx_conc_rate: tuple) -> str:
-    _, conc, rate = ctx_conc_rate
+    conc, rate = ctx_conc_rate[1], ctx_conc_rate[2]
     return f"{rate:g}/s" if rate else str(conc)
 
 

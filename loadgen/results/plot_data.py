@@ -1,8 +1,10 @@
 """What the report's plots draw, as plain data (pure: runs in, numbers out; tested without matplotlib).
 
-Every series holds usable cells only (`cell_status.problem(cell) is None`): a failed, skipped or
-too-many-failures cell is left out, never drawn as zero. Closed-loop cells are placed by concurrency,
-open-loop cells by their scheduled request rate.
+Every series holds measured cells only (`cell_status.measured`): a skipped cell, a failed measurement (the
+server went away, nothing succeeded) or a cell with too many failed requests is left out, never drawn as zero.
+A measured cell that failed a check (garbage output, a missed SLO, a saturated client, an output mismatch)
+stays in, and `check_marks` names it, so the plot draws it marked (hollow, the reason in the legend).
+Closed-loop cells are placed by concurrency, open-loop cells by their scheduled request rate.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from loadgen.names import AcceptSource
-from loadgen.results.cell_status import usable
+from loadgen.results.cell_status import check_names, measured
 from loadgen.results.compare import Run, comparison
 
 Getter = Callable[[dict], float | None]
@@ -73,19 +75,29 @@ def per_gpu(get: Getter) -> Getter:
 
 
 def _closed(run: Run):
-    for (ctx, conc, rate), cell in sorted(run.cells.items()):
-        if not rate and usable(cell):
+    for (ctx, conc, rate, *_), cell in sorted(run.cells.items()):
+        if not rate and measured(cell):
             yield ctx, conc, cell
 
 
 def _open(run: Run):
-    for (ctx, _, rate), cell in sorted(run.cells.items()):
-        if rate and usable(cell):
+    for (ctx, _, rate, *_), cell in sorted(run.cells.items()):
+        if rate and measured(cell):
             yield ctx, rate, cell
 
 
+Marks = dict[tuple[str, int, float], str]  # (config, context, load) → the checks its cell failed
+
+
+def check_marks(runs: list[Run], over_rate: bool = False) -> Marks:
+    """{(config, context, concurrency — or request rate when `over_rate`): 'garbage output, missed SLO'} for
+    the measured cells that failed a check (`cell_status.check_names`); the plots draw those points hollow."""
+    cells = _open if over_rate else _closed
+    return {(r.name, ctx, x): names for r in runs for ctx, x, cell in cells(r) if (names := check_names(cell))}
+
+
 def series_vs_concurrency(runs: list[Run], get: Getter) -> dict[int, dict[str, list[tuple[int, float]]]]:
-    """{context: {config: [(concurrency, value), …]}} over usable closed-loop cells with a value."""
+    """{context: {config: [(concurrency, value), …]}} over measured closed-loop cells with a value."""
     out: dict[int, dict[str, list[tuple[int, float]]]] = {}
     for r in runs:
         for ctx, conc, cell in _closed(r):
@@ -96,7 +108,7 @@ def series_vs_concurrency(runs: list[Run], get: Getter) -> dict[int, dict[str, l
 
 
 def series_vs_rate(runs: list[Run], get: Getter) -> dict[int, dict[str, list[tuple[float, float]]]]:
-    """{context: {config: [(request rate /s, value), …]}} over usable open-loop cells with a value."""
+    """{context: {config: [(request rate /s, value), …]}} over measured open-loop cells with a value."""
     out: dict[int, dict[str, list[tuple[float, float]]]] = {}
     for r in runs:
         for ctx, rate, cell in _open(r):
@@ -119,7 +131,7 @@ def band_vs_concurrency(runs: list[Run], get: Getter, get_low: Getter) -> dict[i
 
 def speedup_vs_concurrency(runs: list[Run], base: int, metric: str) -> dict[int, dict[str, list[tuple]]]:
     """{context: {config: [(concurrency, value / baseline's value), …]}}: `compare.comparison`'s `<metric>_x`
-    over closed-loop cells where both are usable."""
+    over closed-loop cells where both were measured."""
     out: dict[int, dict[str, list[tuple]]] = {}
     for row in comparison(runs, base):
         x = row.get(metric + "_x")
@@ -134,11 +146,11 @@ def _spread(values: list[float]) -> tuple[float, float, float]:
 
 def accept_by_source(runs: list[Run]) -> dict[int, dict[str, dict[str, tuple[float, float, float]]]]:
     """{context: {config: {source: (mean, lowest, highest)}}}: each source's accept length over the
-    configuration's usable cells (closed and open loop) of that prompt length, sources in AcceptSource order."""
+    configuration's measured cells (closed and open loop) of that prompt length, sources in AcceptSource order."""
     values: dict[int, dict[str, dict[str, list[float]]]] = {}
     for r in runs:
         for (ctx, _, _), cell in sorted(r.cells.items()):
-            if not usable(cell):
+            if not measured(cell):
                 continue
             acc = cell.get("accept_length") or {}
             per = dict(acc.get("per_source") or {})
@@ -155,7 +167,7 @@ def accept_by_source(runs: list[Run]) -> dict[int, dict[str, dict[str, tuple[flo
 
 def chosen_sources(runs: list[Run]) -> list[str]:
     """The sources the cells' accept length values came from (a table reader's "accept" column)."""
-    found = {(c.get("accept_length") or {}).get("source") for r in runs for c in r.cells.values() if usable(c)}
+    found = {(c.get("accept_length") or {}).get("source") for r in runs for c in r.cells.values() if measured(c)}
     return [s.value for s in AcceptSource if s in found] + sorted(s for s in found - set(AcceptSource) if s)
 
 
@@ -173,19 +185,19 @@ def _category_values(cell: dict) -> dict[str, float]:
 
 
 def accept_by_category(runs: list[Run]) -> dict[str, dict[str, tuple[float, float, float]]]:
-    """{config: {category: (mean, lowest, highest)}} of accept length over its usable cells that have
+    """{config: {category: (mean, lowest, highest)}} of accept length over its measured cells that have
     per-category figures; empty when no cell has any."""
     values: dict[str, dict[str, list[float]]] = {}
     for r in runs:
         for cell in r.cells.values():
-            if usable(cell):
+            if measured(cell):
                 for cat, v in _category_values(cell).items():
                     values.setdefault(r.name, {}).setdefault(cat, []).append(v)
     return {name: {cat: _spread(vs) for cat, vs in sorted(by.items())} for name, by in values.items()}
 
 
 def power_limit_per_gpu(runs: list[Run]) -> float | None:
-    """The highest per-GPU power limit any usable cell reported (W), for the plot's reference line."""
-    limits = [lim for r in runs for c in r.cells.values() if usable(c)
+    """The highest per-GPU power limit any measured cell reported (W), for the plot's reference line."""
+    limits = [lim for r in runs for c in r.cells.values() if measured(c)
               for lim in [per_gpu(path("power", "limit_w_total"))(c)] if lim]
     return max(limits) if limits else None

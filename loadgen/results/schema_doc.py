@@ -42,6 +42,7 @@ CELL_FIELDS = {
     "context_tokens": ("tokens", "the cell's prompt length (0 for a dataset's own lengths)"),
     "concurrency": ("requests", "closed loop: the slots; open loop: the in-flight cap (0 = none)"),
     "request_rate": ("requests/s", "open loop only: the cell's target rate"),
+    "again": ("", "`loadgen search` only: N for the same load measured again the N-th time (absent: the first)"),
     "run_id": ("", "the run that measured the cell"),
     "status": ("", "ok | failed | skipped, judged from `incidents` (below)"),
     "error": ("", "why the cell failed or was skipped; null when ok"),

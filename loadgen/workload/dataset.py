@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from loadgen.client.api import RequestOptions, build_body
 from loadgen.names import Api, DatasetFormat, PrefixCache
-from loadgen.record import CellKey
+from loadgen.record import CellKey, load_tag
 from loadgen.target.discover import TokenCounter
 from loadgen.workload.corpus import seeded_rng
 from loadgen.workload.dataset_formats import FORMATS, DatasetRow, parse_rows
@@ -142,7 +142,7 @@ class DatasetPrompts:
         return out[:n]
 
     async def bodies(self, cell: CellKey, n: int, opts: RequestOptions) -> tuple[list[dict], list[str | None]]:
-        load = cell.concurrency if cell.request_rate is None else f"{cell.concurrency}r{cell.request_rate:g}"
+        load = load_tag(cell)
         bodies, categories = [], []
         for seq, row in enumerate(self.order(cell, n)):
             tag = unique_prefix(self.run_id, cell.context_tokens, load, seq) if self.prefix_cache is PrefixCache.UNIQUE else ""

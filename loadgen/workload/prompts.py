@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from loadgen.client.api import RequestOptions, build_body
 from loadgen.config import LengthSpread
 from loadgen.names import Api
-from loadgen.record import CellKey
+from loadgen.record import CellKey, load_tag
 from loadgen.target.discover import TokenCounter
 from loadgen.workload.corpus import Corpus, seeded_rng
 from loadgen.workload.prefix import unique_prefix
@@ -93,7 +93,7 @@ class PromptBuilder:
     async def build(self, cell: CellKey, n: int) -> list[str]:
         rng = seeded_rng(self.seed, cell.context_tokens, cell.concurrency, cell.request_rate)
         targets = [max(1, t - self.overhead_tokens) for t in self.prompt_lengths(cell, n)]
-        load = cell.concurrency if cell.request_rate is None else f"{cell.concurrency}r{cell.request_rate:g}"
+        load = load_tag(cell)
         heads = await self.group_heads(cell, load)
         prefixes = [_after(heads[i % len(heads)]) + unique_prefix(self.run_id, cell.context_tokens, load, i)
                     for i in range(n)]

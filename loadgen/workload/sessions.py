@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 
 from loadgen.client.api import RequestOptions, build_body
 from loadgen.names import Api, PrefixCache
-from loadgen.record import CellKey
+from loadgen.record import CellKey, load_tag
 from loadgen.workload.dataset import DatasetPrompts
 from loadgen.workload.dataset_formats import DatasetRow
 from loadgen.workload.prefix import unique_prefix
@@ -149,7 +149,7 @@ class SessionPrompts:
     async def bodies(self, cell: CellKey, n: int, opts: RequestOptions) -> tuple[list[dict], list[str | None]]:
         """`n` sessions of the cell (rows in the dataset's seeded order): each job's body holds its plan."""
         rows = self.rows
-        load = cell.concurrency if cell.request_rate is None else f"{cell.concurrency}r{cell.request_rate:g}"
+        load = load_tag(cell)
         plans, categories = [], []
         for i, row in enumerate(rows.order(cell, n)):
             tag = unique_prefix(rows.run_id, cell.context_tokens, load, i) \
