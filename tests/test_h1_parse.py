@@ -172,7 +172,8 @@ def test_a_malformed_status_line_is_a_format_error(head):
         parse_head(head + b"\r\nContent-Length: 0")
 
 
-@pytest.mark.parametrize("line", [b"Content-Length 5", b"no colon here", b": no name", b" : no name"])
+@pytest.mark.parametrize("line", [b"Content-Length 5", b"no colon here", b": no name", b"Content-Length : 5",
+                                  b"Bad Name: 1", b"X-Nul: a\x00b", b"X-Bare-CR: a\rb", b"X-Bare-LF: a\nb"])
 def test_a_malformed_header_line_is_a_format_error(line):
     with pytest.raises(HttpFormatError, match="malformed header line"):
         parse_head(b"HTTP/1.1 200 OK\r\nX-Fine: 1\r\n" + line)
@@ -184,13 +185,33 @@ def test_a_malformed_header_line_is_a_format_error(line):
     ({"content-length": "12", "connection": "close"}, ("length", 12, False)),
     ({"content-length": "12", "connection": "Keep-Alive"}, ("length", 12, True)),
     ({"transfer-encoding": "chunked"}, ("chunked", 0, True)),
-    ({"transfer-encoding": "gzip, Chunked", "content-length": "3"}, ("chunked", 0, True)),  # chunked wins
+    ({"transfer-encoding": "Chunked"}, ("chunked", 0, True)),
     ({"transfer-encoding": "chunked", "connection": "close"}, ("chunked", 0, False)),
     ({}, ("close", 0, False)),  # neither: the body ends with the connection
     ({"connection": "keep-alive"}, ("close", 0, False)),
+    ({"connection": "closed-captions"}, ("close", 0, False)),  # a token, not a substring: still no framing
+    ({"content-length": "2", "connection": "closed-captions"}, ("length", 2, True)),
 ])
 def test_body_framing(headers, framing):
     assert body_framing(headers) == framing
+
+
+@pytest.mark.parametrize("status", [204, 304])
+@pytest.mark.parametrize("headers", [{}, {"content-length": "12"}, {"transfer-encoding": "chunked"}])
+def test_a_204_or_304_has_no_body_whatever_its_headers_say(status, headers):
+    assert body_framing(headers, status) == ("length", 0, True)
+
+
+@pytest.mark.parametrize("headers, says", [
+    ({"transfer-encoding": "chunked", "content-length": "3"}, "both Transfer-Encoding and Content-Length"),
+    ({"transfer-encoding": "gzip, chunked"}, "unsupported Transfer-Encoding"),
+    ({"transfer-encoding": "chunked, chunked"}, "unsupported Transfer-Encoding"),  # two headers, joined
+    ({"transfer-encoding": "identity"}, "unsupported Transfer-Encoding"),
+    ({"content-length": "1" * 21}, "bad Content-Length"),
+])
+def test_framing_that_could_be_read_two_ways_is_refused(headers, says):
+    with pytest.raises(HttpFormatError, match=says):
+        body_framing(headers)
 
 
 @pytest.mark.parametrize("value", ["", "twelve", "1 2", "12, 12", "-5", "0x10"])
@@ -222,7 +243,8 @@ def test_chunk_size(line, size):
     assert chunk_size(line) == size
 
 
-@pytest.mark.parametrize("line", [b"", b"zz", b"1g", b";ext", b"-5", b"-1;x", b"\xff"])
+@pytest.mark.parametrize("line", [b"", b"zz", b"1g", b";ext", b"-5", b"-1;x", b"\xff",
+                                  b"0x10", b"0X10", b"+10", b"1_0", b" 10", b"\t10", b"10\x00", b"1 0", b"1;a\x00"])
 def test_a_bad_chunk_size_is_a_format_error(line):
     with pytest.raises(HttpFormatError, match="chunk size"):
         chunk_size(line)
@@ -375,9 +397,34 @@ MALFORMED = {
     "bad chunk size with an extension": (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
                                          b"2\r\nok\r\nq;x=1\r\nok\r\n0\r\n\r\n", "bad chunk size line"),
     "negative chunk size": (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-2\r\nok\r\n0\r\n\r\n",
-                            "negative chunk size"),
+                            "bad chunk size line"),
     "empty chunk size": (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\r\nok\r\n0\r\n\r\n",
                          "bad chunk size line"),
+    "chunk size 0x10": (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0x2\r\nok\r\n0\r\n\r\n",
+                        "bad chunk size line"),
+    "chunk size +2": (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n+2\r\nok\r\n0\r\n\r\n",
+                      "bad chunk size line"),
+    "chunk size 1_0": (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1_0\r\n" + b"x" * 16
+                       + b"\r\n0\r\n\r\n", "bad chunk size line"),
+    "chunk data longer than its size": (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nokk\r\n"
+                                        b"0\r\n\r\n", "chunk data not followed by CRLF"),
+    "chunk data shorter than its size": (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nok\r\n"
+                                         b"0\r\n\r\n", "chunk data not followed by CRLF"),
+    "Content-Length and chunked": (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n"
+                                   b"2\r\nok\r\n0\r\n\r\n", "both Transfer-Encoding and Content-Length"),
+    "gzip, chunked": (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+                      "unsupported Transfer-Encoding"),
+    "two Content-Lengths": (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok",
+                            "bad Content-Length"),
+    "space before the colon": (b"HTTP/1.1 200 OK\r\nContent-Length : 2\r\n\r\nok", "malformed header line"),
+    "continuation first": (b"HTTP/1.1 200 OK\r\n X-A: 1\r\nContent-Length: 2\r\n\r\nok", "malformed header line"),
+    "bad trailer": (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\nno colon\r\n\r\n",
+                    "malformed header line"),
+    "101 unasked": (b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\n\r\nHTTP/1.1 200 OK\r\n"
+                    b"Content-Length: 0\r\n\r\n", "101 Switching Protocols"),
+    "status of four digits": (b"HTTP/1.1 2000 OK\r\nContent-Length: 0\r\n\r\n", "not an HTTP/1.x status line"),
+    "HTTP/1.x": (b"HTTP/1.x 200 OK\r\nContent-Length: 0\r\n\r\n", "not an HTTP/1.x status line"),
+    "bare LF head": (b"HTTP/1.1 200 OK\nContent-Length: 2\n\nok", "response head with bare LF line ends"),
 }
 
 
@@ -393,6 +440,52 @@ def test_malformed_responses_fail_with_a_protocol_error(name, reads):
 def test_a_head_without_an_end_fails_past_64_kib():
     ex = exchange().feed(b"HTTP/1.1 200 OK\r\n", *[b"X-Filler: " + b"y" * 1000 + b"\r\n"] * (MAX_HEAD // 1000))
     assert failed(ex) == ("protocol_error", "response head larger than 64 KiB")
+
+
+def test_more_than_256_header_lines_fail():
+    ex = exchange().feed(b"HTTP/1.1 200 OK\r\n" + b"X-A: 1\r\n" * 257 + b"Content-Length: 0\r\n\r\n")
+    assert failed(ex) == ("protocol_error", "more than 256 header lines")
+
+
+def test_a_trailer_without_an_end_fails_past_64_kib():
+    ex = exchange().feed(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n",
+                         *[b"X-Filler: " + b"y" * 1000 + b"\r\n"] * (MAX_HEAD // 1000))
+    assert failed(ex) == ("protocol_error", "trailer section larger than 64 KiB")
+
+
+def test_an_obs_fold_continues_the_header_before():
+    ex = exchange().feed(b"HTTP/1.1 200 OK\r\nX-A: one\r\n  two\r\n\tthree\r\nContent-Length: 2\r\n\r\nok")
+    assert ex.handler.headers == {"x-a": "one two three", "content-length": "2"} and ex.reused
+
+
+# ---- the three looseness cases of issue 31, now refused or closed ---------------------------------------------
+@pytest.mark.parametrize("size", [b"0x2", b"+2", b"0_2", b" 2"])
+@pytest.mark.parametrize("reads", ["whole", "1-byte"])
+def test_a_chunk_size_that_python_int_takes_but_is_not_hex_fails(size, reads):
+    data = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + size + b"\r\nok\r\n0\r\n\r\n"
+    kind, message = failed(exchange().feed(*([data] if reads == "whole" else one_byte_reads(data))))
+    assert (kind, message.split(" ", 4)[:4]) == ("protocol_error", ["bad", "chunk", "size", "line"])
+
+
+@pytest.mark.parametrize("status", [204, 304])
+@pytest.mark.parametrize("reads", ["whole", "1-byte"])
+def test_a_204_or_304_without_content_length_ends_at_its_head(status, reads):
+    data = b"HTTP/1.1 %d Nothing\r\nX-A: 1\r\n\r\n" % status
+    ex = exchange().feed(*([data] if reads == "whole" else one_byte_reads(data)))  # no close: it need not wait
+    assert (ex.handler.status, bytes(ex.handler.body), ex.handler.outcomes, ex.reused) == (status, b"", [("end",)],
+                                                                                           True)
+
+
+@pytest.mark.parametrize("extra", [b"x", b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"])
+def test_bytes_after_a_content_length_body_in_the_same_read_close_the_connection(extra):
+    ex = exchange().feed(CASES["length"][0] + extra)
+    assert (bytes(ex.handler.body), ex.handler.outcomes) == (b"hello", [("end",)])
+    assert ex.dropped and not ex.reused
+
+
+def test_bytes_after_an_empty_body_in_the_same_read_close_the_connection():
+    ex = exchange().feed(b"HTTP/1.1 204 No Content\r\n\r\nhello")
+    assert ex.handler.outcomes == [("end",)] and ex.dropped and not ex.reused
 
 
 def test_a_chunk_size_line_without_an_end_fails():
@@ -423,8 +516,8 @@ BODY = st.binary(max_size=300)
 def responses(draw):
     """(bytes, close after them, status, headers as the handler sees them, body, connection reused)."""
     status = draw(st.integers(200, 599))
-    framing = draw(st.sampled_from(["length", "chunked", "close"]))
-    body = draw(BODY)
+    framing = draw(st.sampled_from(["length", "none"] if status in (204, 304) else ["length", "chunked", "close"]))
+    body = b"" if status in (204, 304) else draw(BODY)
     fields = [("X-" + name, value) for name, value in draw(st.lists(st.tuples(TOKEN, VALUE), max_size=5))]
     closing = framing == "close" or draw(st.booleans())
     max_left = draw(st.none() | st.integers(0, 5))
@@ -447,7 +540,7 @@ def responses(draw):
         trailers = b"".join(b"X-T%d: %s\r\n" % (i, v.encode()) for i, v in
                             enumerate(draw(st.lists(VALUE, max_size=2))))
         payload = b"".join(lines) + b"0\r\n" + trailers + b"\r\n"
-    else:
+    else:  # close-delimited, or a 204/304 without framing headers (its body ends at the head)
         payload = body
     head = f"HTTP/1.1 {status} Reason\r\n" + "".join(f"{n}: {v}\r\n" for n, v in fields) + "\r\n"
     seen: dict[str, str] = {}

@@ -16,12 +16,15 @@ import asyncio
 import time
 
 from loadgen.client.h1_parse import (
+    HEX_DIGITS,
     MAX_HEAD,
+    MAX_SIZE_DIGITS,
     MAX_SIZE_LINE,
     HttpFormatError,
     body_framing,
     chunk_size,
     keep_alive_limits,
+    parse_fields,
     parse_head,
 )
 from loadgen.names import Outcome
@@ -130,11 +133,12 @@ class Connection(asyncio.Protocol):
             if self.mode == "chunked":
                 self._chunked(data, now)
             elif self.mode == "length":
-                take = data[:self.body_left]
-                self.body_left -= len(take)
+                left = self.body_left
+                take = data[:left] if len(data) > left else data
+                self.body_left = left - len(take)
                 self._deliver(take, now)
                 if self.body_left == 0 and self.state in (BODY, DRAIN):
-                    self._body_done(now)
+                    self._body_done(now, past=len(data) > left)
             else:
                 self._deliver(data, now)
         elif state == TRAILER:
@@ -144,18 +148,23 @@ class Connection(asyncio.Protocol):
 
     def _head(self, data: bytes, now: int) -> bytes:
         """Read the response head (1xx answers skipped); returns the bytes after it when its body is to be read."""
+        start = max(len(self.buf) - 3, 0)  # the blank line may have begun in the bytes held from earlier reads
         buf = self.buf + data if self.buf else data
-        end = buf.find(b"\r\n\r\n")
+        end = buf.find(b"\r\n\r\n", start)
         if end < 0:
             if len(buf) > MAX_HEAD:
                 raise HttpFormatError("response head larger than 64 KiB")
+            if buf.find(b"\n\n", start) >= 0:
+                raise HttpFormatError("response head with bare LF line ends")
             self.buf = buf
             return b""
         status, headers = parse_head(buf[:end])
         rest, self.buf = buf[end + 4:], b""
         if 100 <= status < 200:
+            if status == 101:
+                raise HttpFormatError("101 Switching Protocols, to a request that asked for no upgrade")
             return self._head(rest, now) if rest else b""
-        self.mode, self.body_left, self.keep_alive = body_framing(headers)
+        self.mode, self.body_left, self.keep_alive = body_framing(headers, status)
         if "keep-alive" in headers:
             idle_s, more = keep_alive_limits(headers)
             self.keep_alive = self.keep_alive and more
@@ -167,12 +176,14 @@ class Connection(asyncio.Protocol):
         if self.handler is None or self.state not in (BODY, DRAIN):
             return b""
         if self.mode == "length" and self.body_left == 0:
-            self._body_done(now)
+            self._body_done(now, past=bool(rest))
             return b""
         return rest
 
     def _chunked(self, data: bytes, now: int) -> None:
-        """Decode chunked framing; all chunk payload of a read, whole or partial, goes to the handler at once."""
+        """Decode chunked framing; all chunk payload of a read, whole or partial, goes to the handler at once.
+        Each chunk's data must be followed by CRLF: a size that does not match its data is an error, not a
+        guess at where the next size line starts."""
         if self.buf:
             data, self.buf = self.buf + data, b""
         pieces: list[bytes] = []
@@ -184,19 +195,24 @@ class Connection(asyncio.Protocol):
             if nl < 0:
                 self._hold_size_line(data[pos:])
                 break
-            try:
-                size = int(data[pos:nl], 16)
-            except ValueError:
-                size = chunk_size(data[pos:nl])
+            line = data[pos:nl]
+            if line and len(line) <= MAX_SIZE_DIGITS and not line.lstrip(HEX_DIGITS):
+                size = int(line, 16)  # hex digits only: int() alone would take "0x10", "+10", "1_0"
+            else:
+                size = chunk_size(line)
             pos = nl + 2
-            if size <= 0:
-                self._last_chunk(size, data[pos:], pieces, now)
+            if size == 0:
+                self._last_chunk(data[pos:], pieces, now)
                 return
             end = pos + size
             pieces.append(data[pos:end])
             if end + 2 > n:  # the chunk goes on in the next read
                 self.chunk_left = end + 2 - n
+                if end == n - 1 and data[end] != 13:
+                    raise HttpFormatError("chunk data not followed by CRLF")
                 break
+            if not data.startswith(b"\r\n", end):
+                raise HttpFormatError("chunk data not followed by CRLF")
             pos = end + 2
         if pieces:
             self._deliver(pieces[0] if len(pieces) == 1 else b"".join(pieces), now)
@@ -206,6 +222,9 @@ class Connection(asyncio.Protocol):
         left = self.chunk_left
         if left > 2:
             pieces.append(data[:left - 2])
+        crlf = data[max(left - 2, 0):left]  # what this read holds of the CRLF after the chunk's data
+        if crlf and not b"\r\n"[max(2 - left, 0):].startswith(crlf):
+            raise HttpFormatError("chunk data not followed by CRLF")
         if left > len(data):
             self.chunk_left = left - len(data)
             return len(data)
@@ -217,10 +236,8 @@ class Connection(asyncio.Protocol):
             raise HttpFormatError("chunk size line too long")
         self.buf = part
 
-    def _last_chunk(self, size: int, rest: bytes, pieces: list[bytes], now: int) -> None:
+    def _last_chunk(self, rest: bytes, pieces: list[bytes], now: int) -> None:
         """The zero-size chunk: what the read held before it goes to the handler, then the trailer is read."""
-        if size < 0:
-            raise HttpFormatError(f"negative chunk size {size}")
         if pieces:
             self._deliver(b"".join(pieces), now)
         if self.state in (BODY, DRAIN):
@@ -228,19 +245,21 @@ class Connection(asyncio.Protocol):
             self._trailer(rest, now)
 
     def _trailer(self, data: bytes, now: int) -> None:
+        """The trailer section after the last chunk: field lines (checked, not kept), then a blank line."""
         buf = self.buf + data if self.buf else data
         if buf.startswith(b"\r\n"):
             rest = buf[2:]
         else:
             end = buf.find(b"\r\n\r\n")
             if end < 0:
+                if len(buf) > MAX_HEAD:
+                    raise HttpFormatError("trailer section larger than 64 KiB")
                 self.buf = buf
                 return
+            parse_fields(buf[:end].split(b"\r\n"))
             rest = buf[end + 4:]
         self.buf = b""
-        if rest:
-            self.keep_alive = False  # pipelined bytes we never asked for
-        self._body_done(now)
+        self._body_done(now, past=bool(rest))
 
     def _deliver(self, payload: bytes, now: int) -> None:
         if self.state == BODY:
@@ -257,7 +276,11 @@ class Connection(asyncio.Protocol):
             if self.drained > MAX_DRAIN:
                 self.abort()
 
-    def _body_done(self, now: int) -> None:
+    def _body_done(self, now: int, past: bool = False) -> None:
+        """The body is complete. `past`: bytes came after it that nobody asked for (a second answer, a body
+        longer than its Content-Length): the answer stands, the connection is closed, never reused."""
+        if past:
+            self.keep_alive = False
         handler = self.handler
         self.handler, self.state = None, IDLE
         if handler is not None:

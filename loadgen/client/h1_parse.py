@@ -1,12 +1,29 @@
-"""HTTP/1.1 response syntax for `loadgen.client.h1_connection`: pure functions over bytes.
+"""HTTP/1.1 response syntax for `loadgen.client.h1_connection`: pure functions over bytes, strict per RFC 9112.
 
-The status line and headers of a response head, how its body is framed, chunk-size lines with extensions.
+The status line and header fields of a response head (and of a chunked body's trailer), how its body is
+framed, chunk-size lines with extensions. Whatever could be read two ways is refused (`HttpFormatError`)
+rather than guessed: a guess about framing decides where the next response starts. The grammar follows the
+RFC and, where it leaves a choice, h11's (tests/test_h1_fuzz.py decodes the same bytes with both); where
+loadgen is stricter than h11 the function says so.
 """
 
 from __future__ import annotations
 
+import re
+
 MAX_HEAD = 64 * 1024
+MAX_FIELDS = 256  # header (or trailer) lines of one response
 MAX_SIZE_LINE = 1024
+MAX_SIZE_DIGITS = 16  # 2**64 - 1 bytes: a larger chunk size is a bug or an attack, not a body
+MAX_LENGTH_DIGITS = 20  # Content-Length digits (h11's limit)
+HEX_DIGITS = b"0123456789abcdefABCDEF"
+NO_BODY = (204, 304)  # with 1xx and answers to HEAD: the body ends at the head's blank line (RFC 9112 6.3)
+
+# RFC 9112 4: HTTP-version SP 3DIGIT SP reason; an absent reason (with its space) is accepted as h11 does
+STATUS_LINE = re.compile(rb"HTTP/1\.([0-9]) ([0-9]{3})(?: [ \t\x21-\x7e\x80-\xff]*)?")
+# RFC 9112 5: token ":" OWS value OWS; no space before the colon (a smuggling vector), no NUL, CR or LF inside
+FIELD_LINE = re.compile(rb"([-!#$%&'*+.^_`|~0-9a-zA-Z]+):[ \t]*((?:[^\x00\s]+(?:[ \t]+[^\x00\s]+)*)?)[ \t]*")
+FOLD = re.compile(rb"[ \t]+")
 
 
 class HttpFormatError(ValueError):
@@ -16,35 +33,73 @@ class HttpFormatError(ValueError):
 def parse_head(head: bytes) -> tuple[int, dict[str, str]]:
     """Status and lower-cased headers of a response head (without the final blank line); repeated headers
     are joined with ", "; an HTTP/1.0 answer without `Connection: keep-alive` gets `connection: close`.
-    A header line without a name and a colon is an error: skipped, it could hide the body's framing."""
-    cut = head.find(b"\r\n")
-    parts = (head if cut < 0 else head[:cut]).split(b" ", 2)
-    if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
-        raise HttpFormatError(f"not an HTTP/1.x status line: {head[:80]!r}")
-    headers: dict[str, str] = {}
-    if cut >= 0:
-        for line in head[cut + 2:].decode("latin-1").split("\r\n"):
-            name, sep, value = line.partition(":")
-            key, value = name.strip().lower(), value.strip()
-            if not (sep and key):
-                raise HttpFormatError(f"malformed header line {line[:80]!r}")
-            headers[key] = headers[key] + ", " + value if key in headers else value
-    if parts[0] == b"HTTP/1.0" and "keep-alive" not in headers.get("connection", "").lower():
-        headers.setdefault("connection", "close")
-    return int(parts[1]), headers
+    Stricter than h11: only HTTP/1.x, and only CRLF line ends (a bare LF or CR is an error)."""
+    lines = head.split(b"\r\n")
+    m = STATUS_LINE.fullmatch(lines[0])
+    if m is None:
+        raise HttpFormatError(f"not an HTTP/1.x status line: {lines[0][:80]!r}")
+    headers = parse_fields(lines[1:])
+    if m.group(1) == b"0" and "keep-alive" not in tokens(headers.get("connection", "")):
+        headers["connection"] = "close"
+    return int(m.group(2)), headers
 
 
-def body_framing(headers: dict[str, str]) -> tuple[str, int, bool]:
+def parse_fields(lines: list[bytes]) -> dict[str, str]:
+    """Lower-cased field names to values (repeats joined with ", "), from the lines of a head or a trailer.
+    A line that starts with a space or tab continues the one before (obs-fold: joined with one space, as RFC
+    9112 5.2 asks of a user agent). A line that is not `name: value` is an error: skipped, it could hide the
+    body's framing."""
+    if len(lines) > MAX_FIELDS:
+        raise HttpFormatError(f"more than {MAX_FIELDS} header lines")
+    fields: dict[str, str] = {}
+    for line in unfold(lines):
+        m = FIELD_LINE.fullmatch(line)
+        if m is None:
+            raise HttpFormatError(f"malformed header line {line[:80]!r}")
+        key, value = m.group(1).decode("ascii").lower(), m.group(2).decode("latin-1")
+        fields[key] = fields[key] + ", " + value if key in fields else value
+    return fields
+
+
+def unfold(lines: list[bytes]) -> list[bytes]:
+    """Field lines with obs-fold continuations joined to the line before; a continuation first is an error."""
+    out: list[bytes] = []
+    for line in lines:
+        m = FOLD.match(line)
+        if m is None:
+            out.append(line)
+        elif not out:
+            raise HttpFormatError(f"malformed header line {line[:80]!r} (a continuation with nothing before it)")
+        else:
+            out[-1] += b" " + line[m.end():]
+    return out
+
+
+def tokens(value: str) -> list[str]:
+    """The lower-cased items of a comma-separated header value (`Connection`, `Transfer-Encoding`)."""
+    return [t for t in (part.strip().lower() for part in value.split(",")) if t]
+
+
+def body_framing(headers: dict[str, str], status: int = 200) -> tuple[str, int, bool]:
     """(mode, content length, keep-alive) of a response body: mode "chunked", "length" (Content-Length
-    bytes) or "close" (the body ends with the connection, which cannot be reused)."""
-    keep_alive = "close" not in headers.get("connection", "").lower()
-    if "chunked" in headers.get("transfer-encoding", "").lower():
+    bytes) or "close" (the body ends with the connection, which cannot be reused). A 204 or 304 has no body
+    whatever its headers say. Refused: a Transfer-Encoding other than exactly `chunked` (loadgen asks for no
+    coding), both Transfer-Encoding and Content-Length (RFC 9112 6.3: "ought to be handled as an error"; h11
+    lets chunked win), a Content-Length that is not digits, or lists several values (h11 takes "5, 5")."""
+    keep_alive = "close" not in tokens(headers.get("connection", ""))
+    te, cl = headers.get("transfer-encoding"), headers.get("content-length")
+    if te is not None and tokens(te) != ["chunked"]:
+        raise HttpFormatError(f"unsupported Transfer-Encoding {te[:40]!r} (only chunked is read)")
+    if te is not None and cl is not None:
+        raise HttpFormatError("both Transfer-Encoding and Content-Length: the body could be read two ways")
+    if cl is not None and not (cl.isascii() and cl.isdigit() and len(cl) <= MAX_LENGTH_DIGITS):
+        raise HttpFormatError(f"bad Content-Length {cl[:40]!r}")  # int() would take "-5", "+5", "1_0"
+    if status in NO_BODY:
+        return "length", 0, keep_alive
+    if te is not None:
         return "chunked", 0, keep_alive
-    if "content-length" in headers:
-        value = headers["content-length"]
-        if not (value.isascii() and value.isdigit()):  # int() would take "-5", "+5", "1_0": a body never done
-            raise HttpFormatError(f"bad Content-Length {value!r}")
-        return "length", int(value), keep_alive
+    if cl is not None:
+        return "length", int(cl), keep_alive
     return "close", 0, False
 
 
@@ -68,11 +123,14 @@ def keep_alive_limits(headers: dict[str, str]) -> tuple[float | None, bool]:
 
 
 def chunk_size(line: bytes) -> int:
-    """Size of a chunk-size line with extensions (`1a;name=value`); ≥ 0."""
-    try:
-        size = int(line.split(b";", 1)[0], 16)
-    except ValueError:
-        raise HttpFormatError(f"bad chunk size line {line[:40]!r}") from None
-    if size < 0:
-        raise HttpFormatError(f"negative chunk size {line[:40]!r}")
-    return size
+    """Size of a chunk-size line `HEXDIG+ [BWS ";" ext]* OWS` (RFC 9112 7.1; trailing whitespace as h11
+    allows it), ≥ 0. Only hex digits: Python's `int(…, 16)` alone would take "0x10", "+10", "1_0", " 10".
+    Extensions are skipped, their text is not read; a NUL in them is an error. Stricter than h11 in one way
+    and looser in one: more than 16 digits is refused, a space before ";" (BWS) is accepted."""
+    size, _, ext = line.partition(b";")
+    size = size.rstrip(b" \t")
+    if not size or size.lstrip(HEX_DIGITS) or b"\x00" in ext:
+        raise HttpFormatError(f"bad chunk size line {line[:40]!r}")
+    if len(size.lstrip(b"0")) > MAX_SIZE_DIGITS:
+        raise HttpFormatError(f"chunk size too large {line[:40]!r}")
+    return int(size, 16)
