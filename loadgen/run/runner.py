@@ -240,7 +240,7 @@ class Runner:
         except (TimeoutError, ServerError, aiohttp.ClientError) as exc:
             # sizing the cell's prompts failed before any load: this cell fails, the run goes on
             result = unmeasured(cell, IncidentKind.BEFORE_LOAD, f"before load: {exc}"[:300])
-        result.run_id = self.run_id
+        result.run_id = measurer.run_id  # the run's, or a cell measured again's own (`remeasure.py`)
         result.load.wall_clock = wall_clock(result.load.window_ns, self.anchor)
         for check in self.parts.checks:
             await check.check(session, result, self.control)
