@@ -300,6 +300,7 @@ def run_overview() -> dict:
                     target("histogram_quantile(0.99, sum by (le) (rate(loadgen_send_lateness_seconds_bucket"
                            f"{{{CELL}}}[$__rate_interval])))", "send lateness p99")], "s", min=0),
         *slo_panels(),
+        *verify_panels(),
         *server_panels(),
     ]
     return dashboard("loadgen-run-overview", "loadgen / Run overview",
@@ -322,6 +323,27 @@ def slo_panels() -> list[dict]:
         timeseries("Goodput", "Requests per second that met every --slo target (good), by cell; output tok/s "
                    "that misses the targets does not count here.",
                    [target(f"sum by ({CELL_BY}) ({good})", CELL_LEGEND)], "reqps", min=0),
+    ]
+
+
+def verify_panels() -> list[dict]:
+    """Output verification (`loadgen --verify`, docs/verify.md): per cell, the outputs checked so far, the
+    share that is garbage (against the reference: the cell's judgement) and the share identical to it."""
+    return [
+        row("Output verification (--verify)"),
+        timeseries("Garbage outputs", "Share of the cell's checked verification outputs that are garbage (repetition "
+                   "loop, replacement characters, empty, cut short) where their reference output is not: above "
+                   "--max-garbage-fraction the cell fails; the alert LoadgenGarbageOutput fires on any.",
+                   [target(f"max by ({CELL_BY}) (loadgen_verify_garbage_ratio{{{CELL}}})", CELL_LEGEND)],
+                   "percentunit", w=8, min=0, max=1),
+        timeseries("Exact match", "Share of the cell's checked verification outputs identical to the reference "
+                   "(greedy, one at a time); a divergence alone is a note, beside the server's own noise floor.",
+                   [target(f"max by ({CELL_BY}) (loadgen_verify_exact_match_ratio{{{CELL}}})", CELL_LEGEND)],
+                   "percentunit", w=8, min=0, max=1),
+        bargauge("Verification outputs checked per cell", "Verification requests of each cell of the time range that "
+                 "ended ok and were judged (the results' correctness.checked).",
+                 [target(last_cell("loadgen_verify_checked_requests", "max"), CELL_LEGEND, instant=True)],
+                 "short", w=8, min=0),
     ]
 
 

@@ -152,7 +152,9 @@ def test_dashboards_cover_the_questions_they_answer():
     overview = exprs("loadgen-run-overview")
     for needle in ("loadgen_output_tokens_total", "loadgen_requests_total", "loadgen_ttft_seconds_bucket",
                    "loadgen_request_output_tokens_per_second_bucket", "loadgen_e2e_latency_seconds_bucket",
-                   'outcome!~"ok|abandoned"', "loadgen_in_flight_requests", "loadgen_target_concurrency"):
+                   'outcome!~"ok|abandoned"', "loadgen_in_flight_requests", "loadgen_target_concurrency",
+                   "loadgen_verify_checked_requests", "loadgen_verify_garbage_ratio",
+                   "loadgen_verify_exact_match_ratio"):
         assert needle in overview, needle
     spec = exprs("loadgen-spec-decoding")
     for needle in ("sglang:spec_accept_length", "sglang:spec_verify_calls_total", "loadgen_chunks_total",

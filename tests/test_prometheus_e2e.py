@@ -119,7 +119,7 @@ def loadgen_argv(sim_port: int, dcgm_port: int, metrics_port: int, out: Path) ->
             "--contexts", "60", "--max-tokens", "64", "--duration-per-cell", str(CELL_S), "--metrics-port",
             str(metrics_port), "--linger", "3", "--dcgm", f"http://127.0.0.1:{dcgm_port}/metrics",
             "--label", "e2e-b8", "--gpu-power-limit", f"{LIMIT_W:g}", "--slo", "ttft=2s,tpot=1s",  # SLO panels too
-            "--out", str(out)]
+            "--verify", "--out", str(out)]  # and the verification panels
 
 
 @dataclass
