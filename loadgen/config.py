@@ -21,6 +21,7 @@ from loadgen.names import (
     Api,
     ArrivalLaw,
     DatasetFormat,
+    DriftCheck,
     HttpClient,
     PrefixCache,
     ServerDownPolicy,
@@ -252,6 +253,7 @@ class RunConfig:
     wait_ready_s: float = 600.0  # how long to wait for a starting server before the first cell (0: not at all)
     force: bool = False  # replace an existing --out instead of resuming it
     repeat: int = 1  # each cell measured this many times (--repeat): mean and interval across the repeats
+    drift_check: DriftCheck = DriftCheck.AUTO  # --drift-check: the first cell measured again at the end
     wide: bool = False  # print every column of the matrix (--wide), not the default table of WIDTH characters
     open_loop: OpenLoopConfig = field(default_factory=OpenLoopConfig)
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)

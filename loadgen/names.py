@@ -179,6 +179,15 @@ class SloMetric(StrEnum):
     TTFT_FROM_INTENDED = "ttft_from_intended"
 
 
+class DriftCheck(StrEnum):
+    """Whether a run measures its first cell again at the end, to see whether the server drifted
+    (`--drift-check`; docs/drift.md): auto = when that costs one short cell."""
+
+    AUTO = "auto"
+    ON = "on"
+    OFF = "off"
+
+
 class SearchOver(StrEnum):
     """What `loadgen search` raises until the SLO is missed."""
 

@@ -36,7 +36,7 @@ from loadgen.config import (
 )
 from loadgen.errors import UsageError
 from loadgen.metrics.open_loop import MIN_RAMP_REQUESTS
-from loadgen.names import ArrivalLaw, HttpClient, ServerDownPolicy, VerifyMode, values
+from loadgen.names import ArrivalLaw, DriftCheck, HttpClient, ServerDownPolicy, VerifyMode, values
 from loadgen.parallel.open_files import check_open_files, raise_open_file_limit, workers_needed
 from loadgen.parallel.workers import auto_workers
 from loadgen.telemetry.accept_log import split_command
@@ -76,6 +76,7 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
     trust_config(a, cfg)
     cfg.repeat = positive("--repeat", a.repeat)
     cfg.wide = a.wide
+    cfg.drift_check = DriftCheck(a.drift_check)
     return cfg
 
 

@@ -18,7 +18,7 @@ from loadgen.config import (
     VerifyConfig,
     WorkloadConfig,
 )
-from loadgen.names import ArrivalLaw, HttpClient, PrefixCache, SloMetric, VerifyMode, values
+from loadgen.names import ArrivalLaw, DriftCheck, HttpClient, PrefixCache, SloMetric, VerifyMode, values
 from loadgen.sim.config import DEFAULT_BUDGET, DEFAULT_SPEED, DEFAULT_TOPK
 
 D = RunConfig(url=None)
@@ -116,6 +116,9 @@ def noise_options(p: argparse.ArgumentParser) -> None:
                    help="measure each cell N times (default %(default)d): the key figures are the mean over "
                         "the N and their 95 %% interval Student's t across them; with 1, a bootstrap over "
                         "the requests")
+    g.add_argument("--drift-check", choices=values(DriftCheck), default=RunConfig.drift_check.value,
+                   help="measure the first cell again after the last one and say whether the server drifted "
+                        "(a drifted run exits 1; docs/drift.md): auto (default: when that cell is short), on, off")
     g.add_argument("--wide", action="store_true",
                    help="print every column of the matrix (the default table fits 120 characters)")
 
