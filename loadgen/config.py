@@ -251,6 +251,8 @@ class RunConfig:
     sim_args: list[str] = field(default_factory=list)
     max_failed_fraction: float = 0.01  # a cell with more failed + cancelled requests than this share is failed
     wait_ready_s: float = 600.0  # how long to wait for a starting server before the first cell (0: not at all)
+    # the default --wait-ready gives up this soon on a port that refused every connection (None: it was given)
+    wait_refused_s: float | None = 30.0
     force: bool = False  # replace an existing --out instead of resuming it
     repeat: int = 1  # each cell measured this many times (--repeat): mean and interval across the repeats
     drift_check: DriftCheck = DriftCheck.AUTO  # --drift-check: the first cell measured again at the end

@@ -64,8 +64,9 @@ OFFLINE = [
     (["--concurrency", "0"], "--concurrency: 0 is below 1; every value must be ≥ 1"),
     (["--concurrency", "-2"], "--concurrency: -2 is below 1; every value must be ≥ 1"),
     (["--concurrency", "8,4,8"], "--concurrency: 8 appears twice in '8,4,8'; give each value once"),
-    (["--contexts", "60,1k"], "--contexts: '1k' is not an integer; give comma-separated integers like 1,32,64"),
-    (["--contexts", ""], "--contexts: empty item in ''; give comma-separated integers like 1,32,64"),
+    (["--contexts", "60,1k"], "--contexts: '1k' is not an integer; give prompt lengths like 60,1024 or ranges like "
+                              "1024±25%"),
+    (["--contexts", ""], "--contexts: empty item in ''; give prompt lengths like 60,1024 or ranges like 1024±25%"),
     (["--api", "openai"], ("--api 'openai' is unknown; choose one of openai-chat, openai-completions, "
                           "sglang-generate")),
     (["--url", "gpu-host:30000"], "--url 'gpu-host:30000' needs a scheme and host, e.g. http://gpu-host:30000"),

@@ -103,9 +103,11 @@ def test_a_wrong_port_says_so_at_once_and_an_interrupt_then_names_no_results_fil
         while not err.read_text().endswith("\n"):
             assert proc.poll() is None and time.monotonic() - t0 < 10, err.read_text()
             time.sleep(0.02)
-        first = err.read_text().splitlines()[0]
+        lines = err.read_text().splitlines()
+        first = " ".join([lines[0], *[ln.strip() for ln in lines[1:] if ln.startswith("    ")]])  # wrapped
+        assert all(len(ln) <= 120 for ln in lines), lines
         assert f"connection refused: nothing listens on 127.0.0.1:{port}" in first, first
-        assert "--wait-ready 0 fails at once" in first
+        assert "given up after 30 s of refusals from the first try" in first and "0 fails at once" in first
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(20) == 143
     finally:
@@ -166,3 +168,50 @@ def test_ctrl_c_ends_the_wait(tmp_path, sim_factory):
             proc.kill()
     assert "Traceback" not in err.read_text()
     assert not (tmp_path / "r.requests.jsonl").exists()
+
+
+async def wait_for(url: str, timeout_s: float, never_answered_s: float | None) -> tuple[str, float]:
+    """ReadyWait's check against `url`, in this process: its error and how long it took."""
+    import aiohttp
+
+    from loadgen.errors import UsageError
+    from loadgen.run.control import RunControl
+    from loadgen.run.ready_wait import ReadyWait
+
+    wait = ReadyWait(timeout_s, "openai-chat", None, {}, RunControl(), never_answered_s)
+    t0 = time.monotonic()
+    async with aiohttp.ClientSession() as session:
+        with pytest.raises(UsageError) as exc:
+            await wait.check(session, url)
+    return str(exc.value), time.monotonic() - t0
+
+
+def test_a_port_that_never_answered_is_given_up_but_a_loading_one_is_waited_for():
+    """Never answered (refused from the first try): given up at the limit, far before --wait-ready's time.
+    Was up or is loading (every route 503): the full time, the limit notwithstanding."""
+    import asyncio
+
+    from aiohttp import web
+
+    async def both() -> None:
+        msg, took_s = await wait_for(f"http://127.0.0.1:{free_port()}", 60, never_answered_s=1.0)
+        assert msg.startswith("http://127.0.0.1:") and "refused connections for 1 s (wrong port?)" in msg, msg
+        assert "--wait-ready S waits longer" in msg and 1.0 <= took_s < 20
+        async def loading(request: web.Request) -> web.Response:
+            return web.Response(status=503)
+
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", loading)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        try:
+            url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"
+            msg, took_s = await wait_for(url, 3.0, never_answered_s=1.0)
+        finally:
+            await runner.cleanup()
+        assert msg.startswith(f"{url} is not ready after 3 s") and "answered 503" in msg, msg
+        assert took_s >= 3.0
+
+    asyncio.run(both())

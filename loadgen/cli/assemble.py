@@ -145,6 +145,7 @@ def build_runner(cfg: RunConfig, url: str, *, sinks: list[Sink] | None = None, r
         server_down=ServerDownPolicy(cfg.faults, guard, control, timed_cells=bool(cfg.duration_per_cell_s),
                                      early_stops=shape.early_stops),
         services=services, checks=checks or [],
-        preflight=[TelemetryPreflight(cfg.telemetry), ReadyWait(cfg.wait_ready_s, cfg.api, cfg.model, headers, control)],
+        preflight=[TelemetryPreflight(cfg.telemetry),
+                   ReadyWait(cfg.wait_ready_s, cfg.api, cfg.model, headers, control, cfg.wait_refused_s)],
         interrupts=Interrupts(control, cfg.faults.drain_timeout_s, cfg.out))
     return Runner(cfg, url, parts, results or ResultsFile(cfg.out), run_id, headers)

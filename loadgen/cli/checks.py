@@ -15,18 +15,22 @@ from loadgen.errors import UsageError
 from loadgen.names import Api
 
 
-def parse_int_list(flag: str, text: str, minimum: int = 1) -> list[int]:
-    """'1,32,64' → [1, 32, 64]; empty items, non-integers and values below `minimum` are errors."""
+INTS_HINT = "give comma-separated integers like 1,32,64"
+
+
+def parse_int_list(flag: str, text: str, minimum: int = 1, hint: str = INTS_HINT) -> list[int]:
+    """'1,32,64' → [1, 32, 64]; empty items, non-integers and values below `minimum` are errors (`hint` says
+    what to give instead)."""
     items = text.split(",")
     out = []
     for item in items:
         item = item.strip()
         if not item:
-            raise UsageError(f"{flag}: empty item in {text!r}; give comma-separated integers like 1,32,64")
+            raise UsageError(f"{flag}: empty item in {text!r}; {hint}")
         try:
             value = int(item)
         except ValueError:
-            raise UsageError(f"{flag}: {item!r} is not an integer; give comma-separated integers like 1,32,64") \
+            raise UsageError(f"{flag}: {item!r} is not an integer; {hint}") \
                 from None
         if value < minimum:
             raise UsageError(f"{flag}: {value} is below {minimum}; every value must be ≥ {minimum}")
@@ -144,7 +148,9 @@ def trust_config(a, cfg) -> None:
     f = a.max_failed_fraction
     if not (math.isfinite(f) and 0 <= f <= 1):
         raise UsageError(f"--max-failed-fraction {f:g}: must be between 0 and 1, e.g. 0.01 (1%)")
-    w = a.wait_ready
+    w = cfg.wait_ready_s if a.wait_ready is None else a.wait_ready
     if not (math.isfinite(w) and w >= 0):
         raise UsageError(f"--wait-ready {w:g}: must be ≥ 0 seconds (0 = fail at once), e.g. 600")
     cfg.force, cfg.max_failed_fraction, cfg.wait_ready_s = a.force, f, w
+    if a.wait_ready is not None:
+        cfg.wait_refused_s = None  # told how long to wait: a refusing port is waited for as long

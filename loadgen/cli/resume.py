@@ -25,7 +25,7 @@ from loadgen.sinks.jsonl import JsonlSink, requests_path
 
 # settings that change how a run is driven or reported, not what a finished cell measured
 NOT_COMPARED = frozenset({
-    "out", "force", "wait_ready_s", "max_failed_fraction", "drain_timeout_s", "on_server_down",
+    "out", "force", "wait_ready_s", "wait_refused_s", "max_failed_fraction", "drain_timeout_s", "on_server_down",
     "server_down_after", "server_wait_timeout_s", "cell_attempts", "run_id", "start_at", "cell_period_s",
     "metrics_port", "metrics_host", "metrics_linger_s", "timeout_s", "idle_timeout_s", "api_key_env",
     "api_key_file", "telemetry_interval_s", "workers", "http_client", "wide", "drift_check",

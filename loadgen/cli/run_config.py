@@ -43,11 +43,14 @@ from loadgen.telemetry.accept_log import split_command
 from loadgen.workload import lengths
 
 
+CONTEXTS_HINT = "give prompt lengths like 60,1024 or ranges like 1024±25%"
+
+
 def config_from_args(a: argparse.Namespace) -> RunConfig:
     cfg = RunConfig(
         url=check_url(a.url) if a.url else None, api=check_api(a.api), model=a.model,
         concurrency=parse_int_list("--concurrency", a.concurrency),
-        contexts=parse_int_list("--contexts", lengths.centres("--contexts", a.contexts)[0]),
+        contexts=parse_int_list("--contexts", lengths.centres("--contexts", a.contexts)[0], 1, CONTEXTS_HINT),
         max_tokens=positive("--max-tokens", lengths.centre_int("--max-tokens", a.max_tokens)[0]),
         requests_per_cell=positive("--requests-per-cell", a.requests_per_cell),
         duration_per_cell_s=positive("--duration-per-cell", a.duration_per_cell),

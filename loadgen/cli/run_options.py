@@ -260,9 +260,10 @@ def trust_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-failed-fraction", type=float, default=D.max_failed_fraction, metavar="F",
                    help="a cell whose failed + cancelled requests exceed F of those scheduled is failed "
                         "(default %(default)g)")
-    g.add_argument("--wait-ready", type=float, default=D.wait_ready_s, metavar="S",
+    g.add_argument("--wait-ready", type=float, default=None, metavar="S",
                    help="wait up to S seconds for a server that is starting (503 loading, health up but "
-                        "generation failing, connection refused) before the first cell (default %(default)g; "
+                        f"generation failing, connection refused) before the first cell (default {D.wait_ready_s:g}, "
+                        f"but a port refusing from the first try is given up after {D.wait_refused_s:g} s; "
                         "0 = fail at once)")
 
 

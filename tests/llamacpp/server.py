@@ -19,7 +19,7 @@ from pathlib import Path
 from tests.conftest import stop_process
 
 VERSION = os.environ.get("LLAMA_CPP_PYTHON_VERSION", "0.3.36")
-BUILD_HINT = "run scripts/build-llama-server.sh (scripts/test-deps.sh calls it; about 4 minutes on 2 cores)"
+BUILD_HINT = "run scripts/build-llama-server.sh (scripts/test-deps.sh calls it; 10-17 minutes on 2 cores, then cached)"
 # the same model as its own draft: every draft token is accepted, so the accept length is n_max + 1
 SPEC_ARGS = ("--spec-type", "draft-simple", "--spec-draft-n-min", "0")
 
