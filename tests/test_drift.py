@@ -80,6 +80,7 @@ def test_moved_needs_both_rules_and_counts_a_missing_interval_as_disjoint():
     assert moved(100, 50, [90, 110], [45, 55]) and not moved(100, 50, [40, 110], [45, 55])
     assert moved(100, 50, None, None) and not moved(100, 90, None, None)
     assert not moved(None, 50, None, None) and not moved(100, None, None, None)
+    assert not moved(0.004, 0.008, None, None, min_abs=0.010) and moved(0.004, 0.020, None, None, min_abs=0.010)
 
 
 def test_a_control_that_produced_nothing_again_is_infinitely_slower_and_round_trips():

@@ -10,6 +10,7 @@
     preflight  TelemetryPreflight (requested sources answer), ReadyWait (--wait-ready)
     telemetry  TelemetryPlan (server metrics, log lines, DCGM/NVML)
     verifier   Verifier (--verify): verification jobs in every cell, their sender, the reference
+    drift      ControlCheck (--drift-check): the first cell measured again at the end, judged beyond noise
     services   the log command, the worker pool, the exporter: they live as long as the run
     shape      the matrix, or a search's probes with its early stop and answer (`loadgen search`)
 
@@ -35,6 +36,7 @@ from loadgen.results.open_table import render as open_loop_table
 from loadgen.results.throttle_table import throttle_table
 from loadgen.results.verify_reference import load_reference
 from loadgen.run.control import RunControl
+from loadgen.run.drift_check import ControlCheck
 from loadgen.run.drivers import ClosedLoop, Driver, OpenLoop
 from loadgen.run.early_stop import OversaturationStop
 from loadgen.run.interrupts import Interrupts
@@ -142,6 +144,7 @@ def build_runner(cfg: RunConfig, url: str, *, sinks: list[Sink] | None = None, r
     parts = RunParts(
         driver=driver, banner=banner, tables=tables + shape.tables, transport=transport, control=control, sinks=sinks,
         telemetry=telemetry, plan=shape.plan, verifier=verifier,
+        drift=ControlCheck(cfg) if shape.plan is None else None,  # a search checks drift its own way
         server_down=ServerDownPolicy(cfg.faults, guard, control, timed_cells=bool(cfg.duration_per_cell_s),
                                      early_stops=shape.early_stops),
         services=services, checks=checks or [],

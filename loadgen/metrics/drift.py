@@ -4,7 +4,8 @@ A figure F of the control cell (output tok/s, TTFT p50) *moved* when both hold:
 1. beyond noise: the 95 % bootstrap intervals stored with the two measurements (`noise.intervals`, the
    cells' own `cell_noise` intervals) do not overlap; a measurement without an interval (fewer than 2 ok
    requests) counts as beyond noise, since it is judged by rule 2 alone;
-2. by more than MIN_CHANGE: |F_again − F_first| / F_first > 0.20.
+2. by more than MIN_CHANGE: |F_again − F_first| / F_first > 0.20 (and, for TTFT, by more than
+   MIN_TTFT_CHANGE_S = 10 ms: below that, a busy client host's own scheduling moves a TTFT of a few ms).
 
 Rule 2 is there because the bootstrap only sees the noise between the requests of one cell: a long cell has
 narrow intervals, and what changes from one measurement to the next (clock boost, prefix cache contents,
@@ -29,6 +30,7 @@ from loadgen.record import CellKey
 
 MIN_CHANGE = 0.20  # the smallest relative change of a figure that counts as drift (module docstring: why)
 TOK_S = "output_tok_s"
+MIN_TTFT_CHANGE_S = 0.010  # and a TTFT p50 must move by more than this (module docstring: why)
 TTFT_P50 = "ttft_s.p50"
 
 
@@ -98,12 +100,14 @@ def _factor(first: float | None, again: float | None) -> float:
 
 
 def moved(first: float | None, again: float | None, first_ci: list[float] | None, again_ci: list[float] | None,
-          min_change: float = MIN_CHANGE) -> bool:
-    """Whether a figure moved: disjoint intervals (a missing one counts as disjoint) and a relative change
-    |again − first| / first above `min_change`. A figure missing from either measurement did not move."""
+          min_change: float = MIN_CHANGE, min_abs: float = 0.0) -> bool:
+    """Whether a figure moved: disjoint intervals (a missing one counts as disjoint), a relative change
+    |again − first| / first above `min_change` and an absolute one above `min_abs`. A figure missing from
+    either measurement did not move."""
     if first is None or again is None or first <= 0:
         return False
-    return abs(again - first) / first > min_change and not overlap(first_ci, again_ci)
+    change = abs(again - first)
+    return change / first > min_change and change > min_abs and not overlap(first_ci, again_ci)
 
 
 def judge_drift(first: CellResult, again: CellResult, min_change: float = MIN_CHANGE) -> Drift:
@@ -114,7 +118,8 @@ def judge_drift(first: CellResult, again: CellResult, min_change: float = MIN_CH
     found = []
     if moved(a.output_tok_s, b.output_tok_s or 0.0, a.output_tok_s_interval, b.output_tok_s_interval, min_change):
         found.append(TOK_S)
-    if moved(a.ttft_p50_s, b.ttft_p50_s, a.ttft_p50_s_interval, b.ttft_p50_s_interval, min_change):
+    if moved(a.ttft_p50_s, b.ttft_p50_s, a.ttft_p50_s_interval, b.ttft_p50_s_interval, min_change,
+             MIN_TTFT_CHANGE_S):
         found.append(TTFT_P50)
     sentence = _sentence(first, a, b, factor, found)
     return Drift(bool(found), factor, sentence, first.key.as_dict(), a, b, found, min_change)
@@ -130,7 +135,7 @@ def cell_words(cell: CellResult) -> str:
 def _ms_or_s(seconds: float | None) -> str:
     if seconds is None:
         return "-"
-    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.2f} s"
+    return f"{seconds * 1000:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
 
 
 def _sentence(cell: CellResult, a: ControlFigures, b: ControlFigures, factor: float, found: list[str]) -> str:
@@ -140,7 +145,7 @@ def _sentence(cell: CellResult, a: ControlFigures, b: ControlFigures, factor: fl
     if math.isnan(factor):
         return f"drift not judged: the control cell {where} produced no token when first measured"
     if not found:
-        return f"no drift: the control cell measured again agrees within noise ({tok_s}, {ttft})"
+        return f"no drift: {tok_s}, {ttft}, within noise"
     if TOK_S not in found:
         return f"the server's {ttft} changed during the run, beyond noise: {where}"
     if math.isinf(factor):

@@ -23,6 +23,7 @@ from loadgen.client.config import ClientConfig
 from loadgen.config import RunConfig
 from loadgen.console import log, table_width
 from loadgen.errors import ServerError
+from loadgen.metrics.drift import Drift
 from loadgen.names import CellStatus
 from loadgen.record import CellKey, RunAnchor
 from loadgen.results.build_cell import unmeasured
@@ -36,6 +37,7 @@ from loadgen.results.repeats import combine_repeats
 from loadgen.results.table import progress_line, table, title
 from loadgen.run.cell import CellMeasurer, SourceFactory
 from loadgen.run.control import RunControl
+from loadgen.run.drift_check import ControlCheck
 from loadgen.run.drivers import Driver
 from loadgen.run.interrupts import Interrupts
 from loadgen.run.progress import Progress
@@ -110,6 +112,7 @@ class RunParts:
     tables: list[Table] = field(default_factory=list)  # the load's own tables, after the matrix
     verifier: Verifier | None = None  # --verify: verification requests in every cell
     plan: CellPlan | None = None  # which cells, in which order (default: the configuration's matrix)
+    drift: ControlCheck | None = None  # the first cell measured again at the end (--drift-check)
 
 
 def new_run_id() -> str:
@@ -128,6 +131,8 @@ class Runner:
         self.anchor = RunAnchor.now()
         self.control = parts.control
         self.target: Target | None = None
+        self.first: CellResult | None = None  # the first cell this run measured: the drift check's control
+        self.drift: Drift | None = None
 
     @property
     def cells(self) -> list[CellResult]:
@@ -158,6 +163,7 @@ class Runner:
                     await svc.start(self.target)
                     started.append(svc)
                 await self.measure_matrix(session, measurer)
+                await self.check_drift(session, measurer)
                 for s in self.parts.sinks:
                     s.close()
                 finished = self.control.interrupted_by is None
@@ -205,6 +211,7 @@ class Runner:
                 continue
             done = f"cell {i}/{known}" if known is not None else f"cell {i}"
             result = await self.measure_repeats(session, measurer, cell, done)
+            self.first = self.first or result
             self.results.add(result)
             entry = result.to_json()
             for s in self.parts.sinks:
@@ -212,6 +219,17 @@ class Runner:
             self.results.save()
             log(progress_line(entry, done + (" (mean)" if self.cfg.repeat > 1 else "")))
         self.results.save()  # with the cells that were not measured (marked skipped), the plan's last word
+
+    async def check_drift(self, session: aiohttp.ClientSession, measurer: CellMeasurer) -> None:
+        """The first cell measured again and judged (`RunParts.drift`, run/drift_check.py); the verdict goes
+        into the results' `drift` part (and a drift into the first cell's note)."""
+        check = self.parts.drift
+        if check is None or self.first is None or self.control.stopping:
+            return
+        self.drift = await check.run(self, session, measurer, self.first)
+        if self.drift is not None:
+            self.results.sections["drift"] = self.drift.to_json()
+            self.results.save()
 
     async def measure_repeats(self, session: aiohttp.ClientSession, measurer: CellMeasurer, cell: CellKey,
                               done: str) -> CellResult:
@@ -247,6 +265,7 @@ class Runner:
         return result
 
     def exit_code(self) -> int:
-        """0 when every cell is ok (a shard's cell without a slot counts: the other shards sent it), else 1."""
+        """0 when every cell is ok (a shard's cell without a slot counts: the other shards sent it) and the
+        server did not drift, else 1."""
         done = all(c.status is CellStatus.OK or c.load.shard_has_no_slot for c in self.cells)
-        return 0 if done else 1
+        return 0 if done and not (self.drift and self.drift.drifted) else 1

@@ -1,0 +1,83 @@
+"""The drift check of a plain run and of each sweep configuration (docs/drift.md).
+
+The control is the first cell this run measured: after the last cell it is measured again with the same
+settings (`remeasure.measure_again`: same load, request count and repeats, fresh prompt prefixes) and the two
+measurements are judged beyond noise (`metrics.drift.judge_drift`). A drift is said on the console, noted on
+the control cell (incident `server_drifted`: the note below the table, in compare and the report), stored in
+the results' `drift` part, and makes the run exit 1.
+
+Cost: one more measurement of the first cell. `--drift-check auto` (the default) pays it only when that cell is
+short: at most SHORT_REQUESTS measured requests over all its repeats (SHORT_S seconds with
+--duration-per-cell), and the run is not one shard of several (each shard holds part of every cell; the
+merged run is what drifts). `on` measures it again whatever it costs, `off` never.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import aiohttp
+
+from loadgen.config import RunConfig
+from loadgen.console import log
+from loadgen.metrics.drift import Drift, cell_words, judge_drift
+from loadgen.names import DriftCheck
+from loadgen.results.cell_result import CellResult
+from loadgen.results.incidents import IncidentKind
+from loadgen.results.table import progress_line
+from loadgen.run.cell import CellMeasurer
+from loadgen.run.remeasure import CONTROL, measure_again
+
+if TYPE_CHECKING:
+    from loadgen.run.runner import Runner
+
+SHORT_REQUESTS = 256  # auto: a control of at most this many measured requests (all repeats) is measured again
+SHORT_S = 60.0  # auto, --duration-per-cell: at most this many seconds (all repeats)
+
+
+class ControlCheck:
+    """The run's first cell measured again at the end and judged (module docstring)."""
+
+    def __init__(self, cfg: RunConfig):
+        self.cfg = cfg
+
+    def skipped(self, first: CellResult, planned_requests: int) -> str | None:
+        """Why the control is not measured again (None: it is)."""
+        cfg, mode = self.cfg, self.cfg.drift_check
+        if mode is DriftCheck.OFF:
+            return "off (--drift-check off)"
+        if not first.throughput.output_tok_s:
+            return f"skipped: the first cell {cell_words(first)} produced no token to compare"
+        if mode is DriftCheck.ON:
+            return None
+        if cfg.parallel.shard:
+            return "off: one shard of a run (--drift-check on measures its part again)"
+        if cfg.duration_per_cell_s:
+            if cfg.duration_per_cell_s * cfg.repeat > SHORT_S:
+                return f"off: the first cell is long (> {SHORT_S:g} s; --drift-check on measures it again)"
+        elif planned_requests * cfg.repeat > SHORT_REQUESTS:
+            return (f"off: the first cell is long ({planned_requests * cfg.repeat} requests > {SHORT_REQUESTS}; "
+                    "--drift-check on measures it again)")
+        return None
+
+    async def run(self, runner: Runner, session: aiohttp.ClientSession, measurer: CellMeasurer,
+                  first: CellResult) -> Drift | None:
+        """The verdict on `first` measured again (None when the check is off or skipped: said why)."""
+        reason = self.skipped(first, runner.parts.driver.planned_requests(first.key))
+        if reason is not None:
+            if self.cfg.drift_check is not DriftCheck.OFF:
+                log(f"drift check {reason}")
+            return None
+        log(f"drift check: measuring the first cell again ({cell_words(first)}), the control")
+        again = await measure_again(runner, session, measurer, first.key, CONTROL)
+        log(progress_line(again.to_json(), CONTROL))
+        if runner.control.stopping:
+            log(f"drift check: not judged ({runner.control.stop_reason})")
+            return None
+        drift = judge_drift(first, again)
+        if drift.drifted:
+            first.add(IncidentKind.SERVER_DRIFTED, drift.sentence)
+            log(f"DRIFT: {drift.sentence}")
+        else:
+            log(f"drift check: {drift.sentence}")
+        return drift
