@@ -57,7 +57,6 @@ class IncidentKind(StrEnum):
     OUTPUT_MISMATCH = "output_mismatch"  # --verify exact: an output differs from the reference
     OUTPUT_DIVERGED = "output_diverged"  # --verify: an output differs from the reference (no garbage)
     OVERSATURATED = "oversaturated"  # a search's probe stopped early: the server over-saturated, the SLO missed
-    SERVER_DRIFTED = "server_drifted"  # the run's control cell, measured again at its end, moved beyond noise
     MEASURED_AGAIN = "measured_again"  # a search measured this load again (more requests, a contradiction, a check)
     DRIFTED = "drifted"  # the control cell measured again differs beyond noise (`metrics.drift`): the server drifted
 
@@ -80,7 +79,6 @@ EFFECTS: dict[IncidentKind, Effect] = {
     IncidentKind.OUTPUT_MISMATCH: Effect.CHECK,
     IncidentKind.OUTPUT_DIVERGED: Effect.NOTE,
     IncidentKind.OVERSATURATED: Effect.NOTE,  # its figures hold what was measured; kept on resume
-    IncidentKind.SERVER_DRIFTED: Effect.NOTE,  # on the control cell: the run's cells span server states
     IncidentKind.MEASURED_AGAIN: Effect.NOTE,
     IncidentKind.DRIFTED: Effect.CHECK,  # its figures stand; the run fails, and the check is made again on resume
 }

@@ -2,9 +2,10 @@
 
 The control is the first cell this run measured: after the last cell it is measured again with the same
 settings (`remeasure.measure_again`: same load, request count and repeats, fresh prompt prefixes) and the two
-measurements are judged beyond noise (`metrics.drift.judge_drift`). A drift is said on the console, noted on
-the control cell (incident `server_drifted`: the note below the table, in compare and the report), stored in
-the results' `drift` part, and makes the run exit 1.
+measurements are judged beyond noise (`metrics.drift.judge_drift`). A drift is said on the console, stored in
+the results' `drift` part and fails the control cell's check (incident `drifted`: its figures stand, its note
+says the sentence below the table, in compare and the report; the run exits 1, a sweep's configuration is not
+ok, and a resumed run measures the control, and so checks drift, again).
 
 Cost: one more measurement of the first cell. `--drift-check auto` (the default) pays it only when that cell is
 short: at most SHORT_REQUESTS measured requests over all its repeats (SHORT_S seconds with
@@ -76,7 +77,7 @@ class ControlCheck:
             return None
         drift = judge_drift(first, again)
         if drift.drifted:
-            first.add(IncidentKind.SERVER_DRIFTED, drift.sentence)
+            first.add(IncidentKind.DRIFTED, drift.sentence)
             log(f"DRIFT: {drift.sentence}")
         else:
             log(f"drift check: {drift.sentence}")
