@@ -1,5 +1,5 @@
 """The report's plot data (pure: results in, series out), the axes that carry it, and `loadgen report`'s edges:
-unusable cells left out, open-loop cells placed by rate, per-category and per-source accept length, power
+unmeasured cells left out, open-loop cells placed by rate, per-category and per-source accept length, power
 per GPU against its limit, the simulator marked, the table printed even without matplotlib."""
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def write(tmp: Path, name: str, cells: list[dict], speed=None) -> str:
 
 @pytest.mark.unit
 def test_unusable_cells_are_left_out_and_open_loop_is_placed_by_rate(tmp_path):
-    a = write(tmp_path, "a", [cell(60, 1, 100.0), cell(60, 4, 300.0, ok=4, failed=4),  # 50 % failed: unusable
+    a = write(tmp_path, "a", [cell(60, 1, 100.0), cell(60, 4, 300.0, ok=4, failed=4),  # 50 % failed: not measured
                               cell(60, 8, 0.0, status="failed"), cell(60, 0, 250.0, rate=2.0),
                               cell(60, 0, 400.0, rate=4.0)])
     runs = load_inputs([a])
@@ -54,7 +54,7 @@ def test_unusable_cells_are_left_out_and_open_loop_is_placed_by_rate(tmp_path):
     assert pd.series_vs_rate(runs, pd.path("output_tok_s")) == {60: {"a": [(2.0, 250.0), (4.0, 400.0)]}}
     plots, notes = render(runs)
     assert "open_loop.png" in [p.name for p in plots] and notes == [
-        "accept_length.png not written: no usable cell has an accept length",
+        "accept_length.png not written: no measured cell has an accept length",
         "power.png not written: no cell has power data (measure with --dcgm URL or --nvml)",
         "gpu.png not written: no cell has GPU utilization (--dcgm URL or --nvml)"]
 

@@ -1,5 +1,13 @@
-"""Whether a cell's figures can be used, and why not: the one judgement that the run, the table, `compare` and
-the report all call, so a cell is failed (and never named best) in every view or in none.
+"""Whether a cell was measured, whether it passed its checks, and why not: the one judgement that the run, the
+table, `compare`, the rankings and the report all call, so a cell is shown, marked or left out alike in every view.
+
+Two questions, apart:
+- `measured(cell)`: its figures are a measurement (`unmeasured` says why not: skipped, a failed measurement
+  — the server went away, a worker died, nothing succeeded — or too many failed requests). Only such cells
+  leave the plots and show no figures.
+- `passed_checks(cell)`: a measured cell can still fail a check (`failed_checks`: garbage output, an output
+  mismatch, a missed SLO, a saturated client). Its figures stay in every view, marked with the reason, and it
+  is never named best (`not_best`); garbage and mismatch also fail the cell (status failed, exit 1).
 
 A cell is usable when it was measured (status ok) and the requests that did not succeed (failed, and
 cancelled by the client: `metrics/counts.py` counts them apart) are at most `max_failed_fraction` of the
@@ -10,11 +18,14 @@ purpose (`abandoned`, `--cancel-fraction`) are scheduled and never count against
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from enum import StrEnum
+
 from loadgen.config import RunConfig
 from loadgen.metrics.counts import not_ok, scheduled
 from loadgen.names import CellStatus, Outcome
 from loadgen.results.correctness import produced_garbage
-from loadgen.results.incidents import Incident, IncidentKind
+from loadgen.results.incidents import Effect, Incident, IncidentKind, measurement
 
 DEFAULT_MAX_FAILED_FRACTION = RunConfig.max_failed_fraction  # defined once, with the run's settings
 
@@ -65,15 +76,40 @@ def too_many_failed(cell: dict) -> str | None:
 
 
 def problem(cell: dict) -> str | None:
-    """Why the cell's figures must not be used (not measured, failed, too many failed requests), or None
-    when it is usable."""
+    """Why the cell does not stand as a passing measurement: not measured (`unmeasured`), or failed by a check
+    (garbage output, output mismatch: its status); None when it is ok and usable. The search and the run's
+    verdict judge by it; the views ask `measured` and `failed_checks` apart."""
     status = cell.get("status", CellStatus.OK)
     if status != CellStatus.OK:
         return cell.get("error") or status
     return too_many_failed(cell)
 
 
+def _incidents(cell: dict) -> list[Incident]:
+    return [Incident.from_json(i) for i in cell.get("incidents") or []]
+
+
+def unmeasured(cell: dict) -> str | None:
+    """Why the cell's figures are not a measurement (skipped, a failed measurement, too many failed requests),
+    or None when it was measured, whether or not its checks passed. A failed cell without stored incidents (a
+    hand-written or older file) is judged by its status alone."""
+    status = cell.get("status", CellStatus.OK)
+    incidents = _incidents(cell)
+    if status != CellStatus.OK and not any(i.effect is Effect.CHECK for i in incidents):
+        return cell.get("error") or status
+    verdict = measurement(incidents)
+    if verdict.status is not CellStatus.OK:
+        return verdict.error or verdict.status
+    return too_many_failed(cell)
+
+
+def measured(cell: dict) -> bool:
+    """The cell's figures are a measurement: shown in every table and plot (marked when a check failed)."""
+    return unmeasured(cell) is None
+
+
 def usable(cell: dict) -> bool:
+    """Measured and ok: it stands as a passing measurement (`problem` None)."""
     return problem(cell) is None
 
 
@@ -117,9 +153,52 @@ def client_saturated(cell: dict) -> str | None:
     return "client saturated: " + ("; ".join(client.get("reasons") or []) or "see its note")
 
 
+class CheckKind(StrEnum):
+    """The checks a measured cell can fail; the value is the short name the views show ("hollow: garbage
+    output")."""
+
+    GARBAGE = "garbage output"
+    MISMATCH = "output mismatch"
+    SLO = "missed SLO"
+    SATURATED = "client saturated"
+
+
+# the incidents that are failed checks (`Effect.CHECK`), by the check they stand for
+CHECK_INCIDENTS = {IncidentKind.GARBAGE_OUTPUT: CheckKind.GARBAGE, IncidentKind.OUTPUT_MISMATCH: CheckKind.MISMATCH}
+
+
+@dataclass(frozen=True, slots=True)
+class FailedCheck:
+    """One check a measured cell failed: which, and the one-line reason a person reads."""
+
+    kind: CheckKind
+    reason: str
+
+
+def failed_checks(cell: dict) -> list[FailedCheck]:
+    """The checks the cell failed, in the order garbage, mismatch (its failing incidents), SLO, client; empty
+    when it passed them all. Judged whether or not the cell was measured (views ask `measured` first)."""
+    found = [FailedCheck(CHECK_INCIDENTS[i.kind], i.reason) for i in _incidents(cell) if i.effect is Effect.CHECK]
+    if produced_garbage(cell) and not any(f.kind is CheckKind.GARBAGE for f in found):
+        found.insert(0, FailedCheck(CheckKind.GARBAGE, "garbage output"))  # a file without its incident
+    for kind, reason in ((CheckKind.SLO, missed_slo(cell)), (CheckKind.SATURATED, client_saturated(cell))):
+        if reason:
+            found.append(FailedCheck(kind, reason))
+    return found
+
+
+def passed_checks(cell: dict) -> bool:
+    return not failed_checks(cell)
+
+
+def check_names(cell: dict) -> str:
+    """'garbage output, missed SLO': the short names of the checks the cell failed ('' when none)."""
+    return ", ".join(dict.fromkeys(f.kind.value for f in failed_checks(cell)))
+
+
 def not_best(cell: dict) -> str | None:
-    """Why this cell may not be named best in compare and the report, or None when it may: its figures are
-    unusable (`problem`), its outputs were garbage (--verify), it missed its latency targets (--slo), or its
-    client fell behind (its latencies are partly the client's)."""
-    return (problem(cell) or ("garbage output" if produced_garbage(cell) else None) or missed_slo(cell)
-            or client_saturated(cell))
+    """Why this cell may not be named best in compare and the report, or None when it may: it was not measured
+    (`unmeasured`), or it failed a check (`failed_checks`: its outputs were garbage or differed under --verify
+    exact, it missed its latency targets, its client fell behind and its latencies are partly the client's)."""
+    checks = failed_checks(cell)
+    return unmeasured(cell) or (checks[0].reason if checks else None)

@@ -6,26 +6,21 @@ from __future__ import annotations
 
 import csv
 import io
-import os
 import textwrap
-from dataclasses import dataclass, field
 
-import orjson
-
-from loadgen.errors import UsageError
-from loadgen.files import read_json
 from loadgen.names import CellStatus
 from loadgen.record import cell_key
 from loadgen.results import category_compare
 from loadgen.results import text_table as tt
 from loadgen.results.best import mark_best
-from loadgen.results.cell_result import from_json
-from loadgen.results.cell_status import not_best, problem
+from loadgen.results.cell_status import failed_checks, not_best, unmeasured
+from loadgen.results.compare_inputs import Run, load_inputs, pick_baseline
 from loadgen.results.goodput_rank import goodput_ranking
 from loadgen.results.knee_text import knee_summary
-from loadgen.results.schema import SWEEP_SCHEMA
 from loadgen.results.slo_part import attainment_text
 from loadgen.results.text_table import Column
+
+__all__ = ["Run", "comparison", "compare_table", "load_inputs", "pick_baseline", "render_text"]
 
 # metric → (column title, how to read it from a cell, better: "high" | "low")
 METRICS = {
@@ -50,100 +45,24 @@ def shown_metrics(rows: list[dict]) -> list[str]:
     return [m for m in METRICS if slo or m not in SLO_METRICS]
 
 
-@dataclass
-class Run:
-    """One configuration's results: its display name, the document, its cells by (context, concurrency)."""
-
-    name: str
-    path: str
-    doc: dict
-    cells: dict = field(default_factory=dict)
-
-    @property
-    def params(self) -> dict:
-        return (self.doc.get("sweep") or {}).get("params") or {}
-
-    @property
-    def server_info(self) -> dict:
-        return (self.doc.get("target") or {}).get("server_info") or {}
-
-
-def load_inputs(paths: list[str]) -> list[Run]:
-    """Runs from results files, sweep folders and sweep.json files, in the order given."""
-    runs: list[Run] = []
-    for path in paths:
-        for p in _expand(path):
-            doc = _read(p)
-            name = (doc.get("sweep") or {}).get("config") or doc.get("label") or _stem(p)
-            # every cell read back into its typed result and written out again: judged as this loadgen judges
-            cells = {cell_key(c): from_json(c).to_json() for c in doc.get("cells", [])
-                     if "context_tokens" in c and "concurrency" in c}
-            runs.append(Run(name=name, path=p, doc=doc, cells=cells))
-    seen: dict[str, int] = {}
-    for r in runs:
-        seen[r.name] = seen.get(r.name, 0) + 1
-        if seen[r.name] > 1:
-            r.name = f"{r.name}#{seen[r.name]}"
-    return runs
-
-
-def _expand(path: str) -> list[str]:
-    sweep_json = os.path.join(path, "sweep.json") if os.path.isdir(path) else path
-    if os.path.isdir(path) and not os.path.exists(sweep_json):
-        raise UsageError(f"{path} is a folder without sweep.json; give results files or a sweep's folder")
-    doc = _read(sweep_json)
-    if doc.get("schema") != SWEEP_SCHEMA:
-        return [path]
-    base = os.path.dirname(os.path.abspath(sweep_json))
-    files = [os.path.join(base, c["results"]) for c in doc.get("configs", [])]
-    return [f for f in files if os.path.exists(f)]
-
-
-def _read(path: str) -> dict:
-    try:
-        doc = read_json(path)
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such file; give results JSON files (loadgen --out) or sweep folders") \
-            from None
-    except (OSError, orjson.JSONDecodeError) as exc:
-        raise UsageError(f"{path}: cannot read it as JSON ({exc})") from None
-    if not isinstance(doc, dict) or ("cells" not in doc and doc.get("schema") != SWEEP_SCHEMA):
-        raise UsageError(f"{path}: not a loadgen results or sweep file (no 'cells'); give loadgen --out "
-                         "files")
-    return doc
-
-
-def _stem(path: str) -> str:
-    return os.path.splitext(os.path.basename(path))[0]
-
-
-def pick_baseline(runs: list[Run], baseline: str | None) -> int:
-    """Index of the baseline: a name, a results path, or a 1-based position; default the first input."""
-    if baseline is None:
-        return 0
-    for i, r in enumerate(runs):
-        if baseline in (r.name, r.path) or os.path.abspath(baseline) == os.path.abspath(r.path):
-            return i
-    if baseline.isdigit() and 1 <= int(baseline) <= len(runs):
-        return int(baseline) - 1
-    raise UsageError(f"--baseline {baseline}: no such configuration; choose one of "
-                     f"{', '.join(r.name for r in runs)} (or a position 1..{len(runs)})")
-
-
 def _row(r: Run, key, cell: dict, base: Run) -> dict:
     """The comparison row of one configuration's cell (see `comparison`)."""
-    why = problem(cell)  # failed, or too many failed requests: marked, never best
+    why = unmeasured(cell)  # not measured: no figures, never best
     ok = why is None
+    checks = failed_checks(cell) if ok else []  # measured, a check failed: figures shown, marked, never best
+    failed = not ok or cell.get("status", CellStatus.OK) != CellStatus.OK
     row = {"context_tokens": key[0], "concurrency": key[1], "request_rate": key[2] or None, "config": r.name,
-           "status": "ok" if ok else "failed", "error": why, "not_best": not_best(cell) if ok else why,
-           "slo": cell.get("slo"), "baseline": r is base, "best": [], "noise": [], "intervals": {}, "repeated": bool(cell.get("repeats"))}
+           "status": "failed" if failed else "ok", "measured": ok, "error": why or cell.get("error"),
+           "checks": [c.kind.value for c in checks], "check_reasons": [c.reason for c in checks],
+           "not_best": not_best(cell), "slo": cell.get("slo"), "baseline": r is base, "best": [], "noise": [],
+           "intervals": {}, "repeated": bool(cell.get("repeats"))}
     for m, (_, get, _) in METRICS.items():
         row[m] = get(cell) if ok else None
         if ok and m in INTERVALS:
             row["intervals"][m] = (cell.get("intervals") or {}).get(INTERVALS[m])
     base_cell = base.cells.get(key)
     for m in SPEEDUPS:
-        b = METRICS[m][1](base_cell) if base_cell and problem(base_cell) is None else None
+        b = METRICS[m][1](base_cell) if base_cell and unmeasured(base_cell) is None else None
         row[m + "_x"] = row[m] / b if row[m] is not None and b else None
     return row
 
@@ -151,9 +70,11 @@ def _row(r: Run, key, cell: dict, base: Run) -> dict:
 def comparison(runs: list[Run], base: int = 0) -> list[dict]:
     """One row per cell × configuration, cells in (context, concurrency) order.
 
-    Each row: context_tokens, concurrency, config, status, error, not_best (why it may not be best: failed,
-    client saturated; `cell_status.not_best`), one value per METRICS key (None when the cell lacks it or
-    failed) with its 95 % interval (`intervals`), `<metric>_x` = value / baseline's value for SPEEDUPS,
+    Each row: context_tokens, concurrency, config, status (failed: not measured, or a check failed the cell),
+    measured (`cell_status.measured`), error, checks and check_reasons (the checks a measured cell failed:
+    `cell_status.failed_checks`), not_best (why it may not be best; `cell_status.not_best`), one value per
+    METRICS key (None when the cell lacks it or was not measured; a measured cell that failed a check keeps
+    its figures) with its 95 % interval (`intervals`), `<metric>_x` = value / baseline's value for SPEEDUPS,
     `best`: the metrics in which this configuration is the best of the cell beyond noise, and `noise`: those
     in which it is within noise of the cell's leader (no best named; `mark_best`)."""
     keys = sorted({k for r in runs for k in r.cells})
@@ -168,14 +89,23 @@ def comparison(runs: list[Run], base: int = 0) -> list[dict]:
 SHOWN = {"accept": ".2f", "j_per_token": ".3f", "power_w": ".0f"}  # format spec; TTFT in ms; else ".1f"
 
 
+CHECK_MARK = "!"  # a measured figure of a cell that failed a check: shown, never best; its note says why
+
+
+def figure_mark(row: dict, m: str) -> str:
+    """The mark after figure `m` of a comparison row: "*" best of its cell, "!" its cell failed a check,
+    "~" within noise of the leader, else " "."""
+    return "*" if m in row["best"] else CHECK_MARK if row["checks"] else "~" if m in row["noise"] else " "
+
+
 def _metric(m: str):
-    """The text of metric `m` in a comparison row, marked "*" when it is the best of its cell."""
+    """The text of metric `m` in a comparison row, with its mark (`figure_mark`)."""
     def text(row: dict) -> str:
         v = row.get(m)
         if v is None:
             return tt.MISSING
         shown = tt.fmt_ms(v) if m == "ttft_p50_s" else format(v, SHOWN.get(m, ".1f"))
-        return shown + ("*" if m in row["best"] else "~" if m in row["noise"] else " ")
+        return shown + figure_mark(row, m)
     return text
 
 
@@ -189,9 +119,14 @@ def _load(row: dict) -> str:
 
 
 def row_note(row: dict) -> str:
-    if row["status"] != CellStatus.OK:
-        return f"{row['status'].upper()}: {row['error'] or ''}"
-    return f"never best: {row['not_best']}" if row["not_best"] else ""
+    """'FAILED: the server went away' (not measured), 'FAILED CHECK, never best: GARBAGE OUTPUT: …' (measured,
+    failed by a check), 'never best: missed its SLO (…)' (measured and ok, a check failed), or ''."""
+    if not row["measured"]:
+        return f"FAILED: {row['error'] or ''}"
+    if not row["check_reasons"]:
+        return ""
+    failed = "FAILED CHECK, " if row["status"] != CellStatus.OK else ""
+    return f"{failed}never best: {'; '.join(row['check_reasons'])}"
 
 
 def _slo(row: dict) -> str:
@@ -249,6 +184,10 @@ def legend(rows: list[dict], mark: str) -> list[str]:
              "no best named; vs base = value / the baseline's"]
     cells = {(cell_key(r), m) for r in rows for m in r["noise"]}
     named = {(cell_key(r), m) for r in rows for m in r["best"]}
+    checked = sorted({c for r in rows for c in r["checks"]})
+    if checked:
+        lines.append(f"{CHECK_MARK} measured, but the cell failed a check ({', '.join(checked)}): its figures are "
+                     "shown and never best; the note says why")
     if cells:
         lines.append(f"within noise: {len(cells)} of {len(cells) + len(named)} compared figures are tied or differ "
                      "less than their 95 % intervals, so no best is named for them")
@@ -270,13 +209,14 @@ def render_markdown(rows: list[dict]) -> str:
 
 
 def render_csv(rows: list[dict]) -> str:
-    fields = ["context_tokens", "concurrency", "config", "status", *METRICS, *(m + "_x" for m in SPEEDUPS),
-              "best", "noise", "error"]
+    fields = ["context_tokens", "concurrency", "config", "status", "measured", *METRICS,
+              *(m + "_x" for m in SPEEDUPS), "best", "noise", "checks", "error"]
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
     w.writeheader()
     for row in rows:
-        w.writerow(row | {"best": " ".join(row["best"]), "noise": " ".join(row["noise"])})
+        w.writerow(row | {"best": " ".join(row["best"]), "noise": " ".join(row["noise"]),
+                          "checks": "; ".join(row["checks"])})
     return buf.getvalue()
 
 

@@ -14,7 +14,7 @@ from loadgen import __version__
 from loadgen.metrics.knee import KNEE_GROWTH
 from loadgen.record import cell_key
 from loadgen.results import compare, open_table
-from loadgen.results.cell_status import problem
+from loadgen.results.cell_status import check_names, measured
 from loadgen.results.compare import Run
 from loadgen.results.html_build import CSS, el, image, text
 from loadgen.results.html_meta import metadata_section, mismatch_banner, problems_section, sim_banner
@@ -90,16 +90,16 @@ def _winner(group: list[dict], m: str, colors: dict) -> str:
 
 def winners_table(runs: list[Run], base: int) -> str:
     """Per cell, the configuration best at each headline figure (from compare.comparison's marks), its margin
-    over the runner-up, and the configurations whose cell is not usable."""
+    over the runner-up, and the configurations that could not be best there and why (`_why_out`)."""
     rows = compare.comparison(runs, base)
     keys = list(dict.fromkeys(_key(r) for r in rows))
     cells = {(r.name, k): c for r in runs for k, c in r.cells.items()}
-    any_failed = any(problem(c) for c in cells.values())
+    any_failed = any(_why_out(c) for c in cells.values())
     shown = compare.shown_metrics(rows)
     metrics = [m for m in ("good_tok_s", *WINNER_METRICS) if m in shown]  # with --slo, goodput first
     head = el("thead", el("tr", el("th", "prompt") + el("th", "load") + "".join(
         el("th", text(compare.METRICS[m][0] + (" (high)" if compare.METRICS[m][2] == "high" else " (low)")))
-        for m in metrics) + (el("th", "not usable") if any_failed else "")))
+        for m in metrics) + (el("th", "never best here") if any_failed else "")))
     colors = config_colors(runs)
     body = []
     for key in keys:
@@ -107,11 +107,16 @@ def winners_table(runs: list[Run], base: int) -> str:
         tds = [el("td", text(prompt_text(key[0])), class_="num"), el("td", text(load_text(key)), class_="num")]
         tds += [el("td", _winner(group, m, colors), data_metric=m) for m in metrics]
         if any_failed:
-            failed = [r["config"] for r in group if problem(cells[(r["config"], key)])]
-            tds.append(el("td", text(", ".join(failed)), class_="note"))
+            out = [f"{r['config']} ({why})" for r in group if (why := _why_out(cells[(r["config"], key)]))]
+            tds.append(el("td", text(", ".join(out)), class_="note"))
         body.append(el("tr", "".join(tds), data_ctx=key[0], data_concurrency=key[1], data_rate=key[2] or None))
     table = el("table", head + el("tbody", "".join(body)), class_="data winners", data_table="winners")
     return el("div", table, class_="scroll")
+
+
+def _why_out(cell: dict) -> str:
+    """'not measured', 'garbage output, missed SLO' (the checks a measured cell failed), or '' (a contender)."""
+    return "not measured" if not measured(cell) else check_names(cell)
 
 
 def _winners_section(runs: list[Run], base: int) -> str:
@@ -119,7 +124,7 @@ def _winners_section(runs: list[Run], base: int) -> str:
         return el("p", text("No cell was measured usably by two or more configurations: nothing to rank. The "
                             "figures are in the matrices below."), class_="sub")
     return el("p", text(f"Best of each cell beyond noise (its 95 % interval clear of every other's) among the "
-                        f"usable cells whose client kept up; \"within noise\" names the configurations no "
+                        f"measured cells that passed their checks; \"within noise\" names the configurations no "
                         f"measurement tells apart. The full figures and speed-ups against {runs[base].name} are "
                         f"in the comparison below."), class_="sub") + winners_table(runs, base)
 
@@ -180,7 +185,10 @@ def render_page(runs: list[Run], sweeps: list, base: int, plots: list[Plot], not
         ("knee", "Where throughput stops growing", _knee_section(measured, config_colors(runs))),
         ("comparison", "Comparison", el("p", text(
             f"Best of each cell marked ★ (highest tok/s and accept length; lowest TTFT, W and J/token); vs base = "
-            f"value / {runs[base].name}'s. Failed cells take no part."), class_="sub")
+            f"value / {runs[base].name}'s. A cell that was not measured shows no figures; one that was measured "
+            "but failed a check (garbage output, a missed SLO, a saturated client) shows its figures marked ! and is "
+            "never best."),
+            class_="sub")
          + comparison_table(runs, base)),
         ("matrices", "Each configuration's matrix", _matrices(measured, config_colors(runs))),
         *([("open-loop", "Open loop", open_loop)] if open_loop else []),

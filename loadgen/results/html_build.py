@@ -71,6 +71,8 @@ td.config { white-space: nowrap; }
 tr.baseline td.config::after { content: " (baseline)"; color: var(--muted); font-weight: 400; }
 td.note { color: var(--muted); min-width: 260px; max-width: 560px; }
 tr.unusable td.note { color: var(--badink); }
+tr.checked td { background: var(--warn); color: var(--warnink); }
+td.checked::after { content: " !"; font-weight: 700; }
 table.matrix { min-width: 100%; }
 table.matrix thead th { white-space: normal; max-width: 90px; vertical-align: bottom; }
 tr.note-row td.note { max-width: none; padding-top: 0; font-size: 12px; }

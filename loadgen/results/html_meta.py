@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from loadgen.files import read_json
-from loadgen.results.cell_status import problem
+from loadgen.results.cell_status import measured, problem
 from loadgen.results.comparable import max_tokens, mismatches
 from loadgen.results.compare import Run
 from loadgen.results.html_build import el, key_values, text
@@ -123,8 +123,10 @@ def _cell_problems(run: Run) -> list[str]:
     for key, cell in sorted(run.cells.items()):
         why = problem(cell)
         if why:
-            items.append(el("li", text(f"prompt {prompt_text(key[0])}, load {load_text(key)}: {cell.get('status', 'ok')} — "
-                                       f"{why}"), data_config=run.name, data_ctx=key[0]))
+            kept = " (measured: its figures are shown, marked, never best)" if measured(cell) else ""
+            items.append(el("li", text(f"prompt {prompt_text(key[0])}, load {load_text(key)}: "
+                                       f"{cell.get('status', 'ok')} — {why}{kept}"), data_config=run.name,
+                            data_ctx=key[0], data_measured="yes" if measured(cell) else "no"))
     return items
 
 

@@ -9,7 +9,7 @@ from loadgen.record import cell_key
 from loadgen.results import compare
 from loadgen.results import table as matrix_table
 from loadgen.results import text_table as tt
-from loadgen.results.cell_status import problem
+from loadgen.results.cell_status import check_names, measured, unmeasured
 from loadgen.results.compare import Run
 from loadgen.results.correctness import produced_garbage, verify_text
 from loadgen.results.html_build import el, text
@@ -48,10 +48,13 @@ def swatch(color) -> str:
     return el("span", "", class_="swatch", style=f"background:{color}") if isinstance(color, str) else ""
 
 
-def _figure_td(value, spec: str, metric: str, best: bool = False, noise: bool = False) -> str:
+def _figure_td(value, spec: str, metric: str, best: bool = False, noise: bool = False, checks: str = "") -> str:
+    """A figure's cell: marked best (★), within noise (≈), or measured in a cell that failed `checks` (!)."""
     shown = tt.fmt_ms(value) if spec == "ms" else tt.fmt(value, spec)
-    classes = "num best" if best else "num noise" if noise else "num"
-    title = "best of this cell beyond noise" if best else "within noise of the cell's leader" if noise else None
+    checked = bool(checks) and value is not None
+    classes = "num best" if best else "num checked" if checked else "num noise" if noise else "num"
+    title = ("best of this cell beyond noise" if best else f"measured; the cell failed a check: {checks}" if checked
+             else "within noise of the cell's leader" if noise else None)
     return el("td", text(shown), class_=classes, data_metric=metric, data_scale="1000" if spec == "ms" else None,
               title=title)
 
@@ -61,25 +64,30 @@ def _head(columns: list[str], numeric_from: int) -> str:
                                         for i, h in enumerate(columns))))
 
 
+def _row_classes(first: bool, cell: dict, baseline: bool = False) -> str | None:
+    """'group-start', 'unusable' (not measured), 'checked' (measured, a check failed), 'baseline'."""
+    state = "unusable" if not measured(cell) else "checked" if check_names(cell) else ""
+    return " ".join(c for c in ("group-start" if first else "", state, "baseline" if baseline else "") if c) or None
+
+
 def _comparison_row(row: dict, cell: dict, first: bool, color, metrics: list[str]) -> str:
     key = cell_key(row)
-    why = problem(cell)
+    checks = ", ".join(row["checks"])
     tds = [el("td", text(prompt_text(key[0])) if first else "", class_="num"),
            el("td", text(load_text(key)) if first else "", class_="num"),
            el("td", swatch(color) + text(row["config"]), class_="config")]
     for m in metrics:
         tds.append(_figure_td(row.get(m), compare.SHOWN.get(m, "ms" if m == "ttft_p50_s" else ".1f"), m,
-                              m in row["best"], m in row["noise"]))
+                              m in row["best"], m in row["noise"], checks))
         if m in compare.SPEEDUPS:
             x = row.get(m + "_x")
             tds.append(el("td", text(tt.MISSING if x is None else f"{x:.2f}x"), class_="num",
                           data_metric=m + "_x"))
     status = compare.row_note(row)
     tds.append(el("td", text(status), class_="note"))
-    classes = " ".join(c for c in ("group-start" if first else "", "unusable" if why else "",
-                                   "baseline" if row["baseline"] else "") if c)
-    return el("tr", "".join(tds), class_=classes or None, data_config=row["config"], data_ctx=key[0],
-              data_concurrency=key[1], data_rate=key[2] or None, data_usable="no" if why else "yes")
+    return el("tr", "".join(tds), class_=_row_classes(first, cell, row["baseline"]), data_config=row["config"],
+              data_ctx=key[0], data_concurrency=key[1], data_rate=key[2] or None,
+              data_measured="yes" if row["measured"] else "no", data_checks=checks or None)
 
 
 def comparison_table(runs: list[Run], base: int) -> str:
@@ -105,22 +113,23 @@ def comparison_table(runs: list[Run], base: int) -> str:
 
 
 def _matrix_row(key: tuple, cell: dict, verify: bool = False) -> str:
-    """The cell's figures, and below them (full width) its notes when it has any."""
-    why = problem(cell)
+    """The cell's figures (marked when a check failed), and below them (full width) its notes when it has any."""
+    why = unmeasured(cell)
+    checks = "" if why else check_names(cell)
     wall = cell.get("wall_clock") or {}
     when = f"measured {wall['start']} → {wall['end']}" if wall.get("start") and wall.get("end") else None
     tds = [el("td", text(prompt_text(key[0])), class_="num"),
            el("td", text(load_text(key)), class_="num", title=when),
            el("td", text(tt.ok_failed(cell)), class_="num")]
     for _, metric, spec in MATRIX:
-        tds.append(_figure_td(tt.field(cell, metric), spec, metric))
+        tds.append(_figure_td(tt.field(cell, metric), spec, metric, checks=checks))
     tds.append(el("td", text((cell.get("accept_length") or {}).get("source") or "")))
     if verify:  # --verify: garbage / differing / exact outputs of the cell, as the terminal's verify column
         tds.append(el("td", text(verify_text(cell)), data_metric="correctness",
                       class_="bad" if produced_garbage(cell) else None))
-    classes = "unusable" if why else None
+    classes = _row_classes(False, cell)
     row = el("tr", "".join(tds), class_=classes, data_ctx=key[0], data_concurrency=key[1],
-             data_rate=key[2] or None, data_usable="no" if why else "yes")
+             data_rate=key[2] or None, data_measured="no" if why else "yes", data_checks=checks or None)
     note = matrix_table.notes(cell)
     if note:
         row += el("tr", el("td", text(note), colspan=len(MATRIX) + 4 + verify, class_="note"),
@@ -151,22 +160,23 @@ CATEGORY = [("output share", "output_share", "pct"), ("out tok/s", "output_tok_s
             ("accept", "accept_length.value", ".2f")]
 
 
-def _category_row(run: Run, key: tuple, name: str, fig: dict) -> str:
+def _category_row(run: Run, key: tuple, name: str, fig: dict, checks: str = "") -> str:
     tds = [el("td", text(run.name)), el("td", text(prompt_text(key[0])), class_="num"),
            el("td", text(load_text(key)), class_="num"), el("td", text(name)),
            el("td", text(tt.ok_failed(fig)), class_="num")]
     for _, metric, spec in CATEGORY:
         value = tt.field(fig, metric)
         shown = tt.fmt(None if value is None else value * 100, ".0f") + "%" if spec == "pct" else None
-        tds.append(el("td", text(shown), class_="num") if shown else _figure_td(value, spec, metric))
-    return el("tr", "".join(tds), data_config=run.name, data_ctx=key[0], data_concurrency=key[1],
+        tds.append(el("td", text(shown), class_="num") if shown else _figure_td(value, spec, metric, checks=checks))
+    return el("tr", "".join(tds), class_="checked" if checks else None, data_checks=checks or None,
+              data_config=run.name, data_ctx=key[0], data_concurrency=key[1],
               data_rate=key[2] or None, data_category=name)
 
 
 def category_table(runs: list[Run]) -> str:
-    """Per configuration × usable cell × prompt category (`by_category`), or "" when no cell has categories."""
-    rows = [_category_row(r, key, name, fig) for r in runs for key, cell in sorted(r.cells.items())
-            if problem(cell) is None for name, fig in (cell.get("by_category") or {}).items()]
+    """Per configuration × measured cell × prompt category (`by_category`), or "" when no cell has categories."""
+    rows = [_category_row(r, key, name, fig, check_names(cell)) for r in runs for key, cell in sorted(r.cells.items())
+            if measured(cell) for name, fig in (cell.get("by_category") or {}).items()]
     if not rows:
         return ""
     head = ["configuration", "prompt", "load", "category", "ok/fail", *(h for h, _, _ in CATEGORY)]

@@ -1,17 +1,17 @@
 """The interactivity–throughput picture as plain data (pure; tested without matplotlib): per prompt length and
 configuration, one point per concurrency (x = mean per-request tok/s, y = aggregate output tok/s), whether its
-cell met its SLO, and the Pareto frontier over every configuration's points.
+cell met its SLO, the checks it failed, and the Pareto frontier over every configuration's points.
 
 A point is on the frontier when no other point of the same prompt length is at least as good in both figures
 and better in one: no configuration and concurrency gives more interactivity and more throughput at once.
-Usable closed-loop cells only (`cell_status.usable`).
+Measured closed-loop cells only (`cell_status.measured`); the frontier joins those that passed their checks.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from loadgen.results.cell_status import usable
+from loadgen.results.cell_status import check_names, measured
 from loadgen.results.compare import Run
 
 
@@ -22,6 +22,7 @@ class Point:
     request_tok_s: float  # interactivity: mean per-request decode tok/s
     output_tok_s: float  # throughput: aggregate output tok/s
     met: bool | None  # the cell met its SLO (None: measured without targets)
+    checks: str = ""  # the checks the cell failed ('garbage output, missed SLO'; '' when it passed them)
 
 
 def points(runs: list[Run]) -> dict[int, list[Point]]:
@@ -30,9 +31,9 @@ def points(runs: list[Run]) -> dict[int, list[Point]]:
     for r in runs:
         for key, c in sorted(r.cells.items()):
             x, y = (c.get("request_tok_s") or {}).get("mean"), c.get("output_tok_s")
-            if key[2] is None and usable(c) and x and y:
+            if key[2] is None and measured(c) and x and y:
                 met = (c.get("slo") or {}).get("met")
-                out.setdefault(key[0], []).append(Point(r.name, key[1], x, y, met))
+                out.setdefault(key[0], []).append(Point(r.name, key[1], x, y, met, check_names(c)))
     return out
 
 

@@ -149,7 +149,7 @@ def accept_by_source(runs: list[Run]) -> dict[int, dict[str, dict[str, tuple[flo
     configuration's measured cells (closed and open loop) of that prompt length, sources in AcceptSource order."""
     values: dict[int, dict[str, dict[str, list[float]]]] = {}
     for r in runs:
-        for (ctx, _, _), cell in sorted(r.cells.items()):
+        for (ctx, *_), cell in sorted(r.cells.items()):
             if not measured(cell):
                 continue
             acc = cell.get("accept_length") or {}

@@ -19,12 +19,15 @@ from dataclasses import dataclass
 
 from loadgen.metrics.bottleneck import SERVER_HOST_UTIL_PERCENT
 from loadgen.results import plot_data as pd
+from loadgen.results.cell_status import measured
 from loadgen.results.compare import Run
 from loadgen.results.plots_bars import accept_categories, accept_sources
 from loadgen.results.plots_load import Layer, Row, grid
 from loadgen.results.plots_pareto import pareto
 
 NO_POWER = "no cell has power data (measure with --dcgm URL or --nvml)"
+NO_GPU = "no cell has GPU utilization (--dcgm URL or --nvml)"
+NO_CLOSED = "no measured closed-loop cell"
 
 
 @dataclass(frozen=True)
@@ -41,7 +44,8 @@ def _ms(get: pd.Getter) -> pd.Getter:
 def _throughput(runs: list[Run]) -> bytes | None:
     series = pd.series_vs_concurrency(runs, pd.path("output_tok_s"))
     return series and grid(runs, [Row("output tok/s (all requests)", [Layer(series)])],
-                           "Aggregate output throughput vs concurrency", "concurrency (requests in flight)")
+                           "Aggregate output throughput vs concurrency", "concurrency (requests in flight)",
+                           pd.check_marks(runs))
 
 
 def _speedup(runs: list[Run], base: int) -> bytes | None:
@@ -53,21 +57,22 @@ def _speedup(runs: list[Run], base: int) -> bytes | None:
     rows = [Row(f"output tok/s ÷ {name}'s", [Layer(out)], reference=(1.0, f"{name} = 1")),
             Row(f"per-request tok/s ÷ {name}'s", [Layer(req)], reference=(1.0, f"{name} = 1"))]
     return out and grid(runs, rows, f"Speed-up against {name} vs concurrency (above 1: faster than {name})",
-                        "concurrency (requests in flight)")
+                        "concurrency (requests in flight)", pd.check_marks(runs))
 
 
 def _per_request(runs: list[Run]) -> bytes | None:
     series = pd.band_vs_concurrency(runs, pd.path("request_tok_s", "mean"), pd.path("request_tok_s", "p10"))
     rows = [Row("tok/s per request", [Layer(series, name="mean")], band_name="band: p10 to mean")]
     return series and grid(runs, rows, "Per-request decode speed vs concurrency (mean, band down to p10)",
-                           "concurrency (requests in flight)")
+                           "concurrency (requests in flight)", pd.check_marks(runs))
 
 
 def _ttft(runs: list[Run]) -> bytes | None:
     p50 = pd.series_vs_concurrency(runs, _ms(pd.path("ttft_s", "p50")))
     p99 = pd.series_vs_concurrency(runs, _ms(pd.path("ttft_s", "p99")))
     rows = [Row("TTFT (ms)", [Layer(p50, "-", "p50"), Layer(p99, "--", "p99")], log_ratio=30)]
-    return p50 and grid(runs, rows, "Time to first token vs concurrency", "concurrency (requests in flight)")
+    return p50 and grid(runs, rows, "Time to first token vs concurrency", "concurrency (requests in flight)",
+                        pd.check_marks(runs))
 
 
 def _power(runs: list[Run]) -> bytes | None:
@@ -78,7 +83,7 @@ def _power(runs: list[Run]) -> bytes | None:
             Row("energy per output token (J)", [Layer(j_tok)])]
     rows = [row for row in rows if row.layers[0].series]
     return rows and grid(runs, rows, "GPU power against its limit, and energy per token",
-                         "concurrency (requests in flight)")
+                         "concurrency (requests in flight)", pd.check_marks(runs))
 
 
 def _pct(get: pd.Getter) -> pd.Getter:
@@ -92,7 +97,7 @@ def _gpu(runs: list[Run]) -> bytes | None:
             Row("power (% of the limit)", [Layer(power)], reference=(100.0, "limit"))]
     rows = [row for row in rows if row.layers[0].series]
     return util and rows and grid(runs, rows, "GPU utilization and power vs concurrency (why is it slow?)",
-                                  "concurrency (requests in flight)")
+                                  "concurrency (requests in flight)", pd.check_marks(runs))
 
 
 def _open_loop(runs: list[Run]) -> bytes | None:
@@ -100,7 +105,7 @@ def _open_loop(runs: list[Run]) -> bytes | None:
     p99 = pd.series_vs_rate(runs, _ms(pd.path("ttft_from_intended_s", "p99")))
     rows = [Row("output tok/s", [Layer(tput)]), Row("TTFT p99 from intended send (ms)", [Layer(p99)], log_ratio=30)]
     return tput and grid(runs, rows, "Open loop: throughput and latency vs request rate",
-                         "scheduled request rate (requests/s)")
+                         "scheduled request rate (requests/s)", pd.check_marks(runs, over_rate=True))
 
 
 def _accept(runs: list[Run]) -> bytes | None:
@@ -115,17 +120,25 @@ def _categories(runs: list[Run]) -> bytes | None:
 
 # (file, title, drawing, why it may be missing: None = not worth a note when absent)
 PLOTS = [
-    ("output_tok_s.png", "Aggregate output tok/s", _throughput, "no usable closed-loop cell"),
+    ("output_tok_s.png", "Aggregate output tok/s", _throughput, NO_CLOSED),
     ("speedup.png", "Speed-up against the baseline", _speedup, None),
-    ("request_tok_s.png", "Per-request tok/s", _per_request, "no usable closed-loop cell"),
-    ("ttft.png", "Time to first token", _ttft, "no usable closed-loop cell"),
-    ("accept_length.png", "Accept length", _accept, "no usable cell has an accept length"),
-    ("power.png", "Power and energy", _power, NO_POWER),
-    ("gpu.png", "GPU utilization and power", _gpu, "no cell has GPU utilization (--dcgm URL or --nvml)"),
+    ("request_tok_s.png", "Per-request tok/s", _per_request, NO_CLOSED),
+    ("ttft.png", "Time to first token", _ttft, NO_CLOSED),
+    ("accept_length.png", "Accept length", _accept, "no measured cell has an accept length"),
+    ("power.png", "Power and energy", _power, lambda runs: _missing(runs, "power", "power data", NO_POWER)),
+    ("gpu.png", "GPU utilization and power", _gpu,
+     lambda runs: _missing(runs, "gpu_activity", "GPU utilization", NO_GPU)),
     ("accept_categories.png", "Accept length per category", _categories, None),
     ("open_loop.png", "Open loop", _open_loop, None),
     ("pareto.png", "Interactivity against throughput", pareto, None),
 ]
+
+
+def _missing(runs: list[Run], part: str, what: str, why: str) -> str:
+    """Why a plot of the cells' `part` is missing: `why`, unless cells that were not measured hold it (then
+    it says so: a failed measurement's figures are not drawn)."""
+    held = sum(1 for r in runs for c in r.cells.values() if c.get(part) and not measured(c))
+    return why if not held else f"no measured cell has {what} ({held} not measured have it: not drawn)"
 
 
 def render(runs: list[Run], base: int = 0) -> tuple[list[Plot], list[str]]:
@@ -138,5 +151,5 @@ def render(runs: list[Run], base: int = 0) -> tuple[list[Plot], list[str]]:
         if png:
             plots.append(Plot(name, title, png))
         elif why:
-            notes.append(f"{name} not written: {why}")
+            notes.append(f"{name} not written: {why(runs) if callable(why) else why}")
     return plots, notes

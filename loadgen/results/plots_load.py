@@ -2,7 +2,9 @@
 configuration (its colour kept across plots), the load on a log2 axis ticked at the measured levels.
 
 A row holds layers (e.g. TTFT p50 solid, p99 dashed); a layer's points may carry a lower band edge
-(per-request tok/s: mean with the p10 band), and a row may carry a reference line (the power limit)."""
+(per-request tok/s: mean with the p10 band), and a row may carry a reference line (the power limit).
+A point whose cell was measured but failed a check (`plot_data.check_marks`) is drawn hollow, larger, and the
+legend names the checks and the configurations (`plot_marks`)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,8 @@ from dataclasses import dataclass
 
 from loadgen.results import plot_axes as pa
 from loadgen.results.compare import Run
-from loadgen.results.plot_data import prompt_label
+from loadgen.results.plot_data import Marks, prompt_label
+from loadgen.results.plot_marks import MARKER_SIZE, hollow_points, marks_legend
 
 
 @dataclass(frozen=True)
@@ -35,14 +38,15 @@ def contexts_of(rows: list[Row]) -> list[int]:
     return sorted({ctx for row in rows for layer in row.layers for ctx in layer.series})
 
 
-def _draw_layer(ax, layer: Layer, ctx: int, look: tuple[dict, dict], handles: dict) -> tuple[list, list]:
-    colors, markers = look
+def _draw_layer(ax, layer: Layer, ctx: int, look: tuple[dict, dict, Marks], handles: dict) -> tuple[list, list]:
+    colors, markers, marks = look
     xs_all, ys_all = [], []
     for name, pts in layer.series.get(ctx, {}).items():
         xs, ys = [p[0] for p in pts], [p[1] for p in pts]
-        line, = ax.plot(xs, ys, linestyle=layer.style, marker=markers[name], markersize=5, color=colors[name],
-                        markerfacecolor="none" if layer.style != "-" else colors[name])
+        size = MARKER_SIZE if layer.style == "-" else MARKER_SIZE * 0.7  # p99 and the like: smaller, dashed
+        line, = ax.plot(xs, ys, linestyle=layer.style, marker=markers[name], markersize=size, color=colors[name])
         handles.setdefault(name, line)
+        hollow_points(ax, [(x, y) for x, y in zip(xs, ys) if (name, ctx, x) in marks], markers[name], colors[name])
         if pts and len(pts[0]) > 2:
             lows = [y if p[2] is None else p[2] for p, y in zip(pts, ys)]
             ax.fill_between(xs, lows, ys, color=colors[name], alpha=0.14, linewidth=0)
@@ -53,7 +57,7 @@ def _draw_layer(ax, layer: Layer, ctx: int, look: tuple[dict, dict], handles: di
     return xs_all, ys_all
 
 
-def _draw_panel(ax, row: Row, ctx: int, look: tuple[dict, dict], handles: dict, x_label: str) -> None:
+def _draw_panel(ax, row: Row, ctx: int, look: tuple[dict, dict, Marks], handles: dict, x_label: str) -> None:
     xs, ys = [], []
     for layer in row.layers:
         lx, ly = _draw_layer(ax, layer, ctx, look, handles)
@@ -67,7 +71,7 @@ def _draw_panel(ax, row: Row, ctx: int, look: tuple[dict, dict], handles: dict, 
     if xs:
         pa.level_axis(ax, xs, x_label)
     else:
-        ax.text(0.5, 0.5, "no usable cell", ha="center", va="center", transform=ax.transAxes, color="0.4")
+        ax.text(0.5, 0.5, "no measured cell", ha="center", va="center", transform=ax.transAxes, color="0.4")
     pa.value_axis(ax, row.ylabel, ys, row.log_ratio)
 
 
@@ -77,25 +81,30 @@ def _style_entries(rows: list[Row]) -> dict:
     for row in rows:
         for layer in row.layers:
             if layer.name:
-                entries[layer.name] = Line2D([], [], color="0.3", linestyle=layer.style, marker="o", markersize=5,
-                                             markerfacecolor="0.3" if layer.style == "-" else "none")
+                size = MARKER_SIZE if layer.style == "-" else MARKER_SIZE * 0.7
+                entries[layer.name] = Line2D([], [], color="0.3", linestyle=layer.style, marker="o", markersize=size)
         if row.band_name:
             from matplotlib.patches import Patch
             entries[row.band_name] = Patch(color="0.3", alpha=0.2)
     return entries
 
 
-def grid(runs: list[Run], rows: list[Row], title: str, x_label: str) -> bytes:
-    """The PNG of rows × prompt-length panels; legend (configurations, then line styles) outside."""
+def grid(runs: list[Run], rows: list[Row], title: str, x_label: str, marks: Marks | None = None) -> bytes:
+    """The PNG of rows × prompt-length panels; legend (configurations, line styles, then the hollow points'
+    checks) outside. `marks`: the points whose cells failed a check (`plot_data.check_marks`)."""
     colors = pa.config_colors(runs)
     contexts = contexts_of(rows)
+    marks = marks or {}
     fig, axes = pa.figure(len(contexts), len(rows))
     handles: dict = {}
     for i, row in enumerate(rows):
         for j, ctx in enumerate(contexts):
-            _draw_panel(axes[i][j], row, ctx, (colors, pa.config_markers(runs)), handles, x_label)
+            _draw_panel(axes[i][j], row, ctx, (colors, pa.config_markers(runs), marks), handles, x_label)
             if i == 0:
                 axes[i][j].set_title(prompt_label(ctx), fontsize=10)
     ordered = {name: handles[name] for name in colors if name in handles}
-    pa.legend_outside(fig, ordered | _style_entries(rows), title="configuration")
+    drawn = {(name, ctx, p[0]) for row in rows for layer in row.layers for ctx, by in layer.series.items()
+             for name, pts in by.items() for p in pts}
+    shown = {k: v for k, v in marks.items() if k in drawn}
+    pa.legend_outside(fig, ordered | _style_entries(rows) | marks_legend(shown), title="configuration")
     return pa.finish(fig, title, runs)

@@ -1,7 +1,8 @@
 """pareto.png: per-request tok/s (interactivity) against aggregate output tok/s, a panel per prompt length,
 a line per configuration through its concurrencies (each point labelled with its concurrency), the Pareto
-frontier over all of them (with targets: over the cells that met them), and the SLO marked: a TPOT target as the interactivity it implies (1 / TPOT), cells
-that met every target filled, those that missed hollow."""
+frontier over the points whose cells passed their checks, and the SLO marked: a TPOT target as the
+interactivity it implies (1 / TPOT). A cell that failed a check (missed the SLO, garbage output, a saturated
+client) is drawn hollow, the legend naming the check and the configurations (`plot_marks`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from loadgen.results import plot_axes as pa
 from loadgen.results.compare import Run
 from loadgen.results.pareto import frontier, points, targets_of
 from loadgen.results.plot_data import prompt_label
+from loadgen.results.plot_marks import MARKER_SIZE, hollow_points, marks_legend
 
 
 def _draw(ax, pts, colors, markers, handles) -> None:
@@ -17,16 +19,18 @@ def _draw(ax, pts, colors, markers, handles) -> None:
         line, = ax.plot([p.request_tok_s for p in mine], [p.output_tok_s for p in mine], color=colors[name],
                         linewidth=1, alpha=0.7)
         handles.setdefault(name, line)
+        ax.plot([p.request_tok_s for p in mine], [p.output_tok_s for p in mine], marker=markers[name],
+                markersize=MARKER_SIZE * 1.2, color=colors[name], linestyle="none")
+        hollow_points(ax, [(p.request_tok_s, p.output_tok_s) for p in mine if p.checks], markers[name],
+                      colors[name])
         for p in mine:
-            ax.plot(p.request_tok_s, p.output_tok_s, marker=markers[name], markersize=6, color=colors[name],
-                    markerfacecolor="none" if p.met is False else colors[name], linestyle="none")
             ax.annotate(f"{p.concurrency}", (p.request_tok_s, p.output_tok_s), xytext=(4, 3),
                         textcoords="offset points", fontsize=7, color="0.25")
-    judged = any(p.met is not None for p in pts)
-    best = frontier([p for p in pts if p.met] if judged else pts)
+    checked = any(p.checks for p in pts) or any(p.met is not None for p in pts)
+    best = frontier([p for p in pts if not p.checks])
     edge, = ax.plot([p.request_tok_s for p in best], [p.output_tok_s for p in best], color="black",
                     linestyle="--", linewidth=1.2, drawstyle="steps-post")
-    handles.setdefault("frontier (met)" if judged else "Pareto frontier", edge)
+    handles.setdefault("frontier (passed checks)" if checked else "Pareto frontier", edge)
 
 
 def _targets(ax, targets: dict, handles: dict) -> None:
@@ -36,10 +40,6 @@ def _targets(ax, targets: dict, handles: dict) -> None:
         ax.axvline(1 / tpot, color="tab:red", linestyle=":", linewidth=1.2)
         handles.setdefault(f"1/tpot ({1 / tpot:.0f} tok/s)",
                            Line2D([], [], color="tab:red", linestyle=":"))
-    if targets:
-        handles.setdefault("met SLO", Line2D([], [], color="0.3", marker="o", linestyle="none"))
-        handles.setdefault("missed SLO", Line2D([], [], color="0.3", marker="o", markerfacecolor="none",
-                                                    linestyle="none"))
 
 
 def pareto(runs: list[Run]) -> bytes | None:
@@ -59,6 +59,8 @@ def pareto(runs: list[Run]) -> bytes | None:
         pa.value_axis(ax, "aggregate output tok/s", [p.output_tok_s for p in pts])
         xs = [p.request_tok_s for p in pts] + ([1 / targets["tpot"]] if targets.get("tpot") else [])
         ax.set_xlim(min(xs) * 0.85, max(xs) * 1.1)
+    handles |= marks_legend({(p.config, ctx, p.concurrency): p.checks for ctx, pts in data.items() for p in pts
+                             if p.checks})
     # below the panels: beside them, a long legend would run into the title of a one-panel figure
     fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncols=min(4, len(handles)),
                fontsize=8, frameon=False)

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from loadgen.errors import UsageError
 from loadgen.files import write_json_atomic
 from loadgen.names import ConfigStatus
+from loadgen.results.cell_status import check_names, measured
 from loadgen.results.compare import compare_table, load_inputs
 from loadgen.results.correctness import produced_garbage
 from loadgen.results.schema import SWEEP_SCHEMA
@@ -51,6 +52,7 @@ def write_summary(spec: SweepSpec, order: list[tuple[int, int]], started_at: str
             "diagnostics": (os.path.basename(paths["diagnostics"]) if os.path.exists(paths["diagnostics"])
                             else None),
             "garbage_cells": [c.key.label() for c in cells if produced_garbage(c.to_json())],
+            **_checked(cells),
         })
     summary = {"schema": SWEEP_SCHEMA, "name": spec.name, "file": os.path.abspath(spec.path),
                "source": spec.text, "started_at": started_at,
@@ -59,11 +61,28 @@ def write_summary(spec: SweepSpec, order: list[tuple[int, int]], started_at: str
     return summary
 
 
+def _checked(cells: list) -> dict:
+    """cells_measured (their figures stand, a failed check or not) and failed_checks {cell label: 'garbage
+    output, missed SLO'} for the measured cells that failed a check."""
+    judged = [(c.key.label(), c.to_json()) for c in cells]
+    return {"cells_measured": sum(1 for _, c in judged if measured(c)),
+            "failed_checks": {label: names for label, c in judged if measured(c) and (names := check_names(c))}}
+
+
+def _measured_note(c: dict) -> str:
+    """', 4 measured (failed a check: garbage output)' when cells that are not ok were measured all the same."""
+    extra = (c.get("cells_measured") or 0) - c["cells_ok"]
+    checks = (c.get("failed_checks") or {}).values()
+    kinds = ", ".join(dict.fromkeys(k for names in checks for k in names.split(", ")))
+    return f", {extra} more measured (failed a check: {kinds})" if extra > 0 and kinds else ""
+
+
 def print_summary(spec: SweepSpec, summary: dict) -> None:
     print(f"\nsweep {spec.name} ({spec.out_dir}):")
     for c in summary["configs"]:
         note = f"  {c['reason']}" if c["status"] != ConfigStatus.OK and c["reason"] else ""
-        print(f"  {c['name']:<20} {c['status']:<8} {c['cells_ok']}/{c['cells_total']} cells{note}")
+        cells = f"{c['cells_ok']}/{c['cells_total']} cells ok{_measured_note(c)}"
+        print(f"  {c['name']:<20} {c['status']:<8} {cells}{note}")
         if c.get("garbage_cells"):
             print(f"  {'':<20} GARBAGE OUTPUT in {', '.join(c['garbage_cells'])} (--verify): never best")
     runs = load_inputs([spec.out_dir])
