@@ -161,10 +161,12 @@ class CheckKind(StrEnum):
     MISMATCH = "output mismatch"
     SLO = "missed SLO"
     SATURATED = "client saturated"
+    DRIFTED = "server drifted"
 
 
 # the incidents that are failed checks (`Effect.CHECK`), by the check they stand for
-CHECK_INCIDENTS = {IncidentKind.GARBAGE_OUTPUT: CheckKind.GARBAGE, IncidentKind.OUTPUT_MISMATCH: CheckKind.MISMATCH}
+CHECK_INCIDENTS = {IncidentKind.GARBAGE_OUTPUT: CheckKind.GARBAGE, IncidentKind.OUTPUT_MISMATCH: CheckKind.MISMATCH,
+                   IncidentKind.DRIFTED: CheckKind.DRIFTED}
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +178,7 @@ class FailedCheck:
 
 
 def failed_checks(cell: dict) -> list[FailedCheck]:
-    """The checks the cell failed, in the order garbage, mismatch (its failing incidents), SLO, client; empty
+    """The checks the cell failed: its failing incidents (garbage, mismatch, drift) as recorded, then SLO, client; empty
     when it passed them all. Judged whether or not the cell was measured (views ask `measured` first)."""
     found = [FailedCheck(CHECK_INCIDENTS[i.kind], i.reason) for i in _incidents(cell) if i.effect is Effect.CHECK]
     if produced_garbage(cell) and not any(f.kind is CheckKind.GARBAGE for f in found):
