@@ -52,6 +52,7 @@ def write_summary(spec: SweepSpec, order: list[tuple[int, int]], started_at: str
             "diagnostics": (os.path.basename(paths["diagnostics"]) if os.path.exists(paths["diagnostics"])
                             else None),
             "garbage_cells": [c.key.label() for c in cells if produced_garbage(c.to_json())],
+            "drift": doc.get("drift"),  # the control measured again and the verdict (docs/drift.md); None: not checked
             **_checked(cells),
         })
     summary = {"schema": SWEEP_SCHEMA, "name": spec.name, "file": os.path.abspath(spec.path),
