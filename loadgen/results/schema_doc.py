@@ -35,6 +35,11 @@ DOCUMENT_FIELDS = {
               "reference_garbage {reason: [prompt]} (those checks are off for those prompts), unstable [prompt] "
               "(two one-at-a-time answers differ: the noise floor; null when answered once), "
               "unstable_divergence_tokens {min, p50, n}} (docs/verify.md)",
+    "drift": "the run's first cell measured again after the last (`--drift-check`; [drift.md](drift.md)): "
+             "{drifted, factor (first output tok/s ÷ again: > 1 slower; null: the again measurement produced no "
+             "token), sentence, cell (its key), first and again {output_tok_s, output_tok_s_interval, ttft_p50_s, "
+             "ttft_p50_s_interval, ok_requests, run_id (again: `<run id>-control`, its records' id)}, moved "
+             "(the figures beyond noise), min_change}; absent when the check was off or skipped",
     "search": "`loadgen search`: its settings, the SLO, and per prompt length the bracket found {met, missed, "
               "probes, ended, complete} (docs/search.md)",
 }
