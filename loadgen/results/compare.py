@@ -136,7 +136,7 @@ def _slo(row: dict) -> str:
 COLUMNS = [
     tt.CONTEXT,
     Column("conc", 5, _load),
-    Column("configuration", -24, lambda row: row["config"] + (" (base)" if row["baseline"] else "")),
+    Column("configuration", -24, lambda row: _config_text(row)),
     Column("out tok/s", 10, _metric("out_tok_s")),
     Column("vs base", 8, _speedup("out_tok_s")),
     Column("req tok/s mean", 14, _metric("req_tok_s")),
@@ -152,25 +152,58 @@ COLUMNS = [
 SLO_COLUMNS = [Column("good tok/s", 10, _metric("good_tok_s")), Column("SLO", 9, _slo)]
 
 
+OPTIONAL = {"accept": "accept", "W": "power_w", "J/tok": "j_per_token"}  # left out when no row has the figure
+
+
+def _config_text(row: dict) -> str:
+    return row["config"] + (" (base)" if row["baseline"] else "")
+
+
 def columns(rows: list[dict]) -> list[Column]:
-    """The comparison's columns: with SLO figures in any row, good tok/s and the attainment follow out tok/s."""
-    return [*COLUMNS[:5], *SLO_COLUMNS, *COLUMNS[5:]] if any(row.get("slo") for row in rows) else COLUMNS
+    """The comparison's columns: with SLO figures in any row, good tok/s and the attainment follow out tok/s;
+    accept, W and J/tok only when some row has them; the configuration as wide as its longest name (the rows
+    then fit 120 columns more often)."""
+    cols = [*COLUMNS[:5], *SLO_COLUMNS, *COLUMNS[5:]] if any(row.get("slo") for row in rows) else COLUMNS
+    cols = [c for c in cols if c.header not in OPTIONAL or any(r.get(OPTIONAL[c.header]) is not None for r in rows)]
+    width = max([len("configuration"), *(len(_config_text(r)) for r in rows)])
+    return [Column(c.header, -width, c.text) if c.header == "configuration" else c for c in cols]
+
+
+def note_refs(rows: list[dict]) -> tuple[list[str], list[str]]:
+    """(each row's note reference, "n1" or "", the notes as lines "n1 ctx 60 conc 8 b0: …"), one number per
+    distinct note, so a long reason never widens the table."""
+    numbers: dict[str, int] = {}
+    refs, lines = [], []
+    for row in rows:
+        note = row_note(row)
+        if not note:
+            refs.append("")
+            continue
+        if note not in numbers:
+            numbers[note] = len(numbers) + 1
+            lines.append(f"n{numbers[note]} ctx {tt.context(row)} conc {_load(row)} {row['config']}: {note}")
+        refs.append(f"n{numbers[note]}")
+    return refs, lines
 
 
 def render_text(rows: list[dict]) -> str:
-    """Rows grouped by cell (a blank line between cells; a cell's context and load shown on its first row)."""
+    """Rows grouped by cell (a blank line between cells; a cell's context and load shown on its first row), each
+    row's note as a reference, the notes under the rows."""
     cols = columns(rows)
     out = [tt.header(cols).rstrip()]
     prev = None
-    for row in rows:
+    refs, notes = note_refs(rows)
+    for row, ref in zip(rows, refs):
         key = (row["context_tokens"], row["concurrency"], row.get("request_rate"))
         cells = tt.texts(cols, row)
+        cells[-1] = ref
         if key == prev:
             cells[0] = cells[1] = ""
         elif prev is not None:
             out.append("")
         prev = key
         out.append(tt.join(cols, cells).rstrip())
+    out += [w for n in notes for w in textwrap.wrap(n, 120, subsequent_indent="    ")]
     out += [w for line in legend(rows, "*") for w in textwrap.wrap(line, 120)]
     return "\n".join(out)
 

@@ -39,11 +39,13 @@ def peak_goodput(cells: dict) -> tuple[float, dict] | None:
 
 
 def no_peak(cells: dict) -> str:
-    """Why a configuration has no goodput: 'no cell was measured (4 failed)', 'no cell met the SLO', or
-    '3 cells met the SLO but produced garbage'."""
+    """Why a configuration has no goodput: 'no cell was measured (4 failed or skipped)', 'measured without
+    latency targets (--slo)', 'no cell met the SLO', or '3 cells met the SLO but produced garbage'."""
     shown = [c for c in cells.values() if measured(c)]
     if not shown:
         return f"no cell was measured ({len(cells)} failed or skipped)"
+    if not any(c.get("slo") for c in shown):
+        return "measured without latency targets (--slo)"
     met = [c for c in shown if _met(c)]
     if not met:
         return "no cell met the SLO"
