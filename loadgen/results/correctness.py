@@ -106,8 +106,8 @@ def against_reference(part: dict) -> str:
 
 def divergence_note(part: dict) -> str | None:
     """'3 of 8 outputs differ from the reference (run_start) from token 47 (min), 48 (p50)', then the server's
-    noise floor beside it where the reference was answered twice ('; alone the server answered 8 of 8 prompts
-    two ways, and none of the outputs of the others differs'), or None."""
+    noise floor beside it where the reference was answered twice ('; noise floor: alone the server answered 2 of
+    8 prompts two ways, 1 of the 6 others differ here'), or None."""
     div = part.get("first_divergence_tokens")
     if not div:
         return None
@@ -116,7 +116,11 @@ def divergence_note(part: dict) -> str | None:
     unstable, where_stable = part.get("reference_unstable"), part.get("diverged_where_stable")
     if unstable is None or where_stable is None:
         return note
+    if not unstable:
+        return note + "; noise floor: none (alone the server answered every prompt the same twice)"
     stable = part["checked"] - unstable
+    if not stable:
+        return note + f"; noise floor: alone the server answered all {unstable} prompts two ways (no evidence)"
     return (note + f"; noise floor: alone the server answered {unstable} of {part['checked']} prompts two ways, "
             f"{where_stable} of the {stable} others differ here")
 

@@ -1,0 +1,77 @@
+"""--verify against tests/reference_server.py, a server that is not loadgen's simulator (issue 35's done-when case):
+one whose clean outputs hold U+FFFD for ~40 % of prompts at every batch size and which loops on one word above 16
+running requests, and one that is not deterministic alone. Judged against its reference, the first passes c=1 and
+c=8 and fails c=32 on garbage, saying once that the reference held replacement characters; the second's
+divergence is said beside its noise floor. The two servers start together."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+
+import pytest
+
+from tests.conftest import run_loadgen
+from tests.reference_server import start, stop
+
+pytestmark = pytest.mark.sim
+
+SERVERS = {"fffd-loop": ("--fffd-fraction", "0.4", "--loop-above", "16"),
+           "nondeterministic": ("--nondeterministic-fraction", "1.0")}
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("reference-servers")
+    with concurrent.futures.ThreadPoolExecutor(len(SERVERS)) as pool:
+        started = dict(zip(SERVERS, pool.map(lambda flags: start(tmp, "--step-ms", "2", *flags), SERVERS.values())))
+    yield {name: url for name, (url, _) in started.items()}
+    for _, proc in started.values():
+        stop(proc)
+
+
+def run(url: str, tmp_path, concurrency: str):
+    out = tmp_path / "r.json"
+    proc = run_loadgen("--url", url, "--contexts", "60", "--concurrency", concurrency, "--max-tokens", "32",
+                       "--requests-per-cell", "32", "--verify", "--out", str(out), timeout=180)
+    doc = json.loads(out.read_text())
+    return proc, doc, {c["concurrency"]: c for c in doc["cells"] if c.get("correctness")}
+
+
+def said(proc) -> str:
+    """stderr with its lines' wrapping undone (loadgen wraps a long line at 120 columns)."""
+    return " ".join(proc.stderr.split())
+
+
+def test_garbage_against_a_reference_that_holds_replacement_characters(servers, tmp_path):
+    proc, doc, cells = run(servers["fffd-loop"], tmp_path, "1,8,32")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    held = doc["verify"]["reference_garbage"]["replacement_characters"]
+    assert 1 <= len(held) <= 6 and set(doc["verify"]["reference_garbage"]) == {"replacement_characters"}
+    assert (f"verify: {len(held)} of 8 reference outputs hold replacement characters (prompt "
+            f"{', '.join(map(str, held))}): for those prompts that check is off;") in said(proc)
+    assert proc.stderr.count("reference outputs hold replacement characters") == 1  # said once, before the cells
+    for c in (1, 8):
+        part = cells[c]["correctness"]
+        assert cells[c]["status"] == "ok", cells[c]["error"]
+        assert part["garbage_fraction"] == 0.0 and part["exact_match_fraction"] == 1.0
+        assert part["absolute_garbage_fraction"] == len(held) / 8  # kept: judged alone they hold U+FFFD
+    part = cells[32]["correctness"]
+    assert part["garbage_fraction"] >= 0.9 and set(part["garbage"]) == {"repetition_loop"}
+    assert cells[32]["status"] == "failed" and cells[32]["error"].startswith("GARBAGE OUTPUT")
+    assert doc["verify"]["unstable"] == [] and part["reference_unstable"] == 0
+    assert "exact 8/8" in proc.stdout and "garb " in proc.stdout
+
+
+def test_divergence_of_a_server_not_deterministic_alone_is_said_beside_its_floor(servers, tmp_path):
+    proc, doc, cells = run(servers["nondeterministic"], tmp_path, "1,8")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert ("verify: the server is not deterministic alone for 8 of 8 prompts (prompt 0, 1, 2, 3, 4, 5, 6, 7; its "
+            "two answers part from token 12 min") in said(proc)
+    assert doc["verify"]["unstable"] == list(range(8)) and doc["verify"]["answers"] == 2
+    for cell in cells.values():
+        part = cell["correctness"]
+        assert part["reference_unstable"] == 8 and part["diverged_where_stable"] == 0
+        assert part["diverged"] == 8 and part["first_divergence_tokens"]["min"] == 12
+        assert any("noise floor: alone the server answered all 8 prompts two ways" in w for w in cell["warnings"])
+        assert cell["status"] == "ok"
