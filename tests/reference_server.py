@@ -345,7 +345,12 @@ async def stream(request: web.Request, gen: Generation, shape: Shape, include_us
         await resp.write(shape.chunk({"index": 0, "delta": {"role": "assistant", "content": ""},
                                       "finish_reason": None}))
     while (word := await gen.queue.get()) is not None:
-        await resp.write(shape.chunk(shape.text_choice(word, None)))
+        chunks = [shape.chunk(shape.text_choice(word, None))]
+        while not gen.queue.empty() and (word := gen.queue.get_nowait()) is not None:
+            chunks.append(shape.chunk(shape.text_choice(word, None)))  # one write for the tokens that piled up
+        await resp.write(b"".join(chunks))
+        if word is None:
+            break
     tail = shape.chunk(shape.text_choice("", gen.finish_reason))
     if include_usage:
         tail += b"data: " + orjson.dumps({"id": shape.id, "object": "chat.completion.chunk" if shape.chat
