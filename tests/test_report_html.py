@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.results.cell_status import not_best, problem
+from loadgen.results.cell_status import measured, not_best, problem
 from tests.browser import CHROMIUM, Browser
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,10 +29,10 @@ ARTIFACTS = Path(os.environ.get("LOADGEN_TEST_ARTIFACTS", ROOT / "build" / "test
 SPEED = 20
 # the comparison's figures: results field, and whether higher is better
 def _true_best(group: list, path: str, higher: bool) -> set:
-    """The configuration best at `path` in one cell: the best value among usable cells whose client kept
-    up, alone there and with its 95 % interval clear of every other usable cell's (no interval: the values
-    differ)."""
-    usable = {name: cell for name, _, cell in group if problem(cell) is None and field(cell, path) is not None}
+    """The configuration best at `path` in one cell: the best value among measured cells that passed their
+    checks (a client that kept up, no garbage, the SLO met), alone there and with its 95 % interval clear of
+    every other measured cell's (no interval: the values differ)."""
+    usable = {name: cell for name, _, cell in group if measured(cell) and field(cell, path) is not None}
     allowed = {name: cell for name, cell in usable.items() if not_best(cell) is None}
     if len(usable) < 2 or not allowed:
         return set()
@@ -218,15 +218,15 @@ def check_comparison(table: dict, docs: dict, base: str) -> dict[tuple, set[str]
         tds = {td["metric"]: td for td in row["cells"]}
         assert set(tds) == set(FIELDS) | {"out_tok_s_x", "req_tok_s_x"}
         assert all(COMPARISON_HEADER_WORDS[m] in td["header"] for m, td in tds.items()), tds
-        usable = problem(cell) is None
-        assert (row["data"]["usable"] == "yes") == usable
+        shown = measured(cell)  # a cell that failed a check keeps its figures
+        assert (row["data"]["measured"] == "yes") == shown
         for m, (path, _) in FIELDS.items():
-            value = field(cell, path) if usable else None
+            value = field(cell, path) if shown else None
             assert shown_equals(value, tds[m]["text"], tds[m]["scale"]), (row["data"], m, value, tds[m])
         base_cell = cell_of(docs, base, row["data"])
         for m in ("out_tok_s", "req_tok_s"):
             v, b = field(cell, FIELDS[m][0]), field(base_cell, FIELDS[m][0])
-            ok = usable and problem(base_cell) is None and b
+            ok = shown and measured(base_cell) and b
             assert tds[m + "_x"]["text"] == (f"{v / b:.2f}x" if ok else "-"), (row["data"], m)
     assert sum(1 for g in groups.values() for _ in g) == sum(len(d["cells"]) for d in docs.values())
     true_best = {}

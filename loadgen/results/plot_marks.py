@@ -1,6 +1,6 @@
 """How a plot marks a point whose cell was measured but failed a check (garbage output, a missed SLO, a
 saturated client, an output mismatch): a larger hollow marker in the configuration's colour over the point,
-and one legend entry per check naming the configurations it marks ("hollow: garbage output (b0, b4)"). The
+and one legend entry per check naming the configurations it marks ("hollow: garbage output (b0: 6 cells)"). The
 model says which cells failed which check (`cell_status.failed_checks`); this module only draws it."""
 
 from __future__ import annotations
@@ -21,19 +21,20 @@ def hollow_points(ax, points: list[tuple[float, float]], marker: str, color) -> 
                 markeredgewidth=HOLLOW_EDGE, zorder=3)
 
 
-def by_check(marks: dict[tuple, str]) -> dict[str, list[str]]:
-    """{check: [configuration, …]} from marks {(config, context, load): 'garbage output, missed SLO'}."""
-    out: dict[str, list[str]] = {}
+def by_check(marks: dict[tuple, str]) -> dict[str, dict[str, int]]:
+    """{check: {configuration: cells marked}} from marks {(config, context, load): 'garbage output, missed SLO'}."""
+    out: dict[str, dict[str, int]] = {}
     for (config, *_), names in marks.items():
         for check in names.split(", "):
-            if config not in out.setdefault(check, []):
-                out[check].append(config)
+            counts = out.setdefault(check, {})
+            counts[config] = counts.get(config, 0) + 1
     return out
 
 
-def legend_label(check: str, configs: list[str]) -> str:
-    """'hollow: garbage output (b0, b4)', wrapped to LEGEND_CHARS a line."""
-    return "\n".join(textwrap.wrap(f"hollow: {check} ({', '.join(configs)})", LEGEND_CHARS))
+def legend_label(check: str, configs: dict[str, int]) -> str:
+    """'hollow: garbage output (b0: 6 cells, b4: 1 cell)', wrapped to LEGEND_CHARS a line."""
+    shown = ", ".join(f"{name}: {n} cell{'s' * (n != 1)}" for name, n in configs.items())
+    return "\n".join(textwrap.wrap(f"hollow: {check} ({shown})", LEGEND_CHARS))
 
 
 def marks_legend(marks: dict[tuple, str]) -> dict:
