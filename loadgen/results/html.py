@@ -33,7 +33,9 @@ from loadgen.results.plots import Plot
 
 WINNER_METRICS = ("out_tok_s", "req_tok_s", "ttft_p50_s", "j_per_token")
 CAPTIONS = {
-    "output_tok_s.png": "All requests' output tokens per second of the measured window. Higher is better.",
+    "output_tok_s.png": "All requests' output tokens per second of the measured window. Higher is better. In "
+                        "every plot, a hollow point was measured but failed a check (the legend says which): its "
+                        "figure stands, it is never best.",
     "speedup.png": "Each configuration's tok/s divided by the baseline's in the same cell: above the line at 1 it "
                    "is faster. Where the lines cross, the best budget changes.",
     "request_tok_s.png": "Decode speed one user sees. Line: mean over requests; shaded band down to the "
@@ -50,8 +52,9 @@ CAPTIONS = {
     "open_loop.png": "Open-loop cells against their scheduled request rate; latency from the intended send.",
     "pareto.png": "Each configuration's concurrencies as points of interactivity (mean per-request tok/s) and "
                   "throughput (aggregate output tok/s); the dashed line is the Pareto frontier: no point beats one "
-                  "on it in both. With --slo, filled points met the SLO, hollow ones missed, and the frontier "
-                  "joins only those that met it; a TPOT target is the dotted line of the interactivity it implies.",
+                  "on it in both, joining the cells that passed their checks. Hollow points failed one (missed the "
+                  "SLO, garbage output, a saturated client: the legend says which); a TPOT target is the dotted "
+                  "line of the interactivity it implies.",
 }
 
 
