@@ -22,6 +22,7 @@ from exporters.cell_results import CELL_RESULTS, per_gpu_limit_w, summary_value
 from exporters.live_metrics import CELL_LABELS, CellSeries, LiveMetrics
 from exporters.metrics_server import MetricsServer
 from exporters.run_info import run_info_labels
+from exporters.search_metrics import SearchGauges
 from exporters.slo import SloMetrics
 from exporters.token_histogram import TokenWeightedHistogram
 from exporters.verify_metrics import VerifyGauges
@@ -70,6 +71,7 @@ class LiveExporter(LiveMetrics):
         self._limit_source: str | None = None
         self.verify = VerifyGauges(self.registry, CELL_LABELS)
         self.slo = SloMetrics(self.registry, slo or SloConfig(), CELL_LABELS)  # families served even without --slo
+        self.search = SearchGauges(self.registry)  # `loadgen search` feeds it (SearchPlan.watch)
         self._init_run_gauges(run_id)
 
     def _init_run_gauges(self, run: str) -> None:

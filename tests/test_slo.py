@@ -1,6 +1,6 @@
 """Latency targets on hand-built records with known answers: a request's goodness (TPOT as vLLM defines it, the
 request's own ITL p99, failures and never-sent requests not good), the cell's attainment and goodput, the
-`slo` part's round trip, the flags' errors, the search's walk, never-best, the early stop's signature, the
+`slo` part's round trip, the flags' errors, never-best, the early stop's signature, the
 live exporter's values and the Pareto frontier."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from exporters.live import LiveExporter
 from loadgen.config import SloConfig
 from loadgen.metrics.oversaturation import Reference, oversaturated
 from loadgen.metrics.slo import SloTally, is_good, itl_p99_s, meets, slo_figures
-from loadgen.names import Outcome, Phase, SearchOver
+from loadgen.names import Outcome, Phase
 from loadgen.record import CellKey, Record
 from loadgen.results import compare
 from loadgen.results.build_cell import build_cell
@@ -21,7 +21,6 @@ from loadgen.results.cell_result import from_json
 from loadgen.results.cell_status import not_best
 from loadgen.results.goodput_rank import goodput_ranking
 from loadgen.results.pareto import Point, frontier
-from loadgen.results.search import SearchConfig, probe_key, probes, replay
 from loadgen.sweep.spec import parse_spec
 
 pytestmark = pytest.mark.unit
@@ -128,53 +127,6 @@ def test_bad_slo_and_search_input_is_one_line_and_exit_2(cli, argv, says):
     out = cli(*argv)
     assert out.returncode == 2 and says in out.stderr, out.stderr
     assert len(out.stderr.strip().splitlines()) == 1 and "started the built-in simulator" not in out.stderr
-
-
-def walk_to(cfg: SearchConfig, knee: float) -> tuple[list[float], object]:
-    """The probes a search makes against a server that meets the SLO up to `knee`, and its bracket."""
-    g, seen = probes(cfg), []
-    x = next(g)
-    try:
-        while True:
-            seen.append(x)
-            x = g.send(x <= knee)
-    except StopIteration as end:
-        return seen, end.value
-
-
-@pytest.mark.parametrize("knee", [1, 3, 8, 13, 37, 64, 100, 300, 900])
-def test_search_brackets_then_bisects_to_the_resolution_in_at_most_10_cells(knee):
-    cfg = SearchConfig()
-    seen, b = walk_to(cfg, knee)
-    assert len(seen) <= 10 and b.complete
-    assert b.met <= knee < b.missed and cfg.width_ok(b.met, b.missed)
-    assert b.missed == min(x for x in seen if x > b.met)  # the next probe above the answer missed
-
-
-def test_search_limits_and_rates():
-    seen, b = walk_to(SearchConfig(), 0)  # even concurrency 1 misses
-    assert seen == [1] and b.met is None and b.complete
-    seen, b = walk_to(SearchConfig(limit=64), 10_000)
-    assert seen[-1] == 64 and b.met == 64 and b.missed is None and "limit" in b.ended
-    rate = SearchConfig(over=SearchOver.RATE, start=2.0, resolution=0.5, relative=False)
-    seen, b = walk_to(rate, 11.3)
-    assert b.met <= 11.3 < b.missed and b.missed - b.met <= 0.5 and len(seen) <= 10
-    assert probe_key(rate, 60, 3.5, cap=16) == CellKey(60, 16, request_rate=3.5)
-
-
-def test_replay_of_stored_cells_gives_the_walks_answer_and_stops_at_a_missing_probe():
-    cfg = SearchConfig(start=2, growth=2)
-    seen, b = walk_to(cfg, 13)
-
-    def cell(c: int) -> dict:
-        return {"context_tokens": 60, "concurrency": c, "status": "ok", "requests": {"ok": 1, "failed": 0},
-                "slo": {"met": c <= 13}}
-    stored = {probe_key(cfg, 60, x): cell(int(x)) for x in seen}
-    again = replay(cfg, 60, stored)
-    assert (again.met, again.missed, again.probes, again.complete) == (b.met, b.missed, b.probes, True)
-    del stored[probe_key(cfg, 60, seen[-1])]
-    partial = replay(cfg, 60, stored)
-    assert not partial.complete and "could not be used" in partial.ended
 
 
 def cell_with(tok_s: float, met: bool | None, good_tok_s: float) -> dict:

@@ -19,6 +19,7 @@ A new part is one class in its stage's folder and one choice here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from loadgen.cli.exporter import live_exporter
@@ -30,9 +31,11 @@ from loadgen.console import log
 from loadgen.names import HttpClient
 from loadgen.parallel.shard import AlignedStart, ShardPart
 from loadgen.parallel.workers import WorkerDriver, WorkerPool
+from loadgen.record import CellKey
 from loadgen.results.document import ResultsFile
 from loadgen.results.load_banner import open_loop_banner, throttle_banner, trace_banner
 from loadgen.results.open_table import render as open_loop_table
+from loadgen.results.search_state import SearchWatcher
 from loadgen.results.throttle_table import throttle_table
 from loadgen.results.verify_reference import load_reference
 from loadgen.run.control import RunControl
@@ -42,6 +45,7 @@ from loadgen.run.early_stop import OversaturationStop
 from loadgen.run.interrupts import Interrupts
 from loadgen.run.ready_wait import ReadyWait
 from loadgen.run.runner import CellCheck, CellPlan, Runner, RunParts, Service, Table, new_run_id
+from loadgen.run.search_plan import SizedCells
 from loadgen.run.server_down import ServerDownPolicy, ServerGuard
 from loadgen.run.session_driver import SessionLoop
 from loadgen.run.trace_driver import TraceReplay
@@ -116,6 +120,9 @@ class Shape:
     plan: CellPlan | None = None
     early_stops: list[OversaturationStop] = field(default_factory=list)
     tables: list[Table] = field(default_factory=list)
+    checks: list[CellCheck] = field(default_factory=list)  # the search's judgement of its cells
+    sized: Callable[[CellKey], int] | None = None  # a search's measured requests of a cell (0: the driver's own)
+    watch: Callable[[SearchWatcher], None] | None = None  # the search's state, to the live exporter
 
 
 def build_runner(cfg: RunConfig, url: str, *, sinks: list[Sink] | None = None, results: ResultsFile | None = None,
@@ -135,10 +142,14 @@ def build_runner(cfg: RunConfig, url: str, *, sinks: list[Sink] | None = None, r
     services: list[Service] = [telemetry.log_command] if telemetry.log_command else []
     transport = make_transport(cfg, url, headers)
     driver = make_driver(cfg, url, headers, transport, guard, services)
+    if shape.sized is not None:
+        driver = SizedCells(driver, shape.sized)
     exporter = live_exporter(run_id, cfg.exporter, cfg.label, cfg.slo)
     if exporter is not None:
         sinks.append(exporter[0])
         services.append(exporter[1])
+        if shape.watch is not None:
+            shape.watch(exporter[0].search)
     banner, tables = load_report(cfg)
     verifier = make_verifier(cfg, url)
     parts = RunParts(
@@ -147,7 +158,7 @@ def build_runner(cfg: RunConfig, url: str, *, sinks: list[Sink] | None = None, r
         drift=ControlCheck(cfg) if shape.plan is None else None,  # a search checks drift its own way
         server_down=ServerDownPolicy(cfg.faults, guard, control, timed_cells=bool(cfg.duration_per_cell_s),
                                      early_stops=shape.early_stops),
-        services=services, checks=checks or [],
+        services=services, checks=[*(checks or []), *shape.checks],
         preflight=[TelemetryPreflight(cfg.telemetry),
                    ReadyWait(cfg.wait_ready_s, cfg.api, cfg.model, headers, control, cfg.wait_refused_s)],
         interrupts=Interrupts(control, cfg.faults.drain_timeout_s, cfg.out))

@@ -35,7 +35,17 @@ def search_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--resolution", default="10%", metavar="N|P%",
                    help="bisect until the bracket is no wider than N (or P%% of its met end; default %(default)s)")
     g.add_argument("--max-cells", type=int, default=D.max_cells, metavar="N",
-                   help="probes per prompt length, at most (default %(default)s)")
+                   help="cells per prompt length, at most, every measurement counted (default %(default)s)")
+    g.add_argument("--probe-min-requests", type=int, default=D.min_requests, metavar="N",
+                   help="measured requests a probe needs before it is decided or stopped early (default %(default)s)")
+    g.add_argument("--probe-min-seconds", type=float, default=D.min_s, metavar="S",
+                   help="seconds of measured window a probe needs before it is decided (default %(default)g)")
+    g.add_argument("--probe-max-requests", type=int, default=D.max_requests, metavar="N",
+                   help="requests a probe is extended to at most while its attainment is not decided "
+                        "(default 0: 4× its first part)")
+    g.add_argument("--drift-every", type=int, default=D.drift_every, metavar="N",
+                   help="measure the control probe (the first that met) again after every N probes and at the "
+                        "end (default %(default)s; 0: never)")
 
 
 def search_parser() -> argparse.ArgumentParser:
@@ -75,10 +85,24 @@ def search_config(a: argparse.Namespace) -> SearchConfig:
         raise UsageError(f"--growth {a.growth:g}: must be > 1, e.g. 4 (×4 a probe) or 2")
     if a.max_cells < 2:
         raise UsageError(f"--max-cells {a.max_cells}: a search needs at least 2 cells (a met and a missed one)")
+    probe_checks(a)
     resolution, relative = parse_resolution(a.resolution)
     return SearchConfig(over=over, start=int(start) if integral else start, growth=a.growth,
                         limit=int(limit) if integral else limit, resolution=resolution, relative=relative,
-                        max_cells=a.max_cells)
+                        max_cells=a.max_cells, min_requests=a.probe_min_requests, min_s=a.probe_min_seconds,
+                        max_requests=a.probe_max_requests, drift_every=a.drift_every)
+
+
+def probe_checks(a: argparse.Namespace) -> None:
+    if a.probe_min_requests < 1:
+        raise UsageError(f"--probe-min-requests {a.probe_min_requests}: must be ≥ 1, e.g. 40")
+    if not (a.probe_min_seconds >= 0 and math.isfinite(a.probe_min_seconds)):
+        raise UsageError(f"--probe-min-seconds {a.probe_min_seconds:g}: must be ≥ 0, e.g. 10")
+    if a.probe_max_requests and a.probe_max_requests < a.probe_min_requests:
+        raise UsageError(f"--probe-max-requests {a.probe_max_requests}: must be ≥ --probe-min-requests "
+                         f"{a.probe_min_requests} (or 0: 4× a probe's first part)")
+    if a.drift_every < 0:
+        raise UsageError(f"--drift-every {a.drift_every}: must be ≥ 0 (0: no control probe)")
 
 
 def search_run(a: argparse.Namespace, default_concurrency: str) -> tuple[RunConfig, Shape]:
@@ -103,12 +127,13 @@ def search_run(a: argparse.Namespace, default_concurrency: str) -> tuple[RunConf
         a.concurrency = str(search.start)
     cfg = config_from_args(a)
     cap = cfg.open_loop.max_concurrency or 0
-    early = OversaturationStop(cfg.slo)
+    early = OversaturationStop(cfg.slo, search.min_requests, search.min_s)
     plan = SearchPlan(search, cfg.slo, cfg.contexts, cap, early)
 
     def answer(cells: list[dict]) -> str:
         return search_text(search, cfg.slo, cfg.contexts, cells, cap)
-    return cfg, Shape(plan=plan, early_stops=[early], tables=[answer])
+    return cfg, Shape(plan=plan, early_stops=[early], tables=[answer], checks=[plan], sized=plan.requests,
+                      watch=plan.watch)
 
 
 def search_main(argv: list[str], run: Callable[..., Awaitable[int]]) -> int:

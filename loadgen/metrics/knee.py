@@ -9,6 +9,10 @@ so 1 → 32 → 64 compares like for like whatever the steps. The knee is the fi
 (10 %): past it, doubling the load buys less than a tenth more throughput (and latency climbs). None when every
 step still grew by 10 % or more (the knee lies beyond the largest concurrency measured), or with fewer than two
 usable cells.
+
+A concurrency measured more than once (`loadgen search` measures a load again: `again` in the cell) counts with
+its first measurement, unless its measurements disagree (output tok/s more than DISAGREE × apart): then it is
+left out and named (`left_out`), since either of its figures may be a stall of the server rather than its knee.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from collections.abc import Sequence
 from loadgen.names import CellStatus
 
 KNEE_GROWTH = 0.10
+DISAGREE = 2.0
 
 
 def growth_per_doubling(c0: int, t0: float, c1: int, t1: float) -> float | None:
@@ -29,16 +34,18 @@ def growth_per_doubling(c0: int, t0: float, c1: int, t1: float) -> float | None:
 
 
 def knee(points: Sequence[tuple[int, float]]) -> dict:
-    """{knee, growth: [[c_i, c_{i+1}, g_i], …], max_concurrency} from (concurrency, output tok/s) points of one
-    prompt length and configuration (any order; the first point of a repeated concurrency counts)."""
-    by_c: dict[int, float] = {}
-    for c, t in sorted(points):
-        by_c.setdefault(c, t)
-    steps = sorted(by_c.items())
+    """{knee, growth: [[c_i, c_{i+1}, g_i], …], max_concurrency, left_out: [[c, low, high], …]} from
+    (concurrency, output tok/s) points of one prompt length and configuration, in the order measured (the
+    first point of a repeated concurrency counts; one whose points disagree is left out)."""
+    by_c: dict[int, list[float]] = {}
+    for c, t in points:
+        by_c.setdefault(c, []).append(t)
+    left_out = [[c, min(ts), max(ts)] for c, ts in sorted(by_c.items()) if max(ts) > DISAGREE * min(ts)]
+    steps = sorted((c, ts[0]) for c, ts in by_c.items() if max(ts) <= DISAGREE * min(ts))
     growth = [[c0, c1, g] for (c0, t0), (c1, t1) in zip(steps, steps[1:])
               if (g := growth_per_doubling(c0, t0, c1, t1)) is not None]
     at = next((c0 for c0, _, g in growth if g < KNEE_GROWTH), None)
-    return {"knee": at, "growth": growth, "max_concurrency": steps[-1][0] if steps else None}
+    return {"knee": at, "growth": growth, "max_concurrency": steps[-1][0] if steps else None, "left_out": left_out}
 
 
 def knees(cells: Sequence[dict]) -> dict[int, dict]:

@@ -10,14 +10,17 @@ from loadgen.metrics.knee import KNEE_GROWTH, knees
 
 def knee_phrase(found: dict) -> str:
     """"32 (32→64: +4.0% per doubling)" or "none up to 128 (still +35.2% per doubling)": one decimal, so a
-    growth just under the threshold does not read as the threshold itself."""
+    growth just under the threshold does not read as the threshold itself; then the concurrencies left out
+    ("; c=5 left out: measured twice, 57 and 542 tok/s")."""
+    left = "".join(f"; c={c} left out: measured twice, {lo:.0f} and {hi:.0f} tok/s"
+                   for c, lo, hi in found.get("left_out") or [])
     if not found["growth"]:
-        return "not measured"
+        return "not measured" + left
     if found["knee"] is None:
         last = found["growth"][-1][2]
-        return f"none up to {found['max_concurrency']} (still {last:+.1%} per doubling)"
+        return f"none up to {found['max_concurrency']} (still {last:+.1%} per doubling)" + left
     c0, c1, g = next(step for step in found["growth"] if step[0] == found["knee"])
-    return f"{c0} ({c0}→{c1}: {g:+.1%} per doubling)"
+    return f"{c0} ({c0}→{c1}: {g:+.1%} per doubling)" + left
 
 
 def knee_lines(cells: Sequence[dict]) -> list[str]:

@@ -1,28 +1,42 @@
-"""`loadgen search`'s decision procedure, pure: which load to probe next, and the answer the probes give.
+"""`loadgen search`'s settings and its probes, pure: a probe's parts pooled, whether its attainment is decided,
+how many requests it measures, and when two probes contradict each other. The walk that chooses the loads
+is `results/search_walk.py`.
 
-The walk (`probes`) raises the load from `start`, `growth` times a probe, until a probe misses the SLO (or `limit` is
-met); when the first probe already misses it halves the load instead, down to the smallest one. Then it
-bisects the bracket [highest met, lowest missed] (geometrically while it spans ×2 or more) until `SearchConfig.width_ok`. Every probe is a normal cell
-of the results file, so the same walk replayed over a file (`replay`) gives the same answer: a search
-resumes like a run, and a sweep's summary reads the answer of each configuration from its cells.
-A probe that is not usable (failed, skipped) ends the walk: no answer is claimed past it.
+A probe is one measurement of a load: its first part and, while its attainment is not decided, extensions
+(more requests at the same load, each a cell of its own: `CellKey.again`). Pooled over its parts:
+good = Σ good, scheduled = Σ scheduled, window = Σ duration_s, output tok/s = Σ (tok/s × duration) / window.
+It is decided when it has at least `min_requests` requests and `min_s` seconds and the Wilson interval of
+good / scheduled (`metrics.attainment`) lies on one side of the required attainment; a probe stopped early
+(over-saturated, its miss certain) is decided; at `max_requests` (default 4 × its first part) it is decided
+on the point estimate, with a note. Verdict: met = good / scheduled ≥ the required attainment.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+import math
 from dataclasses import dataclass, field
+from enum import StrEnum
 
+from loadgen.metrics.attainment import decided, wilson_interval
 from loadgen.names import SearchOver
 from loadgen.record import CellKey
 from loadgen.results.cell_status import problem
+from loadgen.results.incidents import IncidentKind
+
+MIN_REQUESTS = 40  # all good of 35 is the fewest that decide "met" at 90 % (metrics.attainment); 40 leaves room
+MIN_S = 10.0  # a probe shorter than this is one server state (a stall, a cache flush); rate cells' default span
+EXTEND_UP_TO = 4  # a probe not decided is extended up to this many times its first part's requests
+TIME_MARGIN = 1.2
+HALF = 0.5  # throughput that falls by more than half while the load grew contradicts
 
 
 @dataclass(frozen=True)
 class SearchConfig:
     """`loadgen search`: raise the load from `start` (× `growth` a probe) until a cell misses the SLO, then
     bisect the bracket until it is no wider than the resolution (`resolution` × the met end when `relative`).
-    Growth 4 reaches a knee at 100 from 1 in 4 probes and leaves a bracket that 4–5 halvings resolve to 10 %."""
+    Growth 4 reaches a knee at 100 from 1 in 4 probes and leaves a bracket that 4–5 halvings resolve to 10 %;
+    16 cells leave room for an extension, a contradiction measured again, the re-check of the bracket's
+    missed end and a control probe every `drift_every` probes (0: none)."""
 
     over: SearchOver = SearchOver.CONCURRENCY
     start: float = 1
@@ -30,7 +44,11 @@ class SearchConfig:
     limit: float = 1024  # the highest load probed
     resolution: float = 0.1
     relative: bool = True
-    max_cells: int = 10  # probes per prompt length, at most
+    max_cells: int = 16  # cells per prompt length, at most (extensions, re-measures and control probes count)
+    min_requests: int = MIN_REQUESTS
+    min_s: float = MIN_S
+    max_requests: int = 0  # a probe's requests at most, over its parts (0: EXTEND_UP_TO × its first part)
+    drift_every: int = 4  # the control probe measured again after this many probes, and at the end (0: never)
 
     def width_ok(self, lo: float, hi: float) -> bool:
         """The bracket [lo, hi] is narrow enough (for concurrency, adjacent integers always are)."""
@@ -39,127 +57,153 @@ class SearchConfig:
         return hi - lo <= (self.resolution * lo if self.relative else self.resolution)
 
 
-Walk = Generator[float, bool | None, "Bracket"]
-LOWEST_RATE_STEPS = 4  # a first rate probe that misses is halved at most this often
+class Role(StrEnum):
+    """Why a cell of a search is measured."""
+
+    PROBE = "probe"  # a load's first measurement
+    EXTEND = "extend"  # more requests of a probe whose attainment is not decided yet
+    AGAIN = "again"  # a probe that contradicted another, measured once more
+    RECHECK = "recheck"  # the missed end of the final bracket, measured again before answering
+    CONTROL = "control"  # the control probe measured again, for drift
+
+
+@dataclass(frozen=True)
+class Measure:
+    """A cell the walk asks for: its key, its measured requests (a floor: the run's default may be more),
+    why it is measured and a one-line reason (the cell's note; empty for a first probe); a control probe
+    names the cell it is compared with, and whether it confirms a drift the check before it found."""
+
+    key: CellKey
+    requests: int
+    role: Role
+    why: str = ""
+    control: CellKey | None = None
+    confirms: bool = False  # a control probe measured once more because the one before it moved
+
+
+def usable(cell: dict | None) -> bool:
+    """A probe's cell the walk can decide from: measured, ok, with SLO figures."""
+    return cell is not None and problem(cell) is None and bool(cell.get("slo"))
 
 
 @dataclass
-class Bracket:
-    """The walk's end: the highest load that met (`met`), the lowest that missed above it (`missed`), how
-    many probes it took and why it ended."""
+class Probe:
+    """One measurement of a load: its parts (cells), pooled (module docstring)."""
 
-    met: float | None = None
-    missed: float | None = None
-    probes: list[float] = field(default_factory=list)
-    ended: str = ""
-    complete: bool = False  # it ended with an answer (not at a probe it could not use, nor at --max-cells)
+    load: float
+    role: Role
+    parts: list[dict] = field(default_factory=list)
+    capped: bool = False  # decided on the point estimate at max_requests
 
+    def _sum(self, name: str) -> int:
+        return sum(int((p.get("slo") or {}).get(name) or 0) for p in self.parts)
 
-def _down(cfg: SearchConfig, x: float) -> float | None:
-    """The next load below a first probe that missed (None: none left to try)."""
-    if cfg.over == SearchOver.CONCURRENCY:
-        return None if x <= 1 else max(1, int(x) // 2)
-    return x / 2 if x > cfg.start / 2 ** LOWEST_RATE_STEPS else None
+    @property
+    def good(self) -> int:
+        return self._sum("good")
 
+    @property
+    def scheduled(self) -> int:
+        return self._sum("scheduled")
 
-def _middle(cfg: SearchConfig, lo: float, hi: float) -> float:
-    """The geometric middle of a bracket of ×2 or wider (the first one spans a growth step), else the middle."""
-    mid = (lo * hi) ** 0.5 if hi >= 2 * lo else (lo + hi) / 2
-    if cfg.over == SearchOver.CONCURRENCY:
-        return min(max(int(lo) + 1, round(mid)), int(hi) - 1)
-    return float(f"{mid:.4g}")
+    @property
+    def window_s(self) -> float:
+        return sum(p.get("duration_s") or 0.0 for p in self.parts)
 
+    @property
+    def tok_s(self) -> float:
+        w = self.window_s
+        return sum((p.get("output_tok_s") or 0.0) * (p.get("duration_s") or 0.0) for p in self.parts) / w if w else 0.0
 
-def probes(cfg: SearchConfig) -> Walk:
-    """Yields each load to probe and is sent back whether it met the SLO (None: the probe is not usable)."""
-    b = Bracket()
-    x = cfg.start
-    while True:  # bracket: up from the start, or down when the start already misses
-        if len(b.probes) >= cfg.max_cells:
-            b.ended = f"stopped at --max-cells {cfg.max_cells} before a bracket was found"
-            return b
-        b.probes.append(x)
-        met = yield x
-        if met is None:
-            b.ended = f"the probe at {x:g} could not be used"
-            return b
-        if met:
-            b.met = x
-            if b.missed is not None or x >= cfg.limit:
-                break
-            up = x * cfg.growth
-            x = min(cfg.limit, int(up) if cfg.over == SearchOver.CONCURRENCY else float(f"{up:.4g}"))
-        else:
-            b.missed = x
-            if b.met is not None:
-                break
-            lower = _down(cfg, x)
-            if lower is None:
-                b.ended, b.complete = f"even the lowest load, {x:g}, missed the SLO", True
-                return b
-            x = lower
-    return (yield from _bisect(cfg, b))
+    @property
+    def required(self) -> float:
+        return float(self.parts[0]["slo"].get("attainment_required") or 0.0)
+
+    @property
+    def attainment(self) -> float:
+        return self.good / self.scheduled if self.scheduled else 0.0
+
+    @property
+    def met(self) -> bool:
+        return self.scheduled > 0 and self.attainment >= self.required
+
+    @property
+    def stopped_early(self) -> bool:
+        return any(i.get("kind") == IncidentKind.OVERSATURATED for p in self.parts for i in p.get("incidents") or [])
+
+    def interval(self) -> tuple[float, float] | None:
+        return wilson_interval(self.good, self.scheduled)
 
 
-def _bisect(cfg: SearchConfig, b: Bracket) -> Walk:
-    if b.missed is None:
-        b.ended, b.complete = f"met the SLO up to the limit ({cfg.limit:g}, --max)", True
-        return b
-    while not cfg.width_ok(b.met, b.missed):
-        if len(b.probes) >= cfg.max_cells:
-            b.ended = f"stopped at --max-cells {cfg.max_cells} (bracket {b.met:g}–{b.missed:g})"
-            return b
-        x = _middle(cfg, b.met, b.missed)
-        b.probes.append(x)
-        met = yield x
-        if met is None:
-            b.ended = f"the probe at {x:g} could not be used"
-            return b
-        b.met, b.missed = (x, b.missed) if met else (b.met, x)
-    b.ended, b.complete = f"bracket {b.met:g}–{b.missed:g} within the resolution ({resolution_text(cfg)})", True
-    return b
+def next_part(cfg: SearchConfig, probe: Probe) -> int | None:
+    """Requests of the probe's next part, or None when it is decided (module docstring); sets `capped`."""
+    if probe.stopped_early:
+        return None
+    n = probe.scheduled
+    short = _short_of_minimums(cfg, probe)
+    if not short and decided(probe.good, n, probe.required) is not None:
+        return None
+    cap = cfg.max_requests or EXTEND_UP_TO * int(probe.parts[0]["slo"].get("scheduled") or 0)
+    if n >= cap:
+        probe.capped = decided(probe.good, n, probe.required) is None
+        return None
+    return max(1, min(short or n, cap - n))  # straddling the target: twice the requests
+
+
+def _short_of_minimums(cfg: SearchConfig, probe: Probe) -> int:
+    """Requests still missing to reach `min_requests` and, at the probe's request rate so far, `min_s`."""
+    n, window = probe.scheduled, probe.window_s
+    short_s = cfg.min_s - window
+    # × TIME_MARGIN: a part's window is a little shorter than its requests' share of the rate (its ramps)
+    by_time = math.ceil(TIME_MARGIN * short_s * n / window) if short_s > 0 and window > 0 else 0
+    return max(cfg.min_requests - n, by_time, 0)
+
+
+def first_requests(cfg: SearchConfig, load: float, below: Probe | None) -> int:
+    """A probe's first part: `min_requests`, or the requests that fill `min_s` at the rate (open loop) or at
+    the nearest lower probe's request rate × √(load ratio) (throughput grows with the load, less than
+    linearly), whichever is more; at most `max_requests`."""
+    n = cfg.min_requests
+    if cfg.over == SearchOver.RATE:
+        n = max(n, math.ceil(cfg.min_s * load))
+    elif below is not None and below.window_s > 0:
+        n = max(n, math.ceil(cfg.min_s * below.scheduled / below.window_s * math.sqrt(load / below.load)))
+    return min(n, cfg.max_requests) if cfg.max_requests else n
+
+
+def _load(cfg: SearchConfig, x: float) -> str:
+    return f"c={x:g}" if cfg.over == SearchOver.CONCURRENCY else f"rate={x:g}/s"
+
+
+def contradiction(cfg: SearchConfig, p: Probe, q: Probe) -> tuple[float, str] | None:
+    """When probes p and q contradict each other, the load to measure again (the one that missed, or whose
+    throughput fell) and why: a lower load missed where a higher one met, or throughput fell by more than
+    half while the load grew."""
+    lo, hi = (p, q) if p.load < q.load else (q, p)
+    if lo.load == hi.load:
+        return None
+    if hi.met and not lo.met:
+        return lo.load, (f"{_load(cfg, lo.load)} missed ({lo.attainment:.0%} good) while {_load(cfg, hi.load)} "
+                         f"met ({hi.attainment:.0%})")
+    if lo.tok_s > 0 and hi.tok_s < HALF * lo.tok_s:
+        return hi.load, (f"{_load(cfg, hi.load)} gave {hi.tok_s:.1f} tok/s, less than half of "
+                         f"{_load(cfg, lo.load)}'s {lo.tok_s:.1f}")
+    return None
+
+
+def disagree(a: Probe, b: Probe) -> bool:
+    """Two measurements of one load disagree: one met and the other missed, or throughput × 2 apart."""
+    low, high = sorted((a.tok_s, b.tok_s))
+    return a.met != b.met or (high > 0 and low < HALF * high)
 
 
 def resolution_text(cfg: SearchConfig) -> str:
     return f"{cfg.resolution:.0%} of the met load" if cfg.relative else f"{cfg.resolution:g}"
 
 
-def probe_key(cfg: SearchConfig, context: int, load: float, cap: int = 0) -> CellKey:
-    """The cell a probe is: concurrency `load`, or rate `load` with the in-flight cap (0 = none)."""
+def probe_key(cfg: SearchConfig, context: int, load: float, cap: int = 0, again: int = 0) -> CellKey:
+    """The cell a probe is: concurrency `load`, or rate `load` with the in-flight cap (0 = none); `again` its
+    measurement of that load (0: the first)."""
     if cfg.over == SearchOver.CONCURRENCY:
-        return CellKey(context, int(load))
-    return CellKey(context, cap, request_rate=float(load))
-
-
-def verdict(cell: dict | None) -> bool | None:
-    """Whether a probe's cell met the SLO; None when it is not usable (or holds no SLO figures)."""
-    if cell is None or problem(cell) is not None or not cell.get("slo"):
-        return None
-    return bool(cell["slo"].get("met"))
-
-
-def walk(cfg: SearchConfig, context: int, cell_of: Callable[[CellKey], dict | None], cap: int = 0
-         ) -> Generator[CellKey, None, Bracket]:
-    """Drives `probes` with the cells `cell_of` gives; yields the key of each probe it has no cell for yet
-    (the caller measures it, then `cell_of` must give it)."""
-    g = probes(cfg)
-    x = next(g)
-    while True:
-        key = probe_key(cfg, context, x, cap)
-        if cell_of(key) is None:
-            yield key
-        try:
-            x = g.send(verdict(cell_of(key)))
-        except StopIteration as end:
-            return end.value
-
-
-def replay(cfg: SearchConfig, context: int, cells: dict[CellKey, dict], cap: int = 0) -> Bracket:
-    """The answer the stored cells give; a probe not stored (yet) ends the walk as one that cannot be used."""
-    g = probes(cfg)
-    x = next(g)
-    while True:
-        try:
-            x = g.send(verdict(cells.get(probe_key(cfg, context, x, cap))))
-        except StopIteration as end:
-            return end.value
+        return CellKey(context, int(load), again=again)
+    return CellKey(context, cap, request_rate=float(load), again=again)

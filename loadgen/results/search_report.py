@@ -1,12 +1,19 @@
-"""What `loadgen search` says: per prompt length, the answer and the two cells that bracket it (pure)."""
+"""What `loadgen search` says: per prompt length, the answer, the two probes that bracket it, the loads
+measured again and the control probe's verdict (pure; every line within 120 columns)."""
 
 from __future__ import annotations
 
+import textwrap
+
 from loadgen.config import SloConfig
 from loadgen.names import SearchOver
-from loadgen.record import CellKey, cell_key
+from loadgen.record import cell_key
 from loadgen.results.incidents import IncidentKind
-from loadgen.results.search import Bracket, SearchConfig, probe_key, replay, resolution_text
+from loadgen.results.search import Probe, SearchConfig, resolution_text
+from loadgen.results.search_walk import Again, Bracket, replay
+
+WIDTH = 120
+INDENT = " " * 9
 
 
 def targets_text(slo: SloConfig) -> str:
@@ -19,50 +26,94 @@ def _load(cfg: SearchConfig, x: float) -> str:
     return f"c={x:g}" if cfg.over == SearchOver.CONCURRENCY else f"rate={x:g}/s"
 
 
-def cell_line(verdict: str, cfg: SearchConfig, x: float, cell: dict | None) -> str:
-    """'  met    c=13      93% good (30 of 32)  goodput 40.1 req/s, 2567.0 good tok/s of 2740.2 tok/s'."""
-    if cell is None:
-        return f"  {verdict:<6} {_load(cfg, x):<12} not measured"
-    slo = cell.get("slo") or {}
-    line = (f"  {verdict:<6} {_load(cfg, x):<12} {slo.get('attainment') or 0:4.0%} good ({slo.get('good')} of "
-            f"{slo.get('scheduled')})  goodput {slo.get('goodput_requests_s') or 0:.2f} req/s, "
-            f"{slo.get('good_output_tok_s') or 0:.1f} good tok/s of {cell.get('output_tok_s') or 0:.1f} tok/s")
-    early = [i["reason"] for i in cell.get("incidents", []) if i["kind"] == IncidentKind.OVERSATURATED]
-    return line + (f"\n         {early[0]}" if early else "")
+def _wrap(text: str, indent: str = INDENT) -> list[str]:
+    return textwrap.wrap(text, WIDTH, subsequent_indent=indent, break_on_hyphens=False)
 
 
-def answer_lines(cfg: SearchConfig, context: int, b: Bracket, cells: dict[CellKey, dict], cap: int) -> list[str]:
+def probe_figures(p: Probe) -> str:
+    """'92% good (36 of 39) [80–97%], 4702.4 good tok/s of 5094.3 tok/s', pooled over its parts."""
+    low, high = p.interval() or (0.0, 0.0)
+    window = p.window_s
+    good_tok_s = sum((c["slo"].get("good_output_tok_s") or 0) * (c.get("duration_s") or 0) for c in p.parts)
+    parts = f"; {len(p.parts)} parts, {window:.1f} s" if len(p.parts) > 1 else ""
+    return (f"{p.attainment:4.0%} good ({p.good} of {p.scheduled}) [{low:.0%}–{high:.0%}]{parts}  goodput "
+            f"{p.good / window if window else 0:.2f} req/s, {good_tok_s / window if window else 0:.1f} good tok/s "
+            f"of {p.tok_s:.1f} tok/s")
+
+
+def probe_lines(verdict: str, cfg: SearchConfig, x: float, p: Probe | None) -> list[str]:
+    if p is None:
+        return [f"  {verdict:<6} {_load(cfg, x):<12} not measured"]
+    lines = _wrap(f"  {verdict:<6} {_load(cfg, x):<12} {probe_figures(p)}")
+    early = [i["reason"] for c in p.parts for i in c.get("incidents", []) if i["kind"] == IncidentKind.OVERSATURATED]
+    if early:
+        lines += _wrap(INDENT + early[0])
+    if p.capped:
+        lines += _wrap(f"{INDENT}decided at the request cap: the interval still straddles {p.required:.0%}")
+    return lines
+
+
+def again_lines(cfg: SearchConfig, a: Again) -> list[str]:
+    """'  again  c=8  38% good, 150.2 tok/s → 100% good, 560.1 tok/s: disagreed, the second counts (why)'."""
+    verdict = "disagreed, the second counts; the knee leaves it out" if a.disagreed else "agreed"
+    text = (f"  again  {_load(cfg, a.load):<12} {a.first.attainment:.0%} good, {a.first.tok_s:.1f} tok/s → "
+            f"{a.second.attainment:.0%} good, {a.second.tok_s:.1f} tok/s: {verdict} ({a.why})")
+    return _wrap(text)
+
+
+def answer_lines(cfg: SearchConfig, context: int, b: Bracket) -> list[str]:
     what = "concurrency" if cfg.over == SearchOver.CONCURRENCY else "request rate"
-    head = f"ctx={context}: highest {what} that meets the SLO: "
-    head += f"{b.met:g}" if b.met is not None else "none"
-    lines = [f"{head}  ({len(b.probes)} cells; {b.ended})"]
+    if b.drift is not None:
+        head = f"ctx={context}: no answer: the server drifted during the search  ({len(b.probes)} cells)"
+    else:
+        shown = f"{b.met:g}" if b.met is not None else "none"
+        head = f"ctx={context}: highest {what} that meets the SLO: {shown}  ({len(b.probes)} cells; {b.ended})"
+    lines = _wrap(head, "    ")
     if b.met is not None:
-        lines.append(cell_line("met", cfg, b.met, cells.get(probe_key(cfg, context, b.met, cap))))
+        lines += probe_lines("met", cfg, b.met, b.latest.get(b.met))
     if b.missed is not None:
-        lines.append(cell_line("missed", cfg, b.missed, cells.get(probe_key(cfg, context, b.missed, cap))))
+        lines += probe_lines("missed", cfg, b.missed, b.latest.get(b.missed))
+    for a in b.again:
+        lines += again_lines(cfg, a)
+    if b.controls:
+        last = b.drift or b.controls[-1]
+        lines += _wrap(f"  drift  control probe measured again {len(b.controls)}×: {last.sentence}")
     return lines
 
 
 def search_text(cfg: SearchConfig, slo: SloConfig, contexts: list[int], cells: list[dict], cap: int = 0) -> str:
-    """The whole answer, replayed from the cells (`search.replay`), one block per prompt length."""
+    """The whole answer, replayed from the cells (`search_walk.replay`), one block per prompt length."""
     by_key = {cell_key(c): c for c in cells}
-    lines = [f"search over {cfg.over}: SLO {targets_text(slo)}; resolution {resolution_text(cfg)}"]
+    lines = _wrap(f"search over {cfg.over}: SLO {targets_text(slo)}; resolution {resolution_text(cfg)}", "    ")
     for ctx in contexts:
-        lines += answer_lines(cfg, ctx, replay(cfg, ctx, by_key, cap), by_key, cap)
+        lines += answer_lines(cfg, ctx, replay(cfg, ctx, by_key, cap))
     return "\n".join(lines)
+
+
+def _probe_json(p: Probe) -> dict:
+    return {"attainment": p.attainment, "good": p.good, "scheduled": p.scheduled, "output_tok_s": p.tok_s,
+            "parts": len(p.parts), "met": p.met}
+
+
+def answer_json(b: Bracket) -> dict:
+    """One prompt length's answer in the results' `search` part: no `met` when the server drifted."""
+    again = [{"load": a.load, "first": _probe_json(a.first), "again": _probe_json(a.second), "why": a.why,
+              "disagreed": a.disagreed} for a in b.again]
+    return {"met": None if b.drift is not None else b.met, "missed": b.missed, "probes": b.probes,
+            "ended": b.ended, "complete": b.complete and b.drift is None, "again": again,
+            "control_checks": len(b.controls), "drift": b.drift.to_json() if b.drift is not None else None,
+            "capped": b.capped}
 
 
 def search_section(cfg: SearchConfig, slo: SloConfig, contexts: list[int], cells: list[dict], cap: int = 0) -> dict:
     """The results document's `search` part: the settings and, per prompt length, the bracket found."""
     by_key = {cell_key(c): c for c in cells}
-    answers = {}
-    for ctx in contexts:
-        b = replay(cfg, ctx, by_key, cap)
-        answers[str(ctx)] = {"met": b.met, "missed": b.missed, "probes": b.probes, "ended": b.ended,
-                             "complete": b.complete}
+    answers = {str(ctx): answer_json(replay(cfg, ctx, by_key, cap)) for ctx in contexts}
     return {"over": cfg.over, "start": cfg.start, "growth": cfg.growth, "limit": cfg.limit,
             "resolution": cfg.resolution, "relative": cfg.relative, "max_cells": cfg.max_cells,
-            "slo_targets": slo.slo_targets, "slo_attainment": slo.slo_attainment, "answers": answers}
+            "min_requests": cfg.min_requests, "min_s": cfg.min_s, "max_requests": cfg.max_requests,
+            "drift_every": cfg.drift_every, "slo_targets": slo.slo_targets, "slo_attainment": slo.slo_attainment,
+            "answers": answers}
 
 
 def search_complete(doc: dict | None, contexts: list[int]) -> bool:
@@ -84,7 +135,8 @@ def capacity_ranking(runs: list) -> str | None:
     lines = [f"configurations by capacity found (highest {what} that meets the SLO):"]
     ranked = sorted(found, key=lambda f: (int(f[1]), -(f[2]["met"] if f[2]["met"] is not None else -1)))
     for name, ctx, a, _ in ranked:
-        shown = "none met" if a["met"] is None else f"{a['met']:g}"
+        shown = "drifted" if a.get("drift") else "none met" if a["met"] is None else f"{a['met']:g}"
         bracket = f" (missed at {a['missed']:g})" if a.get("missed") is not None else ""
-        lines.append(f"  ctx={ctx:<6} {name:<24} {shown:>8}{bracket}  {len(a['probes'])} cells; {a['ended']}")
+        lines += _wrap(f"  ctx={ctx:<6} {name:<24} {shown:>8}{bracket}  {len(a['probes'])} cells; {a['ended']}",
+                       "    ")
     return "\n".join(lines)
