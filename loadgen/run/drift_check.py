@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 
 SHORT_REQUESTS = 256  # auto: a control of at most this many measured requests (all repeats) is measured again
 SHORT_S = 60.0  # auto, --duration-per-cell: at most this many seconds (all repeats)
+# a control measured again that failed for these says nothing of the server's speed (timeouts do: judged)
+NOT_JUDGED = (IncidentKind.SERVER_DOWN, IncidentKind.WORKER_DIED, IncidentKind.BEFORE_LOAD,
+              IncidentKind.CONFIGURATION_CHANGED)
 
 
 class ControlCheck:
@@ -74,6 +77,9 @@ class ControlCheck:
         log(progress_line(again.to_json(), CONTROL))
         if runner.control.stopping:
             log(f"drift check: not judged ({runner.control.stop_reason})")
+            return None
+        if any(again.has(kind) for kind in NOT_JUDGED):
+            log(f"drift check: not judged: measuring the control again failed ({again.error})"[:120])
             return None
         drift = judge_drift(first, again)
         if drift.drifted:
