@@ -240,6 +240,7 @@ class RunConfig:
     warmup: int = 0
     label: str | None = None
     out: str | None = None
+    out_auto: bool = False  # --out (and --label) not given: out named by the time, an interrupted one resumed
     seed: int = 0
     timeout_s: float = 600.0
     idle_timeout_s: float = 120.0

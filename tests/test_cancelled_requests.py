@@ -86,4 +86,6 @@ def test_a_resumed_run_drops_the_records_of_the_cell_it_measures_again(tmp_path,
     assert resume.remaining == [CellKey(60, 4)]
     kept = [orjson.loads(line) for line in records.read_bytes().splitlines()]
     assert [(r["cell"]["concurrency"], r["seq"]) for r in kept] == [(1, i) for i in range(8)]
-    assert f"{records}: dropped 5 records of cells that are measured again" in capsys.readouterr().err
+    said = " ".join(ln.strip() for ln in capsys.readouterr().err.splitlines())  # wrapped at 120 columns
+    assert f"{records}: the kept cells' records stay, the new ones are appended; dropped 5 records of cells that " \
+           "are measured again" in said

@@ -1,9 +1,11 @@
-"""Never lose a run: the same command again resumes an existing --out (finished cells kept, the rest measured,
-records appended), other settings or another server are refused (exit 2) naming --force and --out, --force
+"""Never lose a run: the same command again resumes an existing --out, or without --out the interrupted file of
+the same settings (finished cells kept, the rest measured, their records kept and the new ones appended), other settings or another server are refused (exit 2) naming --force and --out, --force
 replaces, and --out creates its folders. Real loadgen processes against real simulators."""
 
 from __future__ import annotations
 
+import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -50,8 +52,10 @@ def test_the_same_command_again_resumes_and_appends(tmp_path):
 
     again = run_loadgen(*MATRIX, "--out", str(out))
     assert again.returncode == 0, again.stderr
-    assert (f"resuming {out}: 1 of 2 cells already measured (ctx=60 c=2), kept; measuring 1; records appended "
-            f"to {str(out)[:-5]}.requests.jsonl (--force replaces both)") in again.stderr
+    said = " ".join(ln.strip() for ln in again.stderr.splitlines())  # wrapped at 120 columns
+    assert f"resuming {out}: 1 of 2 cells already measured (ctx=60 c=2), kept; measuring 1" in said
+    assert (f"{str(out)[:-5]}.requests.jsonl: the kept cells' records stay, the new ones are appended; dropped "
+            "") in said and "records of cells that are measured again (--force replaces both files)" in said
     doc, records = outputs(out)
     assert_documented(doc)
     assert [c["concurrency"] for c in doc["cells"]] == [2, 4]
@@ -67,7 +71,8 @@ def test_the_same_command_again_resumes_and_appends(tmp_path):
 
     done = run_loadgen(*MATRIX, "--out", str(out))
     assert done.returncode == 0, done.stderr
-    assert "all 2 cells already measured; nothing to measure (--force measures them again)" in done.stderr
+    assert "all 2 cells already measured; nothing to measure (--force measures them again)" in \
+        " ".join(ln.strip() for ln in done.stderr.splitlines())
     assert jsonl_lines(out) == after
 
 
@@ -117,3 +122,49 @@ def test_a_server_of_another_configuration_is_refused(tmp_path, sim_factory):
     assert "speculative_ddtree_budget: 8 → 16" in changed.stderr and "pass --force" in changed.stderr
     # refused before any load: only 1-token readiness and sizing probes reached the new server
     assert sim.truth_rows() and all(r["max_tokens"] in (None, 1) for r in sim.truth_rows())
+
+
+def interrupted_after_first_cell(cwd: Path, args: tuple[str, ...]) -> str:
+    """Run loadgen in `cwd` without --out, SIGINT it once the first cell is saved; its stderr."""
+    proc = subprocess.Popen([sys.executable, "-m", "loadgen", *args], cwd=cwd, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    deadline = time.monotonic() + 90
+    while True:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()[-2000:]
+        found = list((cwd / "results").glob("loadgen-*.json"))
+        if found and read_json(str(found[0])).get("cells"):
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    return err
+
+
+def test_the_same_command_without_out_resumes_the_interrupted_file(tmp_path):
+    """Interrupted without --out: the last lines name the results and the exact command that resumes them
+    (within 120 columns); the same command again finds that file, says so, and measures only what is left;
+    the printed command then finds everything measured."""
+    args = (*MATRIX, "--drift-check", "off")  # the first cell measured again would make the runs longer
+    err = interrupted_after_first_cell(tmp_path, args)
+    (path,) = (tmp_path / "results").glob("loadgen-*.json")
+    name = f"results/{path.name}"
+    lines = err.strip().splitlines()
+    at = lines.index(f"interrupted by SIGINT; results: {name}")
+    printed = " ".join(ln.rstrip(" \\").strip() for ln in lines[at + 1:])
+    assert printed.startswith("resume with: ") and all(len(ln) <= 120 for ln in lines[at:]), lines[at:]
+    command = shlex.split(printed.removeprefix("resume with: "))
+    assert command == [sys.executable, "-m", "loadgen", *args, "--out", name]
+
+    again = run_loadgen(*args, cwd=tmp_path, env={"PYTHONPATH": str(ROOT)})
+    assert again.returncode == 0, again.stderr
+    said = " ".join(ln.strip() for ln in again.stderr.splitlines())  # wrapped at 120 columns
+    assert f"{name} is an interrupted run of the same settings and target: resuming it" in said
+    assert f"resuming {name}: 1 of 2 cells already measured (ctx=60 c=2), kept; measuring 1" in said
+    assert [p.name for p in (tmp_path / "results").glob("*.json")] == [path.name]  # no new file
+    doc = read_json(str(path))
+    assert [(c["concurrency"], c["status"]) for c in doc["cells"]] == [(2, "ok"), (4, "ok")]
+
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0 and "all 2 cells already measured; nothing to measure" in done.stderr

@@ -127,10 +127,10 @@ class Shape:
 
 def build_runner(cfg: RunConfig, url: str, *, sinks: list[Sink] | None = None, results: ResultsFile | None = None,
                  checks: list[CellCheck] | None = None, extra_sinks: list[Sink] | None = None,
-                 shape: Shape | None = None) -> Runner:
+                 shape: Shape | None = None, resume_command: list[str] | None = None) -> Runner:
     """The runner of `cfg` against `url`. `sinks` default to the JSONL records beside `cfg.out`; a sweep
     passes its own sinks, results file and checks. `extra_sinks` come first (a test's probes); `shape` makes
-    it a search."""
+    it a search; an interrupt prints `resume_command`, the command that resumes the run."""
     shape = shape or Shape()
     run_id = cfg.parallel.run_id or new_run_id()
     headers = cfg.auth_headers()
@@ -161,5 +161,5 @@ def build_runner(cfg: RunConfig, url: str, *, sinks: list[Sink] | None = None, r
         services=services, checks=[*(checks or []), *shape.checks],
         preflight=[TelemetryPreflight(cfg.telemetry),
                    ReadyWait(cfg.wait_ready_s, cfg.api, cfg.model, headers, control, cfg.wait_refused_s)],
-        interrupts=Interrupts(control, cfg.faults.drain_timeout_s, cfg.out))
+        interrupts=Interrupts(control, cfg.faults.drain_timeout_s, cfg.out, resume_command))
     return Runner(cfg, url, parts, results or ResultsFile(cfg.out), run_id, headers)

@@ -20,12 +20,13 @@ if TYPE_CHECKING:
 SUBCOMMANDS = ("sweep", "compare", "report", "merge", "search")
 
 
-async def run_async(cfg: RunConfig, extra_sinks: list[Sink] | None = None, shape: Shape | None = None) -> int:
+async def run_async(cfg: RunConfig, extra_sinks: list[Sink] | None = None, shape: Shape | None = None,
+                    argv: list[str] | None = None) -> int:
     """One run of the matrix (or, with a `shape` that plans its cells, a search); without --url against the
     built-in simulator, started here and stopped after. `extra_sinks` come before the run's own (a test's
-    probes)."""
+    probes); `argv`, the run's arguments, make the command an interrupt names to resume it."""
     from loadgen.cli.assemble import build_runner
-    from loadgen.cli.resume import Resume, nothing_left
+    from loadgen.cli.resume import Resume, nothing_left, resume_command
     from loadgen.console import log
     from loadgen.sim.process import start_sim
 
@@ -40,8 +41,9 @@ async def run_async(cfg: RunConfig, extra_sinks: list[Sink] | None = None, shape
         url = sim.url
         log(f"no --url given: started the built-in simulator at {url} ({sim.banner.split('(', 1)[-1].rstrip(')')})")
     try:
+        again = resume_command(argv, cfg) if argv is not None else None
         return await build_runner(cfg, url, sinks=[resume.sink], results=resume.results,
-                                  extra_sinks=extra_sinks, shape=shape).run()
+                                  extra_sinks=extra_sinks, shape=shape, resume_command=again).run()
     finally:
         if sim is not None:
             await sim.stop()
@@ -70,7 +72,7 @@ def run_main(argv: list[str], extra_sinks: list[Sink] | None) -> int:
 
     cfg = config_from_args(args)
     install_uvloop()
-    return asyncio.run(run_async(cfg, extra_sinks))
+    return asyncio.run(run_async(cfg, extra_sinks, argv=argv))
 
 
 def main(argv: list[str] | None = None, extra_sinks: list[Sink] | None = None) -> int:

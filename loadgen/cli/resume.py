@@ -7,29 +7,44 @@ judged ok, and not stopped early by an interrupt), measures the rest, says so, a
 matrix, request options or target is refused (exit 2) with the differences, naming `--force` (replace it)
 and `--out` (keep both). The target is checked twice: its URL and options here, its fingerprint (the server's
 configuration) once discovery has seen it (`ResultsFile.begin`), still before any load.
+
+Without `--out` (nor `--label`) the same command resumes too: the newest auto-named file of the results folder
+that an interrupt (or a kill) left unfinished, measured with the same settings against the same target (the
+same URL and options; the built-in simulator of the same settings), is resumed, and the console names it;
+`--out` or `--force` starts a new file instead. An interrupt prints the exact command that resumes its file
+(`resume_command`).
+
+Records: the JSONL keeps the records of the kept cells and the new cells' records are appended; the records of
+a cell measured again (stopped early, failed, or never ended) are dropped, so a cell's records are always
+those of the measurement in the results. The console says how many were dropped.
 """
 
 from __future__ import annotations
 
+import glob
 import os
+import sys
+import textwrap
 
 from loadgen.config import RunConfig
 from loadgen.console import log
 from loadgen.errors import UsageError
 from loadgen.files import read_json
 from loadgen.results.cell_result import CellResult
-from loadgen.results.document import ResultsFile
+from loadgen.results.document import ResultsFile, host_identity
+from loadgen.results.incidents import IncidentKind
 from loadgen.results.stored import kept_cells, prune_records, stored_cells
 from loadgen.results.table import table
 from loadgen.sinks.jsonl import JsonlSink, requests_path
 
 # settings that change how a run is driven or reported, not what a finished cell measured
 NOT_COMPARED = frozenset({
-    "out", "force", "wait_ready_s", "wait_refused_s", "max_failed_fraction", "drain_timeout_s", "on_server_down",
-    "server_down_after", "server_wait_timeout_s", "cell_attempts", "run_id", "start_at", "cell_period_s",
-    "metrics_port", "metrics_host", "metrics_linger_s", "timeout_s", "idle_timeout_s", "api_key_env",
-    "api_key_file", "telemetry_interval_s", "workers", "http_client", "wide", "drift_check",
+    "out", "out_auto", "force", "wait_ready_s", "wait_refused_s", "max_failed_fraction", "drain_timeout_s",
+    "on_server_down", "server_down_after", "server_wait_timeout_s", "cell_attempts", "run_id", "start_at",
+    "cell_period_s", "metrics_port", "metrics_host", "metrics_linger_s", "timeout_s", "idle_timeout_s",
+    "api_key_env", "api_key_file", "telemetry_interval_s", "workers", "http_client", "wide", "drift_check",
 })
+AUTO_NAME = "loadgen-*.json"  # the auto-named results files (run_config.out_path)
 
 
 def args_diff(old: dict, new: dict) -> list[str]:
@@ -71,6 +86,52 @@ def earlier_runs(doc: dict) -> list[dict]:
 SEARCHED = frozenset({"concurrency", "request_rate"})  # a search's probes are loads it chose, not a matrix
 
 
+def same_settings(doc: dict, cfg: RunConfig, searched: bool) -> list[str]:
+    """The compared settings in which `doc` differs from this run (`args_diff`; a search's loads aside)."""
+    diff = args_diff(doc.get("args") or {}, cfg.public_args())
+    return [d for d in diff if not (searched and d.split(":")[0] in SEARCHED)]
+
+
+def interrupted(doc: dict, cfg: RunConfig, searched: bool) -> bool:
+    """The run that wrote `doc` stopped before its end: a cell stopped early or not reached by an interrupt, or
+    (a matrix) a cell not stored at all (killed, or interrupted before its first cell ended)."""
+    stored = stored_cells(doc)
+    if not searched and not set(cfg.cells()) <= {c.key for c in stored}:
+        return True
+    return any(i.kind is IncidentKind.INTERRUPTED or (i.kind is IncidentKind.NOT_REACHED and "interrupted" in i.reason)
+               for c in stored for i in c.incidents)
+
+
+def find_interrupted(cfg: RunConfig, searched: bool = False) -> str | None:
+    """The newest auto-named results file beside `cfg.out` left unfinished by an interrupt and measured with the
+    same settings against the same target (module docstring); None when there is none."""
+    for path in sorted(glob.glob(os.path.join(os.path.dirname(cfg.out), AUTO_NAME)), key=os.path.getmtime,
+                       reverse=True):
+        try:
+            doc = read_json(path)
+        except (OSError, ValueError):
+            continue
+        if isinstance(doc, dict) and doc.get("args") and not same_settings(doc, cfg, searched) \
+                and interrupted(doc, cfg, searched) and not still_running(doc):
+            return path
+    return None
+
+
+def still_running(doc: dict) -> bool:
+    """The process that writes `doc` is alive on this machine (same host and boot): a run in progress, not an
+    interrupted one."""
+    host = doc.get("host") or {}
+    if host.get("boot_id") != host_identity().get("boot_id") or not isinstance(host.get("pid"), int):
+        return False
+    try:
+        os.kill(host["pid"], 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return host["pid"] != os.getpid()
+
+
 class Resume:
     """What `--out` holds and what this run does with it: `results` (with the kept cells), `sink` (the JSONL,
     appended when resuming), `remaining` (cells to measure). A search (`searched`) keeps finished cells of any
@@ -79,6 +140,11 @@ class Resume:
     def __init__(self, cfg: RunConfig, searched: bool = False):
         self.cfg = cfg
         self.searched = searched
+        found = find_interrupted(cfg, searched) if cfg.out_auto and not cfg.force else None
+        if found:
+            log(wrapped(f"{found} is an interrupted run of the same settings and target: resuming it (--out FILE "
+                        "or --force starts a new file)"))
+            cfg.out = found
         doc = None if cfg.force else load_doc(cfg.out)
         self.kept = self._kept(doc) if doc else []
         keys = {c.key for c in self.kept}
@@ -92,8 +158,7 @@ class Resume:
             self._announce(doc, records)
 
     def _kept(self, doc: dict) -> list[CellResult]:
-        diff = args_diff(doc.get("args") or {}, self.cfg.public_args()) if stored_cells(doc) else []
-        diff = [d for d in diff if not (self.searched and d.split(":")[0] in SEARCHED)]
+        diff = same_settings(doc, self.cfg, self.searched) if stored_cells(doc) else []
         if diff:
             raise UsageError(f"{self.cfg.out} holds a run measured with other settings ({'; '.join(diff)}); "
                              "pass --force to replace it, or choose another --out to keep both")
@@ -104,22 +169,45 @@ class Resume:
     def _announce(self, doc: dict, records: str) -> None:
         total = len(self.cfg.cells())
         again = len([c for c in stored_cells(doc) if not c.finished])
+        kept = ", ".join(c.key.label() for c in self.kept) or "none"
         if self.searched:
-            kept = ", ".join(c.key.label() for c in self.kept) or "none"
-            log(f"resuming the search in {self.cfg.out}: {len(self.kept)} probes already measured ({kept}), kept; "
-                f"records appended to {records} (--force replaces both)")
+            log(wrapped(f"resuming the search in {self.cfg.out}: {len(self.kept)} probes already measured "
+                        f"({kept}), kept"))
         elif not self.remaining:
-            log(f"{self.cfg.out}: all {total} cells already measured; nothing to measure (--force measures "
-                "them again)")
+            log(wrapped(f"{self.cfg.out}: all {total} cells already measured; nothing to measure (--force "
+                        "measures them again)"))
             return
         else:
-            kept = ", ".join(c.key.label() for c in self.kept) or "none"
-            log(f"resuming {self.cfg.out}: {len(self.kept)} of {total} cells already measured ({kept}), kept; "
-                f"measuring {len(self.remaining)}" + (f" ({again} failed or unmeasured before)" if again else "")
-                + f"; records appended to {records} (--force replaces both)")
+            log(wrapped(f"resuming {self.cfg.out}: {len(self.kept)} of {total} cells already measured"
+                        + (f" ({kept}), kept" if self.kept else "") + f"; measuring {len(self.remaining)}"
+                        + (f" ({again} failed or unmeasured before)" if again else "")))
         dropped = prune_records(records, self.kept)
-        if dropped:
-            log(f"{records}: dropped {dropped} records of cells that are measured again")
+        log(wrapped(f"{records}: the kept cells' records stay, the new ones are appended"
+                    + (f"; dropped {dropped} records of cells that are measured again" if dropped else "")
+                    + " (--force replaces both files)"))
+
+
+def wrapped(line: str) -> str:
+    """A console line wrapped at 120 columns, its continuation indented."""
+    return textwrap.fill(line, 120, subsequent_indent="    ", break_on_hyphens=False, break_long_words=False)
+
+
+def program() -> list[str]:
+    """How this loadgen was started: the `loadgen` script as typed, else this interpreter's `-m loadgen`."""
+    name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    if name == "loadgen":
+        return [sys.argv[0]]
+    return [sys.executable, "-m", "loadgen"] if name == "__main__.py" else ["loadgen"]
+
+
+def resume_command(argv: list[str], cfg: RunConfig) -> list[str]:
+    """The exact command that resumes this run's results: `argv` again without `--force` (which would replace
+    them), naming `--out` when it was chosen automatically."""
+    args = [a for a in argv if a != "--force"]
+    if not any(a == "--out" or a.startswith("--out=") for a in args):
+        args += ["--out", cfg.out]
+    return program() + args
+
 
 
 def nothing_left(resume: Resume) -> int:

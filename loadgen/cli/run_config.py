@@ -63,7 +63,7 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
     )
     if a.prompts and not os.path.isfile(a.prompts):
         raise UsageError(f"--prompts {a.prompts}: no such file; give a JSONL or text file of prompts")
-    cfg.out = out_path(a)
+    cfg.out, cfg.out_auto = out_path(a), not a.out and not a.label
     cfg.telemetry = telemetry_config(a)
     cfg.open_loop = open_loop_config(a, cfg.warmup)
     cfg.faults = faults_config(a)

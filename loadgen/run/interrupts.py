@@ -6,13 +6,15 @@ second signal (or the end of the drain time) cancels the requests still in fligh
 `cancelled`. Records and results are written either way (a run stopped before its results file was first
 written says so, and names no file), and the exit code is 128 + the signal number:
 130 for SIGINT, 143 for SIGTERM. A third signal exits at once (the records already ended are on disk: the
-JSONL is flushed as each request ends).
+JSONL is flushed as each request ends). The last lines name the results and the exact command that resumes
+them (given by the CLI), wrapped at 120 columns as shell lines.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import shlex
 import signal
 from collections.abc import Awaitable, Callable
 
@@ -26,10 +28,12 @@ class Interrupts:
     """`await interrupts.guard(run)`: runs the coroutine function `run` with the signal handlers installed
     and returns its exit code, or 128 + the signal number when interrupted."""
 
-    def __init__(self, control: RunControl, drain_timeout_s: float, results_path: str):
+    def __init__(self, control: RunControl, drain_timeout_s: float, results_path: str,
+                 resume_command: list[str] | None = None):
         self.control = control
         self.drain_timeout_s = drain_timeout_s
         self.results_path = results_path
+        self.resume_command = resume_command
         self.signum: int | None = None
         self.count = 0
         self.main_task: asyncio.Task | None = None
@@ -62,7 +66,10 @@ class Interrupts:
         file was first written, at setup: a file that was never written is never named)."""
         name = signal.Signals(self.signum).name
         if os.path.exists(self.results_path):
-            return f"interrupted by {name}; results: {self.results_path}"
+            line = f"interrupted by {name}; results: {self.results_path}"
+            if self.resume_command:
+                line += "\n" + "\n".join(shell_lines(self.resume_command, "resume with:"))
+            return line
         return f"interrupted by {name} before the first cell: nothing was measured, no results file was written"
 
     def on_signal(self, sig: int) -> None:
@@ -86,3 +93,15 @@ class Interrupts:
         else:
             log(f"{name} a third time: exiting now")
             os._exit(128 + (self.signum or sig))
+
+
+def shell_lines(argv: list[str], first: str, width: int = 120) -> list[str]:
+    """`first`, then the command quoted for a shell, on lines of at most `width` columns continued by a
+    backslash (a word longer than a line stands alone)."""
+    lines, line = [], first
+    for word in map(shlex.quote, argv):
+        if len(line) + 1 + len(word) + 2 > width and line.strip() != first.strip():
+            lines.append(line + " \\")
+            line = "   "
+        line += " " + word
+    return lines + [line]
