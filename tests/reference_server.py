@@ -30,6 +30,11 @@ Faults (each off by default); "the N-th request" counts every POST to a generati
 - `--nondeterministic-fraction F`: that fraction of prompts (by hash) write other words from token `DIVERGE_AT`
   on, different on every call, even alone.
 
+`--events FILE` writes one JSON line per event, stamped on CLOCK_MONOTONIC (`time.monotonic_ns()`, the clock of
+loadgen's records): `{"event": "pause", "t_ns", "until_ns", "after_request"}`, `{"event": "slow", "t_ns",
+"from_request", "factor"}`, and per finished request `{"event": "request", "n", "received_ns", "first_token_ns",
+"end_ns", "tokens", "finish", "looped", "fffd", "nondeterministic", "cancelled"}`.
+
 In tests: `url, proc = start(tmp_path, "--slots", "4")` or `with running(tmp_path, ...) as url:`.
 """
 
@@ -114,6 +119,8 @@ class Generation:
     finish_reason: str | None = None
     loop_word: str | None = None
     cancelled: bool = False
+    received_ns: int = field(default_factory=time.monotonic_ns)
+    first_token_ns: int | None = None
     _rng: random.Random | None = None
 
     def next_word(self, batch: int, loop_above: int | None) -> str:
@@ -149,7 +156,7 @@ class Generation:
 class Engine:
     """Continuous batching: `slots` running generations, one token each per iteration; the rest wait."""
 
-    def __init__(self, slots: int, step_ms: float, prefill_ms_per_1k: float, faults: Faults):
+    def __init__(self, slots: int, step_ms: float, prefill_ms_per_1k: float, faults: Faults, events=None):
         self.slots = slots
         self.step_s = step_ms / 1000
         self.prefill_ms_per_1k = prefill_ms_per_1k
@@ -161,12 +168,24 @@ class Engine:
         self.pause_pending = False
         self.paused = False
         self.wake = asyncio.Event()
+        self.events = events  # a text file for --events, or None
+
+    def log(self, event: str, **fields) -> None:
+        if self.events is not None:
+            self.events.write(orjson.dumps({"event": event, **fields}).decode() + "\n")
+
+    def log_end(self, gen: Generation) -> None:
+        self.log("request", n=gen.call_no, received_ns=gen.received_ns, first_token_ns=gen.first_token_ns,
+                 end_ns=time.monotonic_ns(), tokens=len(gen.words), finish=gen.finish_reason,
+                 looped=gen.loop_word is not None, fffd=gen.prompt.fffd, nondeterministic=gen.prompt.nondeterministic,
+                 cancelled=gen.cancelled)
 
     def submit(self, text: str, prompt_tokens: int, max_tokens: int, ignore_eos: bool) -> Generation:
         self.received += 1
         f = self.faults
-        if f.slow_after is not None and self.received >= f.slow_after:
+        if f.slow_after is not None and self.received >= f.slow_after and self.factor != f.slow_factor:
             self.factor = f.slow_factor
+            self.log("slow", t_ns=time.monotonic_ns(), from_request=self.received, factor=f.slow_factor)
         if f.pause_once_after is not None and self.received >= f.pause_once_after and not self.paused:
             self.pause_pending = self.paused = True
         gen = Generation(Prompt.of(text, f), prompt_tokens, max_tokens, ignore_eos, self.received,
@@ -185,7 +204,9 @@ class Engine:
                 t_end = loop.time()
             if self.pause_pending:
                 self.pause_pending = False
+                t_ns = time.monotonic_ns()
                 await asyncio.sleep(self.faults.pause_s)
+                self.log("pause", t_ns=t_ns, until_ns=time.monotonic_ns(), after_request=self.faults.pause_once_after)
                 t_end = loop.time()
             admitted = self._admit()
             # An absolute schedule: a late wake-up shortens the next wait instead of slowing every step after it.
@@ -195,11 +216,16 @@ class Engine:
             self._step()
 
     def _admit(self) -> list[Generation]:
+        for gen in self.running:
+            if gen.cancelled:
+                self.log_end(gen)
         self.running = [g for g in self.running if not g.cancelled]
         admitted = []
         while self.waiting and len(self.running) < self.slots:
             gen = self.waiting.popleft()
-            if not gen.cancelled:
+            if gen.cancelled:
+                self.log_end(gen)
+            else:
                 self.running.append(gen)
                 admitted.append(gen)
         return admitted
@@ -211,12 +237,14 @@ class Engine:
                 continue
             word = gen.next_word(batch, self.faults.loop_above)
             gen.words.append(word)
+            gen.first_token_ns = gen.first_token_ns or time.monotonic_ns()
             gen.finish_reason = gen.ended()
             gen.queue.put_nowait(word)
             if gen.finish_reason is None:
                 still.append(gen)
             else:
                 gen.queue.put_nowait(None)
+                self.log_end(gen)
         self.running = still
 
 
@@ -410,6 +438,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--slow-after", type=int)
     p.add_argument("--slow-factor", type=float, default=1.0)
     p.add_argument("--nondeterministic-fraction", type=float, default=0.0)
+    p.add_argument("--events", type=Path, help="a JSONL file of the faults and of every finished request")
     args = p.parse_args(argv)
     if args.slots < 1 or args.step_ms <= 0 or args.slow_factor <= 0 or args.pause_s < 0:
         p.error("--slots must be ≥ 1, --step-ms and --slow-factor > 0, --pause-s ≥ 0")
@@ -419,7 +448,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 async def serve(args: argparse.Namespace) -> None:
     faults = Faults(args.fffd_fraction, args.loop_above, args.pause_once_after, args.pause_s, args.slow_after,
                     args.slow_factor, args.nondeterministic_fraction)
-    engine = Engine(args.slots, args.step_ms, args.prefill_ms_per_1k_tokens, faults)
+    events = open(args.events, "a", buffering=1) if args.events else None  # one line per write: a test reads it live
+    engine = Engine(args.slots, args.step_ms, args.prefill_ms_per_1k_tokens, faults, events)
     runner = web.AppRunner(make_app(engine, args.model), access_log=None, shutdown_timeout=0.5)
     await runner.setup()
     sock = socket.create_server((args.host, args.port), backlog=1024)

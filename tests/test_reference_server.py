@@ -194,8 +194,12 @@ def test_the_pause_stalls_every_stream_once(tmp_path):
         after = await stream(session, url, "after the pause", 50, ignore_eos=True)
         return t_sent, third, first, after
 
-    with running(tmp_path, "--pause-once-after", "3", "--pause-s", str(pause_s), "--step-ms", "10") as url:
+    events = tmp_path / "events.jsonl"
+    with running(tmp_path, "--pause-once-after", "3", "--pause-s", str(pause_s), "--step-ms", "10",
+                 "--events", str(events)) as url:
         t_sent, third, first, after = call(check, url)
+    pauses = [e for e in map(json.loads, events.read_text().splitlines()) if e["event"] == "pause"]
+    assert len(pauses) == 1 and pauses[0]["until_ns"] - pauses[0]["t_ns"] >= pause_s * 1e9
     assert pause_s - 0.1 <= max(first.gaps_s) <= pause_s + 1.5
     assert third.times_s[0] - t_sent >= pause_s - 0.1
     assert max(after.gaps_s) < pause_s / 2  # once
@@ -206,8 +210,13 @@ def test_the_slow_factor_makes_every_step_longer_for_good(tmp_path):
         before = [await stream(session, url, f"fast {i}", 20, ignore_eos=True) for i in range(2)]  # requests 1, 2
         return before, [await stream(session, url, "slow", 20, ignore_eos=True)]  # request 3: slow for good
 
-    with running(tmp_path, "--slow-after", "3", "--slow-factor", "4", "--step-ms", "20") as url:
+    events = tmp_path / "events.jsonl"
+    flags = ("--slow-after", "3", "--slow-factor", "4", "--step-ms", "20", "--events", str(events))
+    with running(tmp_path, *flags) as url:
         before, slow = call(check, url)
+    rows = [json.loads(line) for line in events.read_text().splitlines()]
+    assert [(e["event"], e.get("from_request")) for e in rows if e["event"] != "request"] == [("slow", 3)]
+    assert [e["n"] for e in rows if e["event"] == "request"] == [1, 2, 3]
     fast_s = min(s.mean_step_s for s in before)
     for s in slow:
         assert 3.0 <= s.mean_step_s / fast_s <= 4.6, (s.mean_step_s, fast_s)
