@@ -8,10 +8,11 @@ itself. It serves `GET /v1/models`, `GET /health`, `POST /v1/chat/completions` a
 no `/metrics`, no tokenizer, no engine's info route, so loadgen sees a generic OpenAI server (`engine=openai`).
 
 The model (one engine task, one event loop):
-- `--slots N` requests are decoded at once; the others wait in arrival order and join at a step boundary.
+- `--slots N` (64) requests are decoded at once; the others wait in arrival order and join at a step boundary.
 - One iteration lasts `(step_ms + Σ prefill_ms of the requests it admits) × slow factor`, where
-  `prefill_ms = prefill_ms_per_1k_tokens × prompt_tokens / 1000`; at its end every running request has one more
-  token (an admitted request's first token comes from the iteration that prefilled it).
+  `prefill_ms = prefill_ms_per_1k_tokens × prompt_tokens / 1000` (`--step-ms` 5, `--prefill-ms-per-1k-tokens`
+  5 by default: a lone request of 1,000 prompt tokens has its first token after 10 ms); at its end every running
+  request has one more token (an admitted request's first token comes from the iteration that prefilled it).
 - Outputs are greedy words of a fixed vocabulary, a function of the prompt text only (`temperature` is ignored):
   word k of prompt p is drawn by `random.Random(blake2b(p))`. A quarter of prompts (by the same hash) end by
   themselves after 16–256 words (`finish_reason: "stop"`) unless the request sets `ignore_eos`; the others
@@ -430,7 +431,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--model", default=MODEL)
     p.add_argument("--slots", type=int, default=64)
     p.add_argument("--step-ms", type=float, default=5.0)
-    p.add_argument("--prefill-ms-per-1k-tokens", type=float, default=0.0)
+    p.add_argument("--prefill-ms-per-1k-tokens", type=float, default=5.0)
     p.add_argument("--fffd-fraction", type=float, default=0.0)
     p.add_argument("--loop-above", type=int)
     p.add_argument("--pause-once-after", type=int)
