@@ -301,6 +301,7 @@ def run_overview() -> dict:
                            f"{{{CELL}}}[$__rate_interval])))", "send lateness p99")], "s", min=0),
         *slo_panels(),
         *verify_panels(),
+        *search_panels(),
         *server_panels(),
     ]
     return dashboard("loadgen-run-overview", "loadgen / Run overview",
@@ -344,6 +345,41 @@ def verify_panels() -> list[dict]:
                  "ended ok and were judged (the results' correctness.checked).",
                  [target(last_cell("loadgen_verify_checked_requests", "max"), CELL_LEGEND, instant=True)],
                  "short", w=8, min=0),
+    ]
+
+
+SEARCH_BY = "ctx, over"
+SEARCH_LEGEND = "ctx={{ctx}} {{over}}"
+
+
+def search_panels() -> list[dict]:
+    """Where a capacity search stands (`loadgen search`, docs/search.md), per prompt length: the load probed now,
+    the bracket (highest load met, lowest missed), the answer once given, the cells measured and the drift
+    check. The gauges exist only while a search runs (and after it, until the exporter stops)."""
+    drifted_map = [{"type": "value", "options": {"0": {"text": "no drift", "color": "green", "index": 0},
+                                                 "1": {"text": "DRIFTED", "color": "red", "index": 1}}}]
+    return [
+        row("Capacity search (loadgen search)"),
+        timeseries("Search probe and bracket", "The load the search probes now, the highest load that met the "
+                   "SLO so far and the lowest that missed it (concurrency, or requests/s where over=rate); the "
+                   "answer lies between met and missed, and the probe moves inside that bracket.",
+                   [target(f"max by ({SEARCH_BY}) (loadgen_search_probe_load)", "probe " + SEARCH_LEGEND),
+                    target(f"max by ({SEARCH_BY}) (loadgen_search_met_load)", "met " + SEARCH_LEGEND),
+                    target(f"max by ({SEARCH_BY}) (loadgen_search_missed_load)", "missed " + SEARCH_LEGEND)],
+                   "short", w=12, min=0),
+        stat("Search answer", "The highest load that meets the SLO, per prompt length, once the search has "
+             "answered; no value while it searches or when it gives no answer (a drifted server).",
+             [target(f"max by ({SEARCH_BY}) (last_over_time(loadgen_search_answer[$__range]))", SEARCH_LEGEND,
+                     instant=True)], "short", w=4),
+        stat("Search cells measured", "Cells the search measured per prompt length: probes, their extensions, "
+             "loads measured again and control probes.",
+             [target(f"max by ({SEARCH_BY}) (last_over_time(loadgen_search_probes_measured[$__range]))",
+                     SEARCH_LEGEND, instant=True)], "short", w=4),
+        stat("Search drift check", "DRIFTED when the control probe, measured again, found the server slower or "
+             "faster beyond noise: the search then gives no answer from the drifted probes.",
+             [target(f"max by ({SEARCH_BY}) (last_over_time(loadgen_search_drifted[$__range]))", SEARCH_LEGEND,
+                     instant=True)], "none", w=4, mappings=drifted_map,
+             thresholds=thresholds(("green", None), ("red", 1))),
     ]
 
 
