@@ -20,8 +20,8 @@ class VerifyGauges:
         self.checked = Gauge("loadgen_verify_checked_requests", "Verification requests of the cell judged so far "
                              "(--verify).", labels, registry=registry)
         self.garbage = Gauge("loadgen_verify_garbage_ratio", "Garbage outputs / checked verification outputs of "
-                             "the cell so far (repetition loop, empty, replacement characters, cut short).",
-                             labels, registry=registry)
+                             "the cell so far (repetition loop, empty, replacement characters, cut short), "
+                             "each judged against its reference output, as the cell is.", labels, registry=registry)
         self.exact = Gauge("loadgen_verify_exact_match_ratio", "Outputs identical to the reference / checked "
                            "verification outputs of the cell so far.", labels, registry=registry)
         self._verdicts: dict[tuple, list[dict]] = {}
