@@ -2,7 +2,8 @@
 one whose clean outputs hold U+FFFD for ~40 % of prompts at every batch size and which loops on one word above 16
 running requests, and one that is not deterministic alone. Judged against its reference, the first passes c=1 and
 c=8 and fails c=32 on garbage, saying once that the reference held replacement characters; the second's
-divergence is said beside its noise floor. The two servers start together."""
+divergence is said beside its noise floor. A saved reference carries both (an older file, one answer per prompt:
+the floor is unknown). The two servers start together."""
 
 from __future__ import annotations
 
@@ -30,10 +31,10 @@ def servers(tmp_path_factory):
         stop(proc)
 
 
-def run(url: str, tmp_path, concurrency: str):
-    out = tmp_path / "r.json"
+def run(url: str, tmp_path, concurrency: str, *args: str, name: str = "r"):
+    out = tmp_path / f"{name}.json"
     proc = run_loadgen("--url", url, "--contexts", "60", "--concurrency", concurrency, "--max-tokens", "32",
-                       "--requests-per-cell", "32", "--verify", "--out", str(out), timeout=180)
+                       "--requests-per-cell", "32", "--verify", "--out", str(out), *args, timeout=180)
     doc = json.loads(out.read_text())
     return proc, doc, {c["concurrency"]: c for c in doc["cells"] if c.get("correctness")}
 
@@ -75,3 +76,24 @@ def test_divergence_of_a_server_not_deterministic_alone_is_said_beside_its_floor
         assert part["diverged"] == 8 and part["first_divergence_tokens"]["min"] == 12
         assert any("noise floor: alone the server answered all 8 prompts two ways" in w for w in cell["warnings"])
         assert cell["status"] == "ok"
+
+
+def test_a_saved_reference_keeps_its_garbage_and_floor_an_older_one_says_the_floor_is_unknown(servers, tmp_path):
+    ref = tmp_path / "ref.json"
+    saved, first, _ = run(servers["fffd-loop"], tmp_path, "1", "--verify-save-reference", str(ref), name="a")
+    assert saved.returncode == 0, saved.stderr[-3000:]
+    assert len(json.loads(ref.read_text())["outputs_again"]) == 8
+    proc, doc, cells = run(servers["fffd-loop"], tmp_path, "32", "--verify-reference", str(ref), name="b")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert doc["verify"]["reference"] == f"file:{ref}" and doc["verify"]["unstable"] == []
+    assert doc["verify"]["reference_garbage"] == first["verify"]["reference_garbage"]
+    assert "reference outputs hold replacement characters" in said(proc) and "answered one at a time" not in said(proc)
+    assert cells[32]["correctness"]["garbage_fraction"] >= 0.9
+    older = json.loads(ref.read_text())
+    del older["outputs_again"]  # a reference saved before it was answered twice
+    ref.write_text(json.dumps(older))
+    proc, doc, cells = run(servers["fffd-loop"], tmp_path, "1", "--verify-reference", str(ref), name="c")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "holds one answer per prompt: the server's noise floor alone is unknown" in said(proc)
+    assert doc["verify"]["answers"] == 1 and doc["verify"]["unstable"] is None
+    assert cells[1]["correctness"]["reference_unstable"] is None and cells[1]["correctness"]["garbage_fraction"] == 0
