@@ -9,6 +9,7 @@ import random
 import pytest
 
 from loadgen.metrics.drift import MIN_CHANGE, Drift, judge_drift, moved
+from loadgen.names import Outcome
 from loadgen.record import CellKey, Record
 from loadgen.results.build_cell import build_cell
 
@@ -85,7 +86,8 @@ def test_moved_needs_both_rules_and_counts_a_missing_interval_as_disjoint():
 
 def test_a_control_that_produced_nothing_again_is_infinitely_slower_and_round_trips():
     first = _cell(100, 0.2, 0.05)
-    again = build_cell(KEY, [Record("run-a", KEY, 0, t_sent_ns=0, t_end_ns=NS, error="timeout")])
+    again = build_cell(KEY, [Record("run-a", KEY, i, t_sent_ns=0, t_end_ns=NS, outcome=Outcome.TIMEOUT, error="timeout")
+                             for i in range(8)])
     found = judge_drift(first, again)
     assert found.drifted and math.isinf(found.factor) and "stopped producing tokens" in found.sentence
     back = Drift.from_json(found.to_json())
@@ -98,3 +100,9 @@ def test_the_verdict_round_trips_through_json_with_both_measurements():
     assert data["cell"] == {"context_tokens": 1024, "concurrency": 4}
     assert data["first"]["output_tok_s_interval"] and data["again"]["ttft_p50_s"] == pytest.approx(1.6, rel=0.1)
     assert Drift.from_json(data) == found
+
+
+def test_a_control_too_short_to_judge_is_not_judged():
+    # 4 requests: fewer than MIN_OK_REQUESTS, however far apart the two measurements are
+    found = judge_drift(_cell(100, 0.2, requests=4), _cell(12.5, 1.6, requests=4))
+    assert not found.drifted and found.sentence.startswith("drift not judged: the control ctx 1024 c=4 is too short")

@@ -13,6 +13,11 @@ another tenant) moves a figure by a few per cent with disjoint intervals. 20 % i
 repeats of docs/definitions.md#noise differ by < 5 %) and is the smallest change that would reorder the
 configurations of a sweep that a user acts on.
 
+Judged only when both measurements hold at least MIN_OK_REQUESTS ok requests over at least MIN_WINDOW_S: a
+shorter cell is dominated by what is not the server's state (the run's first cell opens its connections and
+warms the client; a few ms of scheduling on a busy host), and a 4-request cell of 40 ms measured again was
+seen "1.7× faster" on an unchanged simulator.
+
 drifted = output tok/s moved, or TTFT p50 moved. factor = first output tok/s ÷ again output tok/s: > 1 means
 the server got slower, < 1 faster (the sentence says "N× slower" or "N× faster" with N = max(factor,
 1/factor)); inf when the again measurement produced no token. A control cell that produced nothing the first
@@ -32,6 +37,8 @@ MIN_CHANGE = 0.20  # the smallest relative change of a figure that counts as dri
 TOK_S = "output_tok_s"
 MIN_TTFT_CHANGE_S = 0.010  # and a TTFT p50 must move by more than this (module docstring: why)
 TTFT_P50 = "ttft_s.p50"
+MIN_OK_REQUESTS = 8  # fewer ok requests in either measurement: not judged (module docstring: why)
+MIN_WINDOW_S = 1.0  # a shorter measured window in either: not judged
 
 
 class CellResult(Protocol):
@@ -41,6 +48,7 @@ class CellResult(Protocol):
     key: CellKey
     run_id: str | None
     requests: Any
+    load: Any
     latency: Any
     throughput: Any
     noise: Any
@@ -56,13 +64,14 @@ class ControlFigures:
     ttft_p50_s_interval: list[float] | None = None
     ok_requests: int = 0
     run_id: str | None = None
+    duration_s: float | None = None
 
     @classmethod
     def of(cls, cell: CellResult) -> ControlFigures:
         intervals = cell.noise.intervals or {}
         ttft = cell.latency.ttft_s or {}
         return cls(cell.throughput.output_tok_s, intervals.get(TOK_S), ttft.get("p50"), intervals.get(TTFT_P50),
-                   int((cell.requests.requests or {}).get("ok") or 0), cell.run_id)
+                   int((cell.requests.requests or {}).get("ok") or 0), cell.run_id, cell.load.duration_s)
 
 
 @dataclass(frozen=True)
@@ -116,6 +125,10 @@ def judge_drift(first: CellResult, again: CellResult, min_change: float = MIN_CH
     a, b = ControlFigures.of(first), ControlFigures.of(again)
     factor = _factor(a.output_tok_s, b.output_tok_s)
     found = []
+    if _too_short(a) or (b.ok_requests and _too_short(b)):  # none ok again: the server stopped, judged
+        where = cell_words(first)
+        return Drift(False, factor, f"drift not judged: the control {where} is too short (fewer than "
+                     f"{MIN_OK_REQUESTS} ok requests or {MIN_WINDOW_S:g} s)", first.key.as_dict(), a, b, [], min_change)
     if moved(a.output_tok_s, b.output_tok_s or 0.0, a.output_tok_s_interval, b.output_tok_s_interval, min_change):
         found.append(TOK_S)
     if moved(a.ttft_p50_s, b.ttft_p50_s, a.ttft_p50_s_interval, b.ttft_p50_s_interval, min_change,
@@ -123,6 +136,10 @@ def judge_drift(first: CellResult, again: CellResult, min_change: float = MIN_CH
         found.append(TTFT_P50)
     sentence = _sentence(first, a, b, factor, found)
     return Drift(bool(found), factor, sentence, first.key.as_dict(), a, b, found, min_change)
+
+
+def _too_short(m: ControlFigures) -> bool:
+    return m.ok_requests < MIN_OK_REQUESTS or (m.duration_s or 0.0) < MIN_WINDOW_S
 
 
 def cell_words(cell: CellResult) -> str:

@@ -9,8 +9,9 @@ ok, and a resumed run measures the control, and so checks drift, again).
 
 Cost: one more measurement of the first cell. `--drift-check auto` (the default) pays it only when that cell is
 short: at most SHORT_REQUESTS measured requests over all its repeats (SHORT_S seconds with
---duration-per-cell), and the run is not one shard of several (each shard holds part of every cell; the
-merged run is what drifts). `on` measures it again whatever it costs, `off` never.
+--duration-per-cell), the run measured more than one cell (a drift misleads where cells measured at different
+times are compared) and is not one shard of several (each shard holds part of every cell; the merged run is
+what drifts). `on` measures it again whatever it costs, `off` never.
 """
 
 from __future__ import annotations
@@ -45,6 +46,10 @@ class ControlCheck:
     def __init__(self, cfg: RunConfig):
         self.cfg = cfg
 
+    def quiet_off(self, measured_cells: int) -> bool:
+        """auto, and nothing worth saying: one cell measured (nothing later to compare it with), or a shard."""
+        return self.cfg.drift_check is DriftCheck.AUTO and (measured_cells < 2 or bool(self.cfg.parallel.shard))
+
     def skipped(self, first: CellResult, planned_requests: int) -> str | None:
         """Why the control is not measured again (None: it is)."""
         cfg, mode = self.cfg, self.cfg.drift_check
@@ -54,8 +59,6 @@ class ControlCheck:
             return f"skipped: the first cell {cell_words(first)} produced no token to compare"
         if mode is DriftCheck.ON:
             return None
-        if cfg.parallel.shard:
-            return "off: one shard of a run (--drift-check on measures its part again)"
         if cfg.duration_per_cell_s:
             if cfg.duration_per_cell_s * cfg.repeat > SHORT_S:
                 return f"off: the first cell is long (> {SHORT_S:g} s; --drift-check on measures it again)"
@@ -67,6 +70,8 @@ class ControlCheck:
     async def run(self, runner: Runner, session: aiohttp.ClientSession, measurer: CellMeasurer,
                   first: CellResult) -> Drift | None:
         """The verdict on `first` measured again (None when the check is off or skipped: said why)."""
+        if self.quiet_off(sum(1 for c in runner.cells if c.run_id == runner.run_id)):
+            return None
         reason = self.skipped(first, runner.parts.driver.planned_requests(first.key))
         if reason is not None:
             if self.cfg.drift_check is not DriftCheck.OFF:
