@@ -72,7 +72,8 @@ def test_the_walk_brackets_bisects_and_rechecks_the_missed_end_in_at_most_16_cel
 
 def test_limits_rates_and_a_first_probe_that_misses():
     b, asked, _ = search(SearchConfig(), slots(0))  # even concurrency 1 misses, twice
-    assert [m.key for m in asked] == [CellKey(60, 1), CellKey(60, 1, again=1)] and b.met is None and b.complete
+    assert [m.key for m in asked] == [CellKey(60, 1), CellKey(60, 1, again=1), CellKey(60, 1, again=2)]
+    assert b.met is None and b.complete and asked[-1].role is Role.CONTROL
     b, _, _ = search(SearchConfig(limit=64, drift_every=0), slots(10_000))
     assert b.met == 64 and b.missed is None and "limit" in b.ended
     rate = SearchConfig(over=SearchOver.RATE, start=2.0, resolution=0.5, relative=False, min_s=1)
@@ -107,8 +108,8 @@ def test_an_early_stopped_probe_is_decided_and_the_first_part_fills_the_minimum_
     stopped = Probe(16, Role.PROBE, [cell(CellKey(60, 16), 48, 0.2, 800, duration_s=2, early=True)])
     assert next_part(cfg, stopped) is None
     below = Probe(4, Role.PROBE, [cell(CellKey(60, 4), 40, 1.0, 400, duration_s=5)])  # 8 req/s at c=4
-    assert first_requests(cfg, 16, below) == 160  # 10 s × 8 req/s × √(16 / 4)
-    assert first_requests(SearchConfig(over=SearchOver.RATE), 12.5, None) == 125
+    assert first_requests(cfg, 16, below) == 192  # 1.2 × 10 s × 8 req/s × min(16 / 4, 2)
+    assert first_requests(SearchConfig(over=SearchOver.RATE), 12.5, None) == 150  # 1.2 × 10 s × 12.5/s
 
 
 def probe(load: float, attainment: float, tok_s: float) -> Probe:

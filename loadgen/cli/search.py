@@ -44,7 +44,7 @@ def search_options(p: argparse.ArgumentParser) -> None:
                    help="requests a probe is extended to at most while its attainment is not decided "
                         "(default 0: 4× its first part)")
     g.add_argument("--drift-every", type=int, default=D.drift_every, metavar="N",
-                   help="measure the control probe (the first that met) again after every N probes and at the "
+                   help="measure the control probe (the first probe) again after every N probes and at the "
                         "end (default %(default)s; 0: never)")
 
 

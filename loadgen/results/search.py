@@ -160,14 +160,16 @@ def _short_of_minimums(cfg: SearchConfig, probe: Probe) -> int:
 
 
 def first_requests(cfg: SearchConfig, load: float, below: Probe | None) -> int:
-    """A probe's first part: `min_requests`, or the requests that fill `min_s` at the rate (open loop) or at
-    the nearest lower probe's request rate × √(load ratio) (throughput grows with the load, less than
-    linearly), whichever is more; at most `max_requests`."""
+    """A probe's first part: `min_requests`, or the requests that fill `min_s` (× TIME_MARGIN) at the rate
+    (open loop) or at the nearest lower probe's request rate × the load ratio (at most × 2: past the knee the
+    rate stops growing, and a probe twice as long as needed is enough), whichever is more; at most
+    `max_requests`. Sized so, a probe rarely needs an extension for its seconds, which would cost a cell."""
     n = cfg.min_requests
     if cfg.over == SearchOver.RATE:
-        n = max(n, math.ceil(cfg.min_s * load))
+        n = max(n, math.ceil(TIME_MARGIN * cfg.min_s * load))
     elif below is not None and below.window_s > 0:
-        n = max(n, math.ceil(cfg.min_s * below.scheduled / below.window_s * math.sqrt(load / below.load)))
+        rate = below.scheduled / below.window_s * min(load / below.load, 2.0)
+        n = max(n, math.ceil(TIME_MARGIN * cfg.min_s * rate))
     return min(n, cfg.max_requests) if cfg.max_requests else n
 
 

@@ -96,10 +96,14 @@ def _probe_json(p: Probe) -> dict:
 
 
 def answer_json(b: Bracket) -> dict:
-    """One prompt length's answer in the results' `search` part: no `met` when the server drifted."""
+    """One prompt length's answer in the results' `search` part: no `met` when the server drifted; the cells
+    (their `again`) that the met and missed ends' verdicts pool."""
     again = [{"load": a.load, "first": _probe_json(a.first), "again": _probe_json(a.second), "why": a.why,
               "disagreed": a.disagreed} for a in b.again]
+    def parts(x: float | None) -> list[int]:
+        return [int(c.get("again") or 0) for c in b.latest[x].parts] if x in b.latest else []
     return {"met": None if b.drift is not None else b.met, "missed": b.missed, "probes": b.probes,
+            "met_parts": parts(b.met), "missed_parts": parts(b.missed),
             "ended": b.ended, "complete": b.complete and b.drift is None, "again": again,
             "control_checks": len(b.controls), "drift": b.drift.to_json() if b.drift is not None else None,
             "capped": b.capped}

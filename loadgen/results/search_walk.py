@@ -10,7 +10,7 @@ down to the smallest load; then the bracket is bisected (geometrically while it 
   new measurement counts, both are kept, and the report names those that disagree;
 - before answering, the bracket's missed end is measured again (unless it was already): when it now meets,
   the bracket moves and the walk goes on;
-- the control probe (the first that met) is measured again every `drift_every` probes and at the end; when it
+- the control probe (the first probe's first part, as last measured) is measured again every `drift_every` probes and at the end; when it
   moved beyond noise (`metrics.drift.judge_drift`) the walk ends with no answer.
 Every cell is a normal cell of the results file keyed by its load and its measurement of that load
 (`CellKey.again`), so the same walk replayed over a file (`replay`) gives the same answer: a search resumes
@@ -189,8 +189,11 @@ class Walker:
         self.history.setdefault(load, []).append(probe)
         self.b.latest[load] = probe
         self.since_check += 1
-        if self.control is None and probe.met:  # its last part: the first cell of a run often finds a cold server
-            self.control, self.since_check = probe.parts[-1], 0
+        if self.control is None or self.control["concurrency" if self.cfg.over == SearchOver.CONCURRENCY
+                                                 else "request_rate"] == load:
+            # the first probe, whatever its verdict (drift may start inside the next one), as last measured (a
+            # first probe that stalled and was measured again is not the server's state)
+            self.control, self.since_check = probe.parts[0], (0 if self.control is None else self.since_check)
         return probe
 
     def _extend_why(self, probe: Probe) -> str:
