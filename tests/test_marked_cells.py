@@ -221,3 +221,12 @@ def test_the_html_report_shows_their_figures_marked_in_a_real_browser(garbled, t
         out = next(td for td in row["cells"] if td["metric"] == "out_tok_s")
         assert shown_equals(field(c, "output_tok_s"), out["text"], 1) and not out["best"]
     assert len(content["imgs"]) >= 4 and all(i["colours"] > 2 for i in content["imgs"])
+
+
+@pytest.mark.unit
+def test_the_sweep_summary_counts_cells_measured_beside_those_ok():
+    from loadgen.sweep.summary import _measured_note
+    config = {"cells_ok": 0, "cells_measured": 4,
+              "failed_checks": {"ctx=60 c=1": "garbage output", "ctx=60 c=4": "garbage output, missed SLO"}}
+    assert _measured_note(config) == ", 4 more measured (failed a check: garbage output, missed SLO)"
+    assert _measured_note({"cells_ok": 2, "cells_measured": 2, "failed_checks": {}}) == ""
