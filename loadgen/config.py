@@ -31,6 +31,7 @@ from loadgen.names import (
 from loadgen.record import CellKey
 
 DEFAULT_SPAN_S = 10.0  # default measured requests of a rate cell: max(16, ⌈10 s × rate⌉)
+SLOT_RAMP_AUTO_S = 1.0  # --slot-ramp auto with --slo: C prefills spread over 1 s, not queued at one instant
 AUTO_STREAMS_PER_WORKER = 256  # --workers auto: one process per this many streams of the largest concurrency
 
 
@@ -156,6 +157,7 @@ class WorkloadConfig:
     prefix_cache: PrefixCache = PrefixCache.UNIQUE  # unique: a unique first line per request | allow: rows sent unchanged
     ignore_eos_source: str = "default"  # flag | default (on for the synthetic matrix) | rows (a dataset)
     max_request_rate: float | None = None  # closed loop: at most R request starts per second
+    slot_ramp_s: float = 0.0  # closed loop: slots start spread over this (--slot-ramp; SLOT_RAMP_AUTO_S with --slo)
     context_spreads: tuple[tuple[int, LengthSpread], ...] = ()  # lengths drawn per request, per prompt length
     output_spread: LengthSpread | None = None  # of --max-tokens; None: every request gets --max-tokens
     shared_prefix: tuple[int, int] | None = None  # --shared-prefix GROUPS:TOKENS: each group's shared opening

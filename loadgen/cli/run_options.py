@@ -10,6 +10,7 @@ from loadgen.cli.replay_options import replay_options
 from loadgen.config import (
     AUTO_STREAMS_PER_WORKER,
     DEFAULT_SLO_ATTAINMENT,
+    SLOT_RAMP_AUTO_S,
     ExporterConfig,
     FaultsConfig,
     ParallelConfig,
@@ -189,6 +190,8 @@ def workload_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-request-rate", type=float, metavar="R",
                    help="closed loop: start at most R requests in any 1 s window (a shared endpoint's rate limit); "
                         "the cell reports the achieved rate and the time spent throttled")
+    g.add_argument("--slot-ramp", type=float, metavar="S", help="closed loop: start slot i of C at i·S/C s, so the "
+                   f"first wave's prefills do not queue at once (default {SLOT_RAMP_AUTO_S:g} with --slo, else 0)")
 
 
 def server_down_options(p: argparse.ArgumentParser) -> None:

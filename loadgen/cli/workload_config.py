@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from loadgen.config import LengthSpread, RunConfig, WorkloadConfig
+from loadgen.config import SLOT_RAMP_AUTO_S, LengthSpread, RunConfig, WorkloadConfig
 from loadgen.console import log
 from loadgen.errors import UsageError
 from loadgen.names import PrefixCache
@@ -24,7 +24,7 @@ def workload_config(a: argparse.Namespace, cfg: RunConfig, default_contexts: str
         raise UsageError(f"--max-bad-rows {a.max_bad_rows}: must be ≥ 0 (0 = every row must be usable)")
     w = WorkloadConfig(category_field=a.category_field, max_bad_rows=a.max_bad_rows,
                        prefix_cache=PrefixCache(a.prefix_cache),
-                       max_request_rate=_max_request_rate(a, cfg),
+                       max_request_rate=_max_request_rate(a, cfg), slot_ramp_s=slot_ramp(a),
                        ignore_eos_source="flag" if a.ignore_eos is not None else "default")
     w.context_spreads, w.output_spread = _spreads(a, cfg, default_contexts)
     if a.dataset and (w.context_spreads or w.output_spread):
@@ -85,6 +85,20 @@ def _spreads(a: argparse.Namespace, cfg: RunConfig, default_contexts: str) -> tu
             raise UsageError("--output-dist replaces --max-tokens; give one of them")
         cfg.max_tokens, output = lengths.parse_dist("--output-dist", a.output_dist)
     return contexts, output
+
+
+def slot_ramp(a: argparse.Namespace) -> float:
+    """--slot-ramp in seconds; not given: SLOT_RAMP_AUTO_S with --slo (the first wave then meets its targets as
+    later waves do), else 0; the slots of worker processes do not ramp."""
+    many = a.workers not in (None, "1") or a.shard
+    ramp_s = a.slot_ramp
+    if ramp_s is None:
+        return SLOT_RAMP_AUTO_S if a.slo and not many else 0.0
+    if not (math.isfinite(ramp_s) and ramp_s >= 0):
+        raise UsageError(f"--slot-ramp {ramp_s:g}: must be ≥ 0 seconds (0 = all slots at once), e.g. 1")
+    if ramp_s and many:
+        raise UsageError("--slot-ramp spreads the slots of one process; leave out --workers and --shard")
+    return ramp_s
 
 
 def _max_request_rate(a: argparse.Namespace, cfg: RunConfig) -> float | None:

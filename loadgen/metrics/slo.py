@@ -15,6 +15,9 @@ One formula per figure (docs/definitions.md#slo), read by the cell's result, the
   purpose) are judged by no target and are left out of the denominator (`judged`).
 - goodput = good / window (requests/s), good output tok/s = Σ completion_tokens of good requests / window,
   over the cell's measured window; met = attainment ≥ the required attainment (`--slo-attainment`).
+- misses = scheduled − good; first-wave misses = the misses among a closed-loop cell's first wave, its first
+  C judged requests by send time (each slot's first request, C = the cell's concurrency; no wave in an open
+  loop). Only where the misses were: the attainment above is the one formula, the first wave included.
 """
 
 from __future__ import annotations
@@ -92,11 +95,17 @@ class SloTally:
         return planned > 0 and (self.good + max(0, planned - self.ended)) / planned < required
 
 
+def first_wave(recs: Sequence[Record], slots: int) -> list[Record]:
+    """The first `slots` requests by send time (module docstring); none without slots."""
+    return sorted(recs, key=lambda r: r.t_sent_ns)[:slots] if slots > 0 else []
+
+
 def slo_figures(recs: Sequence[Record], targets: Targets, required: float, window_s: float,
-                not_sent: int = 0) -> dict:
+                not_sent: int = 0, slots: int = 0) -> dict:
     """The cell's SLO figures (module docstring): targets, scheduled, good, attainment, per-target attainment,
-    goodput requests/s, good output tok/s, met."""
+    goodput requests/s, good output tok/s, met; misses, and those of the first wave of `slots` requests."""
     recs = [r for r in recs if judged(r)]
+    wave = first_wave([r for r in recs if r.t_sent_ns], slots)
     scheduled = len(recs) + not_sent
     good = [r for r in recs if is_good(r, targets)]
     per_target = {m: _share(sum(meets(r, m, t) for r in recs), scheduled) for m, t in targets.items()}
@@ -107,6 +116,8 @@ def slo_figures(recs: Sequence[Record], targets: Targets, required: float, windo
         "goodput_requests_s": len(good) / window_s if window_s > 0 else None,
         "good_output_tok_s": sum(r.completion_tokens or 0 for r in good) / window_s if window_s > 0 else None,
         "met": attainment is not None and attainment >= required,
+        "misses": scheduled - len(good), "first_wave": len(wave),
+        "first_wave_misses": sum(not is_good(r, targets) for r in wave),
     }
 
 

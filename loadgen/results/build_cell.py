@@ -27,7 +27,7 @@ from loadgen.results.cell_result import CellResult, from_json
 from loadgen.results.cell_status import DEFAULT_MAX_FAILED_FRACTION, failed_fraction, request_incidents
 from loadgen.results.correctness import correctness_incidents, correctness_part
 from loadgen.results.incidents import Incident, IncidentKind
-from loadgen.results.slo_part import Slo
+from loadgen.results.slo_part import Slo, first_wave_note
 
 TELEMETRY_LOST = "TELEMETRY LOST"  # how a requested source that went quiet mid-run opens its warning
 
@@ -73,7 +73,9 @@ def build_cell(key: CellKey, records: Sequence[Record], sources: Sequence[Source
     flat["failed_fraction"] = failed_fraction(flat)
     result = from_json(flat | {"incidents": []})
     if slo is not None and slo.enabled:
-        result.slo = Slo(**slo_figures(records, slo.slo_targets, slo.slo_attainment, flat["duration_s"], not_sent))
+        slots = key.concurrency if key.request_rate is None else 0  # a closed loop's first wave: one per slot
+        result.slo = Slo(**slo_figures(records, slo.slo_targets, slo.slo_attainment, flat["duration_s"], not_sent,
+                                       slots))
     warnings = [w for r in sources for w in r.warnings]
     for w in warnings:
         if w.startswith(TELEMETRY_LOST):
@@ -81,6 +83,8 @@ def build_cell(key: CellKey, records: Sequence[Record], sources: Sequence[Source
     result.warnings = [w for w in warnings if not w.startswith(TELEMETRY_LOST)]
     if result.workload.cancellation:
         result.warnings.append(abandoned_note(flat["requests"]))
+    if result.slo is not None and first_wave_note(result.slo):
+        result.warnings.append(first_wave_note(result.slo))
     for found in (*request_incidents(flat), *incidents):
         result.add(found.kind, found.reason)
     if client and client.get("saturated"):

@@ -26,6 +26,11 @@ class Slo:
     goodput_requests_s: float | None = doc("good / duration_s (the cell's measured window)", "requests/s")
     good_output_tok_s: float | None = doc("Σ completion_tokens of good requests / duration_s", "tokens/s")
     met: bool | None = doc("attainment ≥ attainment_required: the cell meets the SLO")
+    misses: int | None = doc("scheduled − good: requests that were not good", "requests")
+    first_wave: int | None = doc("a closed-loop cell's first wave: its first C requests by send time (each "
+                                 "slot's first; C = concurrency; 0 in an open loop)", "requests")
+    first_wave_misses: int | None = doc("the misses among the first wave (where the misses were; the attainment "
+                                        "counts them like any other)", "requests")
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -34,6 +39,16 @@ class Slo:
     def from_json(cls, data: dict) -> Slo:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def first_wave_note(slo: Slo) -> str | None:
+    """'SLO: 63 of 63 misses in the first wave (its first 64 requests, one per slot; …)' when a closed-loop
+    cell missed targets; None without misses or a wave."""
+    if not slo.misses or not slo.first_wave:
+        return None
+    hint = "; --slot-ramp S spreads the slots' starts" if 2 * (slo.first_wave_misses or 0) >= slo.misses else ""
+    return (f"SLO: {slo.first_wave_misses} of {slo.misses} misses in the first wave (its first {slo.first_wave} "
+            f"requests, one per slot{hint})")
 
 
 def attainment_text(slo: dict | None) -> str | None:

@@ -86,7 +86,7 @@ class ClosedLoop:
         await self.transport.warm(cell.concurrency)
         if self.gate is not None:
             self.gate.reset()
-        await closed_loop(run, cell.concurrency, self.pause, self.gate)
+        await closed_loop(run, cell.concurrency, self.pause, self.gate, self.cfg.workload.slot_ramp_s)
 
     def finish(self, cell: CellKey, result: CellResult, measured: Sequence[Record]) -> None:
         g = self.gate
