@@ -91,7 +91,8 @@ def _runs():
 
 def test_compare_text_and_markdown():
     # the flaky configuration's 9999 tok/s is not the best: too many of its requests failed, so it is marked;
-    # the other's 5000 tok/s is not either: its client was saturated; equal figures are a tie, never a win
+    # the other's 5000 tok/s is not either: its client was saturated (measured: shown, marked !); equal figures
+    # are a tie, never a win; notes are numbered under the rows
     runs = _runs()
     runs[0].cells[compare.cell_key(CLOSED)] = dict(CLOSED, client=None)
     rows = compare.comparison(runs, 0)
@@ -99,18 +100,23 @@ def test_compare_text_and_markdown():
         '   ctx  conc configuration             out tok/s  vs base req tok/s mean  vs base  TTFT p50 ms  acce'
         'pt      W   J/tok note',
         '    60  40/s other-configuration-name          -        -              -        -            -      '
-        ' -      -       - FAILED: x',
+        ' -      -       - n1',
         '',
         '  1024    32 base (base)                 4723.2*    1.00x         147.6~    1.00x       200.0~   3.9'
         '1~  3612~  0.765~',
-        '             other-configuration-name    5000.0     1.06x         147.6~    1.00x       200.0~   3.9'
-        '1~  3612~  0.765~ never best: client saturated: client CPU 95% > 90%',
+        '             other-configuration-name    5000.0!    1.06x         147.6!    1.00x       200.0!   3.9'
+        '1!  3612!  0.765! n2',
         '             flaky                             -        -              -        -            -      '
-        ' -      -       - FAILED: 10 of 64 requests failed (15.6% > 0.05 --max-failed-fraction): 10 http_err'
-        'or',
+        ' -      -       - n3',
+        'n1 ctx 60 conc 40/s other-configuration-name: FAILED: x',
+        'n2 ctx 1024 conc 32 other-configuration-name: never best: client saturated: client CPU 95% > 90%',
+        'n3 ctx 1024 conc 32 flaky: FAILED: 10 of 64 requests failed (15.6% > 0.05 --max-failed-fraction): 10 '
+        'http_error',
         '* best of the cell beyond noise (highest tok/s and accept length; lowest TTFT, W and J/token; its 95 %'
         ' interval clear of',
         "every other's); ~ within noise of the cell's leader: no best named; vs base = value / the baseline's",
+        '! measured, but the cell failed a check (client saturated): its figures are shown and never best; th'
+        'e note says why',
         'within noise: 5 of 6 compared figures are tied or differ less than their 95 % intervals, so no best '
         'is named for them',
     ])
