@@ -123,7 +123,7 @@ def test_compare_text_and_markdown():
     md = compare.render_markdown(rows).splitlines()
     assert md[3] == ('| 1024 | 32 | base (base) | **4723.2** | 1.00x | 147.6~ | 1.00x | 200.0~ | 3.91~ | 3612~ | '
                      '0.765~ |  |')
-    assert md[-4].startswith("**bold**: best of the cell beyond noise") and md[-2].startswith("! measured, but")
+    assert md[-3].startswith("**bold**: best of the cell beyond noise") and md[-2].startswith("! measured, but")
 
 
 def test_alignment_and_missing_fields():
