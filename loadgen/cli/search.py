@@ -94,6 +94,8 @@ def search_config(a: argparse.Namespace) -> SearchConfig:
 
 
 def probe_checks(a: argparse.Namespace) -> None:
+    from loadgen.metrics.drift import MIN_WINDOW_S  # numpy, once the command line has been read
+
     if a.probe_min_requests < 1:
         raise UsageError(f"--probe-min-requests {a.probe_min_requests}: must be ≥ 1, e.g. 40")
     if not (a.probe_min_seconds >= 0 and math.isfinite(a.probe_min_seconds)):
@@ -103,6 +105,9 @@ def probe_checks(a: argparse.Namespace) -> None:
                          f"{a.probe_min_requests} (or 0: 4× a probe's first part)")
     if a.drift_every < 0:
         raise UsageError(f"--drift-every {a.drift_every}: must be ≥ 0 (0: no control probe)")
+    if a.drift_every and a.probe_min_seconds < MIN_WINDOW_S:
+        raise UsageError(f"--probe-min-seconds {a.probe_min_seconds:g}: the control probe needs ≥ {MIN_WINDOW_S:g} s "
+                         "to be judged for drift; give more, or --drift-every 0")
 
 
 def search_run(a: argparse.Namespace, default_concurrency: str) -> tuple[RunConfig, Shape]:

@@ -10,7 +10,7 @@ down to the smallest load; then the bracket is bisected (geometrically while it 
   new measurement counts, both are kept, and the report names those that disagree;
 - before answering, the bracket's missed end is measured again (unless it was already): when it now meets,
   the bracket moves and the walk goes on;
-- the control probe (the first probe's first part, as last measured) is measured again every `drift_every` probes and at the end; when it
+- the control probe (the first probe as last measured, its first part of ≥ 1 s) is measured again every `drift_every` probes and at the end; when it
   moved beyond noise (`metrics.drift.judge_drift`) the walk ends with no answer.
 Every cell is a normal cell of the results file keyed by its load and its measurement of that load
 (`CellKey.again`), so the same walk replayed over a file (`replay`) gives the same answer: a search resumes
@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 
-from loadgen.metrics.drift import Drift, judge_drift
+from loadgen.metrics.drift import MIN_WINDOW_S, Drift, judge_drift
 from loadgen.names import SearchOver
 from loadgen.record import CellKey, cell_key
 from loadgen.results.cell_result import from_json
@@ -94,7 +94,7 @@ class Walker:
                 probe = yield from self.measure(load, role, why)
                 yield from self.resolve(probe)
                 if self.cfg.drift_every and self.control is not None and self.since_check >= self.cfg.drift_every:
-                    yield from self.check_control(f"after {self.since_check} probes")
+                    yield from self.check_control(f"after {self.since_check} probe" + ("s" if self.since_check > 1 else ""))
         except Ended as end:
             self.b.ended, self.b.complete = end.reason, end.complete
         self.b.met, self.b.missed = self.bracket()
@@ -189,11 +189,13 @@ class Walker:
         self.history.setdefault(load, []).append(probe)
         self.b.latest[load] = probe
         self.since_check += 1
-        if self.control is None or self.control["concurrency" if self.cfg.over == SearchOver.CONCURRENCY
-                                                 else "request_rate"] == load:
+        if self.control is None or self._load_of(self.control) == load:
             # the first probe, whatever its verdict (drift may start inside the next one), as last measured (a
-            # first probe that stalled and was measured again is not the server's state)
-            self.control, self.since_check = probe.parts[0], (0 if self.control is None else self.since_check)
+            # first probe that stalled and was measured again is not the server's state): its first part long
+            # enough for the drift check to judge
+            judged = [c for c in probe.parts if (c.get("duration_s") or 0) >= MIN_WINDOW_S]
+            self.control = (judged or probe.parts)[0]
+            self.since_check = 0 if len(self.history) == 1 and len(self.history[load]) == 1 else self.since_check
         return probe
 
     def _extend_why(self, probe: Probe) -> str:
@@ -226,9 +228,12 @@ class Walker:
             self.b.drift = drift
             raise Ended(f"no answer: {drift.sentence}")
 
+    def _load_of(self, cell: dict) -> float:
+        return cell["concurrency"] if self.cfg.over == SearchOver.CONCURRENCY else cell["request_rate"]
+
     def _control_again(self, why: str, confirms: bool):
         first = self.control
-        load = first["concurrency"] if self.cfg.over == SearchOver.CONCURRENCY else first["request_rate"]
+        load = self._load_of(first)
         requests = max(self.cfg.min_requests, int(first["slo"]["scheduled"]))
         cell = yield from self._ask(load, requests, Role.CONTROL, why, cell_key(first), confirms)
         if cell is None or unmeasured(cell) is not None:
