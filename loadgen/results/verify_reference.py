@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from loadgen.client.verify_request import VerifyOutput
 from loadgen.errors import UsageError
 from loadgen.files import read_json, write_json_atomic
-from loadgen.metrics.correctness import divergence_tokens, garbage_all
+from loadgen.metrics.correctness import checks_off, divergence_tokens
 from loadgen.metrics.stats import percentile
 from loadgen.names import GarbageReason
 
@@ -92,13 +92,8 @@ def reference_summary(ref: Reference) -> dict:
     {reason: [prompt]}: the prompts whose reference answers (either one) are garbage for that reason (that
     check is off for them), unstable [prompt] | null: the prompts whose two one-at-a-time answers differ
     (null: answered once), unstable_divergence_tokens {min, p50, n} | null: where those two answers part}."""
-    off: dict[str, list[int]] = {}
-    for i, out in enumerate(ref.outputs):
-        found = set(garbage_all(out, ref.max_tokens)) | set(garbage_all(ref.again_of(i), ref.max_tokens)
-                                                           if ref.again is not None else ())
-        for reason in GarbageReason:
-            if reason in found:
-                off.setdefault(str(reason), []).append(i)
+    found = [checks_off(ref.max_tokens, out, ref.again_of(i)) for i, out in enumerate(ref.outputs)]
+    off = {str(r): [i for i, f in enumerate(found) if r in f] for r in GarbageReason if any(r in f for f in found)}
     unstable = positions = None
     if ref.again is not None:
         split = {i: divergence_tokens(a, b) for i, (a, b) in enumerate(zip(ref.outputs, ref.again))}
