@@ -19,8 +19,9 @@ MAX_LENGTH_DIGITS = 20  # Content-Length digits (h11's limit)
 HEX_DIGITS = b"0123456789abcdefABCDEF"
 NO_BODY = (204, 304)  # with 1xx and answers to HEAD: the body ends at the head's blank line (RFC 9112 6.3)
 
-# RFC 9112 4: HTTP-version SP 3DIGIT SP reason; an absent reason (with its space) is accepted as h11 does
-STATUS_LINE = re.compile(rb"HTTP/1\.([0-9]) ([0-9]{3})(?: [ \t\x21-\x7e\x80-\xff]*)?")
+# RFC 9112 4: HTTP-version SP 3DIGIT SP reason; an absent reason (with its space) is accepted as h11 does, and
+# the reason's characters are h11's (anything but NUL, CR, LF, VT, FF)
+STATUS_LINE = re.compile(rb"HTTP/1\.([0-9]) ([0-9]{3})(?: [^\x00\r\n\x0b\x0c]*)?")
 # RFC 9112 5: token ":" OWS value OWS; no space before the colon (a smuggling vector), no NUL, CR or LF inside
 FIELD_LINE = re.compile(rb"([-!#$%&'*+.^_`|~0-9a-zA-Z]+):[ \t]*((?:[^\x00\s]+(?:[ \t]+[^\x00\s]+)*)?)[ \t]*")
 FOLD = re.compile(rb"[ \t]+")

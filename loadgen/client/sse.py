@@ -3,23 +3,35 @@
 We split bytes ourselves rather than iterating lines through the HTTP library: a single SSE line can be
 longer than a read buffer (aiohttp raises on long lines), and one TCP read often holds several events or a
 fraction of one. The parser accepts LF, CRLF and CR line endings, comment lines (keep-alives), multi-line
-`data:` fields, and events split anywhere across reads. It yields the `data` payload of each event as bytes.
+`data:` fields, a leading UTF-8 BOM, and events split anywhere across reads. It yields the `data` payload of
+each event as bytes, as the WHATWG event-stream algorithm dispatches them (tests/test_sse_spec.py holds that
+algorithm and compares the two on generated streams).
 """
 
 from __future__ import annotations
+
+BOM = b"\xef\xbb\xbf"  # the standard drops one U+FEFF at the start of the stream
 
 
 class SseParser:
     """Feed bytes as they arrive; get back the complete events' data payloads."""
 
-    __slots__ = ("_buf", "_data", "_skip_lf")
+    __slots__ = ("_buf", "_data", "_skip_lf", "_start")
 
     def __init__(self) -> None:
         self._buf = b""
         self._data: list[bytes] = []
         self._skip_lf = False
+        self._start = True  # no byte of the stream read yet: it may begin with a BOM
 
     def feed(self, chunk: bytes) -> list[bytes]:
+        if self._start:
+            head = self._buf + chunk
+            if len(head) < 3 and BOM.startswith(head):  # perhaps a BOM split across reads: wait for the rest
+                self._buf = head
+                return []
+            self._start, self._buf = False, b""
+            chunk = head[3:] if head.startswith(BOM) else head
         # A CR ends a line at once, even at the end of a read (holding it back would hold back the last event
         # of a CR-only stream forever); an LF right after it, in the next read, is the rest of a CRLF.
         if self._skip_lf and chunk[:1] == b"\n":
