@@ -9,6 +9,8 @@ SEARCH_FLAGS = {  # key → (flag, kind), as spec.MATRIX_FLAGS
     "slo": ("--slo", "str"), "slo_attainment": ("--slo-attainment", "float"), "over": ("--over", "str"),
     "start": ("--start", "float"), "growth": ("--growth", "float"), "max": ("--max", "float"),
     "resolution": ("--resolution", "str"), "max_cells": ("--max-cells", "int"),
+    "probe_min_requests": ("--probe-min-requests", "int"), "probe_min_seconds": ("--probe-min-seconds", "float"),
+    "probe_max_requests": ("--probe-max-requests", "int"), "drift_every": ("--drift-every", "int"),
 }
 
 
