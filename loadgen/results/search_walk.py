@@ -10,8 +10,9 @@ down to the smallest load; then the bracket is bisected (geometrically while it 
   new measurement counts, both are kept, and the report names those that disagree;
 - before answering, the bracket's missed end is measured again (unless it was already): when it now meets,
   the bracket moves and the walk goes on;
-- the control probe (the first probe as last measured, its first part of ≥ 1 s) is measured again every `drift_every` probes and at the end; when it
-  moved beyond noise (`metrics.drift.judge_drift`) the walk ends with no answer.
+- the control probe (the first probe as last measured, its first part of ≥ 1 s) is measured again every
+  `drift_every` probes and at the end; when it moved beyond noise (`metrics.drift.judge_drift`), and once more
+  measured it moved again (a stall inside the check is not a drift), the walk ends with no answer.
 Every cell is a normal cell of the results file keyed by its load and its measurement of that load
 (`CellKey.again`), so the same walk replayed over a file (`replay`) gives the same answer: a search resumes
 like a run. A probe that is not usable (failed, skipped) ends the walk: no answer is claimed past it.
@@ -87,18 +88,23 @@ class Walker:
             while True:
                 step = self.next_step()
                 if isinstance(step, Ended):
-                    if step.complete and self.since_check and self.control is not None and self.cfg.drift_every:
+                    if step.complete and self._control_due(1):
                         yield from self.check_control("at the end")
                     raise step
                 load, role, why = step
                 probe = yield from self.measure(load, role, why)
                 yield from self.resolve(probe)
-                if self.cfg.drift_every and self.control is not None and self.since_check >= self.cfg.drift_every:
-                    yield from self.check_control(f"after {self.since_check} probe" + ("s" if self.since_check > 1 else ""))
+                if self._control_due(self.cfg.drift_every):
+                    n = self.since_check
+                    yield from self.check_control(f"after {n} probe" + ("s" if n > 1 else ""))
         except Ended as end:
             self.b.ended, self.b.complete = end.reason, end.complete
         self.b.met, self.b.missed = self.bracket()
         return self.b
+
+    def _control_due(self, probes: int) -> bool:
+        """Drift is checked, there is a control, and `probes` probes (≥ 1) were measured since its last check."""
+        return bool(self.cfg.drift_every) and self.control is not None and self.since_check >= max(1, probes)
 
     # ---- the bracket and the next load -------------------------------------------------------------------
     def bracket(self) -> tuple[float | None, float | None]:
@@ -182,6 +188,12 @@ class Walker:
                 raise Ended(f"the probe at {load:g} could not be used")
             probe.parts.append(cell)
             n = next_part(self.cfg, probe)
+        self._decided(probe, why)
+        return probe
+
+    def _decided(self, probe: Probe, why: str) -> None:
+        """The probe is the latest measurement of its load (a load measured before: both kept, in `again`)."""
+        load = probe.load
         if probe.capped:
             self.b.capped.append(load)
         if self.history.get(load):
@@ -194,9 +206,9 @@ class Walker:
             # first probe that stalled and was measured again is not the server's state): its first part long
             # enough for the drift check to judge
             judged = [c for c in probe.parts if (c.get("duration_s") or 0) >= MIN_WINDOW_S]
+            first = self.control is None
             self.control = (judged or probe.parts)[0]
-            self.since_check = 0 if len(self.history) == 1 and len(self.history[load]) == 1 else self.since_check
-        return probe
+            self.since_check = 0 if first else self.since_check
 
     def _extend_why(self, probe: Probe) -> str:
         low, high = probe.interval() or (0.0, 0.0)

@@ -106,21 +106,24 @@ class SearchPlan:
 
     async def check(self, session: aiohttp.ClientSession, result: CellResult, control: RunControl) -> None:
         """A cell the walk measured again gets its note; the control probe measured again, the drift verdict
-        (a failed check when it drifted: the search ends without an answer and exits 1)."""
+        (a failed check when it confirms a drift: the search ends without an answer and exits 1)."""
         m = self.asked.get(result.key)
         if m is None or m.role is Role.PROBE:
             return
         result.add(IncidentKind.MEASURED_AGAIN, m.why)
-        if m.role is not Role.CONTROL or m.control is None:
-            return
+        if m.role is Role.CONTROL and m.control is not None:
+            self._judge_control(m, result)
+
+    def _judge_control(self, m: Measure, result: CellResult) -> None:
         first = next((c for c in self.results.cells if c.key == m.control), None) if self.results else None
         if first is None:
             return
         drift = judge_drift(first, result)
-        if drift.drifted and m.confirms:
+        if not drift.drifted:
+            return
+        if m.confirms:
             result.add(IncidentKind.DRIFTED, drift.sentence)
-        if drift.drifted:
-            log(said(f"search: {drift.sentence}" + ("" if m.confirms else "; measuring it once more to confirm")))
+        log(said(f"search: {drift.sentence}" + ("" if m.confirms else "; measuring it once more to confirm")))
 
 
 class SizedCells:
