@@ -32,12 +32,14 @@ def recomputed(rows: list[dict], planned: int) -> float:
 
 
 def by_concurrency(out) -> tuple[dict, dict]:
-    """Each concurrency's first measurement (a search may measure a load again: `again`) and its records."""
+    """Each concurrency's first measurement (a search may measure a load again: `again`) and its records (those of
+    the run that measured it: the drift check's control measurement has a run id of its own)."""
     cells = {c["concurrency"]: c for c in read_json(str(out))["cells"] if not c.get("again")}
     rows: dict[int, list] = {}
     for r in read_jsonl(str(out).replace(".json", ".requests.jsonl")):
-        if not r["cell"].get("again"):
-            rows.setdefault(r["cell"]["concurrency"], []).append(r)
+        c = r["cell"]["concurrency"]
+        if not r["cell"].get("again") and c in cells and r["run_id"] == cells[c]["run_id"]:
+            rows.setdefault(c, []).append(r)
     return cells, rows
 
 
