@@ -135,6 +135,15 @@ class ParallelConfig:
     cell_period_s: float | None = None
 
 
+@dataclass(frozen=True)
+class TlsConfig:
+    """How an https:// server's certificate is checked (`--ca-cert`, `--insecure`; docs/wire.md): against the
+    system's CAs, plus `ca_cert` (a PEM file) when given; `insecure` skips the check."""
+
+    ca_cert: str | None = None
+    insecure: bool = False
+
+
 @dataclass
 class ExporterConfig:
     """The live Prometheus exporter (`--metrics-port`); off when port is None."""
@@ -270,6 +279,7 @@ class RunConfig:
     cancel: CancelConfig = field(default_factory=CancelConfig)
     verify: VerifyConfig = field(default_factory=VerifyConfig)
     slo: SloConfig = field(default_factory=SloConfig)
+    tls: TlsConfig = field(default_factory=TlsConfig)
 
     def requests_for(self, concurrency: int) -> int:
         return self.requests_per_cell or default_requests_per_cell(concurrency)
@@ -309,7 +319,7 @@ class RunConfig:
 
     def public_args(self) -> dict:
         """The arguments as stored in results, one flat mapping (the key itself is never part of them)."""
-        subs = ("open_loop", "telemetry", "faults", "parallel", "exporter", "workload", "slo", "trace", "cancel")
+        subs = ("open_loop", "telemetry", "faults", "parallel", "exporter", "workload", "slo", "trace", "cancel", "tls")
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in (*subs, "verify")}
         if self.verify.enabled:  # nested: its names (max_tokens) are the run's too
             d["verify"] = _public(self.verify)

@@ -7,7 +7,8 @@
                (--cancel-fraction)
     sinks      JSONL records, the server-down guard, the live exporter (--metrics-port)
     policies   ServerDownPolicy (--on-server-down), Interrupts (--drain-timeout)
-    preflight  TelemetryPreflight (requested sources answer), ReadyWait (--wait-ready)
+    preflight  TlsPreflight (an https:// certificate is trusted), TelemetryPreflight (requested sources answer),
+               ReadyWait (--wait-ready)
     telemetry  TelemetryPlan (server metrics, log lines, DCGM/NVML)
     verifier   Verifier (--verify): verification jobs in every cell, their sender, the reference
     drift      ControlCheck (--drift-check): the first cell measured again at the end, judged beyond noise
@@ -26,6 +27,7 @@ from loadgen.cli.exporter import live_exporter
 from loadgen.cli.telemetry import TelemetryPlan
 from loadgen.cli.telemetry_checks import TelemetryPreflight
 from loadgen.client.config import ClientConfig
+from loadgen.client.tls import TlsPreflight, insecure_warning, say_proxy_notice
 from loadgen.config import RunConfig
 from loadgen.console import log
 from loadgen.names import HttpClient
@@ -61,8 +63,11 @@ TRANSPORTS: dict[HttpClient, type[Transport]] = {HttpClient.H1: H1Transport, Htt
 
 
 def make_transport(cfg: RunConfig, url: str, headers: dict) -> Transport:
+    if cfg.tls.insecure:
+        log(insecure_warning())
+    say_proxy_notice(url)
     ccfg = ClientConfig(base_url=url, api=cfg.api, timeout_s=cfg.timeout_s, idle_timeout_s=cfg.idle_timeout_s,
-                        headers=headers)
+                        headers=headers, tls=cfg.tls)
     transport = TRANSPORTS[cfg.parallel.http_client](ccfg)
     return CancellingTransport(transport, cfg.cancel, cfg.seed) if cfg.cancel.enabled else transport
 
@@ -159,7 +164,7 @@ def build_runner(cfg: RunConfig, url: str, *, sinks: list[Sink] | None = None, r
         server_down=ServerDownPolicy(cfg.faults, guard, control, timed_cells=bool(cfg.duration_per_cell_s),
                                      early_stops=shape.early_stops),
         services=services, checks=[*(checks or []), *shape.checks],
-        preflight=[TelemetryPreflight(cfg.telemetry),
+        preflight=[TlsPreflight(cfg.tls), TelemetryPreflight(cfg.telemetry),
                    ReadyWait(cfg.wait_ready_s, cfg.api, cfg.model, headers, control, cfg.wait_refused_s)],
         interrupts=Interrupts(control, cfg.faults.drain_timeout_s, cfg.out, resume_command))
     return Runner(cfg, url, parts, results or ResultsFile(cfg.out), run_id, headers)

@@ -32,6 +32,7 @@ from loadgen.config import (
     RampSpec,
     RunConfig,
     TelemetryConfig,
+    TlsConfig,
     VerifyConfig,
 )
 from loadgen.errors import UsageError
@@ -76,6 +77,7 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
     cfg.workload.shared_prefix = shared_prefix_config(a, cfg)
     cfg.verify = verify_config(a, cfg)
     cfg.slo = slo_config(a)
+    cfg.tls = tls_config(a, cfg.url)
     trust_config(a, cfg)
     cfg.repeat = positive("--repeat", a.repeat)
     cfg.wide = a.wide
@@ -281,3 +283,18 @@ def verify_config(a: argparse.Namespace, cfg: RunConfig) -> VerifyConfig:
     return VerifyConfig(mode=VerifyMode(a.verify), prompts_file=a.verify_prompts, max_tokens=a.verify_max_tokens,
                         reference_file=a.verify_reference, save_reference=a.verify_save_reference,
                         max_garbage_fraction=a.max_garbage_fraction)
+
+
+def tls_config(a: argparse.Namespace, url: str | None) -> TlsConfig:
+    """--ca-cert / --insecure: only with an https:// --url, not both, the CA file readable (exit 2 otherwise)."""
+    ca_cert, insecure = getattr(a, "ca_cert", None), getattr(a, "insecure", False)
+    if not (ca_cert or insecure):
+        return TlsConfig()
+    flag = "--ca-cert" if ca_cert else "--insecure"
+    if ca_cert and insecure:
+        raise UsageError("--ca-cert and --insecure: give one (--insecure would ignore the CA)")
+    if not (url or "").startswith("https://"):
+        raise UsageError(f"{flag} is for an https:// --url (got {url or 'the built-in simulator'})")
+    if ca_cert and not os.path.isfile(ca_cert):
+        raise UsageError(f"--ca-cert {ca_cert}: no such file; give the PEM file of the server's CA")
+    return TlsConfig(ca_cert=ca_cert, insecure=insecure)

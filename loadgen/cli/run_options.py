@@ -7,6 +7,7 @@ import argparse
 
 from loadgen.cli.help_format import Parser
 from loadgen.cli.replay_options import replay_options
+from loadgen.cli.tls_options import tls_options
 from loadgen.config import (
     AUTO_STREAMS_PER_WORKER,
     DEFAULT_SLO_ATTAINMENT,
@@ -50,7 +51,7 @@ def run_parser() -> argparse.ArgumentParser:
         description="Measure an LLM server over a matrix of concurrency × prompt length "
                     "(subcommands: sim, sweep, search, compare, report, merge).")
     for add in (target_options, matrix_options, output_options, noise_options, sim_options, telemetry_options,
-                open_loop_options, workload_options, replay_options, server_down_options, interrupt_options,
+                open_loop_options, workload_options, replay_options, server_down_options, interrupt_options, tls_options,
                 client_options, exporter_options, power_limit_options, trust_options, verify_options, slo_options):
         add(p)
     return p

@@ -22,6 +22,7 @@ import orjson
 from loadgen.client.api import PATHS
 from loadgen.client.config import CONNECT_TIMEOUT_S, ClientConfig, timeout_error
 from loadgen.client.h1 import REUSE_IDLE_S
+from loadgen.client.tls import ssl_context
 from loadgen.client.recorder import CANCELLED, ERROR_BODY_MAX, StreamRecorder, http_error, one_line
 from loadgen.client.stream import ProtocolError
 from loadgen.names import Outcome
@@ -82,7 +83,7 @@ def make_session(cfg: ClientConfig, fresh_connections: bool = False) -> aiohttp.
     tracing.on_request_chunk_sent.append(_stamp_sent)
     tracing.on_connection_reuseconn.append(_mark_reused)
     connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, force_close=fresh_connections,
-                                     enable_cleanup_closed=True,
+                                     enable_cleanup_closed=True, ssl=ssl_context(cfg.base_url, cfg.tls) or True,
                                      keepalive_timeout=None if fresh_connections else REUSE_IDLE_S)
     timeout = aiohttp.ClientTimeout(total=cfg.timeout_s, sock_read=cfg.idle_timeout_s,
                                     sock_connect=CONNECT_TIMEOUT_S)

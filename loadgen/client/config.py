@@ -1,4 +1,4 @@
-"""What a sender is told (target, API, headers, time limits) and the message a limit gives when it is hit.
+"""What a sender is told (target, API, headers, time limits, how TLS certificates are checked) and the message a limit gives when it is hit.
 
 The three limits of a measured request, the same for both senders:
 - connect: `CONNECT_TIMEOUT_S` to open a connection (aiohttp's `sock_connect`; `h1.Pool`'s default);
@@ -10,8 +10,9 @@ A request that hits one ends with outcome "timeout" and the error `timeout_error
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from loadgen.config import TlsConfig
 from loadgen.names import Api
 
 CONNECT_TIMEOUT_S = 10.0
@@ -26,6 +27,7 @@ class ClientConfig:
     timeout_s: float = 600.0
     idle_timeout_s: float = 120.0
     headers: dict | None = None
+    tls: TlsConfig = field(default_factory=TlsConfig)
 
 
 def timeout_error(which: str, limit_s: float, chunks: int) -> str:

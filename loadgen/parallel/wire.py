@@ -45,6 +45,8 @@ class Setup(Message):
     idle_timeout_s: float | None
     headers: dict
     http_client: str
+    ca_cert: str | None = None
+    insecure: bool = False
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from loadgen.aio import install_uvloop
 from loadgen.client.aiohttp_sender import make_session
 from loadgen.client.config import ClientConfig
 from loadgen.client.h1_sender import settle_gc
+from loadgen.config import TlsConfig
 from loadgen.names import HttpClient, Outcome
 from loadgen.parallel import wire
 from loadgen.record import Record
@@ -99,7 +100,8 @@ class WorkerMain:
 
     async def setup(self, msg: wire.Setup) -> None:
         ccfg = ClientConfig(base_url=msg.url, api=msg.api, timeout_s=msg.timeout_s,
-                            idle_timeout_s=msg.idle_timeout_s, headers=msg.headers or {})
+                            idle_timeout_s=msg.idle_timeout_s, headers=msg.headers or {},
+                            tls=TlsConfig(ca_cert=msg.ca_cert, insecure=msg.insecure))
         transport = H1Transport(ccfg) if msg.http_client == HttpClient.H1 else AiohttpTransport(ccfg)
         session = make_session(ccfg) if isinstance(transport, AiohttpTransport) else None
         self.sender = transport.sender(session)

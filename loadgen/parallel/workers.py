@@ -82,7 +82,8 @@ class WorkerPool:
     def __init__(self, n: int, cfg: RunConfig, url: str, headers: dict):
         self.n = n
         self.setup = wire.Setup(url=url, api=cfg.api, timeout_s=cfg.timeout_s, idle_timeout_s=cfg.idle_timeout_s,
-                                headers=headers, http_client=cfg.parallel.http_client)
+                                headers=headers, http_client=cfg.parallel.http_client, ca_cert=cfg.tls.ca_cert,
+                                insecure=cfg.tls.insecure)
         self.workers: list[Worker] = []
         self.broken = False  # a worker died: later cells run in the parent
         self.problems: dict[CellKey, list[str]] = {}

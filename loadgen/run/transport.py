@@ -17,6 +17,7 @@ from loadgen.client.cancel import CancellingSender
 from loadgen.client.config import CONNECT_TIMEOUT_S, ClientConfig
 from loadgen.client.h1 import Pool
 from loadgen.client.h1_sender import Sender, settle_gc
+from loadgen.client.tls import ssl_context
 from loadgen.config import CancelConfig
 from loadgen.record import CellKey
 from loadgen.schedule.cell_run import SendFn
@@ -44,7 +45,8 @@ class H1Transport:
 
     def pool(self) -> Pool:
         if self._pool is None:
-            self._pool = Pool(self.ccfg.base_url, connect_timeout_s=CONNECT_TIMEOUT_S)
+            self._pool = Pool(self.ccfg.base_url, connect_timeout_s=CONNECT_TIMEOUT_S,
+                              ssl_context=ssl_context(self.ccfg.base_url, self.ccfg.tls))
         return self._pool
 
     def sender(self, session: aiohttp.ClientSession) -> SendFn:
