@@ -153,7 +153,7 @@ class Runner:
     async def _run(self) -> int:
         cfg = self.cfg
         ccfg = ClientConfig(base_url=self.url, api=cfg.api, timeout_s=cfg.timeout_s,
-                            idle_timeout_s=cfg.idle_timeout_s, headers=self.headers)
+                            idle_timeout_s=cfg.idle_timeout_s, headers=self.headers, tls=cfg.tls)
         async with make_session(ccfg) as session:
             measurer = await self.setup(session)
             started: list[Service] = []
