@@ -170,20 +170,8 @@ def columns(rows: list[dict]) -> list[Column]:
 
 
 def note_refs(rows: list[dict]) -> tuple[list[str], list[str]]:
-    """(each row's note reference, "n1" or "", the notes as lines "n1 ctx 60 conc 8 b0: …"), one number per
-    distinct note, so a long reason never widens the table."""
-    numbers: dict[str, int] = {}
-    refs, lines = [], []
-    for row in rows:
-        note = row_note(row)
-        if not note:
-            refs.append("")
-            continue
-        if note not in numbers:
-            numbers[note] = len(numbers) + 1
-            lines.append(f"n{numbers[note]} ctx {tt.context(row)} conc {_load(row)} {row['config']}: {note}")
-        refs.append(f"n{numbers[note]}")
-    return refs, lines
+    """Each row's note reference and the notes as lines "n1 ctx 60 conc 8 b0: …" (`text_table.note_refs`)."""
+    return tt.note_refs(rows, row_note, lambda row: f"ctx {tt.context(row)} conc {_load(row)} {row['config']}")
 
 
 def render_text(rows: list[dict]) -> str:

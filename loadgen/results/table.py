@@ -181,20 +181,8 @@ def footnote(cells: list[dict]) -> str | None:
 
 
 def note_refs(cells: list[dict]) -> tuple[list[str], list[str]]:
-    """(each cell's note reference, "n1" or "", the notes as lines "n1 ctx 1024 conc 128: …"), one number per
-    distinct note text."""
-    numbers: dict[str, int] = {}
-    refs, lines = [], []
-    for cell in cells:
-        text = notes(cell)
-        if not text:
-            refs.append("")
-            continue
-        if text not in numbers:
-            numbers[text] = len(numbers) + 1
-            lines.append(f"n{numbers[text]} ctx {tt.context(cell)} conc {_load(cell)}: {text}")
-        refs.append(f"n{numbers[text]}")
-    return refs, lines
+    """Each cell's note reference and the notes as lines "n1 ctx 1024 conc 128: …" (`text_table.note_refs`)."""
+    return tt.note_refs(cells, notes, lambda cell: f"ctx {tt.context(cell)} conc {_load(cell)}")
 
 
 def default_columns(cells: list[dict], width: int = WIDTH, candidates: list[Column] = COLUMNS,

@@ -95,3 +95,21 @@ def ok_failed(cell: dict) -> str:
     cancelled = f"+{req['cancelled']}c" if req.get("cancelled") else ""
     abandoned = f"+{req['abandoned']}a" if req.get("abandoned") else ""
     return f"{req.get('ok', 0)}/{req.get('failed', 0)}{cancelled}{abandoned}"
+
+
+def note_refs(items: list[dict], note_of: Callable[[dict], str],
+              label_of: Callable[[dict], str]) -> tuple[list[str], list[str]]:
+    """(each item's note reference, "n1" or "", the notes as lines "n1 <label>: <note>"), one number per distinct
+    note text, so a long reason never widens the table; `note_of(item)` gives the text, `label_of(item)` the row."""
+    numbers: dict[str, int] = {}
+    refs, lines = [], []
+    for item in items:
+        note = note_of(item)
+        if not note:
+            refs.append("")
+            continue
+        if note not in numbers:
+            numbers[note] = len(numbers) + 1
+            lines.append(f"n{numbers[note]} {label_of(item)}: {note}")
+        refs.append(f"n{numbers[note]}")
+    return refs, lines
