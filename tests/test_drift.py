@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from loadgen.metrics.drift import MIN_CHANGE, Drift, judge_drift, moved
+from loadgen.metrics.drift import DRIFT_FACTOR, MIN_CHANGE, Drift, change_factor, judge_drift, moved
 from loadgen.names import Outcome
 from loadgen.record import CellKey, Record
 from loadgen.results.build_cell import build_cell
@@ -43,7 +43,7 @@ CASES = [  # (name, first, again, drifted, way)
     ("8x slower", _cell(100, 0.2, 0.05, seed=1), _cell(12.5, 1.6, 0.05, seed=1), True, "8.0× slower"),
     *((f"noisy but same, seed {s}", _cell(100, 0.2, 0.5, seed=1), _cell(100, 0.2, 0.5, seed=s), False, None)
       for s in range(2, 8)),
-    ("2x faster", _cell(50, 0.4, 0.05, seed=1), _cell(100, 0.2, 0.05, seed=1), True, "2.0× faster"),
+    ("3x faster", _cell(50, 0.6, 0.05, seed=1), _cell(150, 0.2, 0.05, seed=1), True, "3.0× faster"),
 ]
 
 
@@ -58,7 +58,7 @@ def test_drift_is_judged_beyond_noise_and_says_its_direction(name, first, again,
                                        f"{again.throughput.output_tok_s:.1f} tok/s")
         assert "output_tok_s" in found.moved
     else:
-        assert found.sentence.startswith("no drift") and found.moved == []
+        assert found.sentence.startswith("no drift: ") and found.moved == []
 
 
 def test_a_change_beyond_noise_but_below_the_minimum_is_not_drift():
@@ -68,6 +68,37 @@ def test_a_change_beyond_noise_but_below_the_minimum_is_not_drift():
         again.noise.intervals["output_tok_s"][1] < first.noise.intervals["output_tok_s"][0]
     assert not judge_drift(first, again).drifted
     assert MIN_CHANGE == 0.20
+
+
+# a clean server's cold first cell measured again on a busy 2-core host read up to 1.6× either way: beyond
+# noise, noted, and no drift; 2× or more is one
+BELOW = [("1.6x slower", _cell(100, 0.2, 0.05, seed=1), _cell(62.5, 0.32, 0.05, seed=2), "1.60×"),
+         ("1.4x faster", _cell(100, 0.2, 0.05, seed=1), _cell(140, 0.2 / 1.4, 0.05, seed=2), "1.40×"),
+         ("1.9x slower", _cell(100, 0.2, 0.05, seed=1), _cell(100 / 1.9, 0.38, 0.05, seed=2), "1.90×")]
+
+
+@pytest.mark.parametrize(("name", "first", "again", "times"), BELOW, ids=[c[0] for c in BELOW])
+def test_a_move_beyond_noise_below_2x_is_a_note_not_a_drift(name, first, again, times):
+    found = judge_drift(first, again)
+    assert not found.drifted and found.moved == ["output_tok_s", "ttft_s.p50"] and DRIFT_FACTOR == 2
+    ttft = first.latency.ttft_s["p50"], again.latency.ttft_s["p50"]
+    moved_by = max(change_factor(first.throughput.output_tok_s, again.throughput.output_tok_s), change_factor(*ttft))
+    assert found.sentence.startswith(f"no drift (moved {moved_by:.2f}×, < 2×): ctx 1024 c=4 "), found.sentence
+    assert abs(moved_by - float(times[:-1])) < 0.06 and "within noise" not in found.sentence
+    assert "slower" not in found.sentence and "faster" not in found.sentence
+    assert len("drift check: " + found.sentence) <= 120
+    assert Drift.from_json(found.to_json()) == found
+
+
+def test_the_failing_verdict_starts_at_2x_of_either_figure():
+    first = _cell(100, 0.2, 0.05, seed=1)
+    assert judge_drift(first, _cell(100 / 2.1, 0.2 * 2.1, 0.05, seed=2)).drifted
+    # TTFT 2.5× with output tok/s 1.1× lower: the TTFT alone fails it
+    ttft = judge_drift(_cell(10, 0.2, 0.05, seed=1), _cell(10, 0.5, 0.05, seed=1))
+    assert ttft.drifted and ttft.sentence.startswith("the server's TTFT p50 200 ms → 500 ms changed")
+    assert judge_drift(first, _cell(100 / 2.1, 0.2 * 2.1, 0.05, seed=2), drift_factor=3).drifted is False
+    assert change_factor(2, 1) == change_factor(1, 2) == 2 and change_factor(1, 0) == math.inf
+    assert change_factor(None, 1) == 1
 
 
 def test_ttft_alone_can_drift_and_is_named():

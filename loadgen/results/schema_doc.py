@@ -39,7 +39,8 @@ DOCUMENT_FIELDS = {
              "{drifted, factor (first output tok/s ÷ again: > 1 slower; null: the again measurement produced no "
              "token), sentence, cell (its key), first and again {output_tok_s, output_tok_s_interval, ttft_p50_s, "
              "ttft_p50_s_interval, ok_requests, run_id (again: `<run id>-control`, its records' id)}, moved "
-             "(the figures beyond noise), min_change}; absent when the check was off or skipped",
+             "(the figures beyond noise and by more than min_change: a note), min_change, drift_factor (drifted: a "
+             "moved figure changed this many times or more)}; absent when the check was off or skipped",
     "search": "`loadgen search`: its settings, the SLO, and per prompt length the bracket found {met, missed, "
               "probes, ended, complete} (docs/search.md)",
 }
