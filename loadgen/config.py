@@ -343,3 +343,14 @@ def _public(sub) -> dict:
             value = list(value)
         out[f.name] = value
     return out
+
+
+DRIFT_CHECK_ENV = "LOADGEN_DRIFT_CHECK"  # the default of --drift-check where a whole environment sets it (a CI job)
+
+
+def default_drift_check() -> str:
+    """--drift-check's default: $LOADGEN_DRIFT_CHECK when set (auto, on or off), else auto."""
+    text = os.environ.get(DRIFT_CHECK_ENV, "").strip().lower() or DriftCheck.AUTO.value
+    if text not in {c.value for c in DriftCheck}:
+        raise UsageError(f"${DRIFT_CHECK_ENV}={text!r}: give auto, on or off (the default of --drift-check)")
+    return text

@@ -90,6 +90,11 @@ def sim_factory(tmp_path):
         h.stop()
 
 
+# The drift check measures a run's first cell again after the last: tests about anything else count their cells'
+# records without that control (subprocesses inherit this); tests of the check give --drift-check themselves.
+os.environ.setdefault("LOADGEN_DRIFT_CHECK", "off")
+
+
 def run_loadgen(*args: str, timeout: float = 120, env: dict | None = None, cwd: Path | None = None):
     """Run the real CLI; returns CompletedProcess with text stdout/stderr."""
     return subprocess.run([sys.executable, "-m", "loadgen", *args], capture_output=True, text=True,

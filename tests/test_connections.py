@@ -259,8 +259,9 @@ def _check_accounted(doc: dict, records: list[dict], truth: list[dict], every_dr
     measured = 0
     for cell in doc["cells"]:
         assert cell["requests"]["failed"] == 0
+        # the drift check's control measurement of a cell has a run id of its own and its own count
         mine = [r for r in records if r["phase"] == "measure" and r["cell"]["concurrency"] == cell["concurrency"]
-                and r["cell"].get("request_rate") == cell.get("request_rate")]
+                and r["cell"].get("request_rate") == cell.get("request_rate") and r["run_id"] == cell["run_id"]]
         assert cell["retried_on_new_connection"] == sum(r["retried_on_new_connection"] for r in mine)
         measured += cell["retried_on_new_connection"]
     by_id = {r["request_id"]: r for r in records}

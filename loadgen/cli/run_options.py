@@ -17,8 +17,7 @@ from loadgen.config import (
     ParallelConfig,
     RunConfig,
     TelemetryConfig,
-    VerifyConfig,
-    WorkloadConfig,
+    VerifyConfig, WorkloadConfig, default_drift_check,
 )
 from loadgen.names import ArrivalLaw, DriftCheck, HttpClient, PrefixCache, SloMetric, VerifyMode, values
 from loadgen.sim.config import DEFAULT_BUDGET, DEFAULT_SPEED, DEFAULT_TOPK
@@ -51,8 +50,9 @@ def run_parser() -> argparse.ArgumentParser:
         description="Measure an LLM server over a matrix of concurrency × prompt length "
                     "(subcommands: sim, sweep, search, compare, report, merge).")
     for add in (target_options, matrix_options, output_options, noise_options, sim_options, telemetry_options,
-                open_loop_options, workload_options, replay_options, server_down_options, interrupt_options, tls_options,
-                client_options, exporter_options, power_limit_options, trust_options, verify_options, slo_options):
+                open_loop_options, workload_options, replay_options, server_down_options, interrupt_options,
+                tls_options, client_options, exporter_options, power_limit_options, trust_options, verify_options,
+                slo_options):
         add(p)
     return p
 
@@ -118,9 +118,9 @@ def noise_options(p: argparse.ArgumentParser) -> None:
                    help="measure each cell N times (default %(default)d): the key figures are the mean over "
                         "the N and their 95 %% interval Student's t across them; with 1, a bootstrap over "
                         "the requests")
-    g.add_argument("--drift-check", choices=values(DriftCheck), default=RunConfig.drift_check.value,
-                   help="measure the first cell again after the last one and say whether the server drifted "
-                        "(a drifted run exits 1; docs/drift.md): auto (default: when that cell is short), on, off")
+    g.add_argument("--drift-check", choices=values(DriftCheck), default=default_drift_check(),
+                   help="measure the first cell again after the last and say whether the server drifted (exit 1; "
+                        "docs/drift.md): auto (when that cell is short; $LOADGEN_DRIFT_CHECK sets it), on, off")
     g.add_argument("--wide", action="store_true",
                    help="print every column of the matrix (the default table fits 120 characters)")
 
