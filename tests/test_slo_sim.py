@@ -46,7 +46,9 @@ def by_concurrency(out) -> tuple[dict, dict]:
 def test_attainment_is_the_records_fraction_and_the_knee_separates_met_from_missed(sim_factory, tmp_path):
     sim = sim_factory("--max-running", str(SLOTS), "--speed", "4")
     out = tmp_path / "run.json"
-    r = run_loadgen("--url", sim.url, "--concurrency", "4,32", "--requests-per-cell", "32", *ARGS, "--out", str(out))
+    # one wave of 32 on 8 slots: queued together (no --slot-ramp), so c=32 misses and c=4 meets
+    r = run_loadgen("--url", sim.url, "--concurrency", "4,32", "--requests-per-cell", "32", *ARGS, "--slot-ramp", "0",
+                    "--out", str(out))
     assert r.returncode == 0, r.stderr
     cells, rows = by_concurrency(out)
     for c, cell in cells.items():
