@@ -69,6 +69,7 @@ class LiveExporter(LiveMetrics):
         self._target: dict = {}
         self._info: tuple[str, ...] | None = None
         self._limit_source: str | None = None
+        self._cell_run: str | None = None  # the run id of the cell being measured (`measured_again`)
         self.verify = VerifyGauges(self.registry, CELL_LABELS)
         self.slo = SloMetrics(self.registry, slo or SloConfig(), CELL_LABELS)  # families served even without --slo
         self.search = SearchGauges(self.registry)  # `loadgen search` feeds it (SearchPlan.watch)
@@ -114,11 +115,18 @@ class LiveExporter(LiveMetrics):
 
     # --- Sink hooks ---------------------------------------------------------------------------------
 
+    def measured_again(self, run_id: str) -> bool:
+        """`<run>-<tag>`: a cell of this run measured once more (`run/remeasure.py`, the drift check's control).
+        It is part of the run: no run switch, one loadgen_run_info; its cell series carry its own run id, so
+        its figures stand beside the first measurement's rather than in them."""
+        return run_id.startswith(f"{self.run_id}-")
+
     def cell_started(self, cell: CellKey, run_id: str) -> None:
-        if run_id and run_id != self.run_id:
+        if run_id and run_id != self.run_id and not self.measured_again(run_id):
             self._switch_run(run_id)
         self._deactivate()
-        series = self.series(self.run_id, cell)
+        self._cell_run = run_id or self.run_id
+        series = self.series(self._cell_run, cell)
         self._active = series.key
         self.cell_active.labels(*series.key).set(1)
         self.cell_start.labels(*series.key).set(time.time())
@@ -153,7 +161,7 @@ class LiveExporter(LiveMetrics):
         self.slo.record(s.key, rec)
 
     def cell_finished(self, cell: CellKey, summary: dict) -> None:
-        key = self.key(self.run_id, cell)
+        key = self.key(self._cell_run or self.run_id, cell)
         for attr, (path, _name, _doc) in CELL_RESULTS.items():
             value = summary_value(summary, path)
             if value is not None:

@@ -451,3 +451,21 @@ def test_cell_gpu_figures_and_bottleneck_from_the_summary(exp):
     exp.cell_finished(CELL, summary | {"bottleneck": "gpu_power_cap"})  # measured again: one verdict only
     assert value(exp, "loadgen_cell_bottleneck", **LABELS, bottleneck="server_host") is None
     assert value(exp, "loadgen_cell_bottleneck", **LABELS, bottleneck="gpu_power_cap") == 1
+
+
+@pytest.mark.unit
+def test_a_cell_measured_again_is_part_of_the_run_under_its_own_cell_series(exp):
+    """The drift check's control runs under `<run>-control`: still one loadgen_run_info and the run's gauges
+    for r1; its figures go to series of their own, beside the first measurement's."""
+    exp.cell_finished(CELL, {"output_tok_s": 300.0})
+    exp.cell_started(CELL, "r1-control")
+    exp.record(make_record(run_id="r1-control"))
+    exp.cell_finished(CELL, {"output_tok_s": 40.0})
+    infos = [s for f in exp.registry.collect() if f.name == "loadgen_run_info" for s in f.samples]
+    assert [s.labels["run"] for s in infos] == ["r1"] and value(exp, "loadgen_run_active", run="r1") == 1
+    again = {**LABELS, "run": "r1-control"}
+    assert value(exp, "loadgen_cell_output_tokens_per_second", **LABELS) == 300.0
+    assert value(exp, "loadgen_cell_output_tokens_per_second", **again) == 40.0
+    assert value(exp, "loadgen_requests_total", outcome="ok", **again) == 1
+    assert value(exp, "loadgen_requests_total", outcome="ok", **LABELS) == 0
+    assert value(exp, "loadgen_cell_active", **again) == 0
