@@ -36,9 +36,14 @@ def again_run_id(run_id: str, tag: str = CONTROL) -> str:
 async def measure_again(runner: Runner, session: aiohttp.ClientSession, measurer: CellMeasurer, cell: CellKey,
                         tag: str = CONTROL) -> CellResult:
     """`cell` measured once more with the run's settings, its records and prompts under `again_run_id(run id,
-    tag)`; returned, not added to `runner.results` (module docstring). Progress says `<tag> ctx=… c=…`."""
+    tag)`; returned, not added to `runner.results` (module docstring), and told finished to the sinks as a
+    matrix cell is (the live exporter ends its series, under that run id). Progress says `<tag> ctx=… c=…`."""
     run_id = again_run_id(runner.run_id, tag)
     twin = copy.copy(measurer)  # the run's parts, shared; only the run id and the prompts' prefixes differ
     twin.run_id = run_id
     twin.prompts = dataclasses.replace(measurer.prompts, run_id=run_id)
-    return await runner.measure_repeats(session, twin, cell, f"{tag} {cell.label()}")
+    again = await runner.measure_repeats(session, twin, cell, f"{tag} {cell.label()}")
+    entry = again.to_json()
+    for s in runner.parts.sinks:
+        s.cell_finished(cell, entry)
+    return again
