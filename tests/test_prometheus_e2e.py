@@ -123,7 +123,8 @@ def loadgen_argv(sim_port: int, dcgm_port: int, metrics_port: int, out: Path) ->
             "--contexts", "60", "--max-tokens", "64", "--duration-per-cell", str(CELL_S), "--metrics-port",
             str(metrics_port), "--linger", "3", "--dcgm", f"http://127.0.0.1:{dcgm_port}/metrics",
             "--label", "e2e-b8", "--gpu-power-limit", f"{LIMIT_W:g}", "--slo", "ttft=2s,tpot=1s",  # SLO panels too
-            "--verify", "--out", str(out)]  # and the verification panels
+            "--verify", "--out", str(out),  # and the verification panels
+            "--drift-check", "auto"]  # what a user gets (the suite's default is off): the control cell, live too
 
 
 @dataclass
@@ -197,7 +198,7 @@ def stack(tmp_path_factory):
         start_s = time.time()
         out = tmp / "r.json"
         run = subprocess.run(loadgen_argv(ports["sglang"], ports["dcgm"], ports["loadgen"], out), cwd=ROOT,
-                             capture_output=True, text=True, timeout=120, check=False)
+                             capture_output=True, text=True, timeout=180, check=False)
         assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
         time.sleep(3)  # loadgen has exited: Prometheus marks its series stale, the rules evaluate once more
         yield Stack(prom_url, start_s, time.time(), json.loads(out.read_text()))
@@ -263,8 +264,11 @@ PER_CELL_METRIC = re.compile(r"last_over_time\((loadgen_\w+)\{")
 
 
 def test_per_cell_panels_equal_the_results_json_after_the_run(stack):
-    """The finished-cells table and every per-cell bar gauge: one value per cell, the results JSON's within 2 %."""
+    """The finished-cells table and every per-cell bar gauge: one value per cell, the results JSON's within 2 %;
+    and one for the drift check's control (run `<run>-control`), its output tok/s the drift part's."""
     paths = {name: path for path, name, _ in CELL_RESULTS.values()}
+    again = stack.results["drift"]["again"]
+    runs = sorted([c["run_id"] for c in stack.results["cells"]] + [again["run_id"]])
     per_cell = [p for d in DASHBOARDS for p in d["panels"] if p["type"] in ("table", "bargauge")]
     compared = 0
     for panel in per_cell:
@@ -273,13 +277,19 @@ def test_per_cell_panels_equal_the_results_json_after_the_run(stack):
             if metric not in paths:
                 continue  # loadgen_run_info: checked below
             result = stack.grafana(t["expr"], t["instant"])
-            assert len(result) == len(stack.results["cells"]), (panel["title"], metric, result)
+            assert sorted(r["metric"]["run"] for r in result) == runs, (panel["title"], metric, result)
             for series in result:
+                if series["metric"]["run"] == again["run_id"]:  # not a cell of the results: checked below
+                    continue
                 expected = summary_value(_cell_of(stack.results, series["metric"]), paths[metric])
                 assert expected is not None, (panel["title"], metric)
                 assert float(series["value"][1]) == pytest.approx(expected, rel=0.02, abs=1e-9), (panel["title"], metric)
                 compared += 1
     assert compared >= 20 * len(stack.results["cells"]) - 1
+    span = f"{math.ceil(stack.end - stack.start)}s"
+    tok_s = f'loadgen_cell_output_tokens_per_second{{run="{again["run_id"]}"}}'
+    (control,) = stack.query(f"last_over_time({tok_s}[{span}])")
+    assert float(control["value"][1]) == pytest.approx(again["output_tok_s"], rel=0.02)
 
 
 def test_run_info_identifies_the_run_by_label_model_and_settings(stack):
@@ -299,11 +309,14 @@ def test_the_power_limit_comes_from_the_flag_when_dcgm_exports_none(stack):
 
 
 def test_cell_annotations_span_each_cell(stack):
-    """The dashboards' cell annotation: one region per cell, from its start to its end (within two scrapes)."""
+    """The dashboards' cell annotation: one region per cell, from its start to its end (within two scrapes), and
+    one for the drift check's control (the first cell measured again, under run `<run>-control`)."""
     dash = _dashboard("loadgen-run-overview")
     (cells,) = [a for a in dash["annotations"]["list"] if a.get("name") == "Cells"]
     regions = stack.grafana(cells["expr"], instant=False)
-    assert len(regions) == len(stack.results["cells"])
+    control = stack.results["drift"]["again"]["run_id"]
+    assert sorted(r["metric"]["run"] for r in regions) == sorted([c["run_id"] for c in stack.results["cells"]]
+                                                                 + [control])
     span = f"{math.ceil(stack.end - stack.start)}s"
     for region in regions:
         sel = ", ".join(f'{k}="{v}"' for k, v in region["metric"].items())
