@@ -16,6 +16,7 @@ what drifts). `on` measures it again whatever it costs, `off` never.
 
 from __future__ import annotations
 
+import textwrap
 from typing import TYPE_CHECKING
 
 import aiohttp
@@ -26,7 +27,7 @@ from loadgen.metrics.drift import Drift, cell_words, judge_drift
 from loadgen.names import DriftCheck
 from loadgen.results.cell_result import CellResult
 from loadgen.results.incidents import IncidentKind
-from loadgen.results.table import progress_line
+from loadgen.results.table import WIDTH, progress_line
 from loadgen.run.cell import CellMeasurer
 from loadgen.run.remeasure import CONTROL, measure_again
 
@@ -84,7 +85,8 @@ class ControlCheck:
             log(f"drift check: not judged ({runner.control.stop_reason})")
             return None
         if any(again.has(kind) for kind in NOT_JUDGED):
-            log(f"drift check: not judged: measuring the control again failed ({again.error})"[:120])
+            log(textwrap.fill(f"drift check: not judged: measuring the control again failed ({again.error})",
+                              WIDTH, subsequent_indent="    "))
             return None
         drift = judge_drift(first, again)
         if drift.drifted:
