@@ -21,8 +21,10 @@ OUT_DIR = Path(__file__).resolve().parent / "dashboards"
 DS = {"type": "prometheus", "uid": "${datasource}"}
 SCHEMA_VERSION = 39
 
-# label matchers shared by the queries
-CELL = 'run=~"$run", concurrency=~"$concurrency", context_tokens=~"$context_tokens"'
+# label matchers shared by the queries; a cell's run is the selected run or its drift check's control cell (run id
+# `<run>-control`, which loadgen_run_info does not list)
+RUN_CELLS = 'run=~"($run)(-control)?"'
+CELL = RUN_CELLS + ', concurrency=~"$concurrency", context_tokens=~"$context_tokens"'
 RUN = 'run=~"$run"'
 MODEL = 'model_name=~"$model"'
 GPU = 'instance=~"$instance", gpu=~"$gpu"'
@@ -198,10 +200,10 @@ def query_variable(name: str, label: str, query: str, sort: int = 1) -> dict:
 CELL_VARIABLES = [
     query_variable("label", "Run label", "label_values(loadgen_run_info, label)"),
     query_variable("run", "Run", 'label_values(loadgen_run_info{label=~"$label"}, run)'),
-    query_variable("concurrency", "Concurrency", 'label_values(loadgen_requests_total{run=~"$run"}, concurrency)',
+    query_variable("concurrency", "Concurrency", f"label_values(loadgen_requests_total{{{RUN_CELLS}}}, concurrency)",
                    sort=3),
     query_variable("context_tokens", "Prompt tokens",
-                   'label_values(loadgen_requests_total{run=~"$run"}, context_tokens)', sort=3),
+                   f"label_values(loadgen_requests_total{{{RUN_CELLS}}}, context_tokens)", sort=3),
 ]
 MODEL_VARIABLE = query_variable("model", "Model", "label_values(sglang:num_requests_total, model_name)")
 GPU_VARIABLES = [

@@ -149,9 +149,9 @@ class Stack:
         """The expression at the end of the time range (after loadgen has exited), as an instant panel reads it."""
         return self.api("query", {"query": expr, "time": self.end})["result"]
 
-    def grafana(self, expr: str, instant: bool) -> list[dict]:
-        """A panel target as Grafana evaluates it over [start, end], its variables on "All"."""
-        values = {**ALL, "__range": f"{math.ceil(self.end - self.start)}s"}
+    def grafana(self, expr: str, instant: bool, **chosen: str) -> list[dict]:
+        """A panel target as Grafana evaluates it over [start, end], its variables on "All" but those `chosen`."""
+        values = {**ALL, "__range": f"{math.ceil(self.end - self.start)}s", **chosen}
         expr = GEN.substitute(expr, values)
         return self.query(expr) if instant else self.query_range(expr)
 
@@ -325,6 +325,15 @@ def test_cell_annotations_span_each_cell(stack):
         first, last = region["values"][0][0], region["values"][-1][0]
         assert abs(first - float(start["value"][1])) <= 2.5 and abs(last - float(end["value"][1])) <= 2.5
         assert last - first >= CELL_S - 3
+
+
+def test_choosing_the_run_keeps_its_drift_control_cell(stack):
+    """The Run variable lists loadgen_run_info's runs only; choosing one still shows its `<run>-control` cell."""
+    dash = _dashboard("loadgen-run-overview")
+    (cells,) = [a for a in dash["annotations"]["list"] if a.get("name") == "Cells"]
+    run_id = stack.results["cells"][0]["run_id"]
+    regions = stack.grafana(cells["expr"], instant=False, run=re.escape(run_id))
+    assert {r["metric"]["run"] for r in regions} == {run_id, stack.results["drift"]["again"]["run_id"]}
 
 
 def test_nothing_fires_after_the_run(stack):
