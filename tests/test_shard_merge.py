@@ -111,6 +111,22 @@ def test_merge_recomputes_from_the_merged_records():
 
 
 @pytest.mark.unit
+def test_merge_leaves_out_the_drift_control_and_keeps_each_shards_drift():
+    """The drift check's control (`<run>-control`) shares the first cell's key: its records are not the cell's."""
+    t = 10**12
+    docs = [_doc("a", 0, 0, "boot-1", 0), _doc("b", 0, 0, "boot-1", 1)]
+    docs[0]["drift"] = {"drifted": False, "factor": 1.1}
+    control = _rec("a", 0, t + 10**8, 99) | {"run_id": "a-control", "request_id": "a-control-0"}
+    rows = [[_rec("a", 0, t), control], [_rec("b", 1, t + 5 * 10**6)]]
+    doc, merged = merge(docs, rows)
+    (cell,) = doc["cells"]
+    assert cell["output_tokens"] == 16 and cell["requests"]["ok"] == 2
+    assert len(merged) == 3  # the control's record is kept in the merged JSONL
+    assert "drift" not in doc and doc["merged_from"][0]["drift"] == {"drifted": False, "factor": 1.1}
+    assert "drift" not in doc["merged_from"][1]
+
+
+@pytest.mark.unit
 def test_overlap():
     assert overlap([(0, 10), (1, 10)]) == pytest.approx(0.9)
     assert overlap([(0, 10), (20, 30)]) == 0.0

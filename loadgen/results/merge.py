@@ -152,6 +152,12 @@ def load(path: str) -> tuple[dict, list[dict]]:
     return doc, read_jsonl(rpath)
 
 
+def _of_the_matrix(row: dict, doc: dict) -> bool:
+    """Whether a record is of the shard's matrix cells, not of a cell measured again under its own run id (the
+    drift check's control `<run>-control`, which shares the first cell's key: docs/drift.md)."""
+    return not doc.get("run_id") or row.get("run_id", doc["run_id"]) == doc["run_id"]
+
+
 def merge(docs: list[dict], rows: list[list[dict]]) -> tuple[dict, list[dict]]:
     """(merged results document, merged record rows)."""
     ref = docs[0]
@@ -171,7 +177,8 @@ def merge(docs: list[dict], rows: list[list[dict]]) -> tuple[dict, list[dict]]:
             row = shift(row, offset)
             merged_rows.append(row)
             key = cell_key(row["cell"])
-            if row.get("phase") == Phase.MEASURE and row.get("attempt", 0) == attempt.get(key, 0):
+            if (row.get("phase") == Phase.MEASURE and row.get("attempt", 0) == attempt.get(key, 0)
+                    and _of_the_matrix(row, doc)):
                 by_cell.setdefault(key, []).append(Record.from_dict(row))
         per_doc.append(by_cell)
     for key in keys:
@@ -185,6 +192,11 @@ def merge(docs: list[dict], rows: list[list[dict]]) -> tuple[dict, list[dict]]:
     out["merged_from"] = [{"run_id": d.get("run_id"), "label": d.get("label"), "shard": d.get("shard"),
                            "host": d.get("host"), "clock_offset_ns": clock_offset_ns(d, ref)} for d in docs]
     out.pop("shard", None)
+    # each shard judged its own server time line: its drift part stays with it, none stands for the merged run
+    out.pop("drift", None)
+    for entry, d in zip(out["merged_from"], docs):
+        if d.get("drift"):
+            entry["drift"] = d["drift"]
     merged_rows.sort(key=lambda r: r.get("t_end_ns") or 0)
     return out, merged_rows
 

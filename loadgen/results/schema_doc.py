@@ -30,7 +30,8 @@ DOCUMENT_FIELDS = {
     "shard": "{index, count}: this process's shard of the run (--shard)",
     "earlier_runs": "the runs whose cells a resumed file kept: run_id, started_at, updated_at",
     "sweep": "a sweep configuration's own part: sweep, config, params, settings, attempts",
-    "merged_from": "`loadgen merge`: the shards' run ids, labels, hosts and clock offsets",
+    "merged_from": "`loadgen merge`: the shards' run ids, labels, hosts and clock offsets, and each shard's own `drift` "
+                   "part (none stands for the merged run)",
     "verify": "--verify: what the reference says of itself {reference, prompts, max_tokens, answers, "
               "reference_garbage {reason: [prompt]} (those checks are off for those prompts), unstable [prompt] "
               "(two one-at-a-time answers differ: the noise floor; null when answered once), "
