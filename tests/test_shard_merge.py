@@ -18,7 +18,7 @@ from loadgen.errors import UsageError
 from loadgen.files import read_json, read_jsonl
 from loadgen.metrics.cell import summarize
 from loadgen.record import CellKey, Record
-from loadgen.results.merge import clock_offset_ns, merge, overlap
+from loadgen.results.merge import check_shards, clock_offset_ns, merge, overlap
 from loadgen.schedule.jobs import JobList
 from loadgen.schedule.split import ShardJobs, part_of, slot_counts
 from tests.conftest import ROOT, run_loadgen
@@ -124,6 +124,8 @@ def test_merge_leaves_out_the_drift_control_and_keeps_each_shards_drift():
     assert len(merged) == 3  # the control's record is kept in the merged JSONL
     assert "drift" not in doc and doc["merged_from"][0]["drift"] == {"drifted": False, "factor": 1.1}
     assert "drift" not in doc["merged_from"][1]
+    docs[1]["drift"] = {"drifted": True, "factor": 8.0, "sentence": "the server got 8.0× slower during the run"}
+    assert check_shards(docs, ["a.json", "b.json"]) == ["b.json: DRIFT: the server got 8.0× slower during the run"]
 
 
 @pytest.mark.unit

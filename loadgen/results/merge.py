@@ -215,4 +215,7 @@ def check_shards(docs: list[dict], paths: list[str]) -> list[str]:
         diff = [k for k in keys if (d.get("args") or {}).get(k) != (docs[0].get("args") or {}).get(k)]
         if diff:
             notes.append(f"{p}: arguments differ from {paths[0]}: {', '.join(diff)}")
+    for d, p in zip(docs, paths):
+        if (d.get("drift") or {}).get("drifted"):
+            notes.append(f"{p}: DRIFT: {d['drift'].get('sentence') or 'the server drifted during this shard'}")
     return notes
