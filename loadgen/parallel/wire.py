@@ -4,7 +4,8 @@
 parent → worker: `Setup` (once), then per cell `CellStart`, `JobGiven`…, `End` (no more jobs) or `Stop`
 (no more requests: drop the jobs held), `Cancel` (cancel the requests in flight); `Exit` at the end.
 worker → parent: `Ready` (after setup), then per cell `Sent`… and `RecordEnded`… as requests go and end,
-`Done` with the worker's client figures.
+`Done` with the worker's client figures. Between cells, `Ping` → `Pong` maps a worker's clock onto the
+parent's (`--ray`: the worker runs on another host).
 
 `encode(msg)` gives the line; `decode(line)` the message, or a `WireError` naming what is wrong with it (not
 JSON, no or an unknown `op`, missing or unexpected fields, values of the wrong kind).
@@ -111,6 +112,24 @@ class Sent(Message):
 
 
 @dataclass(frozen=True)
+class Ping(Message):
+    """A clock probe (`--ray`): the parent's monotonic time when it sent it."""
+
+    op: ClassVar[str] = "ping"
+    t_ns: int
+
+
+@dataclass(frozen=True)
+class Pong(Message):
+    """The answer to a `Ping`: its `t_ns` back and the worker's monotonic time when it answered
+    (`loadgen.parallel.ray_clock` maps one clock onto the other)."""
+
+    op: ClassVar[str] = "pong"
+    t_ns: int
+    t_worker_ns: int
+
+
+@dataclass(frozen=True)
 class RecordEnded(Message):
     op: ClassVar[str] = "rec"
     rec: Record
@@ -133,7 +152,7 @@ class Done(Message):
 
 
 MESSAGES: dict[str, type[Message]] = {m.op: m for m in (Setup, Ready, CellStart, JobGiven, End, Stop, Cancel,
-                                                        Exit, Sent, RecordEnded, Done)}
+                                                        Exit, Sent, RecordEnded, Done, Ping, Pong)}
 _TYPES = {"int": int, "str": str, "dict": dict, "float": (int, float)}
 
 

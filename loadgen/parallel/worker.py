@@ -115,6 +115,11 @@ class WorkerMain:
         reader = asyncio.StreamReader(limit=LINE_LIMIT)
         await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
         self.transport, _ = await loop.connect_write_pipe(asyncio.Protocol, sys.stdout)
+        await self.serve(reader)
+
+    async def serve(self, reader: asyncio.StreamReader) -> None:
+        """Answer the parent's messages from `reader` until it says to exit or the stream ends; `self.transport`
+        carries the answers (a pipe to the parent, or a socket: `loadgen.parallel.ray_actor`)."""
         while (line := await reader.readline()) and await self.handle(wire.decode(line)):
             pass
         if not line:
@@ -138,6 +143,8 @@ class WorkerMain:
                 self.cell.feed.end(drop=isinstance(msg, wire.Stop))
             case wire.Cancel():
                 self.cancel()
+            case wire.Ping():
+                self.out(wire.Pong(t_ns=msg.t_ns, t_worker_ns=time.monotonic_ns()))
             case wire.Setup():
                 await self.setup(msg)
                 self.out(wire.Ready())

@@ -75,6 +75,16 @@ class Worker:
         line = await self.proc.stdout.readline()
         return wire.decode(line) if line else None
 
+    async def ended(self) -> None:
+        """Its stream ended: wait briefly for its exit status."""
+        try:
+            await asyncio.wait_for(self.proc.wait(), 5)
+        except TimeoutError:
+            pass
+
+    def gone(self) -> str:
+        return f"worker {self.index} exited during the cell (exit code {self.proc.returncode})"
+
 
 class WorkerPool:
     """N worker processes for the whole run, started at the first cell that uses them."""
@@ -190,10 +200,7 @@ class Dispatch:
         while True:
             msg = await w.recv()
             if msg is None:
-                try:
-                    await asyncio.wait_for(w.proc.wait(), 5)  # for its exit status
-                except TimeoutError:
-                    pass
+                await w.ended()
                 self.died(w)
                 return
             match msg:
@@ -220,7 +227,7 @@ class Dispatch:
         """A worker process is gone (killed, out of memory): its requests in flight get a record each
         (`cancelled`, saying why), the jobs it held unsent are not taken, and the cell stops."""
         now = time.monotonic_ns()
-        why = f"worker {w.index} exited during the cell (exit code {w.proc.returncode})"
+        why = w.gone()
         self.dead.append(why)
         for seq, job in self.held[w.index].items():
             t_sent = self.sent[w.index].get(seq)
