@@ -125,7 +125,8 @@ class FaultsConfig:
 
 @dataclass
 class ParallelConfig:
-    """Client processes and shards (`--workers`, `--shard`, `--start-at`, `--cell-period`, `--run-id`)."""
+    """Client processes and shards (`--workers`, `--shard`, `--start-at`, `--cell-period`, `--run-id`, `--ray`,
+    `--workers-per-node`)."""
 
     http_client: HttpClient = HttpClient.H1
     workers: int = 1
@@ -133,6 +134,8 @@ class ParallelConfig:
     run_id: str | None = None
     start_at: float | None = None
     cell_period_s: float | None = None
+    ray_address: str | None = None  # --ray: the parts run as Ray actors (loadgen.parallel.ray_pool)
+    workers_per_node: int | None = None  # --ray: K parts on every node (else `workers` parts on as many nodes)
 
 
 @dataclass(frozen=True)

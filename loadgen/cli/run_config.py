@@ -21,6 +21,7 @@ from loadgen.cli.checks import (
     positive,
     trust_config,
 )
+from loadgen.cli.ray_options import ray_config
 from loadgen.cli.replay_config import cancel_config, session_config, shared_prefix_config, trace_config
 from loadgen.cli.slo_config import slo_config
 from loadgen.cli.workload_config import workload_config
@@ -32,8 +33,7 @@ from loadgen.config import (
     RampSpec,
     RunConfig,
     TelemetryConfig,
-    TlsConfig,
-    VerifyConfig,
+    TlsConfig, VerifyConfig,
 )
 from loadgen.errors import UsageError
 from loadgen.metrics.open_loop import MIN_RAMP_REQUESTS
@@ -68,7 +68,7 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
     cfg.telemetry = telemetry_config(a)
     cfg.open_loop = open_loop_config(a, cfg.warmup)
     cfg.faults = faults_config(a)
-    cfg.parallel = parallel_config(a, cfg)
+    cfg.parallel = ray_config(a, parallel_config(a, cfg))
     cfg.exporter = exporter_config(a)
     cfg.workload = workload_config(a, cfg, ",".join(map(str, RunConfig(url=None).contexts)))
     cfg.trace = trace_config(a, cfg)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from loadgen.cli.help_format import Parser
+from loadgen.cli.ray_options import ray_options
 from loadgen.cli.replay_options import replay_options
 from loadgen.cli.tls_options import tls_options
 from loadgen.config import (
@@ -15,8 +16,7 @@ from loadgen.config import (
     ExporterConfig,
     FaultsConfig,
     ParallelConfig,
-    RunConfig,
-    TelemetryConfig,
+    RunConfig, TelemetryConfig,
     VerifyConfig, WorkloadConfig, default_drift_check,
 )
 from loadgen.names import ArrivalLaw, DriftCheck, HttpClient, PrefixCache, SloMetric, VerifyMode, values
@@ -52,7 +52,7 @@ def run_parser() -> argparse.ArgumentParser:
     for add in (target_options, matrix_options, output_options, noise_options, sim_options, telemetry_options,
                 open_loop_options, workload_options, replay_options, server_down_options, interrupt_options,
                 tls_options, client_options, exporter_options, power_limit_options, trust_options, verify_options,
-                slo_options):
+                slo_options, ray_options):
         add(p)
     return p
 

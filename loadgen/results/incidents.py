@@ -47,6 +47,7 @@ class IncidentKind(StrEnum):
     FAILED_REQUESTS = "failed_requests"  # more failed than --max-failed-fraction allows
     SERVER_DOWN = "server_down"
     WORKER_DIED = "worker_died"
+    WORKER_LOST = "worker_lost"  # --ray: an actor or its node went away; the cell is judged on its requests
     INTERRUPTED = "interrupted"  # stopped early by an interrupt: some measured requests were never sent
     CONFIGURATION_CHANGED = "configuration_changed"  # a sweep's server changed during the cell
     RECORDED = "recorded"  # a failure stored by an older loadgen without its kind
@@ -69,6 +70,7 @@ EFFECTS: dict[IncidentKind, Effect] = {
     IncidentKind.FAILED_REQUESTS: Effect.FAIL,
     IncidentKind.SERVER_DOWN: Effect.FAIL,
     IncidentKind.WORKER_DIED: Effect.FAIL,
+    IncidentKind.WORKER_LOST: Effect.NOTE,  # its requests in flight failed: --max-failed-fraction judges the cell
     IncidentKind.INTERRUPTED: Effect.NOTE,  # usable figures, but measured again on resume (`finished`)
     IncidentKind.CONFIGURATION_CHANGED: Effect.FAIL,
     IncidentKind.RECORDED: Effect.FAIL,
