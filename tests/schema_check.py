@@ -20,6 +20,8 @@ def _allowed(hint) -> tuple[type, ...]:
     """The JSON types a field's annotation admits (`float | None` → int, float, None)."""
     if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
         return tuple(t for arg in typing.get_args(hint) for t in _allowed(arg))
+    if typing.is_typeddict(hint):  # a block of figures of a known shape (results/figures.py): a JSON object
+        return (dict,)
     origin = typing.get_origin(hint) or hint
     return JSON_TYPES.get(origin, (object,))
 

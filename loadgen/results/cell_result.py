@@ -16,20 +16,20 @@ from loadgen.metrics.client_health import saturation_note
 from loadgen.names import CellStatus
 from loadgen.record import CellKey, cell_key
 from loadgen.results.fields_doc import doc
+from loadgen.results import figures as fig
+from loadgen.results.figures import Figures
 from loadgen.results.gpu_part import Gpu
 from loadgen.results.incidents import Incident, IncidentKind, Verdict, finished, judge
 from loadgen.results.slo_part import Slo
 from loadgen.results.workload_part import Workload
-
-Figures = dict[str, Any]  # a distribution {mean, p50, …, samples} or another block of figures, documented per field
 
 
 @dataclass
 class Requests:
     """How many requests the cell measured and how they ended."""
 
-    requests: Figures = doc("{ok, failed, cancelled, abandoned, by_outcome}: every measured request counts once, "
-                            "under its outcome; cancelled = cut short by the client (an interrupt, a worker that "
+    requests: fig.RequestCounts = doc("{ok, failed, cancelled, abandoned, by_outcome}: every measured request "
+                            "counts once, under its outcome; cancelled = cut short by the client (an interrupt, a worker that "
                             "died), abandoned = closed on purpose (--cancel-fraction; only when some were, never a "
                             "failure), failed = every other outcome but ok (older files have no cancelled: failed "
                             "counts them there)", "requests", {})
@@ -46,17 +46,17 @@ class Load:
     """The load the cell carried and the window it is measured over."""
 
     duration_s: float | None = doc("measured window = max(t_end) − min(t_sent) over measured requests", "s")
-    window_ns: Figures | None = doc("{start_ns, end_ns}: the window's edges on the run's monotonic clock", "ns")
-    wall_clock: Figures | None = doc("the window's edges in calendar time (ISO 8601 UTC and unix s)")
+    window_ns: fig.WindowNs | None = doc("{start_ns, end_ns}: the window's edges on the run's monotonic clock", "ns")
+    wall_clock: fig.WallClock | None = doc("the window's edges in calendar time (ISO 8601 UTC and unix s)")
     achieved_concurrency: float | None = doc("Little's law: Σ e2e / window", "requests")
-    steady: Figures | None = doc("the steady window: from the first moment C requests are in flight to the "
+    steady: fig.Steady | None = doc("the steady window: from the first moment C requests are in flight to the "
                                  "first end after the last such moment (definitions.md#steady)")
-    send_lateness_s: Figures | None = doc("t_sent − t_intended over sent requests: p50, p99, max", "s")
+    send_lateness_s: fig.Lateness | None = doc("t_sent − t_intended over sent requests: p50, p99, max", "s")
     schedule_request_rate: float | None = doc("open loop: the realised schedule's rate", "requests/s", optional=True)
     achieved_request_rate: float | None = doc("open loop: the rate requests were actually sent at", "requests/s", optional=True)
     target_request_rate: float | None = doc("open loop: the rate asked for (a ramp's mean)", "requests/s", optional=True)
     arrival: Figures | None = doc("open loop: {law, burstiness, max_concurrency}", optional=True)
-    ramp: Figures | None = doc("--ramp: the ramp, its windows and the sustainable-rate verdict", optional=True)
+    ramp: fig.Ramp | None = doc("--ramp: the ramp, its windows and the sustainable-rate verdict", optional=True)
     sustainable_request_rate: float | None = doc("--ramp: the highest rate whose TTFT met --slo-ttft", "requests/s", optional=True)
     throttle: Figures | None = doc("--max-request-rate: the closed loop's ceiling and how often it held", optional=True)
     attempt: int | None = doc("0, or n when the cell was measured again after the server came back")
@@ -76,19 +76,19 @@ class Prompts:
     cached_tokens: int | None = doc("Σ prompt tokens served by the prefix cache (null: not reported)", "tokens")
     cached_fraction: float | None = doc("cached_tokens / Σ prompt_tokens", "fraction")
     lengths: Figures | None = doc("distributions of prompt and output lengths over ok requests", "tokens")
-    by_category: Figures | None = doc("--dataset: the cell's figures per row category")
+    by_category: dict[str, Figures] | None = doc("--dataset: the cell's figures per row category")
 
 
 @dataclass
 class Latency:
     """Latency distributions over ok requests (definitions.md gives each formula)."""
 
-    ttft_s: Figures | None = doc("time to first token = t_first_token − t_sent", "s")
-    ttft_from_intended_s: Figures | None = doc("t_first_token − t_intended (coordinated omission)", "s")
-    tpot_s: Figures | None = doc("(t_last_token − t_first_token) / (completion_tokens − 1)", "s")
-    itl_s: Figures | None = doc("per-token inter-token latency: each chunk gap spread over its tokens", "s")
-    e2e_s: Figures | None = doc("t_end − t_sent", "s")
-    e2e_from_intended_s: Figures | None = doc("t_end − t_intended", "s")
+    ttft_s: fig.Distribution | None = doc("time to first token = t_first_token − t_sent", "s")
+    ttft_from_intended_s: fig.Distribution | None = doc("t_first_token − t_intended (coordinated omission)", "s")
+    tpot_s: fig.Distribution | None = doc("(t_last_token − t_first_token) / (completion_tokens − 1)", "s")
+    itl_s: fig.Distribution | None = doc("per-token inter-token latency: each chunk gap spread over its tokens", "s")
+    e2e_s: fig.Distribution | None = doc("t_end − t_sent", "s")
+    e2e_from_intended_s: fig.Distribution | None = doc("t_end − t_intended", "s")
     prefill_s: float | None = doc("prompt processing as the client sees it = mean TTFT", "s")
     steps: Figures | None = doc("decode steps: events < 1 ms apart are one step; step ITL and tokens per step")
 
@@ -99,8 +99,8 @@ class Throughput:
 
     output_tokens: int | None = doc("Σ completion_tokens of ok requests (the server's usage counts)", "tokens")
     output_tok_s: float | None = doc("aggregate: output_tokens / duration_s", "tokens/s")
-    request_tok_s: Figures | None = doc("per request: (completion_tokens − 1) / (t_end − t_first_token); mean, "
-                                        "p10, p50, p90", "tokens/s")
+    request_tok_s: fig.Distribution | None = doc("per request: (completion_tokens − 1) / (t_end − t_first_token); "
+                                                 "mean, p10, p50, p90", "tokens/s")
     prefill_tok_s: float | None = doc("mean over ok requests of (prompt − cached tokens) / TTFT", "tokens/s")
     tokens_per_chunk_mean: float | None = doc("Σ completion_tokens / Σ content chunks", "tokens")
 
@@ -109,7 +109,7 @@ class Throughput:
 class AcceptLength:
     """Speculative decoding's accept length, from the best source the cell had."""
 
-    accept_length: Figures | None = doc("{value, source, per_source, unavailable}: best source first "
+    accept_length: fig.AcceptFigures | None = doc("{value, source, per_source, unavailable}: best source first "
                                         "(per_request, counters, gauge, log, chunks; accept_length.md)", "tokens")
     accept_length_per_request: float | None = doc("from per-request server data, weighted by verify steps",
                                                   "tokens")
@@ -122,9 +122,9 @@ class AcceptLength:
 class Telemetry:
     """What the telemetry sources and the client's self-monitoring saw during the cell."""
 
-    power: Figures | None = doc("GPU power and energy over the window: per GPU, total, J per output token "
+    power: fig.Power | None = doc("GPU power and energy over the window: per GPU, total, J per output token "
                                 "(power.md)", "W, J")
-    client: Figures | None = doc("the client's own health: event-loop lag, CPU, saturated and why")
+    client: fig.ClientHealth | None = doc("the client's own health: event-loop lag, CPU, saturated and why")
     telemetry: Figures = doc("each source's own values: {available, reason, …}", "", {})
 
 
@@ -132,14 +132,14 @@ class Telemetry:
 class Noise:
     """How far the key figures can be trusted: their confidence intervals, and the repeats (--repeat)."""
 
-    intervals: Figures | None = doc("{figure: [low, high]}: the 95 % confidence interval of each key figure, "
+    intervals: fig.Intervals | None = doc("{figure: [low, high]}: the 95 % confidence interval of each key figure, "
                                     "named by its path (output_tok_s, request_tok_s.mean, ttft_s.p50, "
                                     "e2e_s.mean, accept_length.value); a percentile bootstrap over the ok "
                                     "requests, or Student's t over the repeats (definitions.md#noise)",
                                     "the figure's", optional=True)
     interval_method: Figures | None = doc("{method: bootstrap | t over repeats, level, resamples, seed, "
                                           "samples}: how `intervals` were made", optional=True)
-    repeats: Figures | None = doc("--repeat N: {n, values: {figure: [each repeat's value]}, windows: [each "
+    repeats: fig.Repeats | None = doc("--repeat N: {n, values: {figure: [each repeat's value]}, windows: [each "
                                   "repeat's window]}; the key figures are then the mean over the repeats, the "
                                   "other figures the last repeat's", optional=True)
 

@@ -4,18 +4,16 @@ filled by `build_cell` from `metrics/gpu_window.py` and `metrics/bottleneck.py`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from loadgen.results.fields_doc import doc
-
-Figures = dict[str, Any]  # a block of figures, documented per field
+from loadgen.results.figures import GpuActivity
 
 
 @dataclass
 class Gpu:
     """GPU activity over the cell's window and what limited the cell (bottleneck.md)."""
 
-    gpu_activity: Figures | None = doc(
+    gpu_activity: GpuActivity | None = doc(
         "{source, gpus, total, per_gpu, unavailable}: time-weighted over the window, per GPU and in total (mean "
         "over GPUs; memory and violation seconds summed): utilization_percent, sm_clock_mhz, sm_clock_max_mhz, "
         "sm_clock_fraction, gr_engine_active, sm_active, sm_occupancy, tensor_active, dram_active, "

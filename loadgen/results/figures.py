@@ -1,0 +1,150 @@
+"""The shapes of a cell's blocks of figures: `TypedDict`s, so the JSON stays the plain objects loadgen has always
+written (byte for byte) while a reader and a type checker know each block's keys.
+
+Every key is optional (`total=False`): a block of an earlier loadgen, or of a source that served less, lacks
+some. Readers use `block.get(...)` on these typed blocks; the cell itself is read through `CellResult`'s parts.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+
+class Distribution(TypedDict, total=False):
+    """{mean, p10, p50, p90, p99, samples} of raw values (`metrics.stats.distribution`): samples = how many;
+    every figure None when there are none (p10 only where a low tail matters: per-request tok/s)."""
+
+    mean: float | None
+    p10: float | None
+    p50: float | None
+    p90: float | None
+    p99: float | None
+    samples: int
+
+
+class Lateness(TypedDict, total=False):
+    """t_sent − t_intended over sent requests (s)."""
+
+    p50: float | None
+    p99: float | None
+    max: float | None
+
+
+class RequestCounts(TypedDict, total=False):
+    """{ok, failed, cancelled, abandoned, by_outcome}: every measured request once, under its outcome."""
+
+    ok: int
+    failed: int
+    cancelled: int
+    abandoned: int
+    by_outcome: dict[str, int]
+
+
+class WindowNs(TypedDict, total=False):
+    """The measured window's edges on the run's monotonic clock (ns)."""
+
+    start_ns: int | None
+    end_ns: int | None
+
+
+class WallClock(TypedDict, total=False):
+    """The window's edges in calendar time: ISO 8601 UTC and unix s."""
+
+    start: str | None
+    end: str | None
+    start_unix_s: float | None
+    end_unix_s: float | None
+
+
+class Steady(TypedDict, total=False):
+    """The steady window (definitions.md#steady)."""
+
+    start_ns: int | None
+    end_ns: int | None
+    duration_s: float | None
+    ramp_s: float | None
+    requests: int
+    ok: int
+    output_tok_s: float | None
+    achieved_concurrency: float | None
+
+
+class Power(TypedDict, total=False):
+    """GPU power and energy over the cell's window (`metrics.power.summarize_power`, power.md)."""
+
+    source: str
+    gpus: int
+    mean_w_total: float | None
+    max_w_total: float | None
+    limit_w_total: float | None
+    power_fraction_of_limit: float | None
+    per_gpu: list[dict[str, Any]]
+    window_s: float | None
+    energy_j: float | None
+    energy_method: str | None
+    energy_coverage: float | None
+    j_per_output_token: float | None
+    output_tokens_per_j: float | None
+
+
+class ClientHealth(TypedDict, total=False):
+    """The client's own health (`metrics.client_health`): event-loop lag, CPU, saturated and why."""
+
+    loop_lag_p99_s: float | None
+    cpu_percent: float | None
+    cpu_percent_total: float | None
+    saturated: bool
+    reasons: list[str]
+    late_lags: int
+    workers: int
+    per_worker: list[dict[str, Any]]
+
+
+class AcceptFigures(TypedDict, total=False):
+    """Accept length from the best source (accept_length.md): the value, its source, every source's value, the
+    sources that had none and why, and where sources disagree."""
+
+    value: float | None
+    source: str | None
+    per_source: dict[str, float]
+    unavailable: dict[str, str]
+    disagreement: str
+
+
+class GpuActivity(TypedDict, total=False):
+    """GPU activity over the window (`metrics.gpu_window.cell_activity`): the figures per GPU and in total
+    (utilization_percent, sm_clock_fraction, dram_active, tensor_active, power_cap_fraction, …)."""
+
+    source: str
+    gpus: int
+    total: dict[str, float]
+    per_gpu: list[dict[str, Any]]
+    unavailable: dict[str, str]
+
+
+class Ramp(TypedDict, total=False):
+    """--ramp: the ramp's rates, its windows and the sustainable-rate verdict."""
+
+    r0: float
+    r1: float
+    duration_s: float
+    slo_ttft_s: float | None
+    window_s: float
+    sustainable_request_rate: float | None
+    held: bool
+    crossed_at_s: float | None
+    rate_at_cross: float | None
+    series: list[Any]
+
+
+class Repeats(TypedDict, total=False):
+    """--repeat N: {n, values: {figure: [each repeat's value]}, windows: [each repeat's window]}."""
+
+    n: int
+    values: dict[str, list[float | None]]
+    samples: dict[str, list[int]]
+    windows: list[Any]
+
+
+Intervals = dict[str, list[float]]  # {figure path: [low, high]}, the 95 % interval of each key figure
+Figures = dict[str, Any]  # a block whose keys vary with the load or the source, documented per field
