@@ -14,6 +14,9 @@ cancelled by the client: `metrics/counts.py` counts them apart) are at most `max
 requests it scheduled. Failures below the limit leave the cell usable; `failure_note` says how many there
 were. Messages say "failed" only of failed requests and "cancelled" of cancelled ones. Requests closed on
 purpose (`abandoned`, `--cancel-fraction`) are scheduled and never count against the cell.
+
+Every judgement reads the typed cell (`CellResult`); handed a cell's JSON object, it reads it back first
+(`cell_view.as_result`, through `cell_result.from_json`), so an older file is judged as this loadgen judges.
 """
 
 from __future__ import annotations
@@ -24,34 +27,43 @@ from enum import StrEnum
 from loadgen.config import RunConfig
 from loadgen.metrics.counts import not_ok, scheduled
 from loadgen.names import CellStatus, Outcome
-from loadgen.results.correctness import produced_garbage
+from loadgen.results.cell_view import Cell, as_result
+from loadgen.results.correctness import garbage_note
+from loadgen.results.figures import RequestCounts
 from loadgen.results.incidents import Effect, Incident, IncidentKind, measurement
 
 DEFAULT_MAX_FAILED_FRACTION = RunConfig.max_failed_fraction  # defined once, with the run's settings
 
 
-def failed_fraction(cell: dict) -> float | None:
-    """(failed + cancelled) / scheduled, over the cell's measured requests (scheduled = ok + failed +
-    cancelled; `counts.not_ok`, `counts.scheduled`). None when nothing was scheduled."""
-    req = cell.get("requests") or {}
+def requests_failed_fraction(req: RequestCounts) -> float | None:
+    """(failed + cancelled) / scheduled (scheduled = ok + failed + cancelled; `counts.not_ok`,
+    `counts.scheduled`). None when nothing was scheduled."""
     n = scheduled(req)
     return not_ok(req) / n if n else None
 
 
-def max_failed_fraction(cell: dict) -> float:
+def failed_fraction(cell: Cell) -> float | None:
+    """`requests_failed_fraction` over the cell's measured requests."""
+    return requests_failed_fraction(as_result(cell).requests.requests)
+
+
+def max_failed_fraction(cell: Cell) -> float:
     """The limit the cell was judged by (stored in the cell; the default for files written before it was)."""
-    limit = cell.get("max_failed_fraction")
-    return DEFAULT_MAX_FAILED_FRACTION if limit is None else float(limit)
+    return _limit(as_result(cell).requests.max_failed_fraction)
 
 
-def did_not_succeed(req: dict) -> str:
+def _limit(stored: float | None) -> float:
+    return DEFAULT_MAX_FAILED_FRACTION if stored is None else float(stored)
+
+
+def did_not_succeed(req: RequestCounts) -> str:
     """'12 failed', '64 cancelled' or '2 failed and 3 cancelled' (cancelled: cut short by the client)."""
     parts = [f"{n} {what}" for n, what in ((req.get("failed") or 0, "failed"), (req.get("cancelled") or 0, "cancelled"))
              if n]
     return " and ".join(parts) or "0 failed"
 
 
-def _verb(req: dict) -> str:
+def _verb(req: RequestCounts) -> str:
     """How the requests that did not succeed ended: 'failed', 'were cancelled', or both with their counts."""
     failed, cancelled = req.get("failed") or 0, req.get("cancelled") or 0
     if not cancelled:
@@ -59,98 +71,109 @@ def _verb(req: dict) -> str:
     return "were cancelled" if not failed else f"failed or were cancelled ({failed} failed, {cancelled} cancelled)"
 
 
-def _outcomes(cell: dict) -> str:
-    by = (cell.get("requests") or {}).get("by_outcome") or {}
+def _outcomes(req: RequestCounts) -> str:
+    by = req.get("by_outcome") or {}
     return ", ".join(f"{n} {o}" for o, n in by.items() if o not in (Outcome.OK, Outcome.ABANDONED) and n)
 
 
-def too_many_failed(cell: dict) -> str | None:
-    """'12 of 64 requests failed (18.8% > 1% --max-failed-fraction): 12 http_error', or None."""
-    frac = failed_fraction(cell)
-    limit = max_failed_fraction(cell)
+def _too_many(req: RequestCounts, limit: float) -> str | None:
+    frac = requests_failed_fraction(req)
     if frac is None or frac <= limit:
         return None
-    req = cell["requests"]
     return (f"{not_ok(req)} of {scheduled(req)} requests {_verb(req)} ({frac:.1%} > {limit:g} "
-            f"--max-failed-fraction): {_outcomes(cell)}")
+            f"--max-failed-fraction): {_outcomes(req)}")
 
 
-def problem(cell: dict) -> str | None:
+def too_many_failed(cell: Cell) -> str | None:
+    """'12 of 64 requests failed (18.8% > 1% --max-failed-fraction): 12 http_error', or None."""
+    c = as_result(cell)
+    return _too_many(c.requests.requests, _limit(c.requests.max_failed_fraction))
+
+
+def problem(cell: Cell) -> str | None:
     """Why the cell does not stand as a passing measurement: not measured (`unmeasured`), or failed by a check
     (garbage output, output mismatch: its status); None when it is ok and usable. The search and the run's
     verdict judge by it; the views ask `measured` and `failed_checks` apart."""
-    status = cell.get("status", CellStatus.OK)
-    if status != CellStatus.OK:
-        return cell.get("error") or status
-    return too_many_failed(cell)
+    c = as_result(cell)
+    if c.status != CellStatus.OK:
+        return c.error or c.status
+    return too_many_failed(c)
 
 
-def _incidents(cell: dict) -> list[Incident]:
-    return [Incident.from_json(i) for i in cell.get("incidents") or []]
-
-
-def unmeasured(cell: dict) -> str | None:
+def unmeasured(cell: Cell) -> str | None:
     """Why the cell's figures are not a measurement (skipped, a failed measurement, too many failed requests),
-    or None when it was measured, whether or not its checks passed. A failed cell without stored incidents (a
-    hand-written or older file) is judged by its status alone."""
-    status = cell.get("status", CellStatus.OK)
-    incidents = _incidents(cell)
-    if status != CellStatus.OK and not any(i.effect is Effect.CHECK for i in incidents):
-        return cell.get("error") or status
-    verdict = measurement(incidents)
+    or None when it was measured, whether or not its checks passed. A failed cell without a failed check among
+    its incidents (a hand-written or older file) is judged by its status alone."""
+    c = as_result(cell)
+    if c.status != CellStatus.OK and not any(i.effect is Effect.CHECK for i in c.incidents):
+        return c.error or c.status
+    verdict = measurement(c.incidents)
     if verdict.status is not CellStatus.OK:
         return verdict.error or verdict.status
-    return too_many_failed(cell)
+    return too_many_failed(c)
 
 
-def measured(cell: dict) -> bool:
+def measured(cell: Cell) -> bool:
     """The cell's figures are a measurement: shown in every table and plot (marked when a check failed)."""
     return unmeasured(cell) is None
 
 
-def usable(cell: dict) -> bool:
+def usable(cell: Cell) -> bool:
     """Measured and ok: it stands as a passing measurement (`problem` None)."""
     return problem(cell) is None
 
 
-def failure_note(cell: dict) -> str | None:
-    """The failures of a usable cell, for its note: '2 of 256 failed: 1 timeout, 1 http_error', or None."""
-    req = cell.get("requests") or {}
-    if not not_ok(req) or too_many_failed(cell) is not None:
+def _failure_note(req: RequestCounts, limit: float) -> str | None:
+    if not not_ok(req) or _too_many(req, limit) is not None:
         return None
-    return f"{not_ok(req)} of {scheduled(req)} {_verb(req)}: {_outcomes(cell)}"
+    return f"{not_ok(req)} of {scheduled(req)} {_verb(req)}: {_outcomes(req)}"
 
 
-def request_incidents(cell: dict) -> list[Incident]:
-    """What a freshly measured cell's request counts say (`cell` holds `requests` and `max_failed_fraction`):
-    nothing succeeded, more failed than the limit allows, or some failed below it (a note)."""
-    req = cell["requests"]
+def failure_note(cell: Cell) -> str | None:
+    """The failures of a usable cell, for its note: '2 of 256 failed: 1 timeout, 1 http_error', or None."""
+    c = as_result(cell)
+    return _failure_note(c.requests.requests, _limit(c.requests.max_failed_fraction))
+
+
+def requests_incidents(req: RequestCounts, limit: float | None) -> list[Incident]:
+    """What a freshly measured cell's request counts say, judged by `limit` (--max-failed-fraction; None: the
+    default): nothing succeeded, more failed than the limit allows, or some failed below it (a note)."""
     if req["ok"] == 0:
         return [Incident(IncidentKind.NOTHING_SUCCEEDED, f"no request succeeded ({did_not_succeed(req)})")]
-    too_many = too_many_failed(cell)
+    too_many = _too_many(req, _limit(limit))
     if too_many:
         return [Incident(IncidentKind.FAILED_REQUESTS, too_many)]
-    note = failure_note(cell)
+    note = _failure_note(req, _limit(limit))
     return [Incident(IncidentKind.SOME_FAILED, note)] if note else []
 
 
-def missed_slo(cell: dict) -> str | None:
+def request_incidents(cell: Cell) -> list[Incident]:
+    """`requests_incidents` of a cell (or the builder's flat figures: `requests` and `max_failed_fraction`)."""
+    c = as_result(cell)
+    return requests_incidents(c.requests.requests, c.requests.max_failed_fraction)
+
+
+def missed_slo(cell: Cell) -> str | None:
     """'missed its SLO (attainment 72% < 90%)' for a cell measured with latency targets that it missed."""
-    slo = cell.get("slo") or {}
-    if not slo or slo.get("met") is not False:
+    slo = as_result(cell).slo
+    if slo is None or slo.met is not False:
         return None
-    attained = slo.get("attainment")
-    shown = "no request scheduled" if attained is None else f"attainment {attained:.0%}"
-    return f"missed its SLO ({shown} < {slo.get('attainment_required', 0):.0%})"
+    shown = "no request scheduled" if slo.attainment is None else f"attainment {slo.attainment:.0%}"
+    return f"missed its SLO ({shown} < {slo.attainment_required or 0:.0%})"
 
 
-def client_saturated(cell: dict) -> str | None:
+def client_saturated(cell: Cell) -> str | None:
     """Why the cell's client is known to have fallen behind ('client saturated: …'), or None."""
-    client = cell.get("client") or {}
-    noted = any(i.get("kind") == IncidentKind.CLIENT_SATURATED for i in cell.get("incidents") or [])
-    if not (client.get("saturated") or noted):
+    c = as_result(cell)
+    client = c.telemetry.client or {}
+    if not (client.get("saturated") or c.has(IncidentKind.CLIENT_SATURATED)):
         return None
     return "client saturated: " + ("; ".join(client.get("reasons") or []) or "see its note")
+
+
+def produced_garbage(cell: Cell) -> bool:
+    """The cell's garbage fraction is above the limit it was judged by (`correctness.garbage_note`)."""
+    return garbage_note(as_result(cell).correctness or {}) is not None
 
 
 class CheckKind(StrEnum):
@@ -177,10 +200,11 @@ class FailedCheck:
     reason: str
 
 
-def failed_checks(cell: dict) -> list[FailedCheck]:
-    """The checks the cell failed: its failing incidents (garbage, mismatch, drift) as recorded, then SLO, client; empty
-    when it passed them all. Judged whether or not the cell was measured (views ask `measured` first)."""
-    found = [FailedCheck(CHECK_INCIDENTS[i.kind], i.reason) for i in _incidents(cell) if i.effect is Effect.CHECK]
+def failed_checks(cell: Cell) -> list[FailedCheck]:
+    """The checks the cell failed: its failing incidents (garbage, mismatch, drift) as recorded, then SLO, client;
+    empty when it passed them all. Judged whether or not the cell was measured (views ask `measured` first)."""
+    cell = as_result(cell)
+    found = [FailedCheck(CHECK_INCIDENTS[i.kind], i.reason) for i in cell.incidents if i.effect is Effect.CHECK]
     if produced_garbage(cell) and not any(f.kind is CheckKind.GARBAGE for f in found):
         found.insert(0, FailedCheck(CheckKind.GARBAGE, "garbage output"))  # a file without its incident
     for kind, reason in ((CheckKind.SLO, missed_slo(cell)), (CheckKind.SATURATED, client_saturated(cell))):
@@ -189,18 +213,19 @@ def failed_checks(cell: dict) -> list[FailedCheck]:
     return found
 
 
-def passed_checks(cell: dict) -> bool:
+def passed_checks(cell: Cell) -> bool:
     return not failed_checks(cell)
 
 
-def check_names(cell: dict) -> str:
+def check_names(cell: Cell) -> str:
     """'garbage output, missed SLO': the short names of the checks the cell failed ('' when none)."""
     return ", ".join(dict.fromkeys(f.kind.value for f in failed_checks(cell)))
 
 
-def not_best(cell: dict) -> str | None:
+def not_best(cell: Cell) -> str | None:
     """Why this cell may not be named best in compare and the report, or None when it may: it was not measured
     (`unmeasured`), or it failed a check (`failed_checks`: its outputs were garbage or differed under --verify
     exact, it missed its latency targets, its client fell behind and its latencies are partly the client's)."""
+    cell = as_result(cell)
     checks = failed_checks(cell)
     return unmeasured(cell) or (checks[0].reason if checks else None)
