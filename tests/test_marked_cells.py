@@ -158,7 +158,7 @@ def test_compare_prints_their_figures_marked_and_the_ranking_says_why(garbled):
         assert f"{c['output_tok_s']:.1f}!" in row, row  # the figure, and the mark beside it
         assert "*" not in row  # never best
     assert "! measured, but the cell failed a check (garbage output" in res.stdout
-    assert "garbled: FAILED CHECK, never best: GARBAGE OUTPUT: 8 of 8" in res.stdout
+    assert "garbled: FAILED CHECK, never best: GARBAGE OUTPUT: 8 of 8" in " ".join(res.stdout.split())  # wrapped
     assert f"  -  {'garbled':<24} 4 cells met the SLO but produced garbage" in lines
     assert "no cell met the SLO" not in res.stdout
     assert all(len(line) <= 120 for line in lines), max(lines, key=len)

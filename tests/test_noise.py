@@ -188,7 +188,7 @@ def test_default_table_fits_120_columns_with_room_for_three_more():
     cells = [_wide_cell(131072, 1024), _wide_cell(60, 1)]
     text = table.table(cells, table.title("a-long-label", "20261201T000000-abcdef"))
     assert max(len(line) for line in text.splitlines()) <= 120, text
-    assert "n1 ctx 131072 conc 1024: FAILED" in text  # the note, below the rows
+    assert "n1 ctx 131072 conc 1024, ctx 60 conc 1: FAILED" in text  # one note below the rows, naming both
     extra = [Column(name, 8, lambda c: "100.0%") for name in ("SLO", "garbage")]  # GPU% is in COLUMNS already
     columns = [*table.COLUMNS[:-1], *extra, table.COLUMNS[-1]]
     default = {**table.DEFAULT, "SLO": 65, "garbage": 65}

@@ -42,8 +42,10 @@ def test_matrix_table():
         '    60     1       0/0    1          -       -            -              -       -        -            -'
         '         -       -         -         -      -       -      - -                -       -        -      - '
         '    -      -       - -                    ')
-    assert table.table([CLOSED], wide=True).splitlines() == [table.header(), table.row(CLOSED).rstrip(),
-                                                            *table.footnote([CLOSED]).splitlines()]
+    wide = table.table([CLOSED], wide=True).splitlines()
+    assert wide[:2] == [table.header(), table.row(CLOSED).rstrip()]  # the wide rows: every column, each note
+    assert " ".join(w.strip() for w in wide[2:]) == table.footnote([CLOSED])  # the legend wrapped, never cut
+    assert all(len(w) <= 120 for w in wide[2:])
 
 
 def test_matrix_names_its_run_numbers_its_notes_and_explains_the_mark():
@@ -54,9 +56,9 @@ def test_matrix_names_its_run_numbers_its_notes_and_explains_the_mark():
         "  1024    32      63/1     4723.2       -          147.6    200.0*   1037.5*   1.90   3.91   0.765        - n1",
         "n1 ctx 1024 conc 32: sources disagree: counters=3.91 vs log=4.50 | CLIENT SATURATED (client CPU 95% > 90%): add",
         "    --workers auto (client processes share the load) | w",
-        "* percentile over fewer than 100 requests: a p99 of fewer than 100 is close to their maximum; raise "
-        "--requests-per-cell",
-        "for a tail figure",
+        "* percentile computed from fewer than 100 samples (requests with that figure): a p99 of fewer than 100 is "
+        "close to their",
+        "  maximum; raise --requests-per-cell for a tail figure",
     ]
     many = dict(CLOSED, ttft_s=dict(CLOSED["ttft_s"], samples=300), request_tok_s={"samples": 300}, warnings=[],
                 client=None, accept_length=None, intervals={"output_tok_s": [4700.0, 4746.5]})

@@ -24,7 +24,6 @@ from __future__ import annotations
 import glob
 import os
 import sys
-import textwrap
 
 from loadgen.config import RunConfig
 from loadgen.console import log
@@ -142,8 +141,8 @@ class Resume:
         self.searched = searched
         found = find_interrupted(cfg, searched) if cfg.out_auto and not cfg.force else None
         if found:
-            log(wrapped(f"{found} is an interrupted run of the same settings and target: resuming it (--out FILE "
-                        "or --force starts a new file)"))
+            log(f"{found} is an interrupted run of the same settings and target: resuming it (--out FILE "
+                "or --force starts a new file)")
             cfg.out = found
         doc = None if cfg.force else load_doc(cfg.out)
         self.kept = self._kept(doc) if doc else []
@@ -171,25 +170,21 @@ class Resume:
         again = len([c for c in stored_cells(doc) if not c.finished])
         kept = ", ".join(c.key.label() for c in self.kept) or "none"
         if self.searched:
-            log(wrapped(f"resuming the search in {self.cfg.out}: {len(self.kept)} probes already measured "
-                        f"({kept}), kept"))
+            log(f"resuming the search in {self.cfg.out}: {len(self.kept)} probes already measured ({kept}), kept")
         elif not self.remaining:
-            log(wrapped(f"{self.cfg.out}: all {total} cells already measured; nothing to measure (--force "
-                        "measures them again)"))
+            log(f"{self.cfg.out}: all {total} cells already measured; nothing to measure (--force "
+                "measures them again)")
             return
         else:
-            log(wrapped(f"resuming {self.cfg.out}: {len(self.kept)} of {total} cells already measured"
-                        + (f" ({kept}), kept" if self.kept else "") + f"; measuring {len(self.remaining)}"
-                        + (f" ({again} failed or unmeasured before)" if again else "")))
+            log(f"resuming {self.cfg.out}: {len(self.kept)} of {total} cells already measured"
+                + (f" ({kept}), kept" if self.kept else "") + f"; measuring {len(self.remaining)}"
+                + (f" ({again} failed or unmeasured before)" if again else ""))
         dropped = prune_records(records, self.kept)
-        log(wrapped(f"{records}: the kept cells' records stay, the new ones are appended"
-                    + (f"; dropped {dropped} records of cells that are measured again" if dropped else "")
-                    + " (--force replaces both files)"))
+        log(f"{records}: the kept cells' records stay, the new ones are appended"
+            + (f"; dropped {dropped} records of cells that are measured again" if dropped else "")
+            + " (--force replaces both files)")
 
 
-def wrapped(line: str) -> str:
-    """A console line wrapped at 120 columns, its continuation indented."""
-    return textwrap.fill(line, 120, subsequent_indent="    ", break_on_hyphens=False, break_long_words=False)
 
 
 def program() -> list[str]:

@@ -148,4 +148,4 @@ def search_main(argv: list[str], run: Callable[..., Awaitable[int]]) -> int:
 
     cfg, shape = search_run(args, run_parser().get_default("concurrency"))
     install_uvloop()
-    return asyncio.run(run(cfg, shape=shape))
+    return asyncio.run(run(cfg, shape=shape, argv=["search", *argv]))  # an interrupt names the command to resume

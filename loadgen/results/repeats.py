@@ -37,6 +37,13 @@ def _requests(cells: Sequence[dict]) -> dict:
     return counts | ({"abandoned": abandoned} if abandoned else {}) | {"by_outcome": {o: n for o, n in by.items() if n}}
 
 
+def _samples(cells: Sequence[dict]) -> dict:
+    """{key figure: [each repeat's samples]} for the key figures of a distribution ("ttft_s.p50": ttft_s's
+    samples): what a mean over the repeats was computed from (the table's `*`)."""
+    each = {path: [field(c, path.split(".")[0] + ".samples") for c in cells] for path in KEY_FIGURES}
+    return {path: n for path, n in each.items() if all(isinstance(x, int) for x in n)}
+
+
 def combine_repeats(results: Sequence[CellResult]) -> CellResult:
     """The cell of N repeats (N ≥ 1; one repeat is returned as it is)."""
     if len(results) == 1:
@@ -51,7 +58,7 @@ def combine_repeats(results: Sequence[CellResult]) -> CellResult:
     out["failed_fraction"] = failed_fraction(out)
     out["intervals"] = intervals
     out["interval_method"] = {"method": REPEATS, "level": LEVEL, "samples": len(cells)}
-    out["repeats"] = {"n": len(cells), "values": values,
+    out["repeats"] = {"n": len(cells), "values": values, "samples": _samples(cells),
                       "windows": [c.get("wall_clock") or c.get("window_ns") for c in cells]}
     out["incidents"] = []
     combined = from_json(out)

@@ -7,14 +7,17 @@ in `COLUMNS`, and the default one by a name in `DEFAULT` (room is left for about
 default table numbers each cell's note (`n1`) and prints the notes under the rows, so a long note never
 widens it.
 
-Every header names its figure and its statistic (`req tok/s mean`, `TTFT p99`); a percentile over fewer than
-FEW_SAMPLES requests is marked `*` (a p99 of 16 requests is their maximum); `±95%` is the half-width of the
-confidence interval of `out tok/s` (`intervals`). docs/definitions.md defines each column."""
+The default table's columns depend on the kind of run only (the candidates: `columns`, with `verify` and `SLO`
+when the run has them), chosen from the columns' declared widths; a cell that lacks a figure shows "-". Only a
+row whose texts overflow their widths drops more.
+
+Every header names its figure and its statistic (`req tok/s mean`, `TTFT p99`); a percentile computed from
+fewer than FEW_SAMPLES samples is marked `*` (a p99 of 16 requests is their maximum; `samples`); `±95%` is the
+half-width of the confidence interval of `out tok/s` (`intervals`). docs/definitions.md defines each column."""
 
 from __future__ import annotations
 
-import textwrap
-
+from loadgen.console import WIDTH, wrap_lines
 from loadgen.metrics.client_health import saturation_note
 from loadgen.names import CellStatus
 from loadgen.results import gpu_columns
@@ -24,7 +27,6 @@ from loadgen.results.slo_part import attainment_text
 from loadgen.results.text_table import Column, field, millis, number
 
 FEW_SAMPLES = 100
-WIDTH = 120
 
 
 def _load(cell: dict) -> str:
@@ -55,21 +57,34 @@ def notes(cell: dict) -> str:
     return " | ".join(found + warnings)
 
 
-def _few_samples(cell: dict, figure: str) -> bool:
-    """The distribution `figure` ("ttft_s") holds some, but fewer than FEW_SAMPLES, samples."""
-    samples = field(cell, figure + ".samples")
-    return samples is not None and 0 < samples < FEW_SAMPLES
+def samples(cell: dict, path: str) -> int | None:
+    """How many values the figure at `path` ("ttft_s.p50") was computed from: its distribution's `samples`, or,
+    for a mean over the runs of --repeat (a key figure), every run's samples added (`repeats.samples`; a file
+    without them: the last run's × n). A figure not averaged over the runs is the last run's, with its samples."""
+    own = field(cell, path.split(".")[0] + ".samples")
+    runs = cell.get("repeats") or {}
+    if path not in (runs.get("values") or {}):
+        return own
+    each = (runs.get("samples") or {}).get(path)
+    if each:
+        return sum(each)
+    return None if own is None else own * int(runs.get("n") or 1)
+
+
+def _few_samples(cell: dict, path: str) -> bool:
+    """The figure at `path` was computed from some, but fewer than FEW_SAMPLES, samples (`samples`)."""
+    n = samples(cell, path)
+    return n is not None and 0 < n < FEW_SAMPLES
 
 
 def _percentile(path: str, ms: bool = False):
-    """The percentile at `path` ("ttft_s.p99"), in ms when `ms`, marked "*" when its distribution holds
-    fewer than FEW_SAMPLES samples."""
-    figure = path.split(".")[0]
+    """The percentile at `path` ("ttft_s.p99"), in ms when `ms`, marked "*" when it was computed from fewer
+    than FEW_SAMPLES samples."""
     text = millis(path) if ms else number(path, ".1f")
 
     def show(cell: dict) -> str:
         shown = text(cell)
-        return shown + "*" if shown != tt.MISSING and _few_samples(cell, figure) else shown
+        return shown + "*" if shown != tt.MISSING and _few_samples(cell, path) else shown
     return show
 
 
@@ -123,7 +138,7 @@ COLUMNS = [
 
 # the default table's columns → priority: when the rows are wider than the limit, the lowest goes first
 DEFAULT = {"ctx": 100, "conc": 100, "ok/fail": 90, "out tok/s": 100, "±95%": 80, "req tok/s mean": 85,
-           "TTFT p50": 85, "TTFT p99": 70, "E2E s": 60, "accept": 75, "J/tok": 50, "GPU%": 65, "verify": 95,
+           "TTFT p50": 85, "TTFT p99": 70, "E2E s": 60, "accept": 75, "J/tok": 62, "GPU%": 65, "verify": 95,
            "SLO": 95, "note": 100}
 NOTE_REF = Column("note", 0, lambda ref: ref)  # the default table's note column: the number of the cell's note
 
@@ -167,9 +182,8 @@ ABANDONED_LEGEND = "+Na in ok/fail: N requests closed on purpose (--cancel-fract
 def footnote(cells: list[dict]) -> str | None:
     """The legends of "*", "+Nc", "+Na" and "±95%", for the marks the rows carry, one a line."""
     legends = []
-    if any(_few_samples(c, f) for c in cells for f in ("request_tok_s", "ttft_s")):
-        legends.append(f"* percentile over fewer than {FEW_SAMPLES} requests: a p99 of fewer than {FEW_SAMPLES} "
-                       f"is close to their maximum; raise --requests-per-cell for a tail figure")
+    if any(_few_samples(c, path) for c in cells for path in PERCENTILES):
+        legends.append(few_samples_legend(any(c.get("repeats") for c in cells)))
     if any((c.get("requests") or {}).get("cancelled") for c in cells):
         legends.append(CANCELLED_LEGEND)
     if any((c.get("requests") or {}).get("abandoned") for c in cells):
@@ -180,25 +194,57 @@ def footnote(cells: list[dict]) -> str | None:
     return "\n".join(legends) or None
 
 
+PERCENTILES = ("request_tok_s.p10", "ttft_s.p50", "ttft_s.p99")  # the figures `*` may mark
+
+
+def few_samples_legend(repeated: bool) -> str:
+    """The legend of `*`: exactly what it counts, and under --repeat which figures pool the runs."""
+    text = (f"* percentile computed from fewer than {FEW_SAMPLES} samples (requests with that figure): a p99 of "
+            f"fewer than {FEW_SAMPLES} is close to their maximum; raise --requests-per-cell for a tail figure")
+    if repeated:
+        text += ("; with --repeat, TTFT p50 is the mean over the runs and counts every run's samples, TTFT p99 "
+                 "and req p10 are the last run's and count its own")
+    return text
+
+
 def note_refs(cells: list[dict]) -> tuple[list[str], list[str]]:
-    """Each cell's note reference and the notes as lines "n1 ctx 1024 conc 128: …" (`text_table.note_refs`)."""
-    return tt.note_refs(cells, notes, lambda cell: f"ctx {tt.context(cell)} conc {_load(cell)}")
+    """Each cell's note reference and the notes as lines "n1 ctx 1024 conc 128, ctx 60 conc 1: …" (`note_refs`)."""
+    return tt.note_refs(cells, notes, row_label)
+
+
+def row_label(cell: dict) -> str:
+    """"ctx 1024 conc 128", and "#2" for the same load measured again (a search's probe, the drift control)."""
+    again = f" #{cell['again'] + 1}" if cell.get("again") else ""
+    return f"ctx {tt.context(cell)} conc {_load(cell)}{again}"
+
+
+def _drop_until(columns: list[Column], priorities: dict[str, int], fits) -> list[Column]:
+    """`columns` less the lowest priority (the rightmost of a tie) first, until `fits(columns)`."""
+    columns = list(columns)
+    while len(columns) > 1 and not fits(columns):
+        columns.remove(min(columns, key=lambda c: (priorities[c.header], -columns.index(c))))
+    return columns
+
+
+def declared_width(columns: list[Column]) -> int:
+    """The width of a row of `columns` whose texts fit their widths, with the note column (`n99`) after it."""
+    return sum(max(abs(c.width), len(c.header)) + 1 for c in columns) + len("note")
 
 
 def default_columns(cells: list[dict], width: int = WIDTH, candidates: list[Column] = COLUMNS,
                     priorities: dict[str, int] = DEFAULT) -> list[Column]:
     """The default table's columns that fit `width`: the `candidates` named in `priorities`, the lowest
-    priority left out first while a row (its note reference included) is wider."""
+    priority left out first while their declared widths are wider (the same columns for every run of a kind),
+    then only while a row whose texts overflow (its note reference included) is still wider."""
     columns = [c for c in candidates if c.header in priorities and c.header != "note"]
     refs, _ = note_refs(cells)
-    ref_width = max((len(r) for r in refs), default=0)
+    ref_width = max([len("note"), *(len(r) for r in refs)])
 
-    def widest(cols: list[Column]) -> int:
+    def rows_fit(cols: list[Column]) -> bool:
         lines = [tt.header(cols), *(tt.line(cols, c) for c in cells)]
-        return max(len(line) for line in lines) + 1 + max(ref_width, len("note"))
-    while len(columns) > 1 and widest(columns) > width:
-        columns.remove(min(columns, key=lambda c: (priorities[c.header], -columns.index(c))))
-    return columns
+        return max(len(line) for line in lines) + 1 + ref_width <= width
+    fixed = _drop_until(columns, priorities, lambda cols: declared_width(cols) <= width)
+    return _drop_until(fixed, priorities, rows_fit)
 
 
 def table(cells: list[dict], heading: str | None = None, wide: bool = False, width: int = WIDTH,
@@ -217,16 +263,16 @@ def table(cells: list[dict], heading: str | None = None, wide: bool = False, wid
         lines = [tt.header([*shown, NOTE_REF])]
         lines += [tt.join([*shown, NOTE_REF], [*tt.texts(shown, c), ref]) for c, ref in zip(cells, refs)]
     lines = [line.rstrip() for line in ([heading] if heading else []) + lines]
-    wrapped = [w for n in notes_below for w in textwrap.wrap(n, width, subsequent_indent="    ")]
+    wrapped = [w for n in notes_below for w in wrap_lines(n, width)]
     legend = (footnote(cells) or "").splitlines()
-    legends = legend if wide else [w for line in legend for w in textwrap.wrap(line, width)]
+    legends = [w for line in legend for w in wrap_lines(line, width, "  ")]
     return "\n".join(lines + wrapped + legends)
 
 
 def progress_line(cell: dict, done: str) -> str:
     """The one line said on stderr when a cell (or one repeat of it) is measured: `done` ("cell 3/6"), the
     cell's headline figures and what its notes are about ("CLIENT SATURATED"; the notes are under the final
-    table), within WIDTH."""
+    table); `console.log` wraps it within WIDTH."""
     out = tt.field(cell, "output_tok_s")
     interval = (cell.get("intervals") or {}).get("output_tok_s")
     spread = f" {half_width('output_tok_s')(cell)}" if interval else ""
@@ -234,4 +280,4 @@ def progress_line(cell: dict, done: str) -> str:
     head = (f"{done} ctx {tt.context(cell)} conc {_load(cell)}: {tt.ok_failed(cell)} ok/fail, "
             f"{tt.fmt(out, '.1f')}{spread} tok/s, TTFT p50 {tt.fmt_ms(ttft)} ms")
     labels = [part.split(" (")[0].split(":")[0] for part in notes(cell).split(" | ") if part]
-    return head if not labels else textwrap.shorten(f"{head} | {', '.join(labels)}", WIDTH, placeholder=" …")
+    return head if not labels else f"{head} | {', '.join(labels)}"

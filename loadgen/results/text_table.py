@@ -99,17 +99,19 @@ def ok_failed(cell: dict) -> str:
 
 def note_refs(items: list[dict], note_of: Callable[[dict], str],
               label_of: Callable[[dict], str]) -> tuple[list[str], list[str]]:
-    """(each item's note reference, "n1" or "", the notes as lines "n1 <label>: <note>"), one number per distinct
-    note text, so a long reason never widens the table; `note_of(item)` gives the text, `label_of(item)` the row."""
+    """(each item's note reference, "n1" or "", the notes as lines "n1 <label>, <label>: <note>"), one number per
+    distinct note text, so a long reason never widens the table; a note names every row that carries it.
+    `note_of(item)` gives the text, `label_of(item)` the row."""
     numbers: dict[str, int] = {}
-    refs, lines = [], []
+    labels: dict[str, list[str]] = {}
+    refs = []
     for item in items:
         note = note_of(item)
         if not note:
             refs.append("")
             continue
-        if note not in numbers:
-            numbers[note] = len(numbers) + 1
-            lines.append(f"n{numbers[note]} {label_of(item)}: {note}")
+        numbers.setdefault(note, len(numbers) + 1)
+        labels.setdefault(note, []).append(label_of(item))
         refs.append(f"n{numbers[note]}")
+    lines = [f"n{n} {', '.join(dict.fromkeys(labels[note]))}: {note}" for note, n in numbers.items()]
     return refs, lines
