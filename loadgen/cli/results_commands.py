@@ -14,8 +14,12 @@ from loadgen.cli.help_format import Parser
 from loadgen.errors import UsageError
 from loadgen.files import write_atomic, write_json_atomic
 from loadgen.results.comparable import check_comparable
-from loadgen.results.compare import compare_table, load_inputs, pick_baseline
+from loadgen.results.compare import TableFormat, compare_table, comparison, load_inputs, pick_baseline
+from loadgen.results.compare_summary import render_markdown
+from loadgen.results.compare_summary import render_text as render_gate_text
+from loadgen.results.compare_terms import ALL_CHECKS, FIGURES, GateCheck, parse_fail_on
 from loadgen.results.merge import check_shards, load, merge
+from loadgen.results.regression_gate import gate
 from loadgen.results.report import write_report
 from loadgen.results.table import table, title
 from loadgen.sinks.jsonl import requests_path
@@ -34,26 +38,58 @@ def add_input_arguments(p: argparse.ArgumentParser) -> None:
 def compare_main(argv: list[str]) -> int:
     p = Parser(prog="loadgen compare", allow_abbrev=False, description="Compare runs or sweep configurations "
                                 "cell by cell: output tok/s, per-request tok/s, TTFT, accept length, power, "
-                                "J/token.")
+                                "J/token; with --fail-on, a regression gate for CI (docs/ci.md).")
     add_input_arguments(p)
-    p.add_argument("--format", default="text", choices=("text", "md", "csv"),
-                   help="table format (default text)")
+    p.add_argument("--format", default=TableFormat.TEXT, choices=list(TableFormat),
+                   help="table format (default text); md with --fail-on: the gate's summary for a pull request")
     p.add_argument("--out", metavar="FILE", help="also write the table to FILE")
+    p.add_argument("--fail-on", metavar="TERMS", help="exit 1 when a run regresses against the baseline beyond "
+                   "a limit and beyond noise, or fails a check: e.g. 'out_tok_s:-5%%,ttft_p50:+10%%,garbage' "
+                   f"(figures: {' '.join(FIGURES)}; checks: {' '.join(GateCheck)}, or {ALL_CHECKS} for all; "
+                   "docs/ci.md)")
+    p.add_argument("--summary-out", metavar="FILE", help="append the Markdown summary to FILE, whatever --format "
+                   "says (e.g. \"$GITHUB_STEP_SUMMARY\")")
     a = p.parse_args(argv)
-    if a.out:
-        check_out_path(a.out)
+    terms = parse_fail_on(a.fail_on) if a.fail_on is not None else None
+    for flag, path in (("--out", a.out), ("--summary-out", a.summary_out)):
+        if path:
+            check_out_path(path, flag)
     runs = load_inputs(a.inputs)
     if not runs:
         raise UsageError(f"{' '.join(a.inputs)}: no results to compare (the sweep has not measured anything "
                          "yet)")
     for line in check_comparable(runs, a.allow_mismatch):
-        print(line, file=sys.stderr if a.format == "csv" else sys.stdout)
-    text = compare_table(runs, a.baseline, a.format)
+        print(line, file=sys.stderr if a.format == TableFormat.CSV else sys.stdout)
+    text, summary, failed = compare_outputs(runs, a, terms)
     print(text)
     if a.out:
         with open(a.out, "w", encoding="utf-8") as fh:
             fh.write(text + "\n")
-    return 0
+    if a.summary_out:
+        with open(a.summary_out, "a", encoding="utf-8") as fh:
+            fh.write(summary + "\n")
+    return 1 if failed else 0
+
+
+def compare_outputs(runs: list, a: argparse.Namespace, terms: list | None) -> tuple[str, str, bool]:
+    """(what compare prints in --format, the Markdown summary, whether the gate failed). Without --fail-on the
+    summary is the Markdown table; with it, the gate's verdict is under the text table, is the Markdown, and
+    goes to stderr beside a CSV."""
+    text = compare_table(runs, a.baseline, a.format)
+    table_md = text if a.format == TableFormat.MD else compare_table(runs, a.baseline, TableFormat.MD)
+    if terms is None:
+        return text, table_md, False
+    base = pick_baseline(runs, a.baseline)
+    result = gate(comparison(runs, base), [r.name for r in runs], terms)
+    others = [r.name for i, r in enumerate(runs) if i != base]
+    summary = render_markdown(result, a.fail_on, runs[base].name, others, table_md)
+    if a.format == TableFormat.MD:
+        return summary, summary, result.failed
+    gate_text = render_gate_text(result, a.fail_on)
+    if a.format == TableFormat.CSV:
+        print(gate_text, file=sys.stderr)
+        return text, summary, result.failed
+    return f"{text}\n\n{gate_text}", summary, result.failed
 
 
 def report_main(argv: list[str]) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import textwrap
+from enum import StrEnum
 
 from loadgen.names import CellStatus
 from loadgen.record import cell_key
@@ -20,7 +21,7 @@ from loadgen.results.knee_text import knee_summary
 from loadgen.results.slo_part import attainment_text
 from loadgen.results.text_table import Column
 
-__all__ = ["Run", "comparison", "compare_table", "load_inputs", "pick_baseline", "render_text"]
+__all__ = ["Run", "TableFormat", "comparison", "compare_table", "load_inputs", "pick_baseline", "render_text"]
 
 # metric → (column title, how to read it from a cell, better: "high" | "low")
 METRICS = {
@@ -241,14 +242,23 @@ def render_csv(rows: list[dict]) -> str:
     return buf.getvalue()
 
 
-def compare_table(runs: list[Run], baseline: str | None, fmt: str = "text") -> str:
+class TableFormat(StrEnum):
+    """`loadgen compare --format`."""
+
+    TEXT = "text"
+    MD = "md"
+    CSV = "csv"
+
+
+def compare_table(runs: list[Run], baseline: str | None, fmt: str = TableFormat.TEXT) -> str:
     rows = comparison(runs, pick_baseline(runs, baseline))
-    text = {"text": render_text, "md": render_markdown, "csv": render_csv}[fmt](rows)
-    by_category = category_compare.render(runs, pick_baseline(runs, baseline)) if fmt == "text" else None
-    ranking = goodput_ranking(runs) if fmt == "text" else None
+    fmt = TableFormat(fmt)
+    text = {TableFormat.TEXT: render_text, TableFormat.MD: render_markdown, TableFormat.CSV: render_csv}[fmt](rows)
+    by_category = category_compare.render(runs, pick_baseline(runs, baseline)) if fmt is TableFormat.TEXT else None
+    ranking = goodput_ranking(runs) if fmt is TableFormat.TEXT else None
     knee = [line for r in runs if (line := knee_summary(list(r.cells.values()), r.name))]
-    if fmt == "csv":
+    if fmt is TableFormat.CSV:
         return text
-    if fmt == "md":
+    if fmt is TableFormat.MD:
         return "\n\n".join(t for t in (text, *knee) if t)
     return "\n".join(t for t in (text, by_category, ranking, *knee) if t)

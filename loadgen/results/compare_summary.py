@@ -1,0 +1,150 @@
+"""The regression gate's verdict as text under compare's table, or as Markdown for a pull-request comment or
+`$GITHUB_STEP_SUMMARY` (pure: a `regression_gate.GateResult` in, text out). docs/ci.md."""
+
+from __future__ import annotations
+
+import textwrap
+
+from loadgen.results import text_table as tt
+from loadgen.results.compare import SHOWN
+from loadgen.results.compare_terms import CheckTerm, FigureTerm
+from loadgen.results.regression_gate import FAILING, GateResult, GateRow, Verdict
+
+MARKS = {Verdict.REGRESSED: "❌", Verdict.NOT_MEASURED: "❌", Verdict.CHECK_FAILED: "❌", Verdict.WITHIN_NOISE: "≈",
+         Verdict.WITHIN_LIMIT: "✅", Verdict.NO_BASELINE: "➖", Verdict.CHECK_PASSED: "✅"}
+ONE_MEASUREMENT = ("some cells were measured once: their intervals hold the noise between requests, not between "
+                   "runs (server state, a busy machine), so a gate on them can fail on noise; --repeat 3 measures it")
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def verdict_text(result: GateResult) -> str:
+    """'2 regressions beyond noise, 1 failed check' or 'no regression beyond noise' (with the changes past a
+    limit that stayed within noise, when there are some)."""
+    regressed = result.count(Verdict.REGRESSED, Verdict.NOT_MEASURED)
+    checks = result.count(Verdict.CHECK_FAILED)
+    parts = [_plural(regressed, "regression") + " beyond noise"] if regressed else []
+    parts += [_plural(checks, "failed check")] if checks else []
+    text = ", ".join(parts) or "no regression beyond noise"
+    noise = result.count(Verdict.WITHIN_NOISE)
+    return text + (f" ({_plural(noise, 'change')} past its limit within noise)" if noise else "")
+
+
+def verdict_line(result: GateResult) -> str:
+    """The first line of the Markdown summary: '❌ 2 regressions beyond noise' / '✅ no regression beyond noise'."""
+    return f"{'❌' if result.failed else '✅'} {verdict_text(result)}"
+
+
+def _number(row: GateRow, x: float | None) -> str:
+    return tt.MISSING if x is None else format(x, SHOWN.get(row.term.figure.metric, ".1f"))
+
+
+def _value(row: GateRow, which: str) -> str:
+    """'386.1 ±0.5': the figure and the half-width of its 95 % interval (compare's '±95%'); a check's row says
+    whether the run passed it."""
+    if isinstance(row.term, CheckTerm):
+        return ("failed" if row.in_baseline else "passed") if which == "a" else "failed"
+    x, interval = (row.a, row.a_interval) if which == "a" else (row.b, row.b_interval)
+    half = "" if interval is None or x is None else f" ±{_number(row, (interval[1] - interval[0]) / 2)}"
+    return _number(row, x) + half
+
+
+def _change(row: GateRow) -> str:
+    if isinstance(row.term, CheckTerm):
+        return ""
+    if row.a is None or row.b is None:
+        return tt.MISSING
+    relative = "" if row.change is None else f"{row.change * 100:+.1f}% "
+    return f"{relative}({row.b - row.a:+{SHOWN.get(row.term.figure.metric, '.1f')}} {row.term.figure.unit})"
+
+
+def _cell(row: GateRow) -> str:
+    ctx, conc, rate = row.key
+    return f"ctx {ctx or tt.DATASET} " + (f"rate {rate:g}/s" if rate else f"conc {conc}")
+
+
+def shown_rows(result: GateResult) -> list[GateRow]:
+    """The rows the summaries list: every judged figure, and the checks that failed (those passed: one line)."""
+    return [r for r in result.rows if isinstance(r.term, FigureTerm) or r.verdict is Verdict.CHECK_FAILED]
+
+
+def passed_checks(result: GateResult) -> list[str]:
+    """The check terms no compared cell failed."""
+    failed = {r.term for r in result.rows if r.verdict is Verdict.CHECK_FAILED}
+    return [t.text for t in result.terms if isinstance(t, CheckTerm) and t not in failed]
+
+
+def notes(result: GateResult) -> list[str]:
+    """What the reader should know beside the verdicts: checks passed, terms that gated nothing, one measurement."""
+    out = [f"passed in every compared cell: {', '.join(p)}"] if (p := passed_checks(result)) else []
+    out += [f"{t.text}: no cell of the baseline has {t.figure.name}; it gates nothing" for t in result.unjudged()]
+    return out + ([ONE_MEASUREMENT] if result.one_measurement else [])
+
+
+def _columns(result: GateResult) -> list[tt.Column]:
+    configs = {r.config for r in result.rows}
+    width = max([len("config"), *(len(c) for c in configs)])
+    cols = [tt.Column("ctx", 6, lambda r: str(r.key[0] or tt.DATASET)),
+            tt.Column("conc", 5, lambda r: f"{r.key[2]:g}/s" if r.key[2] else str(r.key[1])),
+            tt.Column("config", -width, lambda r: r.config), tt.Column("figure", -11, _label),
+            tt.Column("baseline", 14, lambda r: _value(r, "a")), tt.Column("compared", 14, lambda r: _value(r, "b")),
+            tt.Column("change", 21, _change), tt.Column("limit", 10, _limit),
+            tt.Column("verdict", 0, lambda r: r.verdict.value)]
+    return cols if len(configs) > 1 else [c for c in cols if c.header != "config"]
+
+
+def _limit(row: GateRow) -> str:
+    return row.term.limit_text() if isinstance(row.term, FigureTerm) else ""
+
+
+def render_text(result: GateResult, spec: str) -> str:
+    """'gate --fail-on …: FAIL: 2 regressions beyond noise', the judged rows, the reasons and notes."""
+    cols = _columns(result)
+    rows = shown_rows(result)
+    head = f"gate --fail-on {spec}: {'FAIL' if result.failed else 'PASS'}: {verdict_text(result)}"
+    out = textwrap.wrap(head, 120, subsequent_indent="    ")
+    if rows:
+        out += [tt.header(cols).rstrip(), *(tt.line(cols, r).rstrip() for r in rows)]
+    reasons = [f"{_cell(r)} {r.config}, {_label(r)}: {r.reason}" for r in rows if r.reason and r.verdict in FAILING]
+    return "\n".join(out + [w for n in reasons + notes(result) for w in textwrap.wrap(n, 120, subsequent_indent="    ")])
+
+
+def _label(row: GateRow) -> str:
+    return row.term.figure.name if isinstance(row.term, FigureTerm) else row.term.text
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _interval(row: GateRow, iv: list[float] | None) -> str:
+    return tt.MISSING if iv is None else f"{_number(row, iv[0])}–{_number(row, iv[1])}"
+
+
+def _md_row(row: GateRow, with_config: bool) -> str:
+    figure = isinstance(row.term, FigureTerm)
+    intervals = f"{_interval(row, row.a_interval)} / {_interval(row, row.b_interval)}" if figure else ""
+    a, b = (_number(row, row.a), _number(row, row.b)) if figure else (_value(row, "a"), _value(row, "b"))
+    verdict = f"{MARKS[row.verdict]} {row.verdict}" + (f": {row.reason}" if row.reason else "")
+    cells = [_cell(row), *([row.config] if with_config else []), _label(row), a, b, _change(row), intervals,
+             _limit(row), verdict]
+    return "| " + " | ".join(_md(c) for c in cells) + " |"
+
+
+def render_markdown(result: GateResult, spec: str, baseline: str, compared: list[str], table_md: str) -> str:
+    """The verdict line first, what was compared, the gated figures per cell (A, B, change, 95 % intervals,
+    limit, verdict), the notes, then compare's whole table folded (`<details>`)."""
+    with_config = len(compared) > 1
+    head = ["cell", *(["config"] if with_config else []), "figure", f"A: {baseline}",
+            f"B: {compared[0]}" if not with_config else "B", "change", "95 % intervals A / B", "limit", "verdict"]
+    out = [f"### {verdict_line(result)}", "",
+           f"`loadgen compare --fail-on {_md(spec)}`: {', '.join(compared)} against the baseline {baseline}", ""]
+    rows = shown_rows(result)
+    if rows:
+        out += ["| " + " | ".join(_md(h) for h in head) + " |", "|" + "---|" * len(head),
+                *(_md_row(r, with_config) for r in rows), ""]
+    out += [f"- {n}" for n in notes(result)]
+    out += ["", "<details><summary>the whole comparison</summary>", "", table_md, "", "</details>", ""]
+    return "\n".join(out)

@@ -1,0 +1,160 @@
+"""`loadgen compare --fail-on TERMS`: the terms, parsed (pure). docs/ci.md.
+
+TERMS is a comma-separated list; each term is either
+- a figure of the compare table with a limit, `FIGURE:LIMIT`: `out_tok_s:-5%`, `ttft_p50:+10%`, `ttft_p50:+20ms`,
+  `out_tok_s:-50`. The sign says which way is a regression (`-` a drop, `+` a rise; no sign: the figure's worse
+  way, a drop of a "higher is better" figure). `%` makes the limit relative to the baseline's value; otherwise it
+  is absolute, in the figure's unit (`GateFigure.unit`; a time also in `s`);
+- a check (`CheckTerm`): `garbage`, `mismatch`, `slo`, `saturated`, `drift`, `failed` (a cell not measured), or
+  `checks` for all of them.
+A bad term is a UsageError (exit 2) naming it and what is known.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+
+from loadgen.errors import UsageError
+from loadgen.results.cell_status import CheckKind
+
+
+class Better(StrEnum):
+    """Which way a figure is better (the compare table's "high" / "low")."""
+
+    HIGH = "high"
+    LOW = "low"
+
+
+@dataclass(frozen=True, slots=True)
+class GateFigure:
+    """A compare-table figure the gate can judge: its compare metric, the unit a limit is written in, and
+    `scale` = that unit per stored unit (TTFT is stored in s, written in ms: 1000)."""
+
+    name: str
+    metric: str
+    unit: str
+    better: Better
+    scale: float = 1.0
+
+    def shown(self, stored: float | None) -> float | None:
+        """The stored value in the figure's unit."""
+        return None if stored is None else stored * self.scale
+
+
+# every figure of the compare table (`compare.METRICS`), by the name a term gives it
+FIGURES = {f.name: f for f in (
+    GateFigure("out_tok_s", "out_tok_s", "tok/s", Better.HIGH),
+    GateFigure("good_tok_s", "good_tok_s", "tok/s", Better.HIGH),
+    GateFigure("req_tok_s", "req_tok_s", "tok/s", Better.HIGH),
+    GateFigure("ttft_p50", "ttft_p50_s", "ms", Better.LOW, 1000.0),
+    GateFigure("accept", "accept", "tokens", Better.HIGH),
+    GateFigure("power_w", "power_w", "W", Better.LOW),
+    GateFigure("j_per_token", "j_per_token", "J/tok", Better.LOW),
+)}
+ALIASES = {"ttft_p50_s": "ttft_p50", "ttft_p50_ms": "ttft_p50"}
+# unit suffix → its size in the figure's unit, per unit (no suffix: the figure's unit)
+SUFFIXES = {"ms": {"ms": 1.0, "s": 1000.0}, "tok/s": {"tok/s": 1.0}, "W": {"w": 1.0},
+            "J/tok": {"j/tok": 1.0, "j": 1.0}, "tokens": {"tokens": 1.0}}
+
+
+class GateCheck(StrEnum):
+    """A check term: a cell of B that fails it fails the gate."""
+
+    GARBAGE = "garbage"
+    MISMATCH = "mismatch"
+    SLO = "slo"
+    SATURATED = "saturated"
+    DRIFT = "drift"
+    FAILED = "failed"  # the cell was not measured (skipped, the server went away, too many failed requests)
+
+
+ALL_CHECKS = "checks"
+# the check of `cell_status.failed_checks` each check term stands for (FAILED: `cell_status.unmeasured`)
+CHECK_KINDS = {GateCheck.GARBAGE: CheckKind.GARBAGE, GateCheck.MISMATCH: CheckKind.MISMATCH,
+               GateCheck.SLO: CheckKind.SLO, GateCheck.SATURATED: CheckKind.SATURATED,
+               GateCheck.DRIFT: CheckKind.DRIFTED}
+
+
+@dataclass(frozen=True, slots=True)
+class FigureTerm:
+    """`figure:±limit`: a regression is a change the `worse` way by more than `limit` (a fraction of the
+    baseline's value when `relative`, else in the figure's unit)."""
+
+    text: str
+    figure: GateFigure
+    worse: Better  # HIGH: a rise is a regression; LOW: a drop is
+    limit: float
+    relative: bool
+
+    def limit_text(self) -> str:
+        sign = "+" if self.worse is Better.HIGH else "-"
+        return f"{sign}{self.limit * 100:g}%" if self.relative else f"{sign}{self.limit:g} {self.figure.unit}"
+
+
+@dataclass(frozen=True, slots=True)
+class CheckTerm:
+    text: str
+    check: GateCheck
+
+
+Term = FigureTerm | CheckTerm
+
+_LIMIT = re.compile(r"^([+-]?)(\d+(?:\.\d*)?|\.\d+)\s*(%|[a-zA-Z/]*)$")
+
+
+def known() -> str:
+    """What a term may name, for the error of a bad one."""
+    return (f"figures {', '.join(FIGURES)} (as FIGURE:-5% or FIGURE:+20ms); checks "
+            f"{', '.join(GateCheck)}, or {ALL_CHECKS} for all")
+
+
+def _bad(term: str, why: str) -> UsageError:
+    return UsageError(f"--fail-on {term!r}: {why}; known: {known()}")
+
+
+def parse_figure(term: str, name: str, limit: str) -> FigureTerm:
+    """`name:limit` → its FigureTerm (see the module docstring)."""
+    figure = FIGURES.get(ALIASES.get(name, name))
+    if figure is None:
+        raise _bad(term, f"no figure {name!r}")
+    found = _LIMIT.match(limit.strip())
+    if not found:
+        raise _bad(term, f"the limit {limit!r} is not like -5%, +10% or +20{figure.unit}")
+    sign, number, suffix = found.groups()
+    value = float(number)
+    worse = {"+": Better.HIGH, "-": Better.LOW}.get(sign, Better.LOW if figure.better is Better.HIGH else Better.HIGH)
+    if suffix == "%":
+        return FigureTerm(term, figure, worse, value / 100, relative=True)
+    size = SUFFIXES[figure.unit].get(suffix.lower(), None) if suffix else 1.0
+    if size is None:
+        raise _bad(term, f"{name} is in {figure.unit}, not {suffix!r}")
+    if not math.isfinite(value * size):
+        raise _bad(term, "the limit is not a finite number")
+    return FigureTerm(term, figure, worse, value * size, relative=False)
+
+
+def parse_term(term: str) -> list[Term]:
+    """One term → its terms (`checks` stands for every check)."""
+    name, sep, limit = term.partition(":")
+    name = name.strip().lower()
+    if sep:
+        return [parse_figure(term, name, limit)]
+    if name == ALL_CHECKS:
+        return [CheckTerm(c.value, c) for c in GateCheck]
+    if name in {c.value for c in GateCheck}:
+        return [CheckTerm(name, GateCheck(name))]
+    figure = FIGURES.get(ALIASES.get(name, name))
+    if figure is not None:
+        raise _bad(term, f"{name} needs a limit, e.g. {name}:{'-' if figure.better is Better.HIGH else '+'}5%")
+    raise _bad(term, f"no figure or check {name!r}")
+
+
+def parse_fail_on(spec: str) -> list[Term]:
+    """Every term of `--fail-on` in the order given (empty terms between commas are skipped); at least one."""
+    terms = [t for part in spec.split(",") if part.strip() for t in parse_term(part.strip())]
+    if not terms:
+        raise _bad(spec, "no term")
+    return terms
