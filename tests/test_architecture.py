@@ -148,6 +148,7 @@ LAYERS: list[set[str]] = [
     {"loadgen", "names"},                                        # imports nothing of loadgen
     {"errors", "redact", "aio", "files", "console", "record"},   # the foundation
     {"config"},                                                  # RunConfig and its sub-configs
+    {"engines"},                                                 # one adapter per engine: pure facts and parsing
     {"client", "sinks"},                                         # the transport and the record sinks
     {"target"},                                                  # what the server is, whether it is ready
     {"workload"},                                                # prompts, sized by the target's tokenizer
