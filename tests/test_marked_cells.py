@@ -26,6 +26,7 @@ from loadgen.results.cell_status import (
     problem,
     unmeasured,
 )
+from loadgen.results.cell_view import results_of
 from loadgen.results.compare import comparison, load_inputs
 from loadgen.results.goodput_rank import goodput_ranking, no_peak
 from loadgen.results.incidents import EFFECTS, Effect
@@ -98,10 +99,10 @@ def test_goodput_ranking_says_why_a_configuration_has_no_answer():
     down = cell("failed", [inc("server_down", "the server went away")], slo=met)
     plain = cell()
     runs = [_run("b0", *garbage), _run("b4", missed), _run("b8", down), _run("b16", cell(slo=met)), _run("b32", plain)]
-    assert no_peak(runs[0].cells) == "3 cells met the SLO but produced garbage"
-    assert no_peak(runs[1].cells) == "no cell met the SLO"
-    assert no_peak(runs[2].cells) == "no cell was measured (1 failed or skipped)"
-    assert no_peak(runs[4].cells) == "measured without latency targets (--slo)"
+    assert no_peak(results_of(runs[0])) == "3 cells met the SLO but produced garbage"
+    assert no_peak(results_of(runs[1])) == "no cell met the SLO"
+    assert no_peak(results_of(runs[2])) == "no cell was measured (1 failed or skipped)"
+    assert no_peak(results_of(runs[4])) == "measured without latency targets (--slo)"
     lines = goodput_ranking(runs).splitlines()
     assert lines[1].startswith("  1. b16") and "400.0 good tok/s" in lines[1]
     assert f"  -  {'b0':<24} 3 cells met the SLO but produced garbage" in lines

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from dataclasses import is_dataclass
 from functools import cache
-from typing import Any
+from typing import Any, Protocol
 
+from loadgen.record import CellKey
 from loadgen.results.cell_result import KEY_FIELDS, PARTS, RESERVED, CellResult, from_json, part_keys
 
 Cell = CellResult | dict  # what a view may be handed; `as_result` makes the one the view reads
@@ -23,6 +24,17 @@ def as_result(cell: Cell) -> CellResult:
     if isinstance(cell, CellResult):
         return cell
     return from_json({"context_tokens": 0, "concurrency": 0} | cell)
+
+
+class HasCells(Protocol):
+    """A configuration's results as the views are handed them (`compare.Run`): its cells by key."""
+
+    cells: dict
+
+
+def results_of(run: HasCells) -> dict[CellKey, CellResult]:
+    """The run's cells by key, each typed (`as_result`)."""
+    return {key: as_result(cell) for key, cell in run.cells.items()}
 
 
 @cache

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from loadgen.results.cell_result import CellResult
 from loadgen.results.cell_status import CheckKind, failed_checks, measured
+from loadgen.results.cell_view import results_of
 
 # a check that takes a cell that met the SLO out of the ranking → how the ranking says it
 DISQUALIFY = {CheckKind.GARBAGE: "produced garbage", CheckKind.MISMATCH: "their outputs differed from the reference"}
@@ -22,29 +24,28 @@ class Configuration(Protocol):
     cells: dict
 
 
-def _met(cell: dict) -> bool:
-    slo = cell.get("slo") or {}
-    return bool(measured(cell) and slo.get("met") and slo.get("good_output_tok_s"))
+def _met(cell: CellResult) -> bool:
+    return bool(measured(cell) and cell.slo and cell.slo.met and cell.slo.good_output_tok_s)
 
 
-def _disqualified(cell: dict) -> list[CheckKind]:
+def _disqualified(cell: CellResult) -> list[CheckKind]:
     return [f.kind for f in failed_checks(cell) if f.kind in DISQUALIFY]
 
 
-def peak_goodput(cells: dict) -> tuple[float, dict] | None:
+def peak_goodput(cells: dict[object, CellResult]) -> tuple[float, CellResult] | None:
     """(highest good output tok/s, its cell) over the measured cells that met their SLO and failed no check
     of `DISQUALIFY`; None without any."""
-    found = [(c["slo"]["good_output_tok_s"], c) for c in cells.values() if _met(c) and not _disqualified(c)]
+    found = [(c.slo.good_output_tok_s, c) for c in cells.values() if _met(c) and not _disqualified(c)]
     return max(found, key=lambda f: f[0]) if found else None
 
 
-def no_peak(cells: dict) -> str:
+def no_peak(cells: dict[object, CellResult]) -> str:
     """Why a configuration has no goodput: 'no cell was measured (4 failed or skipped)', 'measured without
     latency targets (--slo)', 'no cell met the SLO', or '3 cells met the SLO but produced garbage'."""
     shown = [c for c in cells.values() if measured(c)]
     if not shown:
         return f"no cell was measured ({len(cells)} failed or skipped)"
-    if not any(c.get("slo") for c in shown):
+    if not any(c.slo for c in shown):
         return "measured without latency targets (--slo)"
     met = [c for c in shown if _met(c)]
     if not met:
@@ -54,22 +55,23 @@ def no_peak(cells: dict) -> str:
     return f"{cells_word} met the SLO but {' or '.join(DISQUALIFY[k] for k in kinds)}"
 
 
-def _load(cell: dict) -> str:
-    rate = cell.get("request_rate")
-    return f"ctx={cell['context_tokens']} " + (f"rate={rate:g}/s" if rate is not None else f"c={cell['concurrency']}")
+def _load(cell: CellResult) -> str:
+    key = cell.key
+    return f"ctx={key.context_tokens} " + (f"rate={key.request_rate:g}/s" if key.request_rate is not None
+                                           else f"c={key.concurrency}")
 
 
 def goodput_ranking(runs: list[Configuration]) -> str | None:
     """'configurations by goodput …' then one line each, best first, then those without a peak and why; None
     when no cell has SLO figures."""
-    if not any(c.get("slo") for r in runs for c in r.cells.values()):
+    typed = [(r, results_of(r)) for r in runs]
+    if not any(c.slo for _, cells in typed for c in cells.values()):
         return None
-    peaks = [(r, peak_goodput(r.cells)) for r in runs]
-    ranked = sorted(((r.name, p) for r, p in peaks if p is not None), key=lambda x: -x[1][0])
+    peaks = [(r, cells, peak_goodput(cells)) for r, cells in typed]
+    ranked = sorted(((r.name, p) for r, _, p in peaks if p is not None), key=lambda x: -x[1][0])
     lines = ["configurations by goodput (peak good output tok/s over measured cells that met the SLO, "
              "garbage left out):"]
     for i, (name, (tok_s, cell)) in enumerate(ranked, 1):
-        slo = cell["slo"]
-        lines.append(f"  {i}. {name:<24} {tok_s:10.1f} good tok/s at {_load(cell)} ({slo['attainment']:.0%} good)")
-    lines += [f"  -  {r.name:<24} {no_peak(r.cells)}" for r, p in peaks if p is None]
+        lines.append(f"  {i}. {name:<24} {tok_s:10.1f} good tok/s at {_load(cell)} ({cell.slo.attainment:.0%} good)")
+    lines += [f"  -  {r.name:<24} {no_peak(cells)}" for r, cells, p in peaks if p is None]
     return "\n".join(lines)

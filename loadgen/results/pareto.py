@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from loadgen.results.cell_status import check_names, measured
+from loadgen.results.cell_view import results_of
 from loadgen.results.compare import Run
 
 
@@ -29,10 +30,10 @@ def points(runs: list[Run]) -> dict[int, list[Point]]:
     """{context: [Point, …]}, in configuration then concurrency order."""
     out: dict[int, list[Point]] = {}
     for r in runs:
-        for key, c in sorted(r.cells.items()):
-            x, y = (c.get("request_tok_s") or {}).get("mean"), c.get("output_tok_s")
+        for key, c in sorted(results_of(r).items()):
+            x, y = (c.throughput.request_tok_s or {}).get("mean"), c.throughput.output_tok_s
             if key[2] is None and measured(c) and x and y:
-                met = (c.get("slo") or {}).get("met")
+                met = c.slo.met if c.slo is not None else None
                 out.setdefault(key[0], []).append(Point(r.name, key[1], x, y, met, check_names(c)))
     return out
 
@@ -50,5 +51,4 @@ def _dominates(q: Point, p: Point) -> bool:
 
 def targets_of(runs: list[Run]) -> dict:
     """The SLO targets the cells were measured with (the first found; {} without any)."""
-    return next(((c.get("slo") or {}).get("targets_s") for r in runs for c in r.cells.values()
-                 if (c.get("slo") or {}).get("targets_s")), {}) or {}
+    return next((c.slo.targets_s for r in runs for c in results_of(r).values() if c.slo and c.slo.targets_s), {})

@@ -12,10 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from loadgen.names import AcceptSource
+from loadgen.results.cell_result import CellResult
 from loadgen.results.cell_status import check_names, measured
+from loadgen.results.cell_view import number, results_of
 from loadgen.results.compare import Run, comparison
 
-Getter = Callable[[dict], float | None]
+Getter = Callable[[CellResult], float | None]
 
 BUDGET_KEYS = ("speculative_ddtree_budget", "speculative_num_draft_tokens")
 BUDGET_PARAMS = ("budget", "ddtree_budget", "num_draft_tokens")
@@ -57,31 +59,27 @@ def sim_speed(run: Run) -> float | None:
 
 
 def path(*keys: str) -> Getter:
-    """A getter of `cell[k0][k1]…` (None when a step is missing)."""
-    def get(cell: dict):
-        node = cell
-        for k in keys:
-            node = node.get(k) if isinstance(node, dict) else None
-        return node if isinstance(node, (int, float)) and not isinstance(node, bool) else None
-    return get
+    """A getter of the figure `k0.k1…` of a cell (`cell_view.number`: None when a step is missing)."""
+    dotted = ".".join(keys)
+    return lambda cell: number(cell, dotted)
 
 
 def per_gpu(get: Getter) -> Getter:
     """A power figure of the cell divided by its GPU count (W per GPU)."""
-    def each(cell: dict):
-        total, gpus = get(cell), (cell.get("power") or {}).get("gpus")
+    def each(cell: CellResult):
+        total, gpus = get(cell), (cell.telemetry.power or {}).get("gpus")
         return total / gpus if total is not None and gpus else None
     return each
 
 
 def _closed(run: Run):
-    for (ctx, conc, rate, *_), cell in sorted(run.cells.items()):
+    for (ctx, conc, rate, *_), cell in sorted(results_of(run).items()):
         if not rate and measured(cell):
             yield ctx, conc, cell
 
 
 def _open(run: Run):
-    for (ctx, _, rate, *_), cell in sorted(run.cells.items()):
+    for (ctx, _, rate, *_), cell in sorted(results_of(run).items()):
         if rate and measured(cell):
             yield ctx, rate, cell
 
@@ -134,8 +132,8 @@ def speedup_vs_concurrency(runs: list[Run], base: int, metric: str) -> dict[int,
     over closed-loop cells where both were measured."""
     out: dict[int, dict[str, list[tuple]]] = {}
     for row in comparison(runs, base):
-        x = row.get(metric + "_x")
-        if x is not None and not row.get("request_rate"):
+        x = row[metric + "_x"]
+        if x is not None and not row["request_rate"]:
             out.setdefault(row["context_tokens"], {}).setdefault(row["config"], []).append((row["concurrency"], x))
     return out
 
@@ -149,10 +147,10 @@ def accept_by_source(runs: list[Run]) -> dict[int, dict[str, dict[str, tuple[flo
     configuration's measured cells (closed and open loop) of that prompt length, sources in AcceptSource order."""
     values: dict[int, dict[str, dict[str, list[float]]]] = {}
     for r in runs:
-        for (ctx, *_), cell in sorted(r.cells.items()):
+        for (ctx, *_), cell in sorted(results_of(r).items()):
             if not measured(cell):
                 continue
-            acc = cell.get("accept_length") or {}
+            acc = cell.accept.accept_length or {}
             per = dict(acc.get("per_source") or {})
             if acc.get("value") is not None:
                 per.setdefault(acc.get("source") or "value", acc["value"])
@@ -167,13 +165,14 @@ def accept_by_source(runs: list[Run]) -> dict[int, dict[str, dict[str, tuple[flo
 
 def chosen_sources(runs: list[Run]) -> list[str]:
     """The sources the cells' accept length values came from (a table reader's "accept" column)."""
-    found = {(c.get("accept_length") or {}).get("source") for r in runs for c in r.cells.values() if measured(c)}
+    found = {(c.accept.accept_length or {}).get("source") for r in runs for c in results_of(r).values() if measured(c)}
     return [s.value for s in AcceptSource if s in found] + sorted(s for s in found - set(AcceptSource) if s)
 
 
-def _category_values(cell: dict) -> dict[str, float]:
-    """A cell's per-category accept length: `by_category` (or `categories`) as {name: figures} or [{"category": name, …}]."""
-    cats = cell.get("by_category") or cell.get("categories") or {}
+def _category_values(cell: CellResult) -> dict[str, float]:
+    """A cell's per-category accept length: `by_category` (or an older file's `categories`) as {name: figures}
+    or [{"category": name, …}]."""
+    cats = cell.prompts.by_category or cell.extra.get("categories") or {}
     items = cats.items() if isinstance(cats, dict) else ((c.get("category") or c.get("name"), c) for c in cats)
     out = {}
     for name, fig in items:
@@ -189,7 +188,7 @@ def accept_by_category(runs: list[Run]) -> dict[str, dict[str, tuple[float, floa
     per-category figures; empty when no cell has any."""
     values: dict[str, dict[str, list[float]]] = {}
     for r in runs:
-        for cell in r.cells.values():
+        for cell in results_of(r).values():
             if measured(cell):
                 for cat, v in _category_values(cell).items():
                     values.setdefault(r.name, {}).setdefault(cat, []).append(v)
@@ -198,6 +197,6 @@ def accept_by_category(runs: list[Run]) -> dict[str, dict[str, tuple[float, floa
 
 def power_limit_per_gpu(runs: list[Run]) -> float | None:
     """The highest per-GPU power limit any measured cell reported (W), for the plot's reference line."""
-    limits = [lim for r in runs for c in r.cells.values() if measured(c)
+    limits = [lim for r in runs for c in results_of(r).values() if measured(c)
               for lim in [per_gpu(path("power", "limit_w_total"))(c)] if lim]
     return max(limits) if limits else None
