@@ -4,7 +4,7 @@ range, and the words the summary, compare and the report print."""
 import pytest
 
 from loadgen.metrics.knee import growth_per_doubling, knee, knees
-from loadgen.results.knee_text import knee_phrase, knee_summary
+from loadgen.results.knee_text import knee_phrase, knee_points, knee_summary
 
 pytestmark = pytest.mark.unit
 
@@ -34,7 +34,7 @@ def test_knees_per_prompt_length_from_usable_closed_loop_cells():
     cells += [{"context_tokens": 60, "concurrency": 4, "output_tok_s": 1.0, "status": "failed"},
               {"context_tokens": 60, "concurrency": 0, "request_rate": 5.0, "output_tok_s": 9.0, "status": "ok"},
               {"context_tokens": 1024, "concurrency": 1, "output_tok_s": 50.0, "status": "ok"}]
-    assert list(knees(cells)) == [60]  # 1024 has one concurrency only
+    assert list(knees(knee_points(cells))) == [60]  # 1024 has one concurrency only
     assert knee_summary(cells, "b8") == "knee (output tok/s grows < 10% per doubling past it): b8: ctx 60: 1 (1→2: +5.0% per doubling)"
     assert knee_summary(cells[:1]) is None
     many = [dict(c, context_tokens=ctx) for ctx in (60, 128, 256, 512, 1024, 2048) for c in cells[:2]]

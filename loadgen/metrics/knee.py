@@ -18,9 +18,7 @@ left out and named (`left_out`), since either of its figures may be a stall of t
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-
-from loadgen.names import CellStatus
+from collections.abc import Mapping, Sequence
 
 KNEE_GROWTH = 0.10
 DISAGREE = 2.0
@@ -48,10 +46,7 @@ def knee(points: Sequence[tuple[int, float]]) -> dict:
     return {"knee": at, "growth": growth, "max_concurrency": steps[-1][0] if steps else None, "left_out": left_out}
 
 
-def knees(cells: Sequence[dict]) -> dict[int, dict]:
-    """{context_tokens: knee(...)} over a run's usable closed-loop cells (status ok, with output tok/s)."""
-    points: dict[int, list[tuple[int, float]]] = {}
-    for c in cells:
-        if c.get("request_rate") is None and c.get("status", CellStatus.OK) == CellStatus.OK and c.get("output_tok_s"):
-            points.setdefault(c["context_tokens"], []).append((c["concurrency"], c["output_tok_s"]))
+def knees(points: Mapping[int, Sequence[tuple[int, float]]]) -> dict[int, dict]:
+    """{context_tokens: knee(...)} from each prompt length's (concurrency, output tok/s) points (a run's usable
+    closed-loop cells: `results/knee_text.knee_points`), for the lengths with two or more."""
     return {ctx: knee(p) for ctx, p in sorted(points.items()) if len(p) >= 2}
