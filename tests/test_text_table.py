@@ -76,7 +76,8 @@ def test_open_loop_table():
         '   ctx      rate/s  cap  achvd/s   ok/fail TTFT50 snd      int TTFT99 snd      int E2E99 snd     int  lat'
         'e99 note',
         '    60          40    -    29.31      24/0       12.3    200.0       50.0        -     0.060   0.500   86'
-        '7.3 FAILED: x',
+        '7.3 n1',
+        'n1 ctx 60 rate 40/s: FAILED: x',  # numbered below the rows, so a long note never widens them
     ])
     assert open_table.render([OPEN], wide=True).splitlines()[2] == (
         '   ctx      rate/s  cap  sched/s  achvd/s   ok/fail TTFT50 snd      int TTFT99 snd      int E2E50 snd     '

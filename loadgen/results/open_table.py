@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from loadgen.console import wrap_lines
 from loadgen.metrics.open_loop import MIN_WINDOW_REQUESTS
 from loadgen.names import CellStatus
 from loadgen.results import text_table as tt
@@ -73,16 +74,27 @@ def ramp_line(cell: dict) -> str:
                    f"(crossed at t={r['crossed_at_s']:.2f} s, {r['rate_at_cross']:.2f} req/s: p99 {p99})")
 
 
+NOTE_REF = Column("note", 0, lambda ref: ref)  # the default table's note column: the number of the row's note
+
+
+def _default_rows(rows: list[dict]) -> list[str]:
+    """The default columns with each row's note numbered, the notes below (`text_table.note_refs`)."""
+    shown = DEFAULT[:-1]
+    refs, notes = tt.note_refs(rows, _notes, lambda c: f"ctx {tt.context(c)} rate {_load(c)}/s")
+    lines = [tt.header([*shown, NOTE_REF])]
+    lines += [tt.join([*shown, NOTE_REF], [*tt.texts(shown, c), ref]).rstrip() for c, ref in zip(rows, refs)]
+    return lines + [w for note in notes for w in wrap_lines(note)]
+
+
 def render(cells: list[dict], wide: bool = False) -> str:
     """The open-loop table: latency from the actual send (snd, uncorrected) and from the intended send (int,
     corrected for client queueing), achieved vs scheduled rate, and lateness; then one line per ramp. Wide:
-    every column; else `DEFAULT`."""
+    every column, each note in its row; else `DEFAULT`, the notes numbered below."""
     rows = [c for c in cells if c.get("request_rate") is not None]
     if not rows:
         return ""
-    columns = COLUMNS if wide else DEFAULT
     lines = ["open loop — snd: from the actual send (uncorrected); int: from the intended send (corrected).",
-             "TTFT and lateness in ms, E2E in s", tt.header(columns)]
-    lines += [render_row(c, columns) for c in rows]
-    lines += [ramp_line(c) for c in rows if c.get("ramp")]
+             "TTFT and lateness in ms, E2E in s"]
+    lines += [tt.header(COLUMNS), *(render_row(c) for c in rows)] if wide else _default_rows(rows)
+    lines += [w for c in rows if c.get("ramp") for w in wrap_lines(ramp_line(c))]
     return "\n".join(lines)

@@ -107,6 +107,7 @@ def read_tail(path: str, start: int = 0, limit: int = TAIL_BYTES) -> str:
         return ""
 
 
-def last_line(text: str, width: int = 100) -> str:
+def last_line(text: str, width: int | None = 100) -> str:
+    """The last non-blank line of `text`, at most `width` characters (None: whole)."""
     lines = [ln.strip() for ln in text.replace("\r", "\n").splitlines() if ln.strip()]
-    return lines[-1][:width] if lines else ""
+    return (lines[-1][:width] if width else lines[-1]) if lines else ""

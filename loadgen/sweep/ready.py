@@ -9,7 +9,7 @@ import os
 import sys
 import time
 
-from loadgen.console import log
+from loadgen.console import WIDTH, log
 from loadgen.sweep.command import CommandResult, last_line, read_tail, run_command
 from loadgen.sweep.spec import Config, SweepSpec
 from loadgen.target.readiness import ReadyResult, wait_ready
@@ -19,8 +19,8 @@ PROGRESS_EVERY_S = 15.0
 
 class WaitProgress:
     """Progress while a configuration is not ready yet: elapsed time, the gate's state, and the last line
-    the reconfigure command printed. On a terminal one line is redrawn; otherwise a line is printed when the
-    state changes and every 15 s."""
+    the reconfigure command printed. On a terminal one line is redrawn while it fits; otherwise a line is
+    printed when the state changes and every 15 s."""
 
     def __init__(self, name: str, timeout_s: float, log_path: str):
         self.name, self.timeout_s, self.log_path = name, timeout_s, log_path
@@ -29,28 +29,30 @@ class WaitProgress:
         self.last_print = 0.0
         self.reconf: asyncio.Task | None = None
         self.log_start = 0
+        self.drawn = False  # a redrawn line is on the terminal, not ended yet
 
     def __call__(self, elapsed_s: float, gate_state: str) -> None:
         line = f"  [{self.name}] waiting {elapsed_s:5.1f} s of {self.timeout_s:g} s: {gate_state}"
         if self.reconf is not None and not self.reconf.done():
             tail = read_tail(self.log_path, self.log_start, 2048)
-            out = last_line("\n".join(ln for ln in tail.splitlines() if not ln.startswith("==== ")), 60)
+            out = last_line("\n".join(ln for ln in tail.splitlines() if not ln.startswith("==== ")), None)
             line += "; reconfigure running" + (f" ({out})" if out else "")
         now = time.monotonic()
-        if self.tty:
-            sys.stderr.write("\r" + line[:150].ljust(150))
-            if gate_state == "ready":
-                sys.stderr.write("\n")
+        if self.tty and len(line) < WIDTH:  # a longer line is said whole (wrapped), never cut to one row
+            sys.stderr.write("\r" + line.ljust(WIDTH - 1) + ("\n" if gate_state == "ready" else ""))
             sys.stderr.flush()
+            self.drawn = gate_state != "ready"
         elif gate_state != self.last_state or now - self.last_print >= PROGRESS_EVERY_S:
+            self.close()
             log(line)
             self.last_print = now
         self.last_state = gate_state
 
     def close(self) -> None:
         """End a redrawn line that did not end in "ready", so the next message starts on its own line."""
-        if self.tty and self.last_state and self.last_state != "ready":
+        if self.drawn:
             sys.stderr.write("\n")
+            self.drawn = False
 
 
 async def reconfigure_and_wait(spec: SweepSpec, cfg: Config, session, log_path: str, headers: dict,
