@@ -28,7 +28,7 @@ from loadgen.config import RunConfig
 from loadgen.metrics.counts import not_ok, scheduled
 from loadgen.names import CellStatus, Outcome
 from loadgen.results.cell_view import Cell, as_result
-from loadgen.results.correctness import garbage_note
+from loadgen.results.correctness import produced_garbage
 from loadgen.results.figures import RequestCounts
 from loadgen.results.incidents import Effect, Incident, IncidentKind, measurement
 
@@ -169,11 +169,6 @@ def client_saturated(cell: Cell) -> str | None:
     if not (client.get("saturated") or c.has(IncidentKind.CLIENT_SATURATED)):
         return None
     return "client saturated: " + ("; ".join(client.get("reasons") or []) or "see its note")
-
-
-def produced_garbage(cell: Cell) -> bool:
-    """The cell's garbage fraction is above the limit it was judged by (`correctness.garbage_note`)."""
-    return garbage_note(as_result(cell).correctness or {}) is not None
 
 
 class CheckKind(StrEnum):

@@ -21,6 +21,7 @@ from loadgen.metrics.correctness import (
 from loadgen.names import VerifyMode
 from loadgen.record import Record
 from loadgen.results.cell_result import Figures, doc
+from loadgen.results.cell_view import Cell, as_result
 from loadgen.results.incidents import Incident, IncidentKind
 
 
@@ -139,16 +140,15 @@ def correctness_incidents(part: dict) -> list[Incident]:
     return found
 
 
-def produced_garbage(cell: dict) -> bool:
+def produced_garbage(cell: Cell) -> bool:
     """The cell's garbage fraction is above the limit it was judged by."""
-    part = cell.get("correctness") or {}
-    return garbage_note(part) is not None
+    return garbage_note(as_result(cell).correctness or {}) is not None
 
 
-def verify_text(cell: dict) -> str:
+def verify_text(cell: Cell) -> str:
     """The table's `verify` column: 'garb 8/8' (garbage outputs / checked), else 'diff 3/8' (outputs that
     differ from the reference), else 'exact 8/8'; '-' for a cell without verification."""
-    part = cell.get("correctness") or {}
+    part = as_result(cell).correctness or {}
     checked = part.get("checked")
     if not checked:
         return "-" if not part else "none 0/0"
