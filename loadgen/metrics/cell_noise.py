@@ -1,4 +1,4 @@
-"""The confidence intervals of a cell's key figures from its ok requests (`confidence.bootstrap_interval`),
+"""The confidence intervals of a cell's key figures from its ok requests (`confidence.bootstrap_intervals`),
 and across the repeats of a cell (`confidence.repeat_interval`). Each key figure is named by its path in the
 cell's JSON ("ttft_s.p50"), so the tables and compare read the figure and its interval by the same name."""
 
@@ -6,7 +6,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from loadgen.metrics.confidence import LEVEL, RESAMPLES, SEED, ratio_interval, repeat_interval, statistic_interval
+from loadgen.metrics.confidence import (
+    LEVEL,
+    RESAMPLES,
+    SEED,
+    STATISTICS,
+    Spec,
+    bootstrap_intervals,
+    ratio_spec,
+    repeat_interval,
+    scaled,
+)
 from loadgen.metrics.request import e2e_s, request_tok_s, ttft_s
 from loadgen.names import AcceptSource
 from loadgen.record import Record
@@ -20,40 +30,39 @@ def _present(values) -> list:
     return [x for x in values if x is not None]
 
 
-def output_tok_s_interval(ok: Sequence[Record], window_s: float) -> list[float] | None:
-    """The interval of output_tok_s = Σ tokens / window, written as (Σ tokens / Σ e2e) · (Σ e2e / window):
-    the first factor, each slot's delivery rate, is bootstrapped over the ok requests; the second, the load
-    the slots carried (achieved concurrency of the ok requests), is the cell's design and held fixed."""
-    if window_s <= 0:
-        return None
-    e2e = [e2e_s(r) for r in ok]
-    return ratio_interval([r.completion_tokens or 0 for r in ok], e2e, scale=sum(e2e) / window_s)
-
-
-def accept_interval(ok: Sequence[Record], source: str | None) -> list[float] | None:
-    """The interval of the accept length where it comes from the cell's requests: per_request = Σ tokens /
-    Σ spec_verify_ct, chunks = Σ tokens / Σ (chunks − 1), as `metrics.accept`; None for the server's
+def accept_spec(ok: Sequence[Record], source: str | None) -> Spec | None:
+    """What the accept length's interval resamples where it comes from the cell's requests: per_request =
+    Σ tokens / Σ spec_verify_ct, chunks = Σ tokens / Σ (chunks − 1), as `metrics.accept`; None for the server's
     counters, gauge or log (one value per cell: nothing to resample)."""
     if source == AcceptSource.PER_REQUEST:
         verified = [r for r in ok if r.spec and r.spec.get("spec_verify_ct")]
-        return ratio_interval([r.completion_tokens or 0 for r in verified],
-                              [int(r.spec["spec_verify_ct"]) for r in verified])
+        return ratio_spec([r.completion_tokens or 0 for r in verified],
+                          [int(r.spec["spec_verify_ct"]) for r in verified])
     if source == AcceptSource.CHUNKS:
         multi = [r for r in ok if r.chunks >= 2 and r.completion_tokens]
-        return ratio_interval([r.completion_tokens for r in multi], [r.chunks - 1 for r in multi])
+        return ratio_spec([r.completion_tokens for r in multi], [r.chunks - 1 for r in multi])
     return None
 
 
 def cell_intervals(records: Sequence[Record], window_s: float, accept_source: str | None) -> dict:
-    """{figure path: [low, high]} for the KEY_FIGURES that have one (bootstrap over the ok requests)."""
+    """{figure path: [low, high]} for the KEY_FIGURES that have one (bootstrap over the ok requests, one set of
+    draws for the figures of as many requests: `confidence.bootstrap_intervals`).
+
+    output_tok_s = Σ tokens / window is written as (Σ tokens / Σ e2e) · (Σ e2e / window): the first factor,
+    each slot's delivery rate, is bootstrapped over the ok requests; the second, the load the slots carried
+    (achieved concurrency of the ok requests), is the cell's design and held fixed."""
     ok = [r for r in records if r.ok]
-    found = {
-        "output_tok_s": output_tok_s_interval(ok, window_s),
-        "request_tok_s.mean": statistic_interval(_present(request_tok_s(r) for r in ok), "mean"),
-        "ttft_s.p50": statistic_interval(_present(ttft_s(r) for r in ok), "p50"),
-        "e2e_s.mean": statistic_interval([e2e_s(r) for r in ok], "mean"),
-        "accept_length.value": accept_interval(ok, accept_source),
+    e2e = [e2e_s(r) for r in ok]
+    specs = {
+        "output_tok_s": ratio_spec([r.completion_tokens or 0 for r in ok], e2e) if window_s > 0 else None,
+        "request_tok_s.mean": ([_present(request_tok_s(r) for r in ok)], STATISTICS["mean"]),
+        "ttft_s.p50": ([_present(ttft_s(r) for r in ok)], STATISTICS["p50"]),
+        "e2e_s.mean": ([e2e], STATISTICS["mean"]),
+        "accept_length.value": accept_spec(ok, accept_source),
     }
+    found = bootstrap_intervals({k: spec for k, spec in specs.items() if spec is not None})
+    if found.get("output_tok_s") is not None:
+        found["output_tok_s"] = scaled(found["output_tok_s"], sum(e2e) / window_s)
     return {k: v for k, v in found.items() if v is not None}
 
 
