@@ -11,20 +11,18 @@ import orjson
 
 from loadgen.client.api import PATHS, RequestOptions, build_body
 from loadgen.client.recorder import one_line
+from loadgen.engines import registry
+from loadgen.engines.base import EngineAdapter
 from loadgen.errors import ServerError, UsageError
-from loadgen.names import Api, Engine
+from loadgen.names import Api
 from loadgen.redact import redact
 from loadgen.target.engine_detect import detect_from_metrics
-from loadgen.target.llamacpp import HOW_KNOWN, llamacpp_server_info, read_props, recognised_by
+from loadgen.target.probe import HttpProbe
 from loadgen.target.unreachable import down_state, refused
 
 PROBE_TRIES = 3
 PROBE_RETRY_S = 1.0
 
-SPEC_KEYS = ("speculative_algorithm", "speculative_ddtree_budget", "speculative_num_draft_tokens",
-             "speculative_eagle_topk", "speculative_dflash_block_size", "speculative_num_steps",
-             "speculative_draft_model_path", "speculative_type", "speculative_draft_n_max",
-             "speculative_draft_n_min", "speculative_draft_p_min")
 
 
 @dataclass
@@ -32,7 +30,7 @@ class Target:
     url: str
     api: Api
     model: str
-    engine: str = "openai"  # an Engine's name, or "openai" for a server not recognised
+    engine: str = registry.FALLBACK.name  # an adapter's name (loadgen/engines/), "openai" when none recognised it
     server_info: dict = field(default_factory=dict)
     max_model_len: int | None = None
     tokenize_path: str | None = None
@@ -40,13 +38,16 @@ class Target:
     def __post_init__(self) -> None:
         self.api = Api(self.api)  # a caller may name it by its string
 
+    @property
+    def adapter(self) -> EngineAdapter:
+        return registry.adapter(self.engine)
+
     def spec_settings(self) -> dict:
-        return {k: self.server_info[k] for k in SPEC_KEYS if self.server_info.get(k) is not None}
+        return self.adapter.spec_settings(self.server_info)
 
     def fingerprint(self) -> str:
-        """Hash of the server's configuration (server info without volatile fields)."""
-        stable = {k: v for k, v in self.server_info.items()
-                  if k not in ("internal_states", "sim_started_at", *HOW_KNOWN) and not k.startswith("last_")}
+        """Hash of the server's configuration (server info without what changes between starts)."""
+        stable = self.adapter.stable_info(self.server_info)
         return hashlib.sha256(orjson.dumps(stable, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
 
     def as_dict(self) -> dict:
@@ -128,50 +129,24 @@ def _sent_key(session: aiohttp.ClientSession) -> str | None:
     return auth.removeprefix("Bearer ").strip() or None
 
 
-async def _detect_llamacpp(session: aiohttp.ClientSession, target: Target, models, marks: list[str],
-                           props: dict | None = None) -> bool:
-    if not marks:
-        return False
-    target.engine = Engine.LLAMACPP
-    target.server_info = await llamacpp_server_info(session, target.url, models, target.model, marks, props)
-    target.max_model_len = target.max_model_len or target.server_info.get("context_length")
-    return True
-
-
 async def _detect_engine(session: aiohttp.ClientSession, target: Target, models=None,
                          server_header: str | None = None) -> None:
-    if await _detect_llamacpp(session, target, models, recognised_by(models, server_header)):
+    """The engine by the first adapter that recognises the server (registry order), else by its metric names."""
+    found = await registry.detect(HttpProbe(session, target.url, models, server_header, target.model))
+    if found is not None:
+        adapter, detection = found
+        target.engine = adapter.name
+        target.server_info = detection.server_info
+        target.max_model_len = target.max_model_len or detection.context_length
         return
-    for path in ("/server_info", "/get_server_info"):
-        try:
-            status, info = await get_json(session, target.url + path)
-        except (TimeoutError, aiohttp.ClientError):
-            continue
-        if status == 200 and isinstance(info, dict):
-            target.engine = Engine.SGLANG
-            target.server_info = info
-            if not target.max_model_len and info.get("context_length"):
-                target.max_model_len = int(info["context_length"])
-            return
-    try:
-        status, info = await get_json(session, target.url + "/version")
-        if status == 200 and isinstance(info, dict) and "version" in info:
-            target.engine = Engine.VLLM
-            target.server_info = info
-            return
-    except (TimeoutError, aiohttp.ClientError):
-        pass
-    props = await read_props(session, target.url)  # llama-server behind a proxy that hides its marks
-    if props and await _detect_llamacpp(session, target, models, ["/props"], props):
-        return
-    engine = await detect_from_metrics(session, target.url)  # no info endpoint: metric name prefixes tell
+    engine = await detect_from_metrics(session, target.url)  # no info route: metric name prefixes tell
     if engine:
         target.engine = engine
         target.server_info = {**target.server_info, "detected_by": "/metrics"}
 
 
 async def _detect_tokenize(session: aiohttp.ClientSession, target: Target) -> None:
-    for path in ("/v1/tokenize", "/tokenize"):
+    for path in registry.count_routes():
         try:
             async with session.post(target.url + path, json={"prompt": "hello world", "model": target.model},
                                     timeout=aiohttp.ClientTimeout(total=10)) as resp:

@@ -1,11 +1,11 @@
 """A local server's own launch settings, read from its process when the target is on this machine.
 
-llama-server does not serve its speculative settings over HTTP: `/props` and `/slots` say whether a slot
-speculates, but not which draft model, how many draft tokens (`--spec-draft-n-max` / `-n-min`) or which
-speculative type. Two servers with different drafts would look identical. When the target's host is a loopback
-address, the process listening on its port is found through `/proc` (Linux) and its command line (and the
-`LLAMA_ARG_*` variables llama.cpp also reads) is parsed for those settings only: nothing else of the command
-line or the environment is kept, so an `--api-key` on it is never stored.
+Some engines do not serve their speculative settings over HTTP (llama-server's `/props` and `/slots` say
+whether a slot speculates, not which draft model or how many draft tokens), so two servers with different
+drafts would look identical. When the target's host is a loopback address, the process listening on its port
+is found through `/proc` (Linux) and its command line (and the environment variables the engine also reads)
+is parsed for the settings its adapter names (`EngineAdapter.launch`) only: nothing else of the command line
+or the environment is kept, so an `--api-key` on it is never stored.
 """
 
 from __future__ import annotations
@@ -13,62 +13,22 @@ from __future__ import annotations
 import ipaddress
 import os
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
-# setting -> (flags, environment variables), every spelling the llama.cpp versions have used
-LLAMACPP_FLAGS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "speculative_draft_model_path": (("-md", "--model-draft", "--spec-draft-model"),
-                                     ("LLAMA_ARG_SPEC_DRAFT_MODEL", "LLAMA_ARG_MODEL_DRAFT")),
-    "speculative_draft_n_max": (("--spec-draft-n-max", "--draft", "--draft-n", "--draft-max"),
-                                ("LLAMA_ARG_SPEC_DRAFT_N_MAX", "LLAMA_ARG_DRAFT_MAX")),
-    "speculative_draft_n_min": (("--spec-draft-n-min", "--draft-min", "--draft-n-min"),
-                                ("LLAMA_ARG_SPEC_DRAFT_N_MIN", "LLAMA_ARG_DRAFT_MIN")),
-    "speculative_draft_p_min": (("--spec-draft-p-min", "--draft-p-min"),
-                                ("LLAMA_ARG_SPEC_DRAFT_P_MIN", "LLAMA_ARG_DRAFT_P_MIN")),
-    "speculative_type": (("--spec-type",), ("LLAMA_ARG_SPEC_TYPE",)),
-    "speculative_draft_context": (("-cd", "--ctx-size-draft"),
-                                  ("LLAMA_ARG_CTX_SIZE_DRAFT",)),
-    "parallel_slots": (("-np", "--parallel"), ("LLAMA_ARG_N_PARALLEL",)),
-    "context_size_total": (("-c", "--ctx-size"), ("LLAMA_ARG_CTX_SIZE",)),
-    "model_path": (("-m", "--model"), ("LLAMA_ARG_MODEL",)),
-}
-NUMERIC = {"speculative_draft_n_max", "speculative_draft_n_min", "speculative_draft_p_min",
-           "speculative_draft_context", "parallel_slots", "context_size_total"}
+from loadgen.engines.base import LaunchFlags
+from loadgen.engines.launch import flag_values, launch_settings
+from loadgen.engines.llamacpp import LAUNCH as LLAMACPP_LAUNCH
+
+__all__ = ["flag_values", "llamacpp_settings", "local_llamacpp_settings", "local_settings", "loopback_port"]
+LLAMACPP_FLAGS = LLAMACPP_LAUNCH.settings
+NUMERIC = LLAMACPP_LAUNCH.numeric
 TCP_LISTEN = "0A"
 
 
-def _number(text: str) -> int | float | str:
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
-
-
-def flag_values(argv: list[str]) -> dict[str, str]:
-    """The last value of each `--flag VALUE` / `--flag=VALUE` on a command line (later flags win, as in llama.cpp)."""
-    out: dict[str, str] = {}
-    for i, arg in enumerate(argv):
-        if not arg.startswith("-"):
-            continue
-        name, eq, value = arg.partition("=")
-        if eq:
-            out[name] = value
-        elif i + 1 < len(argv):
-            out[name] = argv[i + 1]
-    return out
-
-
 def llamacpp_settings(argv: list[str], env: dict[str, str]) -> dict:
-    """The settings of LLAMACPP_FLAGS found on `argv` (a flag wins over its environment variable)."""
-    flags = flag_values(argv)
-    out: dict = {}
-    for key, (names, env_names) in LLAMACPP_FLAGS.items():
-        found = [flags[n] for n in names if n in flags] or [env[n] for n in env_names if env.get(n)]
-        if found:
-            out[key] = _number(found[-1]) if key in NUMERIC else found[-1]
-    return out
+    """llama-server's launch settings found on `argv` (a flag wins over its environment variable)."""
+    return launch_settings(LLAMACPP_LAUNCH, argv, env)
 
 
 def loopback_port(url: str) -> int | None:
@@ -120,8 +80,9 @@ def listening_pid(port: int, proc: Path = Path("/proc")) -> int | None:
     return None
 
 
-def process_launch(pid: int, proc: Path = Path("/proc")) -> tuple[list[str], dict[str, str]] | None:
-    """(argv, the LLAMA_ARG_* environment) of process `pid`; None when it cannot be read."""
+def process_launch(pid: int, env_prefix: str,
+                   proc: Path = Path("/proc")) -> tuple[list[str], dict[str, str]] | None:
+    """(argv, the environment variables named `env_prefix`…) of process `pid`; None when it cannot be read."""
     try:
         argv = (proc / str(pid) / "cmdline").read_bytes().split(b"\0")
     except OSError:
@@ -130,25 +91,32 @@ def process_launch(pid: int, proc: Path = Path("/proc")) -> tuple[list[str], dic
     try:
         for item in (proc / str(pid) / "environ").read_bytes().split(b"\0"):
             name, _, value = item.decode("utf-8", "replace").partition("=")
-            if name.startswith("LLAMA_ARG_"):
+            if name.startswith(env_prefix):
                 env[name] = value
     except OSError:
         pass
     return [a.decode("utf-8", "replace") for a in argv if a], env
 
 
-def local_llamacpp_settings(url: str) -> tuple[dict | None, str | None]:
-    """(llamacpp_settings of the process serving `url` on this machine, None) or (None, why they are unknown)."""
+def local_settings(url: str, launch: LaunchFlags) -> tuple[dict[str, Any] | None, str | None]:
+    """(the `launch` settings of the process serving `url` on this machine, None) or (None, why they are
+    unknown)."""
+    server = launch.server_name
     port = loopback_port(url)
     if port is None:
-        return None, "llama-server does not serve them over HTTP, and it is not on a loopback address of this machine"
+        return None, f"{server} does not serve them over HTTP, and it is not on a loopback address of this machine"
     pid = listening_pid(port)
-    launch = process_launch(pid) if pid else None
-    if launch is None:
-        return None, (f"llama-server does not serve them over HTTP, and no process that loadgen may read listens "
+    found = process_launch(pid, launch.env_prefix) if pid else None
+    if found is None:
+        return None, (f"{server} does not serve them over HTTP, and no process that loadgen may read listens "
                       f"on port {port} here")
-    settings, name = llamacpp_settings(*launch), Path(launch[0][0]).name if launch[0] else "?"
-    if not settings and "llama" not in name:  # a local proxy in front of the server, not the server itself
-        return None, (f"llama-server does not serve them over HTTP, and what listens on port {port} here is not "
-                      f"llama-server ({name})")
+    settings, name = launch_settings(launch, *found), Path(found[0][0]).name if found[0] else "?"
+    if not settings and launch.program_mark not in name:  # a local proxy in front of the server, not the server
+        return None, (f"{server} does not serve them over HTTP, and what listens on port {port} here is not "
+                      f"{server} ({name})")
     return settings, None
+
+
+def local_llamacpp_settings(url: str) -> tuple[dict | None, str | None]:
+    """local_settings of a llama-server."""
+    return local_settings(url, LLAMACPP_LAUNCH)

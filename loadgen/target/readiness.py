@@ -26,13 +26,14 @@ import orjson
 from loadgen.client.aiohttp_sender import send
 from loadgen.client.api import RequestOptions, build_body
 from loadgen.client.config import ClientConfig
+from loadgen.engines.registry import identity_routes
 from loadgen.names import Phase
 from loadgen.record import CellKey, Record
-from loadgen.target.llamacpp import llamacpp_identity
+from loadgen.target.llamacpp import server_identity
 from loadgen.target.unreachable import down_state
 
 HEALTH_PATHS = ("/health_generate", "/health", "/v1/models")
-INFO_PATHS = ("/server_info", "/get_server_info")
+INFO_PATHS = identity_routes()  # the engines' routes whose answer is the server's settings
 MAX_STATES = 64
 
 Progress = Callable[[float, str], None]
@@ -115,8 +116,8 @@ class _Gate:
             return got
         _, status, body = got
         info = _json(body) if status == 200 else None
-        if not isinstance(info, dict):  # llama-server has no /server_info: its settings stand for it
-            info = await llamacpp_identity(self.session, self.url, self.headers)
+        if not isinstance(info, dict):  # an engine without a settings route (llama-server): its adapter's view
+            info = await server_identity(self.session, self.url, self.headers)
         if not isinstance(info, dict):
             self.res.expect_ok = False
             return "no /server_info to check the expect map against"

@@ -1,6 +1,7 @@
 """Accept length from the server's log, read live from a user-given command (e.g. `journalctl -f -u sglang`).
 
-SGLang logs, every `--decode-log-interval` decode steps (reference/sglang.md §5):
+Which lines give an accept length is each engine adapter's (`EngineAdapter.parse_log_line`, loadgen/engines/);
+here is the engine-neutral part: following the command, and folding the lines of one cell. SGLang logs, every `--decode-log-interval` decode steps (reference/sglang.md §5):
 
     [... TP0] Decode batch, #running-req: 8, #token: 2310, token usage: 0.01, accept len: 3.92, accept rate: ...
 
@@ -31,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import atexit
 import os
-import re
 import shlex
 import shutil
 import signal
@@ -39,36 +39,13 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
+from loadgen.engines import registry
+from loadgen.engines.llamacpp import parse_llama_line
+from loadgen.engines.sglang import parse_line
 from loadgen.errors import UsageError
 from loadgen.telemetry.base import SourceResult
 
-ACCEPT_RE = re.compile(r"accept len: ([\d.]+)")
-RUNNING_RE = re.compile(r"#running-req: (\d+)")
-LLAMA_RE = re.compile(r"draft acceptance = [\d.]+ \(\s*(\d+) accepted /\s*(\d+) generated\), mean len =\s*([\d.]+)")
-
-
-def parse_line(line: str) -> tuple[float, int | None] | None:
-    """(accept len, #running-req or None) of a decode log line; None for any other line."""
-    m = ACCEPT_RE.search(line)
-    if not m:
-        return None
-    try:
-        accept = float(m.group(1))
-    except ValueError:
-        return None
-    r = RUNNING_RE.search(line)
-    return accept, int(r.group(1)) if r else None
-
-
-def parse_llama_line(line: str) -> tuple[float, int] | None:
-    """(mean len, verify steps) of a llama.cpp `draft acceptance` line; None for any other line."""
-    m = LLAMA_RE.search(line)
-    if not m:
-        return None
-    accepted, generated, mean_len = int(m.group(1)), int(m.group(2)), float(m.group(3))
-    if mean_len > 1.0 and accepted:
-        return mean_len, max(1, round(accepted / (mean_len - 1.0)))
-    return 1.0, max(1, generated)
+__all__ = ["AcceptLogSource", "LogReader", "LogWindow", "parse_line", "parse_llama_line", "split_command"]
 
 
 def split_command(cmd: str) -> list[str]:
@@ -173,16 +150,14 @@ class LogReader:
                 break
             self._last_line_ns = time.monotonic_ns()
             line = raw.decode("utf-8", "replace").rstrip()
-            parsed, weighted_by = parse_line(line), "running_req"
-            if parsed is None:
-                parsed, weighted_by = parse_llama_line(line), "verify_steps"
-            if parsed is None:
+            reading = registry.parse_log_line(line)
+            if reading is None:
                 if line:
                     self.tail.append(line[:200])
                 continue
             self.lines_total += 1
             if self.window is not None:
-                self.window.add(*parsed, weighted_by)
+                self.window.add(reading.accept_length, reading.weight, reading.weighted_by)
             else:
                 self.lines_outside += 1
         await self.proc.wait()
@@ -242,9 +217,8 @@ class AcceptLogSource:
             elif w.lines:
                 reason = "the log lines of the cell show accept len 0 (speculative decoding off)"
             else:
-                reason = ("no 'accept len' line (SGLang logs one every decode_log_interval decode steps) "
-                          "nor llama.cpp 'draft acceptance … mean len' line (one per request) arrived during "
-                          "the cell; is the command following the right log?")
+                reason = ("no " + " nor ".join(registry.log_lines()) + " arrived during the cell; is the command "
+                          "following the right log?")
             values["unavailable"] = {"log": reason}
             return SourceResult(self.name, self.kind, False, values, reason=reason,
                                 warnings=[f"accept log: {died}"] if died else [])

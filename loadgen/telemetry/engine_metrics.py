@@ -1,44 +1,51 @@
-"""SGLang, vLLM and llama.cpp metric names, and one `/metrics` scrape reduced to the totals the accept-length source uses.
+"""The engines' metric names, gathered from their adapters, and one `/metrics` scrape reduced to the totals the
+accept-length source uses.
 
-Pure functions over `promtext.Sample` lists, so they are tested with tables of exposition lines:
+Which metric means what is each adapter's (`EngineAdapter.metrics`, by `MetricRole`); here are the
+engine-neutral reductions, pure functions over `promtext.Sample` lists, tested with tables of exposition lines:
 
-- `counter_totals`: each speculative-decoding counter summed over its label sets (DP ranks, is_streaming, ...).
+- `counter_totals`: each counter summed over its label sets (DP ranks, is_streaming, ...).
 - `gauge_values`: the scheduler gauges, one reading per DP group (TP/PP/EP ranks repeat their group's value),
-  queue gauges summed over groups, the accept-length gauge averaged over groups weighted by running requests.
+  queue gauges summed over groups, an accept-length gauge averaged over groups weighted by running requests.
 """
 
 from __future__ import annotations
 
+from loadgen.engines.base import MetricRole
+from loadgen.engines.registry import ADAPTERS, counter_names, metric_names
+from loadgen.engines.sglang import ADAPTER as _SGLANG
 from loadgen.telemetry.promtext import Sample
 
-SG_GEN = "sglang:generation_tokens_total"
-SG_VERIFY = "sglang:spec_verify_calls_total"
-SG_GAUGE = "sglang:spec_accept_length"
-SG_RUNNING = "sglang:num_running_reqs"
-SG_QUEUE = "sglang:num_queue_reqs"
-SG_ABORTED = "sglang:num_aborted_requests_total"  # requests the server stopped because the client went away
-VL_DRAFTS = "vllm:spec_decode_num_drafts_total"
-VL_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
-VL_ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
-VL_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"  # labelled `position`, from 0
-VL_RUNNING = "vllm:num_requests_running"
-VL_QUEUE = "vllm:num_requests_waiting"
-# llama.cpp's llama-server (--metrics) keeps vLLM's names and meaning, moved when a request completes
-LC_DRAFTS = "llamacpp:spec_decode_num_drafts_total"
-LC_DRAFT_TOKENS = "llamacpp:spec_decode_num_draft_tokens_total"
-LC_ACCEPTED = "llamacpp:spec_decode_num_accepted_tokens_total"
 # engine → (verify steps, draft tokens proposed, draft tokens accepted): accept length = 1 + Δaccepted / Δdrafts
-DRAFT_COUNTERS = {"vllm": (VL_DRAFTS, VL_DRAFT_TOKENS, VL_ACCEPTED), "llamacpp": (LC_DRAFTS, LC_DRAFT_TOKENS, LC_ACCEPTED)}
-COUNTERS = (SG_GEN, SG_VERIFY, SG_ABORTED, VL_DRAFTS, VL_DRAFT_TOKENS, VL_ACCEPTED, LC_DRAFTS, LC_DRAFT_TOKENS, LC_ACCEPTED)
-QUEUE_GAUGES = (SG_RUNNING, SG_QUEUE, VL_RUNNING, VL_QUEUE)
-GAUGES = (SG_GAUGE, *QUEUE_GAUGES)
+DRAFT_COUNTERS: dict[str, tuple[str, str | None, str]] = {
+    a.name: (drafts, a.metric(MetricRole.DRAFT_TOKENS), accepted) for a in ADAPTERS
+    if (drafts := a.metric(MetricRole.DRAFTS)) and (accepted := a.metric(MetricRole.ACCEPTED_TOKENS))}
+# engine → (tokens generated, verify steps): accept length = Δgenerated / Δverify
+VERIFY_COUNTERS: dict[str, tuple[str, str]] = {
+    a.name: (generated, verify) for a in ADAPTERS
+    if (generated := a.metric(MetricRole.GENERATED_TOKENS)) and (verify := a.metric(MetricRole.VERIFY_STEPS))}
+COUNTERS = counter_names()
+ABORTED = metric_names(MetricRole.ABORTED)
+PER_POSITION = metric_names(MetricRole.ACCEPTED_PER_POSITION)  # labelled `position`, from 0
+QUEUE_GAUGES = tuple(n for a in ADAPTERS for r in (MetricRole.RUNNING, MetricRole.QUEUED) if (n := a.metric(r)))
+# the result's key of each queue gauge: its name without the engine's prefix, + "_mean"
+QUEUE_KEYS = {n: n.removeprefix(a.metric_prefix or "") + "_mean" for a in ADAPTERS
+              for r in (MetricRole.RUNNING, MetricRole.QUEUED) if (n := a.metric(r))}
+# accept-length gauge → the running-requests gauge of the same engine, its weight over DP groups
+ACCEPT_GAUGES: dict[str, str | None] = {
+    g: a.metric(MetricRole.RUNNING) for a in ADAPTERS if (g := a.metric(MetricRole.ACCEPT_LENGTH))}
+GAUGES = (*ACCEPT_GAUGES, *QUEUE_GAUGES)
 # What a scrape keeps: everything else in the answer is not parsed. Counters may be served without `_total`.
-WANTED = frozenset((*COUNTERS, VL_PER_POS)) | frozenset(GAUGES) | \
-    frozenset(n[: -len("_total")] for n in (*COUNTERS, VL_PER_POS))
+WANTED = frozenset((*COUNTERS, *PER_POSITION)) | frozenset(GAUGES) | \
+    frozenset(n[: -len("_total")] for n in (*COUNTERS, *PER_POSITION))
 # Per-rank copies of one scheduler's gauges: with --enable-metrics-for-all-schedulers every TP/PP/EP rank of
 # a DP group reports the same value, so one reading per group (the lowest rank) is kept; DP groups (told
 # apart by dp_rank and any other label) are then summed.
 _RANK_LABELS = ("tp_rank", "pp_rank", "moe_ep_rank")
+# SGLang's gauges, kept for the callers that read them from this module
+SG_GAUGE = _SGLANG.metric(MetricRole.ACCEPT_LENGTH)
+SG_RUNNING = _SGLANG.metric(MetricRole.RUNNING)
+SG_QUEUE = _SGLANG.metric(MetricRole.QUEUED)
 
 
 def counter_totals(samples: list[Sample]) -> dict[str, float]:
@@ -60,10 +67,11 @@ def counter_totals(samples: list[Sample]) -> dict[str, float]:
 
 
 def per_position_totals(samples: list[Sample]) -> dict[int, float]:
-    """vLLM's accepted tokens per draft position: position → Σ over its other label sets (engines, models)."""
+    """Accepted tokens per draft position: position → Σ over its other label sets (engines, models)."""
+    names = {*PER_POSITION, *(n[: -len("_total")] for n in PER_POSITION)}
     totals: dict[int, float] = {}
     for s in samples:
-        if s.name in (VL_PER_POS, VL_PER_POS[: -len("_total")]) and s.labels.get("position", "").isdigit():
+        if s.name in names and s.labels.get("position", "").isdigit():
             pos = int(s.labels["position"])
             totals[pos] = totals.get(pos, 0.0) + s.value
     return totals
@@ -88,7 +96,7 @@ def one_per_group(samples: list[Sample]) -> list[Sample]:
 
 
 def gauge_values(samples: list[Sample]) -> dict[str, float]:
-    """Queue gauges summed over DP groups; the accept-length gauge averaged over DP groups, weighted by each
+    """Queue gauges summed over DP groups; an accept-length gauge averaged over DP groups, weighted by each
     group's running requests (a plain mean when none is running)."""
     rows = one_per_group([s for s in samples if s.name in GAUGES])
     out = {}
@@ -96,12 +104,14 @@ def gauge_values(samples: list[Sample]) -> dict[str, float]:
         vals = [s.value for s in rows if s.name == name]
         if vals:
             out[name] = sum(vals)
-    accept = [s for s in rows if s.name == SG_GAUGE]
-    if accept:
-        running = {_group(s)[1]: s.value for s in rows if s.name == SG_RUNNING}
+    for gauge, running_name in ACCEPT_GAUGES.items():
+        accept = [s for s in rows if s.name == gauge]
+        if not accept:
+            continue
+        running = {_group(s)[1]: s.value for s in rows if s.name == running_name}
         weights = [running.get(_group(s)[1], 0.0) for s in accept]
         if sum(weights) > 0:
-            out[SG_GAUGE] = sum(s.value * w for s, w in zip(accept, weights)) / sum(weights)
+            out[gauge] = sum(s.value * w for s, w in zip(accept, weights)) / sum(weights)
         else:
-            out[SG_GAUGE] = sum(s.value for s in accept) / len(accept)
+            out[gauge] = sum(s.value for s in accept) / len(accept)
     return out

@@ -3,54 +3,54 @@
 Scraped every `interval_s` from cell start to cell end; each scrape is reduced at once to a few running sums
 (first/last counter totals, time-weighted gauge sums), so a long cell costs constant memory.
 
-Figures (all over the cell's window [first scrape, last scrape]):
+Figures (all over the cell's window [first scrape, last scrape]); the metric of each role is its adapter's
+(loadgen/engines/, `MetricRole`; docs/engines.md lists them):
 
-- `counters` (SGLang): Δsglang:generation_tokens_total / Δsglang:spec_verify_calls_total, each counter summed
-  over all its label sets (DP ranks, is_streaming, ...). Both move when a request completes, so over a
+- `counters`, an engine that counts verify steps (SGLang): Δgenerated tokens / Δverify steps, each counter
+  summed over all its label sets (DP ranks, is_streaming, ...). Both move when a request completes, so over a
   closed-loop cell they cover exactly the cell's requests: Σcompletion_tokens / Σverify_calls, the same
   quantity as the per-request figure.
-- `counters` (vLLM, and llama.cpp under `llamacpp:` with the same names and meaning):
-  1 + Δ…spec_decode_num_accepted_tokens_total / Δ…spec_decode_num_drafts_total (accepted drafts per verify
-  step, plus the bonus token). Also `accept_rate` = Δaccepted / Δdraft_tokens.
-- `gauge` (SGLang): time-average of `sglang:spec_accept_length`, a mean over the scheduler's last
-  `decode_log_interval` (40) decode steps. Each reading describes the steps before it, so reading i is
-  weighted by the time since reading i−1: gauge = Σ v_i·(t_i − t_{i−1}) / Σ (t_i − t_{i−1}). Readings taken before the
-  gauge first changes within the cell are ignored: until its first refresh the gauge still shows a window from
-  before the cell (the previous cell, or 0 after start-up). A refresh to the identical value cannot be seen;
-  the first window counted may still hold up to 39 steps from before the cell.
-- `accepted_per_position` (vLLM): Δvllm:spec_decode_num_accepted_tokens_per_pos_total per `position` label,
-  beside `drafts`; `metrics.accept_positions` turns them into the acceptance rate at each draft position.
-- `aborted_requests` (SGLang): Δsglang:num_aborted_requests_total, the requests the server stopped because
-  their client went away (`--cancel-fraction` shows here that the server noticed).
-- `queue`: time-weighted means of the running and waiting request gauges (SGLang num_running_reqs /
-  num_queue_reqs, vLLM num_requests_running / num_requests_waiting), summed over DP ranks.
+- `counters`, an engine that counts drafts (vLLM, llama.cpp): 1 + Δaccepted tokens / Δdrafts (accepted drafts
+  per verify step, plus the bonus token). Also `accept_rate` = Δaccepted / Δdraft tokens.
+- `gauge`, an engine with an accept-length gauge (SGLang's, a mean over the scheduler's last
+  `decode_log_interval` (40) decode steps): its time-average. Each reading describes the steps before it, so
+  reading i is weighted by the time since reading i−1: gauge = Σ v_i·(t_i − t_{i−1}) / Σ (t_i − t_{i−1}).
+  Readings taken before the gauge first changes within the cell are ignored: until its first refresh the gauge
+  still shows a window from before the cell (the previous cell, or 0 after start-up). A refresh to the
+  identical value cannot be seen; the first window counted may still hold up to 39 steps from before the cell.
+- `accepted_per_position` (vLLM): Δaccepted tokens per `position` label, beside `drafts`;
+  `metrics.accept_positions` turns them into the acceptance rate at each draft position.
+- `aborted_requests`: Δ of the aborted-requests counter, the requests the server stopped because their client
+  went away (`--cancel-fraction` shows here that the server noticed).
+- `queue`: time-weighted means of the running and waiting request gauges, summed over DP ranks, keyed by
+  their names without the engine's prefix (`num_running_reqs_mean`, `num_requests_waiting_mean`, ...).
 
 Counter resets (the server restarted during the cell) are handled like Prometheus' increase(): a drop
-starts a new segment, and the cell carries a warning. The metric names, and how one scrape is reduced
-(sums over label sets, one reading per DP group), are in `engine_metrics`.
+starts a new segment, and the cell carries a warning. The metric names are the adapters' (loadgen/engines/,
+by `MetricRole`); how one scrape is reduced (sums over label sets, one reading per DP group) is in
+`engine_metrics`.
 """
 
 from __future__ import annotations
 
 import aiohttp
 
+from loadgen.engines.registry import adapter, metrics_switches
 from loadgen.telemetry.base import PeriodicSampler, SourceResult
 from loadgen.telemetry.engine_metrics import (
+    ABORTED,
+    ACCEPT_GAUGES,
     COUNTERS,
     DRAFT_COUNTERS,
     QUEUE_GAUGES,
-    SG_ABORTED,
-    SG_GAUGE,
-    SG_GEN,
-    SG_VERIFY,
+    QUEUE_KEYS,
+    VERIFY_COUNTERS,
     WANTED,
     counter_totals,
     gauge_values,
     per_position_totals,
 )
 from loadgen.telemetry.promtext import Sample, parse_samples
-
-ENGINE_NAMES = {"vllm": "vLLM", "llamacpp": "llama.cpp"}
 
 
 class CounterDelta:
@@ -150,8 +150,9 @@ class ServerMetricsSource(PeriodicSampler):
         for name, acc in self.queues.items():
             if name in gauges and dt_ns > 0:
                 acc.add(gauges[name], dt_ns)
-        if SG_GAUGE in gauges:
-            value = gauges[SG_GAUGE]
+        gauge = next((g for g in ACCEPT_GAUGES if g in gauges), None)
+        if gauge is not None:
+            value = gauges[gauge]
             if self.gauge_start is None:
                 self.gauge_start = value
                 self.gauge_ignored += 1
@@ -167,8 +168,7 @@ class ServerMetricsSource(PeriodicSampler):
         warnings = []
         if self.scrapes == 0:
             why = self.errors[-1] if self.errors else "no answer"
-            hint = ("start SGLang with --enable-metrics (llama-server with --metrics), or pass --server-metrics "
-                    "URL (or off)"
+            hint = (f"start {metrics_switches()}, or pass --server-metrics URL (or off)"
                     if self.origin == "auto" else "check the --server-metrics URL")
             reason = f"{self.url} could not be scraped ({why}); {hint}"
             values["unavailable"] = {"counters": reason, "gauge": reason}
@@ -184,8 +184,7 @@ class ServerMetricsSource(PeriodicSampler):
         unavailable: dict[str, str] = {}
         self._counters(values, per_source, unavailable, warnings)
         self._gauge(values, per_source, unavailable)
-        values["queue"] = {name.split(":", 1)[1] + "_mean": acc.mean() for name, acc in self.queues.items()
-                           if acc.n}
+        values["queue"] = {QUEUE_KEYS[name]: acc.mean() for name, acc in self.queues.items() if acc.n}
         values["window_s"] = (self.last_t_ns - self.first_t_ns) / 1e9
         values["per_source"] = per_source
         values["unavailable"] = unavailable
@@ -193,59 +192,66 @@ class ServerMetricsSource(PeriodicSampler):
 
     def _counters(self, values: dict, per_source: dict, unavailable: dict, warnings: list) -> None:
         d = {name: c.delta for name, c in self.counters.items() if name in self.seen}
-        if SG_ABORTED in d:
-            values["aborted_requests"] = d[SG_ABORTED]
+        aborted = next((name for name in ABORTED if name in d), None)
+        if aborted is not None:
+            values["aborted_requests"] = d[aborted]
         if any(c.resets for c in self.counters.values()):
             warnings.append("server metrics: a counter went backwards during the cell (server restarted?); "
                             "counted from the restart like Prometheus increase()")
         engine = next((e for e, (drafts, _, accepted) in DRAFT_COUNTERS.items() if drafts in d and accepted in d),
                       None)
+        verifying = next((e for e, names in VERIFY_COUNTERS.items() if all(n in d for n in names)), None)
+        generating = next((e for e, (generated, _) in VERIFY_COUNTERS.items() if generated in d), None)
         if engine is not None:
-            drafts, draft_tokens, accepted = DRAFT_COUNTERS[engine]
-            values[engine] = {"drafts": d[drafts], "accepted_tokens": d[accepted],
-                              "draft_tokens": d.get(draft_tokens)}
-            if self.per_position:
-                n = max(self.per_position) + 1
-                values[engine]["accepted_per_position"] = [self.per_position[i].delta if i in self.per_position
-                                                           else None for i in range(n)]
-            if d[drafts] > 0:
-                per_source["counters"] = 1.0 + d[accepted] / d[drafts]
-                if d.get(draft_tokens):
-                    values[engine]["accept_rate"] = d[accepted] / d[draft_tokens]
+            self._draft_counters(engine, d, values, per_source, unavailable)
+        elif verifying is not None:
+            generated, verify = VERIFY_COUNTERS[verifying]
+            values[verifying] = {"generation_tokens": d[generated], "verify_calls": d[verify]}
+            if d[verify] > 0:
+                per_source["counters"] = d[generated] / d[verify]
             else:
-                unavailable["counters"] = f"{drafts} did not move during the cell (speculative decoding off?)"
-        elif SG_VERIFY in d and SG_GEN in d:
-            values["sglang"] = {"generation_tokens": d[SG_GEN], "verify_calls": d[SG_VERIFY]}
-            if d[SG_VERIFY] > 0:
-                per_source["counters"] = d[SG_GEN] / d[SG_VERIFY]
-            else:
-                unavailable["counters"] = "sglang:spec_verify_calls_total did not move during the cell " \
-                                          "(speculative decoding off?)"
-        elif SG_GEN in d:
-            unavailable["counters"] = "the server exports no sglang:spec_verify_calls_total (SGLang builds " \
-                                      "before 2026 lack it, or speculative decoding is off)"
+                unavailable["counters"] = f"{verify} did not move during the cell (speculative decoding off?)"
+        elif generating is not None:
+            verify = VERIFY_COUNTERS[generating][1]
+            why = next(m.absent for m in adapter(generating).metrics if m.name == verify)
+            unavailable["counters"] = f"the server exports no {verify} ({why}, or speculative decoding is off)"
         else:
-            unavailable["counters"] = "the server exports neither sglang:spec_verify_calls_total nor " \
-                                      "vllm:spec_decode_num_drafts_total nor llamacpp:spec_decode_num_drafts_total"
+            steps = [names[1] for names in VERIFY_COUNTERS.values()] + [n[0] for n in DRAFT_COUNTERS.values()]
+            unavailable["counters"] = "the server exports neither " + " nor ".join(steps)
+
+    def _draft_counters(self, engine: str, d: dict, values: dict, per_source: dict, unavailable: dict) -> None:
+        """1 + Δaccepted / Δdrafts, and the accept rate, of an engine that counts its drafts."""
+        drafts, draft_tokens, accepted = DRAFT_COUNTERS[engine]
+        values[engine] = {"drafts": d[drafts], "accepted_tokens": d[accepted], "draft_tokens": d.get(draft_tokens)}
+        if self.per_position:
+            n = max(self.per_position) + 1
+            values[engine]["accepted_per_position"] = [self.per_position[i].delta if i in self.per_position
+                                                       else None for i in range(n)]
+        if d[drafts] > 0:
+            per_source["counters"] = 1.0 + d[accepted] / d[drafts]
+            if d.get(draft_tokens):
+                values[engine]["accept_rate"] = d[accepted] / d[draft_tokens]
+        else:
+            unavailable["counters"] = f"{drafts} did not move during the cell (speculative decoding off?)"
 
     def _gauge(self, values: dict, per_source: dict, unavailable: dict) -> None:
         values["gauge"] = {"readings_used": self.gauge.n, "readings_ignored": self.gauge_ignored,
                            "value_at_start": self.gauge_start}
         mean = self.gauge.mean()
-        if SG_GAUGE not in self.seen:
+        gauge = next((g for g in ACCEPT_GAUGES if g in self.seen), None)
+        if gauge is None:
             drafts_of = {names[0]: engine for engine, names in DRAFT_COUNTERS.items()}
             engine = next((drafts_of[n] for n in drafts_of if n in self.seen), None)
-            unavailable["gauge"] = (f"{ENGINE_NAMES[engine]} exports no accept-length gauge" if engine
-                                    else "the server exports no sglang:spec_accept_length gauge")
+            unavailable["gauge"] = (f"{adapter(engine).title} exports no accept-length gauge" if engine
+                                    else "the server exports no " + " nor ".join(ACCEPT_GAUGES) + " gauge")
         elif mean is None:
-            unavailable["gauge"] = ("sglang:spec_accept_length did not refresh during the cell (it refreshes "
+            unavailable["gauge"] = (f"{gauge} did not refresh during the cell (it refreshes "
                                     "every decode_log_interval steps; longer cells or a shorter "
                                     "--telemetry-interval help)")
         elif mean <= 0:
-            unavailable["gauge"] = "sglang:spec_accept_length reads 0 (speculative decoding off)"
+            unavailable["gauge"] = f"{gauge} reads 0 (speculative decoding off)"
         else:
             per_source["gauge"] = mean
-
 
 
 class Unavailable:

@@ -1,5 +1,8 @@
 """The server's own token count of a prompt, asked the way each engine wants it.
 
+Each engine's tokenize routes, and the style each is asked in, are its adapter's (`EngineAdapter.tokenize`,
+loadgen/engines/); here the styles are spoken (`TokenizeStyle`):
+
 - SGLang `/v1/tokenize` and vLLM `/tokenize` take `{model, prompt}` (a list of prompts on SGLang) and answer
   `count` (vLLM and SGLang also `max_model_len`): found by `discover`, counted by its `TokenCounter`.
 - llama.cpp's `/tokenize` takes `{content, add_special}` and answers `{tokens: [...]}` (given `{prompt}` it
@@ -21,6 +24,8 @@ import asyncio
 import aiohttp
 import orjson
 
+from loadgen.engines.base import EngineAdapter, TokenizeStyle
+from loadgen.engines.registry import count_routes, route_of, tokens_routes
 from loadgen.errors import ServerError
 from loadgen.names import Api
 from loadgen.target.discover import Target, TokenCounter
@@ -30,24 +35,28 @@ HELLO = "hello world"
 TIMEOUT = aiohttp.ClientTimeout(total=30)
 
 
-class LlamaCppCounter:
-    """llama.cpp's counts: `/tokenize` of the text (with the BOS token when `add_special`, as the completions
-    route sends it), or, for chat, the whole request (`chat_path`: input_tokens, or apply-template)."""
+class TokensCounter:
+    """Counts of a `{content} → {tokens}` route (llama.cpp's `/tokenize`): the text (with the BOS token when
+    `add_special`, as the completions route sends it), or, for chat, the whole request (`chat_path`: an
+    input-tokens route, or a template route whose rendering is then counted)."""
 
-    def __init__(self, session: aiohttp.ClientSession, target: Target, chat_path: str | None = None,
-                 add_special: bool = True):
+    def __init__(self, session: aiohttp.ClientSession, target: Target, engine: EngineAdapter, tokens_path: str,
+                 chat_path: str | None = None, add_special: bool = True):
         self.session = session
         self.target = target
+        self.engine = engine
+        self.tokens_path = tokens_path
         self.chat_path = chat_path
+        self.template = chat_path is not None and chat_path == route_of(engine, TokenizeStyle.TEMPLATE)
         self.add_special = add_special
         self.whole_request = chat_path is not None or (target.api is not Api.OPENAI_CHAT and add_special)
         self._gate = asyncio.Semaphore(PARALLEL)
 
     @property
     def name(self) -> str:
-        if self.chat_path == "/apply-template":
-            return "llama.cpp /apply-template + /tokenize"
-        return f"llama.cpp {self.chat_path or '/tokenize'}"
+        if self.template:
+            return f"{self.engine.title} {self.chat_path} + {self.tokens_path}"
+        return f"{self.engine.title} {self.chat_path or self.tokens_path}"
 
     async def post(self, path: str, body: dict) -> dict:
         async with self._gate, self.session.post(self.target.url + path, json=body, timeout=TIMEOUT) as resp:
@@ -63,14 +72,14 @@ class LlamaCppCounter:
         return obj
 
     async def tokens(self, text: str, add_special: bool) -> int:
-        return len((await self.post("/tokenize", {"content": text, "add_special": add_special}))["tokens"])
+        return len((await self.post(self.tokens_path, {"content": text, "add_special": add_special}))["tokens"])
 
     async def one(self, text: str) -> int:
         if self.chat_path is None:
             return await self.tokens(text, self.add_special)
         messages = [{"role": "user", "content": text}]  # as client.api.build_body sends a prompt
-        if self.chat_path == "/apply-template":
-            rendered = (await self.post("/apply-template", {"messages": messages}))["prompt"]
+        if self.template:
+            rendered = (await self.post(self.chat_path, {"messages": messages}))["prompt"]
             return await self.tokens(rendered, True)
         return int((await self.post(self.chat_path, {"model": self.target.model, "messages": messages}))
                    ["input_tokens"])
@@ -96,41 +105,58 @@ async def _answers(session: aiohttp.ClientSession, url: str, body: dict) -> dict
     return obj if isinstance(obj, dict) else None
 
 
-async def _llama_chat_path(session: aiohttp.ClientSession, target: Target) -> str | None:
+async def _chat_path(session: aiohttp.ClientSession, target: Target, engine: EngineAdapter) -> str | None:
+    """The engine's route that counts a whole chat request (input tokens), else the one that renders it."""
     messages = [{"role": "user", "content": HELLO}]
-    got = await _answers(session, target.url + "/v1/chat/completions/input_tokens",
-                         {"model": target.model, "messages": messages})
+    path = route_of(engine, TokenizeStyle.INPUT_TOKENS)
+    got = await _answers(session, target.url + path, {"model": target.model, "messages": messages}) if path else None
     if got and isinstance(got.get("input_tokens"), int):
-        return "/v1/chat/completions/input_tokens"
-    got = await _answers(session, target.url + "/apply-template", {"messages": messages})
-    return "/apply-template" if got and isinstance(got.get("prompt"), str) else None
+        return path
+    path = route_of(engine, TokenizeStyle.TEMPLATE)
+    got = await _answers(session, target.url + path, {"messages": messages}) if path else None
+    return path if got and isinstance(got.get("prompt"), str) else None
+
+
+async def _tokens_route(session: aiohttp.ClientSession, target: Target) -> tuple[EngineAdapter, str] | None:
+    """The first `{content} → {tokens}` route that counts a text (an empty list is no count)."""
+    for engine, path in tokens_routes():
+        got = await _answers(session, target.url + path, {"content": HELLO})
+        if got and isinstance(got.get("tokens"), list) and got["tokens"]:
+            return engine, path
+    return None
 
 
 async def find_tokenizer(session: aiohttp.ClientSession, target: Target, whole_request: bool = True):
-    """The server's counter for this run's prompts, or None when it has no tokenize endpoint loadgen knows.
+    """The server's counter for this run's prompts, or None when it has no tokenize route an adapter names.
 
     `whole_request`: count a chat request whole where the server can (prompt sizing); off, count the text
     alone (for texts that are not sent as the whole request, e.g. reference answers)."""
     if target.tokenize_path:
         return TokenCounter(session, target)
-    got = await _answers(session, target.url + "/tokenize", {"content": HELLO})
-    if not got or not isinstance(got.get("tokens"), list) or not got["tokens"]:
+    found = await _tokens_route(session, target)
+    if found is None:
         return None
+    engine, path = found
     if not whole_request:
-        return LlamaCppCounter(session, target, add_special=False)
+        return TokensCounter(session, target, engine, path, add_special=False)
     chat = target.api is Api.OPENAI_CHAT
-    chat_path = await _llama_chat_path(session, target) if chat else None
+    chat_path = await _chat_path(session, target, engine) if chat else None
     if chat and chat_path is None:
-        return LlamaCppCounter(session, target, add_special=False)  # the probe measures the template
-    return LlamaCppCounter(session, target, chat_path=chat_path, add_special=target.api is not Api.SGLANG_GENERATE)
+        return TokensCounter(session, target, engine, path, add_special=False)  # the probe measures the template
+    return TokensCounter(session, target, engine, path, chat_path=chat_path,
+                         add_special=target.api is not Api.SGLANG_GENERATE)
+
+
+def _known_routes() -> str:
+    counted = ", ".join(f"{path} {{prompt}}" for path in count_routes()) + " with a count"
+    return ", ".join([counted, *(f"{e.title} {path} {{content}}" for e, path in tokens_routes())])
 
 
 def sizing_description(counter, overhead_tokens: int, template_tokens: int | None) -> dict:
     """How prompt lengths were made, for the results file: exact (by which endpoint) or estimated."""
     if counter is None:
         return {"exact": False, "estimated": True,
-                "why": "the server has no tokenize endpoint loadgen knows (/v1/tokenize {prompt}, /tokenize "
-                       "{prompt} with a count, llama.cpp /tokenize {content})"}
+                "why": f"the server has no tokenize endpoint loadgen knows ({_known_routes()})"}
     name = getattr(counter, "name", f"{counter.target.tokenize_path} (count)")
     whole = bool(getattr(counter, "whole_request", False))
     if template_tokens is None and not (whole and counter.target.api is not Api.OPENAI_CHAT):

@@ -1,0 +1,97 @@
+"""SGLang: everything loadgen knows of it (reference/sglang.md).
+
+Recognised by `/server_info` (or `/get_server_info` on older builds) answering a JSON object: the server's
+arguments, which are its server info (secrets blanked by discovery). Accept length per cell: Δgenerated /
+Δverify steps from its counters, the time-weighted `spec_accept_length` gauge, or its decode log lines.
+"""
+
+from __future__ import annotations
+
+import re
+
+from loadgen.engines.base import (
+    Detection,
+    EngineAdapter,
+    LogReading,
+    Metric,
+    MetricRole,
+    Probe,
+    ResponseField,
+    Stage,
+    TokenizeRoute,
+    TokenizeStyle,
+)
+
+ACCEPT_RE = re.compile(r"accept len: ([\d.]+)")
+RUNNING_RE = re.compile(r"#running-req: (\d+)")
+INFO_ROUTES = ("/server_info", "/get_server_info")
+
+
+def parse_line(line: str) -> tuple[float, int | None] | None:
+    """(accept len, #running-req or None) of a `Decode batch` log line; None for any other line."""
+    m = ACCEPT_RE.search(line)
+    if not m:
+        return None
+    try:
+        accept = float(m.group(1))
+    except ValueError:
+        return None
+    r = RUNNING_RE.search(line)
+    return accept, int(r.group(1)) if r else None
+
+
+class SGLang(EngineAdapter):
+    name = "sglang"
+    title = "SGLang"
+    recognised_by = ("`/server_info` (or `/get_server_info`) answers 200 with an object",
+                     "`sglang:` metric names")
+    metric_prefix = "sglang:"
+    metrics = (
+        Metric(MetricRole.GENERATED_TOKENS, "sglang:generation_tokens_total",
+               "output tokens, moved when a request completes"),
+        Metric(MetricRole.VERIFY_STEPS, "sglang:spec_verify_calls_total",
+               "speculative verify steps; accept length = Δgeneration_tokens / Δspec_verify_calls",
+               absent="SGLang builds before 2026 lack it"),
+        Metric(MetricRole.ACCEPT_LENGTH, "sglang:spec_accept_length",
+               "mean accept length over the scheduler's last decode_log_interval decode steps"),
+        Metric(MetricRole.RUNNING, "sglang:num_running_reqs", "requests being decoded, per DP group"),
+        Metric(MetricRole.QUEUED, "sglang:num_queue_reqs", "requests waiting for the scheduler, per DP group"),
+        Metric(MetricRole.ABORTED, "sglang:num_aborted_requests_total",
+               "requests the server stopped because their client went away"),
+    )
+    spec_keys = ("speculative_algorithm", "speculative_ddtree_budget", "speculative_num_draft_tokens",
+                 "speculative_eagle_topk", "speculative_dflash_block_size", "speculative_num_steps",
+                 "speculative_draft_model_path")
+    volatile_keys = ("internal_states", "sim_started_at")
+    volatile_prefixes = ("last_",)
+    identity_routes = INFO_ROUTES
+    tokenize = (TokenizeRoute("/v1/tokenize", TokenizeStyle.COUNT,
+                              "the text; a list of prompts in one call; the chat template's cost (and BOS) is "
+                              "measured once by a 1-token probe and subtracted"),)
+    response_fields = (
+        ResponseField("sglext.spec_tokens_details", "per-request speculative details of a chat/completions "
+                      "stream (asked with `return_spec_tokens_details`)"),
+        ResponseField("meta_info.spec_verify_ct", "`/generate`: the request's verify steps (with the other "
+                      "`meta_info.spec_*` fields)"),
+        ResponseField("meta_info.completion_tokens", "`/generate`: cumulative output tokens in every event"),
+        ResponseField("meta_info.cached_tokens", "`/generate`: prompt tokens served from the prefix cache"),
+    )
+    metrics_switch = "SGLang with --enable-metrics"
+    log_line = "'accept len' line (SGLang logs one every decode_log_interval decode steps)"
+
+    async def detect(self, probe: Probe, stage: Stage) -> Detection | None:
+        if stage is not Stage.ROUTE:
+            return None
+        for path in INFO_ROUTES:
+            status, info = await probe.get_json(path)
+            if status == 200 and isinstance(info, dict):
+                context = info.get("context_length")
+                return Detection(info, int(context) if context else None)
+        return None
+
+    def parse_log_line(self, line: str) -> LogReading | None:
+        parsed = parse_line(line)
+        return None if parsed is None else LogReading(parsed[0], parsed[1], "running_req")
+
+
+ADAPTER = SGLang()
