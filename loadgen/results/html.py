@@ -169,7 +169,7 @@ def _knee_section(runs: list[Run], colors: dict) -> str:
 def _open_loop(runs: list[Run]) -> str:
     parts = []
     for r in runs:
-        cells = [c for c in r.cells.values() if c.get("request_rate") is not None]
+        cells = [c for key, c in r.cells.items() if key.request_rate is not None]
         if cells:
             parts += [el("h3", text(r.name)), columns_table(open_table.COLUMNS, cells, data_table="open-loop")]
     return "".join(parts)

@@ -7,6 +7,7 @@ import os
 
 from loadgen.files import read_json
 from loadgen.results.cell_status import measured, problem
+from loadgen.results.cell_view import results_of
 from loadgen.results.comparable import max_tokens, mismatches
 from loadgen.results.compare import Run
 from loadgen.results.html_build import el, key_values, text
@@ -56,7 +57,7 @@ def run_facts(run: Run) -> list[tuple[str, str]]:
              ("model", t.get("model")), ("server fingerprint", t.get("fingerprint")),
              ("max tokens", max_tokens(d)), ("requests per cell", args.get("requests_per_cell")),
              ("warm-up requests", args.get("warmup"))]
-    walls = [c["wall_clock"] for c in d.get("cells", []) if (c.get("wall_clock") or {}).get("start")]
+    walls = [w for c in results_of(run).values() if (w := c.load.wall_clock) and w.get("start")]
     if walls:
         facts.append(("cells measured", f"{min(w['start'] for w in walls)} → {max(w['end'] for w in walls)}"))
     facts += [(f"parameter {k}", v) for k, v in run.params.items()]
@@ -120,12 +121,12 @@ def _diagnostics(run: Run) -> str:
 
 def _cell_problems(run: Run) -> list[str]:
     items = []
-    for key, cell in sorted(run.cells.items()):
+    for key, cell in sorted(results_of(run).items()):
         why = problem(cell)
         if why:
             kept = " (measured: its figures are shown, marked, never best)" if measured(cell) else ""
             items.append(el("li", text(f"prompt {prompt_text(key[0])}, load {load_text(key)}: "
-                                       f"{cell.get('status', 'ok')} — {why}{kept}"), data_config=run.name,
+                                       f"{cell.status} — {why}{kept}"), data_config=run.name,
                             data_ctx=key[0], data_measured="yes" if measured(cell) else "no"))
     return items
 

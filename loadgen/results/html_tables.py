@@ -10,6 +10,7 @@ from loadgen.results import compare
 from loadgen.results import table as matrix_table
 from loadgen.results import text_table as tt
 from loadgen.results.cell_status import check_names, measured, unmeasured
+from loadgen.results.cell_view import Cell, as_result, figure, results_of
 from loadgen.results.compare import Run
 from loadgen.results.correctness import produced_garbage, verify_text
 from loadgen.results.html_build import el, text
@@ -64,23 +65,23 @@ def _head(columns: list[str], numeric_from: int) -> str:
                                         for i, h in enumerate(columns))))
 
 
-def _row_classes(first: bool, cell: dict, baseline: bool = False) -> str | None:
+def _row_classes(first: bool, cell: Cell, baseline: bool = False) -> str | None:
     """'group-start', 'unusable' (not measured), 'checked' (measured, a check failed), 'baseline'."""
     state = "unusable" if not measured(cell) else "checked" if check_names(cell) else ""
     return " ".join(c for c in ("group-start" if first else "", state, "baseline" if baseline else "") if c) or None
 
 
-def _comparison_row(row: dict, cell: dict, first: bool, color, metrics: list[str]) -> str:
+def _comparison_row(row: dict, cell: Cell, first: bool, color, metrics: list[str]) -> str:
     key = cell_key(row)
     checks = ", ".join(row["checks"])
     tds = [el("td", text(prompt_text(key[0])) if first else "", class_="num"),
            el("td", text(load_text(key)) if first else "", class_="num"),
            el("td", swatch(color) + text(row["config"]), class_="config")]
     for m in metrics:
-        tds.append(_figure_td(row.get(m), compare.SHOWN.get(m, "ms" if m == "ttft_p50_s" else ".1f"), m,
+        tds.append(_figure_td(row[m], compare.SHOWN.get(m, "ms" if m == "ttft_p50_s" else ".1f"), m,
                               m in row["best"], m in row["noise"], checks))
         if m in compare.SPEEDUPS:
-            x = row.get(m + "_x")
+            x = row[m + "_x"]
             tds.append(el("td", text(tt.MISSING if x is None else f"{x:.2f}x"), class_="num",
                           data_metric=m + "_x"))
     status = compare.row_note(row)
@@ -112,22 +113,23 @@ def comparison_table(runs: list[Run], base: int) -> str:
     return el("div", table, class_="scroll")
 
 
-def _matrix_row(key: tuple, cell: dict, verify: bool = False) -> str:
+def _matrix_row(key: tuple, cell: Cell, verify: bool = False) -> str:
     """The cell's figures (marked when a check failed), and below them (full width) its notes when it has any."""
-    why = unmeasured(cell)
-    checks = "" if why else check_names(cell)
-    wall = cell.get("wall_clock") or {}
+    typed = as_result(cell)
+    why = unmeasured(typed)
+    checks = "" if why else check_names(typed)
+    wall = typed.load.wall_clock or {}
     when = f"measured {wall['start']} → {wall['end']}" if wall.get("start") and wall.get("end") else None
     tds = [el("td", text(prompt_text(key[0])), class_="num"),
            el("td", text(load_text(key)), class_="num", title=when),
            el("td", text(tt.ok_failed(cell)), class_="num")]
     for _, metric, spec in MATRIX:
-        tds.append(_figure_td(tt.field(cell, metric), spec, metric, checks=checks))
-    tds.append(el("td", text((cell.get("accept_length") or {}).get("source") or "")))
+        tds.append(_figure_td(figure(typed, metric), spec, metric, checks=checks))
+    tds.append(el("td", text((typed.accept.accept_length or {}).get("source") or "")))
     if verify:  # --verify: garbage / differing / exact outputs of the cell, as the terminal's verify column
-        tds.append(el("td", text(verify_text(cell)), data_metric="correctness",
-                      class_="bad" if produced_garbage(cell) else None))
-    classes = _row_classes(False, cell)
+        tds.append(el("td", text(verify_text(typed)), data_metric="correctness",
+                      class_="bad" if produced_garbage(typed) else None))
+    classes = _row_classes(False, typed)
     row = el("tr", "".join(tds), class_=classes, data_ctx=key[0], data_concurrency=key[1],
              data_rate=key[2] or None, data_measured="no" if why else "yes", data_checks=checks or None)
     note = matrix_table.notes(cell)
@@ -175,8 +177,9 @@ def _category_row(run: Run, key: tuple, name: str, fig: dict, checks: str = "") 
 
 def category_table(runs: list[Run]) -> str:
     """Per configuration × measured cell × prompt category (`by_category`), or "" when no cell has categories."""
-    rows = [_category_row(r, key, name, fig, check_names(cell)) for r in runs for key, cell in sorted(r.cells.items())
-            if measured(cell) for name, fig in (cell.get("by_category") or {}).items()]
+    rows = [_category_row(r, key, name, fig, check_names(cell)) for r in runs
+            for key, cell in sorted(results_of(r).items())
+            if measured(cell) for name, fig in (cell.prompts.by_category or {}).items()]
     if not rows:
         return ""
     head = ["configuration", "prompt", "load", "category", "ok/fail", *(h for h, _, _ in CATEGORY)]
