@@ -15,7 +15,8 @@ from loadgen.metrics.cell_noise import KEY_FIGURES, REPEATS, repeats_figures
 from loadgen.metrics.confidence import LEVEL
 from loadgen.record import OUTCOMES
 from loadgen.results.cell_result import CellResult, from_json
-from loadgen.results.cell_status import failed_fraction
+from loadgen.results.cell_status import requests_failed_fraction
+from loadgen.results.figures import RequestCounts
 from loadgen.results.text_table import field
 
 
@@ -30,10 +31,12 @@ def _set(cell: dict, path: str, value: float) -> None:
     node[name] = value
 
 
-def _requests(cells: Sequence[dict]) -> dict:
-    by = {o: sum((c.get("requests") or {}).get("by_outcome", {}).get(o, 0) for c in cells) for o in OUTCOMES}
-    counts = {k: sum((c.get("requests") or {}).get(k) or 0 for c in cells) for k in ("ok", "failed", "cancelled")}
-    abandoned = sum((c.get("requests") or {}).get("abandoned") or 0 for c in cells)  # only when some were
+def _requests(results: Sequence[CellResult]) -> RequestCounts:
+    """The repeats' request counts summed, outcome by outcome."""
+    each = [r.requests.requests for r in results]
+    by = {o: sum(req.get("by_outcome", {}).get(o, 0) for req in each) for o in OUTCOMES}
+    counts = {k: sum(req.get(k) or 0 for req in each) for k in ("ok", "failed", "cancelled")}
+    abandoned = sum(req.get("abandoned") or 0 for req in each)  # only when some were
     return counts | ({"abandoned": abandoned} if abandoned else {}) | {"by_outcome": {o: n for o, n in by.items() if n}}
 
 
@@ -54,12 +57,12 @@ def combine_repeats(results: Sequence[CellResult]) -> CellResult:
     out = dict(cells[-1])
     for path, mean in means.items():
         _set(out, path, mean)
-    out["requests"] = _requests(cells)
-    out["failed_fraction"] = failed_fraction(out)
+    out["requests"] = _requests(results)
+    out["failed_fraction"] = requests_failed_fraction(out["requests"])
     out["intervals"] = intervals
     out["interval_method"] = {"method": REPEATS, "level": LEVEL, "samples": len(cells)}
     out["repeats"] = {"n": len(cells), "values": values, "samples": _samples(cells),
-                      "windows": [c.get("wall_clock") or c.get("window_ns") for c in cells]}
+                      "windows": [r.load.wall_clock or r.load.window_ns for r in results]}
     out["incidents"] = []
     combined = from_json(out)
     for r in results:
