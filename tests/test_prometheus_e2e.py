@@ -33,6 +33,8 @@ import pytest
 import yaml
 
 from exporters.cell_results import CELL_RESULTS, summary_value
+from tests import side_by_side
+from tests.conftest import stop_process
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMETHEUS = shutil.which("prometheus")
@@ -167,49 +169,48 @@ def finite_points(result: list[dict]) -> int:
     return sum(math.isfinite(float(v)) for v in points)
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("prom-e2e")
+def start_logged(tmp: Path, cleanups, name: str, argv: list[str]) -> tuple[subprocess.Popen, Path]:
+    """`argv` with its output in `tmp/<name>.log`, stopped (SIGTERM, then SIGKILL after 10 s) by `cleanups`."""
+    log = tmp / f"{name}.log"
+    proc = subprocess.Popen(argv, stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=ROOT,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    cleanups.callback(stop_process, proc)
+    return proc, log
+
+
+@side_by_side.background("prometheus-e2e", when=PROMETHEUS is not None and PROMTOOL is not None)
+def build_stack(tmp: Path, cleanups) -> Stack:
+    """The simulator, Prometheus scraping it and loadgen, and the run; built from the session's start
+    (tests/side_by_side.py): it is mostly 90 s of cells."""
     ports = {"sglang": free_port(), "dcgm": free_port(), "loadgen": free_port(), "prometheus": free_port()}
-    procs: list[subprocess.Popen] = []
+    sim, sim_log = start_logged(tmp, cleanups, "sim", [
+        sys.executable, "-m", "loadgen", "sim", "--port", str(ports["sglang"]), "--dcgm-port", str(ports["dcgm"]),
+        "--gpus", "2", "--speed", "8", "--dcgm-no-limit"])
+    config = tmp / "prometheus.yml"
+    config.write_text(yaml.safe_dump(prometheus_config(ports)))
+    prom_url = f"http://127.0.0.1:{ports['prometheus']}"
+    prom, prom_log = start_logged(tmp, cleanups, "prometheus", [
+        PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp / 'data'}",
+        f"--web.listen-address=127.0.0.1:{ports['prometheus']}", "--log.level=warn"])
+    wait_http(f"http://127.0.0.1:{ports['sglang']}/health", sim, sim_log)
+    wait_http(f"http://127.0.0.1:{ports['dcgm']}/metrics", sim, sim_log)
+    wait_http(f"{prom_url}/-/ready", prom, prom_log)
+    wait_scraping(prom_url, prom, prom_log)
+    start_s = time.time()
+    out = tmp / "r.json"
+    run, run_log = start_logged(tmp, cleanups, "loadgen", loadgen_argv(ports["sglang"], ports["dcgm"],
+                                                                       ports["loadgen"], out))
+    assert run.wait(timeout=180) == 0, run_log.read_text()[-5000:]
+    time.sleep(3)  # loadgen has exited: Prometheus marks its series stale, the rules evaluate once more
+    return Stack(prom_url, start_s, time.time(), json.loads(out.read_text()))
 
-    def start(name: str, argv: list[str]) -> tuple[subprocess.Popen, Path]:
-        log = tmp / f"{name}.log"
-        proc = subprocess.Popen(argv, stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=ROOT,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        procs.append(proc)
-        return proc, log
 
+@pytest.fixture(scope="module")
+def stack():
     try:
-        sim, sim_log = start("sim", [sys.executable, "-m", "loadgen", "sim", "--port", str(ports["sglang"]),
-                                     "--dcgm-port", str(ports["dcgm"]), "--gpus", "2", "--speed", "8",
-                                     "--dcgm-no-limit"])
-        wait_http(f"http://127.0.0.1:{ports['sglang']}/health", sim, sim_log)
-        wait_http(f"http://127.0.0.1:{ports['dcgm']}/metrics", sim, sim_log)
-        config = tmp / "prometheus.yml"
-        config.write_text(yaml.safe_dump(prometheus_config(ports)))
-        prom_url = f"http://127.0.0.1:{ports['prometheus']}"
-        prom, prom_log = start("prometheus", [PROMETHEUS, f"--config.file={config}",
-                                              f"--storage.tsdb.path={tmp / 'data'}",
-                                              f"--web.listen-address=127.0.0.1:{ports['prometheus']}",
-                                              "--log.level=warn"])
-        wait_http(f"{prom_url}/-/ready", prom, prom_log)
-        wait_scraping(prom_url, prom, prom_log)
-        start_s = time.time()
-        out = tmp / "r.json"
-        run = subprocess.run(loadgen_argv(ports["sglang"], ports["dcgm"], ports["loadgen"], out), cwd=ROOT,
-                             capture_output=True, text=True, timeout=180, check=False)
-        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
-        time.sleep(3)  # loadgen has exited: Prometheus marks its series stale, the rules evaluate once more
-        yield Stack(prom_url, start_s, time.time(), json.loads(out.read_text()))
+        yield side_by_side.result("prometheus-e2e")
     finally:
-        for proc in reversed(procs):
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        side_by_side.finish("prometheus-e2e")
 
 
 def test_every_target_was_scraped(stack):
@@ -332,7 +333,8 @@ def test_choosing_the_run_keeps_its_drift_control_cell(stack):
     dash = _dashboard("loadgen-run-overview")
     (cells,) = [a for a in dash["annotations"]["list"] if a.get("name") == "Cells"]
     run_id = stack.results["cells"][0]["run_id"]
-    regions = stack.grafana(cells["expr"], instant=False, run=re.escape(run_id))
+    assert re.fullmatch(r"[\w-]+", run_id)  # Grafana escapes a value's regex characters: this one has none
+    regions = stack.grafana(cells["expr"], instant=False, run=run_id)
     assert {r["metric"]["run"] for r in regions} == {run_id, stack.results["drift"]["again"]["run_id"]}
 
 
