@@ -140,6 +140,7 @@ class EngineAdapter:
 
     name = "openai"  # the engine's name in results and on the console
     title = "OpenAI-compatible server"
+    stages: tuple[Stage, ...] = ()  # the stages `detect` has a step in (the registry asks it in no other)
     recognised_by: tuple[str, ...] = ()  # how `detect` knows it, in its order, for the docs
     metric_prefix: str | None = None  # the prefix of its metric names, the last detection step
     metrics: tuple[Metric, ...] = ()

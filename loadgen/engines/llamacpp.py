@@ -165,6 +165,7 @@ async def read_props(probe: Probe) -> dict[str, Any] | None:
 class LlamaCpp(EngineAdapter):
     name = "llamacpp"
     title = "llama.cpp"
+    stages = (Stage.MARKS, Stage.SHAPE)
     recognised_by = ("the `Server: llama.cpp` response header or `owned_by: \"llamacpp\"` on `/v1/models`",
                      "a `/props` answer with `build_info` and `default_generation_settings`",
                      "`llamacpp:` metric names")

@@ -33,7 +33,7 @@ async def detect(probe: Probe) -> tuple[EngineAdapter, Detection] | None:
     """The first adapter whose step recognises the server, stage by stage; None when none does (the caller
     then looks at the metric names)."""
     for stage in Stage:
-        for a in ADAPTERS:
+        for a in (a for a in ADAPTERS if stage in a.stages):
             found = await a.detect(probe, stage)
             if found is not None:
                 return a, found

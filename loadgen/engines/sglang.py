@@ -43,6 +43,7 @@ def parse_line(line: str) -> tuple[float, int | None] | None:
 class SGLang(EngineAdapter):
     name = "sglang"
     title = "SGLang"
+    stages = (Stage.ROUTE,)
     recognised_by = ("`/server_info` (or `/get_server_info`) answers 200 with an object",
                      "`sglang:` metric names")
     metric_prefix = "sglang:"

@@ -18,6 +18,7 @@ NEEDED = ("model_id", "max_total_tokens", "version")
 class TGI(EngineAdapter):
     name = "tgi"
     title = "TGI"
+    stages = (Stage.ROUTE,)
     recognised_by = ("`/info` answers 200 with `model_id`, `max_total_tokens` and `version`",
                      "`tgi_` metric names")
     metric_prefix = "tgi_"

@@ -23,6 +23,7 @@ from loadgen.engines.base import (
 class VLLM(EngineAdapter):
     name = "vllm"
     title = "vLLM"
+    stages = (Stage.ROUTE,)
     recognised_by = ("`/version` answers 200 with `version`", "`vllm:` metric names")
     metric_prefix = "vllm:"
     metrics = (
