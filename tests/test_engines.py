@@ -15,7 +15,7 @@ import aiohttp
 import pytest
 
 from loadgen.engines import registry
-from loadgen.engines.base import LaunchFlags, MetricRole, Stage
+from loadgen.engines.base import LaunchFlags, MetricRole
 from loadgen.files import read_json, read_jsonl
 from loadgen.target.discover import Target, discover
 from loadgen.telemetry.promtext import parse_samples
