@@ -1,12 +1,14 @@
 """The matrix's GPU columns: one short column for the default table (`GPU%`: busy % and the bottleneck's short
 name: host, pwr, temp, mem, comp, clnt, ?) and the wide ones (the figures behind it). Values from the cell's
-`gpu_activity` and `bottleneck`."""
+`gpu_activity` and `bottleneck` (the typed cell's `gpu` part; a cell's JSON is read back first)."""
 
 from __future__ import annotations
 
 from loadgen.metrics.bottleneck import utilization_percent
 from loadgen.names import Bottleneck
 from loadgen.results import text_table as tt
+from loadgen.results.cell_view import Cell, as_result
+from loadgen.results.gpu_part import Gpu
 from loadgen.results.text_table import Column
 
 SHORT = {Bottleneck.CLIENT: "clnt", Bottleneck.SERVER_HOST: "host", Bottleneck.GPU_POWER_CAP: "pwr",
@@ -14,22 +16,27 @@ SHORT = {Bottleneck.CLIENT: "clnt", Bottleneck.SERVER_HOST: "host", Bottleneck.G
          Bottleneck.UNKNOWN: "?"}
 
 
-def _total(cell: dict) -> dict:
-    return (cell.get("gpu_activity") or {}).get("total") or {}
+def _gpu(cell: Cell) -> Gpu:
+    return as_result(cell).gpu
 
 
-def busy_and_bottleneck(cell: dict) -> str:
+def _total(gpu: Gpu) -> dict:
+    return (gpu.gpu_activity or {}).get("total") or {}
+
+
+def busy_and_bottleneck(cell: Cell) -> str:
     """"17 host": the GPUs' utilization (%) and the bottleneck's short name (SHORT); "-" without GPU figures."""
-    util = utilization_percent(_total(cell))
-    verdict = SHORT.get(cell.get("bottleneck") or "", "")
+    gpu = _gpu(cell)
+    util = utilization_percent(_total(gpu))
+    verdict = SHORT.get(gpu.bottleneck or "", "")
     if util is None:
-        return verdict if cell.get("bottleneck") == Bottleneck.CLIENT else tt.MISSING
+        return verdict if gpu.bottleneck == Bottleneck.CLIENT else tt.MISSING
     return f"{util:.0f} {verdict}".strip()
 
 
 def _share(name: str):
-    def show(cell: dict) -> str:
-        value = _total(cell).get(name)
+    def show(cell: Cell) -> str:
+        value = _total(_gpu(cell)).get(name)
         return tt.MISSING if value is None else f"{100 * value:.0f}%"
     return show
 
@@ -40,5 +47,5 @@ WIDE_COLUMNS = [
     Column("DRAM", 5, _share("dram_active")),
     Column("tensor", 6, _share("tensor_active")),
     Column("pwr cap", 7, _share("power_cap_fraction")),
-    Column("bottleneck", -20, lambda c: c.get("bottleneck") or tt.MISSING),
+    Column("bottleneck", -20, lambda c: _gpu(c).bottleneck or tt.MISSING),
 ]
