@@ -1,6 +1,6 @@
 """Building a run from its configuration: the one place that chooses each part of the request path.
 
-    driver     ClosedLoop | OpenLoop | TraceReplay (--trace) | SessionLoop (--sessions), wrapped by WorkerDriver (--workers), ShardPart (--shard),
+    driver     ClosedLoop | OpenLoop | TraceReplay (--trace) | SessionLoop (--sessions), wrapped by WorkerDriver (--workers), RayDriver (--ray), ShardPart (--shard),
                AlignedStart (--start-at)
     report     the load's banner and tables: open loop (--request-rate, --ramp, --trace), ceiling (--max-request-rate)
     transport  H1Transport (default) | AiohttpTransport (--http-client aiohttp), wrapped by CancellingTransport
@@ -31,6 +31,8 @@ from loadgen.client.tls import TlsPreflight, insecure_warning, say_proxy_notice
 from loadgen.config import RunConfig
 from loadgen.console import log
 from loadgen.names import HttpClient
+from loadgen.parallel.ray_driver import RayDriver
+from loadgen.parallel.ray_pool import RayPool
 from loadgen.parallel.shard import AlignedStart, ShardPart
 from loadgen.parallel.workers import WorkerDriver, WorkerPool
 from loadgen.record import CellKey
@@ -73,20 +75,24 @@ def make_transport(cfg: RunConfig, url: str, headers: dict) -> Transport:
 
 
 def make_driver(cfg: RunConfig, url: str, headers: dict, transport: Transport, guard: ServerGuard,
-                services: list[Service]) -> Driver:
+                services: list[Service], sections: dict) -> Driver:
     par = cfg.parallel
     if cfg.trace.enabled:
         driver: Driver = TraceReplay(cfg, transport, load_trace(cfg.trace.trace, cfg.workload.max_bad_rows, quiet=True))
     elif cfg.workload.sessions:
         driver = SessionLoop(cfg, transport)
     elif cfg.open_loop.enabled:
-        if par.workers > 1:
-            log("--workers: open-loop cells run in the main process")
+        if par.workers > 1 or par.ray_address:
+            log("--workers/--ray: open-loop cells run in the main process")
         driver: Driver = OpenLoop(cfg, transport)
     else:
         rate = cfg.workload.max_request_rate
         driver = ClosedLoop(cfg, transport, pause=guard.pause, gate=StartGate(rate) if rate else None)
-        if par.workers > 1:
+        if par.ray_address:
+            ray_pool = RayPool(par, cfg, url, headers, sections.setdefault("ray", {}))
+            services.append(ray_pool)
+            driver = RayDriver(driver, ray_pool)
+        elif par.workers > 1:
             pool = WorkerPool(par.workers, cfg, url, headers)
             services.append(pool)
             driver = WorkerDriver(driver, pool)
@@ -146,7 +152,8 @@ def build_runner(cfg: RunConfig, url: str, *, sinks: list[Sink] | None = None, r
     telemetry = TelemetryPlan(cfg.telemetry)
     services: list[Service] = [telemetry.log_command] if telemetry.log_command else []
     transport = make_transport(cfg, url, headers)
-    driver = make_driver(cfg, url, headers, transport, guard, services)
+    results = results or ResultsFile(cfg.out)
+    driver = make_driver(cfg, url, headers, transport, guard, services, results.sections)
     if shape.sized is not None:
         driver = SizedCells(driver, shape.sized)
     exporter = live_exporter(run_id, cfg.exporter, cfg.label, cfg.slo)
@@ -167,4 +174,4 @@ def build_runner(cfg: RunConfig, url: str, *, sinks: list[Sink] | None = None, r
         preflight=[TlsPreflight(cfg.tls), TelemetryPreflight(cfg.telemetry),
                    ReadyWait(cfg.wait_ready_s, cfg.api, cfg.model, headers, control, cfg.wait_refused_s)],
         interrupts=Interrupts(control, cfg.faults.drain_timeout_s, cfg.out, resume_command))
-    return Runner(cfg, url, parts, results or ResultsFile(cfg.out), run_id, headers)
+    return Runner(cfg, url, parts, results, run_id, headers)
