@@ -53,11 +53,11 @@ def connect(address: str):
         # cluster bound to 127.0.0.1 does not listen; this keeps the driver on loopback too (read at import)
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")  # the parts use no accelerator
-    logging.getLogger("ray").setLevel(logging.ERROR)  # its notices are not loadgen's lines
     try:
         import ray
     except ImportError:
         raise UsageError(f"--ray needs Ray, which is not installed here: {RAY_FIX}") from None
+    logging.getLogger("ray").setLevel(logging.ERROR)  # its notices are not loadgen's lines (set after its import)
     if ray.is_initialized():
         return ray
     done: list = []
