@@ -1,5 +1,5 @@
 """The shared look of the report's plots: a log2 load axis with ticks at the measured levels, one legend
-outside the data, a colour per configuration kept across every plot, a simulator note in the title, PNG bytes
+below the panels (clear of every title: beside them, a tall legend ran into the figure's title), a colour per configuration kept across every plot, a simulator note in the title, PNG bytes
 out. matplotlib is imported inside the functions: `loadgen report` prints its table before it is needed."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from loadgen.results.plot_data import sim_speed
 DPI = 120
 PANEL_W_IN = 4.8
 PANEL_H_IN = 3.5
-LEGEND_W_IN = 2.3
+LEGEND_W_IN = 2.3  # the room a legend entry takes (and the width added for a figure's title to fit)
+LEGEND_H_IN = 0.7
 
 
 def use_agg() -> None:
@@ -57,8 +58,8 @@ def figure(columns: int, rows: int = 1, legend: bool = True):
     """A constrained-layout figure of rows × columns panels (squeezed to a 2-D array of axes)."""
     import matplotlib.pyplot as plt
     width = PANEL_W_IN * columns + (LEGEND_W_IN if legend else 0.4)
-    fig, axes = plt.subplots(rows, columns, figsize=(width, PANEL_H_IN * rows + 0.9), squeeze=False,
-                             layout="constrained")
+    height = PANEL_H_IN * rows + 0.9 + (LEGEND_H_IN if legend else 0)
+    fig, axes = plt.subplots(rows, columns, figsize=(width, height), squeeze=False, layout="constrained")
     return fig, axes
 
 
@@ -89,10 +90,12 @@ def value_axis(ax, label: str, values: Iterable[float], log_ratio: float | None 
 
 
 def legend_outside(fig, entries: dict, title: str | None = None) -> None:
-    """One legend for the whole figure, right of every panel: {label: handle}."""
+    """One legend for the whole figure, below every panel, as many entries a row as LEGEND_W_IN fits in the
+    figure's width: {label: handle}."""
     if entries:
-        fig.legend(list(entries.values()), list(entries), loc="outside right upper", fontsize=8,
-                   title=title, title_fontsize=8, frameon=False)
+        per_row = max(1, int(fig.get_figwidth() // LEGEND_W_IN))
+        fig.legend(list(entries.values()), list(entries), loc="outside lower center", ncols=min(per_row, len(entries)),
+                   fontsize=8, title=title, title_fontsize=8, frameon=False)
 
 
 def finish(fig, title: str, runs: list[Run]) -> bytes:

@@ -26,7 +26,8 @@ def _bars(ax, groups: list[str], bars: dict[str, dict[str, tuple]], colors: dict
         vals = [by_group[name] for name in groups if name in by_group]
         if not xs:
             continue
-        err = [[v[0] - v[1] for v in vals], [v[2] - v[0] for v in vals]]
+        # max(0, …): the mean of equal values can round a hair past them, and matplotlib refuses a negative error
+        err = [[max(0.0, v[0] - v[1]) for v in vals], [max(0.0, v[2] - v[0]) for v in vals]]
         handles[label] = ax.bar(xs, [v[0] for v in vals], width * 0.92, yerr=err, capsize=2,
                                 color=colors[label], error_kw={"elinewidth": 0.8, "ecolor": "0.25"})
         for x, v in zip(xs, vals):

@@ -61,7 +61,5 @@ def pareto(runs: list[Run]) -> bytes | None:
         ax.set_xlim(min(xs) * 0.85, max(xs) * 1.1)
     handles |= marks_legend({(p.config, ctx, p.concurrency): p.checks for ctx, pts in data.items() for p in pts
                              if p.checks})
-    # below the panels: beside them, a long legend would run into the title of a one-panel figure
-    fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncols=min(4, len(handles)),
-               fontsize=8, frameon=False)
+    pa.legend_outside(fig, handles)
     return pa.finish(fig, "Interactivity vs throughput", runs)
