@@ -2,12 +2,14 @@
 
 Each gauge is labelled by the cell (run, concurrency, context_tokens, request_rate) and keeps its value until
 the exporter stops, so a dashboard reads a finished cell with `last_over_time(…[$__range])` long after the
-run, and the value is the results JSON's (the same summary, not a second formula).
+run, and the value is the results JSON's (the same typed cell, not a second formula).
 """
 
 from __future__ import annotations
 
 import math
+
+from loadgen.results.cell_view import Cell, as_result, figure
 
 # attribute -> (summary path, metric name, help); the order is the terminal matrix's (loadgen/results/table.py)
 CELL_RESULTS: dict[str, tuple[str, str, str]] = {
@@ -54,16 +56,10 @@ CELL_RESULTS: dict[str, tuple[str, str, str]] = {
 }
 
 
-def summary_value(summary: dict, path: str) -> float | None:
-    """`summary["a"]["b"]` for path "a.b" as a finite float; None when any step is missing, None or NaN.
-
-    Booleans count as 0/1 (`client.saturated`).
-    """
-    node = summary
-    for key in path.split("."):
-        if not isinstance(node, dict) or node.get(key) is None:
-            return None
-        node = node[key]
+def summary_value(cell: Cell, path: str) -> float | None:
+    """The cell's figure at path "a.b" (`cell_view.figure`) as a finite float; None when any step is missing,
+    None or NaN. Booleans count as 0/1 (`client.saturated`)."""
+    node = figure(as_result(cell), path)
     if isinstance(node, bool):
         return float(node)
     if not isinstance(node, (int, float)) or not math.isfinite(node):
@@ -71,11 +67,12 @@ def summary_value(summary: dict, path: str) -> float | None:
     return float(node)
 
 
-def per_gpu_limit_w(summary: dict) -> tuple[float, str] | None:
-    """(power limit per GPU in W, the telemetry source that read it) from a cell summary, or None."""
-    power = summary.get("power") if isinstance(summary, dict) else None
-    total = summary_value(summary, "power.limit_w_total")
-    gpus = summary_value(summary, "power.gpus")
+def per_gpu_limit_w(cell: Cell) -> tuple[float, str] | None:
+    """(power limit per GPU in W, the telemetry source that read it) of a finished cell, or None."""
+    result = as_result(cell)
+    power = result.telemetry.power
+    total = summary_value(result, "power.limit_w_total")
+    gpus = summary_value(result, "power.gpus")
     if not power or total is None or not gpus or total <= 0:
         return None
     return total / gpus, str(power.get("source") or "telemetry")

@@ -33,6 +33,7 @@ from loadgen.metrics.request import e2e_s, itl_pairs, request_tok_s, send_latene
 from loadgen.metrics.request import request_tok_s as request_output_rate  # the name callers import
 from loadgen.names import Phase
 from loadgen.record import CellKey, Record
+from loadgen.results.cell_view import Cell, as_result
 from loadgen.run.monitor import watch_loop_lag
 
 __all__ = ["LAG_SAMPLE_S", "LiveExporter", "TokenWeightedHistogram", "request_output_rate"]
@@ -160,22 +161,25 @@ class LiveExporter(LiveMetrics):
             self._observe_ok(s, rec)
         self.slo.record(s.key, rec)
 
-    def cell_finished(self, cell: CellKey, summary: dict) -> None:
+    def cell_finished(self, cell: CellKey, summary: Cell) -> None:
+        """The finished cell's gauges, from its result (typed, or its JSON read back once)."""
+        result = as_result(summary)
         key = self.key(self._cell_run or self.run_id, cell)
         for attr, (path, _name, _doc) in CELL_RESULTS.items():
-            value = summary_value(summary, path)
+            value = summary_value(result, path)
             if value is not None:
                 self.cell_gauges[attr].labels(*key).set(value)
         self.cell_end.labels(*key).set(time.time())
-        self._set_bottleneck(key, summary.get("bottleneck"))
-        self.slo.cell_finished(key, summary)
-        limit = per_gpu_limit_w(summary)
+        self._set_bottleneck(key, result.gpu.bottleneck)
+        self.slo.cell_finished(key, result)
+        limit = per_gpu_limit_w(result)
         if limit is not None and self.gpu_power_limit_w is None:
             self._set_power_limit(*limit)
-        saturated = summary_value(summary, "client.saturated")
+        saturated = summary_value(result, "client.saturated")
         if saturated is not None:
             self.saturated.labels(self.run_id).set(saturated)
-        achieved = achieved_request_rate_of(summary) if cell.request_rate is not None else None
+        achieved = (achieved_request_rate_of(result.load.achieved_request_rate, result.requests.requests,
+                                             result.load.duration_s) if cell.request_rate is not None else None)
         if achieved is not None and math.isfinite(achieved):
             self.achieved_rate.labels(self.run_id).set(achieved)
         if self.known(key):

@@ -15,6 +15,7 @@ from loadgen.config import SloConfig
 from loadgen.metrics.slo import SloTally
 from loadgen.names import Phase
 from loadgen.record import Record
+from loadgen.results.cell_result import CellResult
 
 CellLabels = tuple[str, str, str, str]
 FINISHED = {  # summary path → (metric, help): set once the cell's summary is final
@@ -65,7 +66,7 @@ class SloMetrics:
         self.requests.labels(*key, "true" if good else "false").inc()
         self.attainment.labels(*key).set(tally.attainment)
 
-    def cell_finished(self, key: CellLabels, summary: dict) -> None:
+    def cell_finished(self, key: CellLabels, summary: CellResult) -> None:
         final = summary_value(summary, "slo.attainment")
         if final is not None:
             self.attainment.labels(*key).set(final)

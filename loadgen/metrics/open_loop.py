@@ -45,17 +45,16 @@ def achieved_request_rate(recs: Sequence[Record]) -> float | None:
     return (len(sent) - 1) * NS / span if span > 0 else None
 
 
-def achieved_request_rate_of(entry: dict) -> float | None:
-    """A cell entry's achieved request rate: its `achieved_request_rate` (`achieved_request_rate` over its
-    records, set for every open-loop cell). An entry without it (hand-made, or from before the figure was
+def achieved_request_rate_of(achieved: float | None, requests: dict, duration_s: float | None) -> float | None:
+    """A cell's achieved request rate: its stored `achieved_request_rate` (`achieved_request_rate` over its
+    records, set for every open-loop cell). A cell without it (hand-made, or from before the figure was
     stored) gives the nearest figure it holds, requests ended / duration_s: n over the whole measured
     window instead of n − 1 over the span of sends, an approximation."""
-    if entry.get("achieved_request_rate") is not None:
-        return entry["achieved_request_rate"]
-    requests = entry.get("requests") or {}
-    if not entry.get("duration_s") or requests.get("ok") is None:
+    if achieved is not None:
+        return achieved
+    if not duration_s or (requests or {}).get("ok") is None:
         return None
-    return scheduled(requests) / entry["duration_s"]
+    return scheduled(requests) / duration_s
 
 
 def corrected_ttft_s(r: Record) -> float:

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from loadgen.errors import UsageError
 from loadgen.files import write_json_atomic
 from loadgen.names import ConfigStatus
+from loadgen.results.cell_result import CellResult
 from loadgen.results.cell_status import check_names, measured
 from loadgen.results.compare import compare_table, load_inputs
 from loadgen.results.correctness import produced_garbage
@@ -51,7 +52,7 @@ def write_summary(spec: SweepSpec, order: list[tuple[int, int]], started_at: str
             "results": os.path.basename(paths["results"]), "records": os.path.basename(paths["records"]),
             "diagnostics": (os.path.basename(paths["diagnostics"]) if os.path.exists(paths["diagnostics"])
                             else None),
-            "garbage_cells": [c.key.label() for c in cells if produced_garbage(c.to_json())],
+            "garbage_cells": [c.key.label() for c in cells if produced_garbage(c)],
             "drift": doc.get("drift"),  # the control measured again and the verdict (docs/drift.md); None: not checked
             **_checked(cells),
         })
@@ -62,12 +63,12 @@ def write_summary(spec: SweepSpec, order: list[tuple[int, int]], started_at: str
     return summary
 
 
-def _checked(cells: list) -> dict:
+def _checked(cells: list[CellResult]) -> dict:
     """cells_measured (their figures stand, a failed check or not) and failed_checks {cell label: 'garbage
     output, missed SLO'} for the measured cells that failed a check."""
-    judged = [(c.key.label(), c.to_json()) for c in cells]
-    return {"cells_measured": sum(1 for _, c in judged if measured(c)),
-            "failed_checks": {label: names for label, c in judged if measured(c) and (names := check_names(c))}}
+    shown = [c for c in cells if measured(c)]
+    return {"cells_measured": len(shown),
+            "failed_checks": {c.key.label(): names for c in shown if (names := check_names(c))}}
 
 
 def _measured_note(c: dict) -> str:
