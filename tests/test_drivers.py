@@ -14,7 +14,9 @@ from loadgen.names import Phase
 from loadgen.parallel.shard import AlignedStart, ShardPart
 from loadgen.parallel.workers import WorkerDriver
 from loadgen.record import CellKey, Record
+from loadgen.results.build_cell import amended
 from loadgen.results.cell_result import CellResult
+from loadgen.results.findings import CellFindings
 from loadgen.run.drivers import ClosedLoop
 from loadgen.schedule.cell_run import DEADLINE, CellRun, StopToken
 from loadgen.schedule.closed import closed_loop
@@ -56,8 +58,8 @@ class Recorder:
     async def drive(self, run: CellRun, cell: CellKey) -> None:
         self.calls.append(("drive", _seqs(run.phase(Phase.MEASURE)), cell))
 
-    def finish(self, cell: CellKey, result: CellResult, measured) -> None:
-        result.warnings.append("inner finished")
+    def finish(self, cell: CellKey, measured) -> CellFindings:
+        return CellFindings(warnings=("inner finished",))
 
 
 def _seqs(run: CellRun) -> list[int]:
@@ -79,8 +81,7 @@ def test_shard_part_gives_the_inner_driver_its_share_of_each_phase():
         ("drive", [j.seq for j in ShardJobs(jobs[3:], 4, 2, 1)], CellKey(60, 2)),
     ]
     assert shard.planned_requests(CELL) == 99
-    result = CellResult(CELL)
-    shard.finish(CELL, result, [])
+    result = amended(CellResult(CELL), shard.finish(CELL, []))
     assert result.warnings == ["inner finished"] and result.incidents == []
 
 
@@ -91,8 +92,7 @@ def test_shard_part_without_a_slot_sends_nothing_and_says_why():
     asyncio.run(shard.warm_up(_run(), narrow))
     asyncio.run(shard.drive(_run(), narrow))
     assert inner.calls == []
-    result = CellResult(narrow)
-    shard.finish(narrow, result, [])
+    result = amended(CellResult(narrow), shard.finish(narrow, []))
     assert result.status == "skipped" and result.load.shard_has_no_slot and result.warnings == ["inner finished"]
     assert result.error == "no slot for shard 3/4 in a cell of concurrency 2"
 

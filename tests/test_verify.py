@@ -24,7 +24,7 @@ from loadgen.names import Api, CellStatus, GarbageReason, Outcome, Phase, TokenU
 from loadgen.record import CellKey, Record
 from loadgen.results.build_cell import build_cell
 from loadgen.results.cell_status import not_best
-from loadgen.results.correctness import verify_text
+from loadgen.results.correctness import Verification, verify_text
 from loadgen.results.verify_reference import Reference, check_matches, load_reference
 from loadgen.schedule.jobs import Inserted, JobList
 from loadgen.sim.outputs import Output, OutputFaults, clean_token
@@ -110,6 +110,11 @@ def verify_record(seq: int, v: dict | None, ok: bool = True, tokens: int = 64) -
                   verify=v)
 
 
+def verification(recs: list[Record], cfg: VerifyConfig) -> Verification:
+    """The cell's verification as the run's verifier hands it to the builder (against the run-start reference)."""
+    return Verification(recs, cfg.mode, "run_start", cfg.max_tokens, cfg.max_garbage_fraction)
+
+
 def measured(n: int = 8) -> list[Record]:
     return [Record(run_id="r", cell=CellKey(60, 8), seq=i, t_sent_ns=1_000, t_first_token_ns=2_000,
                    t_last_token_ns=9_000, t_end_ns=10_000, completion_tokens=100, prompt_tokens=60, chunks=10,
@@ -120,7 +125,7 @@ def cell_of(verdicts: list[dict], mode=VerifyMode.GARBAGE, limit: float = 0.0, f
     recs = [verify_record(i, v) for i, v in enumerate(verdicts)]
     recs += [verify_record(100 + i, None, ok=False) for i in range(failed)]
     cfg = VerifyConfig(mode=mode, max_tokens=64, max_garbage_fraction=limit)
-    return build_cell(CellKey(60, 8), measured(), verified=recs, verify=cfg, reference="run_start").to_json()
+    return build_cell(CellKey(60, 8), measured(), verification=verification(recs, cfg)).to_json()
 
 
 REF = out(list(range(64)))

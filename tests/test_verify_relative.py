@@ -14,7 +14,7 @@ from loadgen.metrics.correctness import absolute_garbage, checks_off, garbage_al
 from loadgen.names import CellStatus, GarbageReason, Outcome, Phase, TokenUnit
 from loadgen.record import CellKey, Record
 from loadgen.results.build_cell import build_cell
-from loadgen.results.correctness import verify_text
+from loadgen.results.correctness import Verification, verify_text
 from loadgen.results.verify_reference import Reference, load_reference, reference_lines, reference_summary
 
 pytestmark = pytest.mark.unit
@@ -68,6 +68,11 @@ def verify_record(seq: int, v: dict) -> Record:
                   outcome=Outcome.OK, completion_tokens=64, verify=v)
 
 
+def verification(recs: list[Record], cfg: VerifyConfig) -> Verification:
+    """The cell's verification as the run's verifier hands it to the builder (against the run-start reference)."""
+    return Verification(recs, cfg.mode, "run_start", cfg.max_tokens, cfg.max_garbage_fraction)
+
+
 def measured(n: int = 8) -> list[Record]:
     return [Record(run_id="r", cell=CellKey(60, 32), seq=100 + i, t_sent_ns=1_000, t_first_token_ns=2_000,
                    t_last_token_ns=9_000, t_end_ns=10_000, completion_tokens=100, prompt_tokens=60, chunks=10,
@@ -77,7 +82,7 @@ def measured(n: int = 8) -> list[Record]:
 def cell_of(verdicts: list[dict]) -> dict:
     cfg = VerifyConfig(mode="garbage", max_tokens=64, max_garbage_fraction=0.0)
     recs = [verify_record(i, v) for i, v in enumerate(verdicts)]
-    return build_cell(CellKey(60, 32), measured(), verified=recs, verify=cfg, reference="run_start").to_json()
+    return build_cell(CellKey(60, 32), measured(), verification=verification(recs, cfg)).to_json()
 
 
 def test_the_relative_count_judges_the_cell_and_the_absolute_one_is_kept():

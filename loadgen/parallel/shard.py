@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from loadgen.console import log
 from loadgen.names import Phase
 from loadgen.record import CellKey, Record
-from loadgen.results.cell_result import CellResult
-from loadgen.results.incidents import IncidentKind
+from loadgen.results.findings import CellFindings
+from loadgen.results.incidents import Incident, IncidentKind
 from loadgen.run.drivers import Driver
 from loadgen.schedule.cell_run import CellRun
 from loadgen.schedule.split import ShardJobs, slot_counts
@@ -56,13 +56,13 @@ class ShardPart:
             await self.inner.drive(part, self.narrow(cell))
         # else this part has no slot in a cell narrower than the shard count, or no job
 
-    def finish(self, cell: CellKey, result: CellResult, measured: Sequence[Record]) -> None:
-        self.inner.finish(cell, result, measured)
-        if self.slots(cell) == 0:
-            # a cell narrower than the shard count: the other shards send all of it
-            result.add(IncidentKind.NO_SLOT,
-                       f"no slot for shard {self.index}/{self.count} in a cell of concurrency {cell.concurrency}")
-            result.load.shard_has_no_slot = True
+    def finish(self, cell: CellKey, measured: Sequence[Record]) -> CellFindings:
+        found = self.inner.finish(cell, measured)
+        if self.slots(cell):
+            return found
+        # a cell narrower than the shard count: the other shards send all of it
+        why = f"no slot for shard {self.index}/{self.count} in a cell of concurrency {cell.concurrency}"
+        return found + CellFindings(load={"shard_has_no_slot": True}, incidents=(Incident(IncidentKind.NO_SLOT, why),))
 
 
 class AlignedStart:
@@ -87,8 +87,8 @@ class AlignedStart:
             await wait_until(self.start_at + k * (self.period_s or 0), k)
         await self.inner.drive(run, cell)
 
-    def finish(self, cell: CellKey, result: CellResult, measured: Sequence[Record]) -> None:
-        self.inner.finish(cell, result, measured)
+    def finish(self, cell: CellKey, measured: Sequence[Record]) -> CellFindings:
+        return self.inner.finish(cell, measured)
 
 
 async def wait_until(t_s: float, k: int) -> None:

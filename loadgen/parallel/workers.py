@@ -30,12 +30,11 @@ import time
 from collections.abc import Sequence
 
 from loadgen.config import AUTO_STREAMS_PER_WORKER, RunConfig
-from loadgen.metrics.client_health import merge_client
 from loadgen.names import Outcome, Phase
 from loadgen.parallel import wire
 from loadgen.record import CellKey, Record
-from loadgen.results.cell_result import CellResult
-from loadgen.results.incidents import IncidentKind
+from loadgen.results.findings import CellFindings
+from loadgen.results.incidents import Incident, IncidentKind
 from loadgen.run.drivers import Driver
 from loadgen.schedule.cell_run import CellRun
 from loadgen.schedule.split import slot_counts
@@ -281,12 +280,15 @@ class WorkerDriver:
             return
         self.per_worker[run.cell] = await self.pool.run_cell(run.phase(Phase.MEASURE), cell)
 
-    def finish(self, cell: CellKey, result: CellResult, measured: Sequence[Record]) -> None:
-        self.inner.finish(cell, result, measured)
+    def finish(self, cell: CellKey, measured: Sequence[Record]) -> CellFindings:
+        """The inner driver's figures, each worker's client health (the builder merges it into the cell's,
+        `metrics.client_health.merge_client`) and a worker that died."""
+        found = self.inner.finish(cell, measured)
         per_worker = self.per_worker.pop(cell, None)
-        if per_worker is not None and result.telemetry.client is not None:
-            result.telemetry.client = merge_client(result.telemetry.client, per_worker)
+        if per_worker is not None:
+            found += CellFindings(workers=tuple(per_worker))
         if cell in self.pool.problems:
             why = "; ".join(self.pool.problems.pop(cell))
-            result.add(IncidentKind.WORKER_DIED, f"{why}: the cell stopped early")
-            result.warnings.append(f"{why}; later cells run in the main process")
+            found += CellFindings(incidents=(Incident(IncidentKind.WORKER_DIED, f"{why}: the cell stopped early"),),
+                                  warnings=(f"{why}; later cells run in the main process",))
+        return found

@@ -1,31 +1,35 @@
-"""The one builder of a cell's result: records + telemetry windows + incidents → `CellResult` (pure).
+"""The one builder of a cell's result: records + telemetry windows + incidents → `CellResult` (pure), and the
+one way a built result changes afterwards (`amended`: a new result with later `CellFindings`).
 
 Figures come from `loadgen.metrics` (the formulas, shared with the tables and the live exporter); the
 incidents the builder sees itself are the request counts' (`cell_status.request_incidents`), a telemetry
 source lost mid-run and a client that fell behind; the caller passes the ones only it saw (a worker that
-died, the server going away, an interrupt).
+died, the server going away, an interrupt). Its typed parts are built from the figures directly; `from_json`
+is for reading files.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
-from loadgen.config import SloConfig, VerifyConfig
+from loadgen.config import SloConfig
 from loadgen.metrics import accept_positions
 from loadgen.metrics import telemetry as cell_telemetry
 from loadgen.metrics.cell import summarize
 from loadgen.metrics.cell_noise import bootstrap_method, cell_intervals
 from loadgen.metrics.chunk_fold import ChunkFold
-from loadgen.metrics.client_health import saturation_note
+from loadgen.metrics.client_health import merge_client, saturation_note
 from loadgen.metrics.counts import scheduled
 from loadgen.metrics.shared_prefix import shared_prefix_figures
 from loadgen.metrics.slo import slo_figures
 from loadgen.metrics.source_result import SourceResult
 from loadgen.metrics.steady import Arrivals, token_arrivals
-from loadgen.record import CellKey, Record
-from loadgen.results.cell_result import CellResult, from_json
+from loadgen.record import CellKey, Record, cell_key
+from loadgen.results.cell_result import CellResult, typed_parts
 from loadgen.results.cell_status import DEFAULT_MAX_FAILED_FRACTION, failed_fraction, request_incidents
-from loadgen.results.correctness import correctness_incidents, correctness_part
+from loadgen.results.correctness import Verification, correctness_incidents, correctness_part
+from loadgen.results.findings import NOTHING, CellFindings
 from loadgen.results.incidents import Incident, IncidentKind
 from loadgen.results.slo_part import Slo, first_wave_note
 
@@ -56,44 +60,67 @@ def figures(key: CellKey, records: Sequence[Record], sources: Sequence[SourceRes
 
 def build_cell(key: CellKey, records: Sequence[Record], sources: Sequence[SourceResult] = (),
                client: dict | None = None, incidents: Sequence[Incident] = (),
-               max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION, verified: Sequence[Record] = (),
-               verify: VerifyConfig | None = None, reference: str = "", slo: SloConfig | None = None,
-               not_sent: int = 0, shared_prefix: tuple[int, int] | None = None, chunks: ChunkFold | None = None,
-               arrivals: Arrivals = token_arrivals) -> CellResult:
+               max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION, verification: Verification | None = None,
+               slo: SloConfig | None = None, not_sent: int = 0, shared_prefix: tuple[int, int] | None = None,
+               chunks: ChunkFold | None = None, arrivals: Arrivals = token_arrivals,
+               found: CellFindings = NOTHING) -> CellResult:
     """The cell's result from its measured records, its telemetry sources' results over the window, the
-    client's health and the incidents the caller saw; judged by `max_failed_fraction`. With `verify` (on),
-    its verification records (`verified`) against the reference named `reference` fill `correctness`; with
-    latency targets (`slo`) its attainment and goodput, counting the `not_sent` measured requests as not good;
-    with `shared_prefix` (groups, tokens), the prefix cache's share of it (`metrics.shared_prefix`).
-    `chunks`: the fold of the records' chunks, when the cell made one as it ran (their lists then read back
-    through `arrivals`)."""
+    client's health and the incidents the caller saw; judged by `max_failed_fraction`. With `verification`
+    (--verify: the cell's verification records, `run/verify.py`), `correctness`; with latency targets (`slo`)
+    its attainment and goodput, counting the `not_sent` measured requests as not good; with `shared_prefix`
+    (groups, tokens), the prefix cache's share of it (`metrics.shared_prefix`). `chunks`: the fold of the
+    records' chunks, when the cell made one as it ran (their lists then read back through `arrivals`).
+    `found`: what the driver learned of the load (its figures, a shard's or the workers' own), applied last."""
     flat = figures(key, records, sources, client, chunks, arrivals) | {"max_failed_fraction": max_failed_fraction}
     if shared_prefix:
         flat["shared_prefix"] = shared_prefix_figures([r for r in records if r.ok], *shared_prefix)
     flat["failed_fraction"] = failed_fraction(flat)
-    result = from_json(flat | {"incidents": []})
-    if slo is not None and slo.enabled:
-        slots = key.concurrency if key.request_rate is None else 0  # a closed loop's first wave: one per slot
-        result.slo = Slo(**slo_figures(records, slo.slo_targets, slo.slo_attainment, flat["duration_s"], not_sent,
-                                       slots))
+    parts, extra = typed_parts(flat)
+    slo_part = _slo(key, records, slo, flat["duration_s"], not_sent)
+    correctness = correctness_part(verification, flat.get("output_tokens") or 0) if verification else None
     warnings = [w for r in sources for w in r.warnings]
-    for w in warnings:
-        if w.startswith(TELEMETRY_LOST):
-            result.add(IncidentKind.TELEMETRY_LOST, w)
-    result.warnings = [w for w in warnings if not w.startswith(TELEMETRY_LOST)]
-    if result.workload.cancellation:
-        result.warnings.append(abandoned_note(flat["requests"]))
-    if result.slo is not None and first_wave_note(result.slo):
-        result.warnings.append(first_wave_note(result.slo))
-    for found in (*request_incidents(flat), *incidents):
-        result.add(found.kind, found.reason)
+    notes = [w for w in warnings if not w.startswith(TELEMETRY_LOST)]
+    if parts["workload"].cancellation:
+        notes.append(abandoned_note(flat["requests"]))
+    if slo_part is not None and first_wave_note(slo_part):
+        notes.append(first_wave_note(slo_part))
+    seen = [*(Incident(IncidentKind.TELEMETRY_LOST, w) for w in warnings if w.startswith(TELEMETRY_LOST)),
+            *request_incidents(flat), *incidents]
     if client and client.get("saturated"):
-        result.add(IncidentKind.CLIENT_SATURATED, saturation_note(client, key.as_dict()))
-    if verify is not None and verify.enabled:
-        result.correctness = correctness_part(verified, verify, reference, flat.get("output_tokens") or 0)
-        for found in correctness_incidents(result.correctness):
-            result.add(found.kind, found.reason)
-    return result
+        seen.append(Incident(IncidentKind.CLIENT_SATURATED, saturation_note(client, key.as_dict())))
+    if correctness is not None:
+        seen += correctness_incidents(correctness)
+    result = CellResult(cell_key(key.as_dict()), None, **parts, slo=slo_part, correctness=correctness,
+                        incidents=_unique(seen), warnings=notes, extra=extra)
+    return amended(result, found)
+
+
+def _slo(key: CellKey, records: Sequence[Record], slo: SloConfig | None, duration_s: float | None,
+         not_sent: int) -> Slo | None:
+    if slo is None or not slo.enabled:
+        return None
+    slots = key.concurrency if key.request_rate is None else 0  # a closed loop's first wave: one per slot
+    return Slo(**slo_figures(records, slo.slo_targets, slo.slo_attainment, duration_s, not_sent, slots))
+
+
+def amended(result: CellResult, found: CellFindings) -> CellResult:
+    """A new result: `result` with what was learned of the cell after it was built (`CellFindings`: the
+    driver's figures, the server-down policy's accounting, the run id, a check's or the drift check's
+    incidents). The one way a built result changes; `result` itself is left as it was."""
+    if found.empty:
+        return result
+    client = result.telemetry.client
+    if found.workers is not None and client is not None:
+        client = merge_client(client, list(found.workers))
+    return replace(result, run_id=found.run_id or result.run_id, requests=replace(result.requests, **found.requests),
+                   load=replace(result.load, **found.load), telemetry=replace(result.telemetry, client=client),
+                   incidents=_unique([*result.incidents, *found.incidents]),
+                   warnings=[*result.warnings, *found.warnings])
+
+
+def _unique(incidents: Sequence[Incident]) -> list[Incident]:
+    """Each incident once, in the order first seen (the same kind and reason again changes nothing)."""
+    return list(dict.fromkeys(incidents))
 
 
 def abandoned_note(requests: dict) -> str:

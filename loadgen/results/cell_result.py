@@ -15,8 +15,8 @@ from typing import Any
 from loadgen.metrics.client_health import saturation_note
 from loadgen.names import CellStatus
 from loadgen.record import CellKey, cell_key
-from loadgen.results.fields_doc import doc
 from loadgen.results import figures as fig
+from loadgen.results.fields_doc import doc
 from loadgen.results.figures import Figures
 from loadgen.results.gpu_part import Gpu
 from loadgen.results.incidents import Incident, IncidentKind, Verdict, finished, judge
@@ -179,9 +179,8 @@ class CellResult:
         return self.verdict.error
 
     def add(self, kind: IncidentKind, reason: str) -> None:
-        """Record an incident (once: the same kind and reason again changes nothing)."""
-        incident = Incident(kind, reason)
-        if incident not in self.incidents:
+        """Record an incident once, while the result is built (a built one changes only through `amended`)."""
+        if (incident := Incident(kind, reason)) not in self.incidents:
             self.incidents.append(incident)
 
     def has(self, kind: IncidentKind) -> bool:
@@ -245,19 +244,25 @@ def _written(value: Any, optional: bool) -> bool:
     return not optional or value not in (None, {}, [])
 
 
+def typed_parts(figures: dict) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Each part made from the flat figures that are its fields, and the figures of no part (`extra`)."""
+    owner = part_keys()
+    values: dict[str, dict[str, Any]] = {part: {} for part in PARTS}
+    extra = {}
+    for name, value in figures.items():
+        if name in owner:
+            values[owner[name]][name] = value
+        elif name not in (*KEY_FIELDS, *JUDGED, *RESERVED, "run_id"):
+            extra[name] = value
+    return {part: PARTS[part](**v) for part, v in values.items()}, extra
+
+
 def from_json(data: dict) -> CellResult:
     """A cell read back from its JSON; a file of an earlier loadgen (no `incidents`) gets the incidents its
     status, error and figures imply (`legacy_incidents`), so it is judged as it was."""
     key = cell_key(data)
-    owner = part_keys()
-    parts = {part: {} for part in PARTS}
-    extra = {}
-    for name, value in data.items():
-        if name in owner:
-            parts[owner[name]][name] = value
-        elif name not in (*KEY_FIELDS, *JUDGED, *RESERVED, "run_id"):
-            extra[name] = value
-    result = CellResult(key, data.get("run_id"), **{p: PARTS[p](**v) for p, v in parts.items()},
+    parts, extra = typed_parts(data)
+    result = CellResult(key, data.get("run_id"), **parts,
                         **{name: _reserved(name, data.get(name)) for name in RESERVED}, extra=extra)
     if "incidents" in data:
         result.incidents = [Incident.from_json(i) for i in data["incidents"]]

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from loadgen.config import VerifyConfig
 from loadgen.metrics.correctness import (
     absolute_garbage,
     divergence_figures,
@@ -62,21 +61,34 @@ class Correctness:
                                      "throughput figure", "fraction")
 
 
-def correctness_part(verified: Sequence[Record], cfg: VerifyConfig, reference: str, output_tokens: int) -> dict:
-    """The part, from the cell's verification records (those that ended ok carry their verdict) and the
-    measured requests' output tokens."""
+@dataclass(frozen=True)
+class Verification:
+    """A cell's verification as `run/verify.py` measured it: its records (those that ended ok carry their
+    verdict), the reference they were compared with and the settings they are judged by."""
+
+    records: Sequence[Record]
+    mode: VerifyMode
+    reference: str
+    max_tokens: int
+    max_garbage_fraction: float
+
+
+def correctness_part(verification: Verification, output_tokens: int) -> dict:
+    """The part, from the cell's verification and the measured requests' output tokens."""
+    verified = verification.records
     verdicts = [r.verify for r in verified if r.ok and r.verify is not None]
     checked, exact, garbage_frac = fractions(verdicts)
     alone_frac, alone = absolute_garbage(verdicts)
     unstable, where_stable = noise_floor(verdicts)
-    part = Correctness(mode=str(cfg.mode), reference=reference, max_tokens=cfg.max_tokens, checked=checked,
+    part = Correctness(mode=str(verification.mode), reference=verification.reference,
+                       max_tokens=verification.max_tokens, checked=checked,
                        failed=sum(1 for r in verified if not r.ok),
                        unit=str(verdicts[0]["unit"]) if verdicts else None, exact_match_fraction=exact,
                        diverged=sum(1 for v in verdicts if v.get("divergence") is not None),
                        first_divergence_tokens=divergence_figures(verdicts), garbage_fraction=garbage_frac,
                        garbage=garbage_reasons(verdicts), absolute_garbage_fraction=alone_frac,
                        absolute_garbage=alone, reference_unstable=unstable, diverged_where_stable=where_stable,
-                       max_garbage_fraction=cfg.max_garbage_fraction,
+                       max_garbage_fraction=verification.max_garbage_fraction,
                        output_share=verification_share(verified, output_tokens))
     return asdict(part)
 

@@ -71,6 +71,10 @@ class ResultsFile:
     def add(self, result: CellResult) -> None:
         self.cells.append(result)
 
+    def replace(self, old: CellResult, new: CellResult) -> None:
+        """`new` where `old` was (a cell amended after it was added: the drift check's control)."""
+        self.cells = [new if c is old else c for c in self.cells]
+
     def save(self) -> None:
         if self.order is not None:
             rank = {k: i for i, k in enumerate(self.order)}

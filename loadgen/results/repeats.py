@@ -10,6 +10,7 @@ saturated repeat makes the cell so.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from loadgen.metrics.cell_noise import KEY_FIGURES, REPEATS, repeats_figures
 from loadgen.metrics.confidence import LEVEL
@@ -65,8 +66,6 @@ def combine_repeats(results: Sequence[CellResult]) -> CellResult:
                       "windows": [r.load.wall_clock or r.load.window_ns for r in results]}
     out["incidents"] = []
     combined = from_json(out)
-    for r in results:
-        for incident in r.incidents:
-            combined.add(incident.kind, incident.reason)
-    combined.warnings = list(dict.fromkeys(w for r in results for w in r.warnings))
-    return combined
+    return replace(combined, incidents=list(dict.fromkeys([*combined.incidents, *(i for r in results
+                                                                                  for i in r.incidents)])),
+                   warnings=list(dict.fromkeys(w for r in results for w in r.warnings)))

@@ -3,12 +3,14 @@
 
 Every record goes to every sink as its request ends; the measured ones are also kept until the cell's result
 is built, their chunks folded and moved to disk (`chunk_spill.CellRecords`: memory does not grow with the
-chunks of a long cell). Its formulas live in `loadgen.metrics`; the driver adds its own figures.
+chunks of a long cell). Its formulas live in `loadgen.metrics`; the driver returns its own figures to the
+builder (`Driver.finish`), as the verifier its verification records (`Verifier.verification`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable
 
@@ -56,6 +58,11 @@ class CellMeasurer:
         self.progress = progress
         self.verifier = verifier
         self.model = prompts.model
+
+    def under(self, run_id: str) -> CellMeasurer:
+        """A twin with the run's parts, shared, measuring under another run id (its prompts' prefixes too)."""
+        return CellMeasurer(self.cfg, run_id, dataclasses.replace(self.prompts, run_id=run_id), self.driver,
+                            self.transport, self.sinks, self.telemetry, self.control, self.progress, self.verifier)
 
     async def jobs(self, cell: CellKey) -> JobList | Inserted:
         """Warmup and measured jobs (and the verification jobs, `--verify`); a duration-bound cell reuses its
@@ -124,14 +131,12 @@ class CellMeasurer:
         results, client = await self.measured_window(run, cell, measured)
         outcome = run.cell_outcome()
         not_sent = 0 if self.cfg.duration_per_cell_s else outcome.measured_not_sent
-        v = self.verifier
         records = measured.records()
         result = build_cell(cell, records, results, client, max_failed_fraction=self.cfg.max_failed_fraction,
-                            verified=verified, verify=self.cfg.verify if v else None,
-                            reference=v.reference_name if v else "", slo=self.cfg.slo, not_sent=not_sent,
-                            shared_prefix=self.cfg.workload.shared_prefix, chunks=measured.fold,
-                            arrivals=measured.spill.arrivals)
-        self.driver.finish(cell, result, records)
+                            verification=self.verifier.verification(verified) if self.verifier else None,
+                            slo=self.cfg.slo, not_sent=not_sent, shared_prefix=self.cfg.workload.shared_prefix,
+                            chunks=measured.fold, arrivals=measured.spill.arrivals,
+                            found=self.driver.finish(cell, records))
         return result, outcome
 
     async def measured_window(self, run: CellRun, cell: CellKey, measured: CellRecords):

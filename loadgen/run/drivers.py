@@ -8,8 +8,8 @@
   spread over worker processes).
 
 A driver plans and drives, nothing else: it answers how many measured requests a cell plans, runs the warmup
-requests (`warm_up`, before the cell's telemetry opens), runs the measured load (`drive`) and adds its own
-figures to the cell's entry (`finish`). It sends the jobs of views of the cell's run (`CellRun.phase`,
+requests (`warm_up`, before the cell's telemetry opens), runs the measured load (`drive`) and returns its own
+figures of the load (`finish`: `CellFindings`, which the builder puts into the cell's result). It sends the jobs of views of the cell's run (`CellRun.phase`,
 `split`, `untimed`); what the load did is the run's outcome. What is printed about a kind of load (the banner,
 the tables after the matrix) is chosen by the CLI and rendered in `loadgen.results`.
 """
@@ -25,7 +25,7 @@ from loadgen.metrics.open_loop import Ramp, corrected_ttft_s, ramp_series, susta
 from loadgen.metrics.throttle import throttle_figures
 from loadgen.names import Phase
 from loadgen.record import CellKey, Record
-from loadgen.results.cell_result import CellResult
+from loadgen.results.findings import NOTHING, CellFindings
 from loadgen.run.transport import Transport
 from loadgen.schedule import arrivals
 from loadgen.schedule.cell_run import CellRun
@@ -52,8 +52,8 @@ class Driver(Protocol):
         """Send the measured load."""
         ...
 
-    def finish(self, cell: CellKey, result: CellResult, measured: Sequence[Record]) -> None:
-        """Add the driver's own figures to the cell's result (in place)."""
+    def finish(self, cell: CellKey, measured: Sequence[Record]) -> CellFindings:
+        """The driver's own figures of the cell's load, for the builder."""
         ...
 
 
@@ -88,11 +88,13 @@ class ClosedLoop:
             self.gate.reset()
         await closed_loop(run, cell.concurrency, self.pause, self.gate, self.cfg.workload.slot_ramp_s)
 
-    def finish(self, cell: CellKey, result: CellResult, measured: Sequence[Record]) -> None:
+    def finish(self, cell: CellKey, measured: Sequence[Record]) -> CellFindings:
         g = self.gate
-        if g is not None:
-            span_s = (max((r.t_end_ns for r in measured), default=g.since_ns) - g.since_ns) / 1e9
-            result.load.throttle = throttle_figures(measured, g.rate, g.waited_ns, g.waits, cell.concurrency, span_s)
+        if g is None:
+            return NOTHING
+        span_s = (max((r.t_end_ns for r in measured), default=g.since_ns) - g.since_ns) / 1e9
+        return CellFindings(load={"throttle": throttle_figures(measured, g.rate, g.waited_ns, g.waits,
+                                                               cell.concurrency, span_s)})
 
 
 class OpenLoop:
@@ -137,18 +139,23 @@ class OpenLoop:
         t0 = self.t0_ns[cell] = time.monotonic_ns()
         await open_loop(run.untimed(), [t0 + round(o * NS) for o in self.schedule(cell)], self.opts.max_concurrency)
 
-    def finish(self, cell: CellKey, result: CellResult, measured: Sequence[Record]) -> None:
-        recs = sorted(measured, key=lambda r: r.t_intended_ns)
+    def finish(self, cell: CellKey, measured: Sequence[Record]) -> CellFindings:
         o, ramp = self.opts, self.ramp
-        result.load.target_request_rate = ramp.mean_rate if ramp else cell.request_rate
-        result.load.arrival = {"law": o.arrival, "burstiness": o.burstiness, "max_concurrency": o.max_concurrency}
+        load = {"target_request_rate": ramp.mean_rate if ramp else cell.request_rate,
+                "arrival": {"law": o.arrival, "burstiness": o.burstiness, "max_concurrency": o.max_concurrency}}
         if ramp:
-            t0 = self.t0_ns.get(cell, 0)
-            t_s = [(r.t_intended_ns - t0) / NS for r in recs]
-            ttft = [corrected_ttft_s(r) for r in recs]
-            window = o.ramp_window_s or ramp.duration_s / 10
-            verdict = sustainable_rate(t_s, ttft, ramp, o.slo_ttft_s, window)
-            result.load.sustainable_request_rate = verdict["sustainable_request_rate"]
-            result.load.ramp = {"r0": ramp.r0, "r1": ramp.r1, "duration_s": ramp.duration_s,
-                             "slo_ttft_s": o.slo_ttft_s, "window_s": window, **verdict,
-                             "series": ramp_series(t_s, ttft, ramp, window)}
+            load |= self.ramp_figures(cell, measured)
+        return CellFindings(load=load)
+
+    def ramp_figures(self, cell: CellKey, measured: Sequence[Record]) -> dict:
+        """--ramp: the sustainable rate and the ramp's windows (`metrics.open_loop.sustainable_rate`)."""
+        o, ramp = self.opts, self.ramp
+        recs = sorted(measured, key=lambda r: r.t_intended_ns)
+        t0 = self.t0_ns.get(cell, 0)
+        t_s = [(r.t_intended_ns - t0) / NS for r in recs]
+        ttft = [corrected_ttft_s(r) for r in recs]
+        window = o.ramp_window_s or ramp.duration_s / 10
+        verdict = sustainable_rate(t_s, ttft, ramp, o.slo_ttft_s, window)
+        return {"sustainable_request_rate": verdict["sustainable_request_rate"],
+                "ramp": {"r0": ramp.r0, "r1": ramp.r1, "duration_s": ramp.duration_s, "slo_ttft_s": o.slo_ttft_s,
+                         "window_s": window, **verdict, "series": ramp_series(t_s, ttft, ramp, window)}}

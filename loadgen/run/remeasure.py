@@ -12,8 +12,6 @@ run id is `<run id>-<tag>`. That id is in its records' `run_id` and in the promp
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 from typing import TYPE_CHECKING
 
 import aiohttp
@@ -39,10 +37,7 @@ async def measure_again(runner: Runner, session: aiohttp.ClientSession, measurer
     tag)`; returned, not added to `runner.results` (module docstring), and told finished to the sinks as a
     matrix cell is (the live exporter ends its series, under that run id). Progress says `<tag> ctx=… c=…`."""
     run_id = again_run_id(runner.run_id, tag)
-    twin = copy.copy(measurer)  # the run's parts, shared; only the run id and the prompts' prefixes differ
-    twin.run_id = run_id
-    twin.prompts = dataclasses.replace(measurer.prompts, run_id=run_id)
-    again = await runner.measure_repeats(session, twin, cell, f"{tag} {cell.label()}")
+    again = await runner.measure_repeats(session, measurer.under(run_id), cell, f"{tag} {cell.label()}")
     entry = again.to_json()
     for s in runner.parts.sinks:
         s.cell_finished(cell, entry)

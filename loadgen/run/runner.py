@@ -26,10 +26,11 @@ from loadgen.errors import ServerError
 from loadgen.metrics.drift import Drift
 from loadgen.names import CellStatus
 from loadgen.record import CellKey, RunAnchor
-from loadgen.results.build_cell import unmeasured
+from loadgen.results.build_cell import amended, unmeasured
 from loadgen.results.category_table import category_table, lengths_table
 from loadgen.results.cell_result import CellResult
 from loadgen.results.document import ResultsFile
+from loadgen.results.findings import CellFindings, incident
 from loadgen.results.incidents import IncidentKind
 from loadgen.results.knee_text import knee_summary
 from loadgen.results.provenance import wall_clock
@@ -62,9 +63,10 @@ class Service(Protocol):
 
 class CellCheck(Protocol):
     """A judgement of each measured cell that may fail it and stop the run (e.g. a sweep's check that the
-    server still runs the configuration under test)."""
+    server still runs the configuration under test): what it found goes to the builder (`amended`)."""
 
-    async def check(self, session: aiohttp.ClientSession, result: CellResult, control: RunControl) -> None: ...
+    async def check(self, session: aiohttp.ClientSession, result: CellResult,
+                    control: RunControl) -> CellFindings: ...
 
 
 class Preflight(Protocol):
@@ -227,9 +229,13 @@ class Runner:
         if check is None or self.first is None or self.control.stopping:
             return
         self.drift = await check.run(self, session, measurer, self.first)
-        if self.drift is not None:
-            self.results.sections["drift"] = self.drift.to_json()
-            self.results.save()
+        if self.drift is None:
+            return
+        if self.drift.drifted:  # the control's check fails: a new first cell in the results
+            first, self.first = self.first, amended(self.first, incident(IncidentKind.DRIFTED, self.drift.sentence))
+            self.results.replace(first, self.first)
+        self.results.sections["drift"] = self.drift.to_json()
+        self.results.save()
 
     async def measure_repeats(self, session: aiohttp.ClientSession, measurer: CellMeasurer, cell: CellKey,
                               done: str) -> CellResult:
@@ -239,7 +245,8 @@ class Runner:
         results: list[CellResult] = []
         for repeat in range(n):
             if results and self.control.stopping:
-                results[-1].add(IncidentKind.INTERRUPTED, f"stopped early: {len(results)} of {n} repeats measured")
+                why = f"stopped early: {len(results)} of {n} repeats measured"
+                results[-1] = amended(results[-1], incident(IncidentKind.INTERRUPTED, why))
                 break
             results.append(await self.measure_cell(session, measurer, cell, repeat))
             if n > 1:
@@ -258,10 +265,11 @@ class Runner:
         except (TimeoutError, ServerError, aiohttp.ClientError) as exc:
             # sizing the cell's prompts failed before any load: this cell fails, the run goes on
             result = unmeasured(cell, IncidentKind.BEFORE_LOAD, f"before load: {exc}"[:300])
-        result.run_id = measurer.run_id  # the run's, or a cell measured again's own (`remeasure.py`)
-        result.load.wall_clock = wall_clock(result.load.window_ns, self.anchor)
+        # the run's id, or a cell measured again's own (`remeasure.py`)
+        result = amended(result, CellFindings(run_id=measurer.run_id,
+                                              load={"wall_clock": wall_clock(result.load.window_ns, self.anchor)}))
         for check in self.parts.checks:
-            await check.check(session, result, self.control)
+            result = amended(result, await check.check(session, result, self.control))
         return result
 
     def exit_code(self) -> int:

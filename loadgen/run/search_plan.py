@@ -20,6 +20,7 @@ from loadgen.names import SearchOver
 from loadgen.record import CellKey, Record, cell_key
 from loadgen.results.cell_result import CellResult
 from loadgen.results.document import ResultsFile
+from loadgen.results.findings import NOTHING, CellFindings, incident
 from loadgen.results.incidents import IncidentKind
 from loadgen.results.search import Measure, Role, SearchConfig
 from loadgen.results.search_report import search_section
@@ -104,26 +105,26 @@ class SearchPlan:
         results.sections["search"] = search_section(self.cfg, self.slo, self.contexts,
                                                     [c.to_json() for c in results.cells], self.cap)
 
-    async def check(self, session: aiohttp.ClientSession, result: CellResult, control: RunControl) -> None:
+    async def check(self, session: aiohttp.ClientSession, result: CellResult, control: RunControl) -> CellFindings:
         """A cell the walk measured again gets its note; the control probe measured again, the drift verdict
         (a failed check when it confirms a drift: the search ends without an answer and exits 1)."""
         m = self.asked.get(result.key)
         if m is None or m.role is Role.PROBE:
-            return
-        result.add(IncidentKind.MEASURED_AGAIN, m.why)
+            return NOTHING
+        found = incident(IncidentKind.MEASURED_AGAIN, m.why)
         if m.role is Role.CONTROL and m.control is not None:
-            self._judge_control(m, result)
+            found += self._judge_control(m, result)
+        return found
 
-    def _judge_control(self, m: Measure, result: CellResult) -> None:
+    def _judge_control(self, m: Measure, result: CellResult) -> CellFindings:
         first = next((c for c in self.results.cells if c.key == m.control), None) if self.results else None
         if first is None:
-            return
+            return NOTHING
         drift = judge_drift(first, result)
         if not drift.drifted:
-            return
-        if m.confirms:
-            result.add(IncidentKind.DRIFTED, drift.sentence)
+            return NOTHING
         log(said(f"search: {drift.sentence}" + ("" if m.confirms else "; measuring it once more to confirm")))
+        return incident(IncidentKind.DRIFTED, drift.sentence) if m.confirms else NOTHING
 
 
 class SizedCells:
@@ -142,5 +143,5 @@ class SizedCells:
     async def drive(self, run: CellRun, cell: CellKey) -> None:
         await self.inner.drive(run, cell)
 
-    def finish(self, cell: CellKey, result: CellResult, measured: Sequence[Record]) -> None:
-        self.inner.finish(cell, result, measured)
+    def finish(self, cell: CellKey, measured: Sequence[Record]) -> CellFindings:
+        return self.inner.finish(cell, measured)

@@ -37,8 +37,9 @@ from loadgen.metrics.counts import scheduled
 from loadgen.names import Outcome
 from loadgen.names import ServerDownPolicy as OnServerDown
 from loadgen.record import CellKey, Record
-from loadgen.results.build_cell import build_cell
+from loadgen.results.build_cell import amended, build_cell
 from loadgen.results.cell_result import CellResult
+from loadgen.results.findings import NOTHING, CellFindings, incident
 from loadgen.results.incidents import IncidentKind
 from loadgen.run.control import RunControl
 from loadgen.schedule.cell_run import LoadOutcome, StopToken
@@ -160,24 +161,25 @@ class ServerDownPolicy:
             result = await self._attempt(cell, measure, attempt, planned)
             if self.guard.down is None:
                 break
-            result.add(IncidentKind.SERVER_DOWN, f"the server went away: {self.guard.down}")
+            result = amended(result, incident(IncidentKind.SERVER_DOWN, f"the server went away: {self.guard.down}"))
             log(f"{cell.label()}: the server went away (attempt {attempt + 1}): {self.guard.down}")
-            if not await self._after_down(session, cell, result, target, headers) or attempt + 1 == self.attempts:
+            again, found = await self._after_down(session, cell, target, headers)
+            result = amended(result, found)
+            if not again or attempt + 1 == self.attempts:
                 break
             history.append(_brief(result, attempt))
-        if history:
-            result.load.attempts = history
-        return result
+        return amended(result, CellFindings(load={"attempts": history})) if history else result
 
-    async def _after_down(self, session, cell: CellKey, result: CellResult, target: Target, headers: dict) -> bool:
-        """Apply the policy to a cell whose server went away; True when the cell is to be measured again."""
+    async def _after_down(self, session, cell: CellKey, target: Target, headers: dict) -> tuple[bool, CellFindings]:
+        """Apply the policy to a cell whose server went away: whether the cell is to be measured again, and
+        what the wait found (`_wait`)."""
         if self.policy == OnServerDown.STOP:
             self.control.stop(f"not measured: the server went away during {cell.label()} (--on-server-down stop)")
-            return False
+            return False, NOTHING
         if self.policy == OnServerDown.SKIP:
             log(f"{cell.label()}: failed; going on to the next cell (--on-server-down skip)")
-            return False
-        return await self._wait(session, result, target, headers)
+            return False, NOTHING
+        return await self._wait(session, target, headers)
 
     async def _attempt(self, cell: CellKey, measure: Measure, attempt: int, planned: int) -> CellResult:
         stop = StopToken(self.control.token)  # this attempt's load stops with the run, or when the server is down
@@ -195,32 +197,28 @@ class ServerDownPolicy:
             self.guard.mark_down(f"unreachable while preparing the cell ({why})")
             result = build_cell(cell, [])
         await self.guard.settle()
-        result.load.attempt = attempt
-        self._account(result, planned, outcome)
-        return result
+        return amended(result, CellFindings(load={"attempt": attempt}) + self._account(result, planned, outcome))
 
-    def _account(self, result: CellResult, planned: int, outcome: LoadOutcome | None) -> None:
+    def _account(self, result: CellResult, planned: int, outcome: LoadOutcome | None) -> CellFindings:
         """requests_not_sent, and an incident when an interrupt stopped the cell before it sent all it planned."""
         if self.timed_cells:
-            result.requests.requests_not_sent = None
-            return
+            return CellFindings(requests={"requests_not_sent": None})
         if outcome is None:  # the cell ended while it was being prepared
-            result.requests.requests_not_sent = planned
-            return
+            return CellFindings(requests={"requests_not_sent": planned})
         not_sent = outcome.measured_not_sent
-        result.requests.requests_not_sent = not_sent
-        if not_sent and self.guard.down is None:
-            req = result.requests.requests
-            of = f"{not_sent} of {not_sent + scheduled(req)} measured requests not sent"
-            early = next((e.reason for e in self.early_stops if e.reason), None)
-            if early and not self.control.stopping:
-                result.add(IncidentKind.OVERSATURATED, f"{early}: {of}")
-                return
-            result.add(IncidentKind.INTERRUPTED,
-                       f"stopped early ({self.control.stop_reason.removeprefix('not measured: ')}): {of}")
+        found = CellFindings(requests={"requests_not_sent": not_sent})
+        if not not_sent or self.guard.down is not None:
+            return found
+        of = f"{not_sent} of {not_sent + scheduled(result.requests.requests)} measured requests not sent"
+        early = next((e.reason for e in self.early_stops if e.reason), None)
+        if early and not self.control.stopping:
+            return found + incident(IncidentKind.OVERSATURATED, f"{early}: {of}")
+        why = self.control.stop_reason.removeprefix('not measured: ')
+        return found + incident(IncidentKind.INTERRUPTED, f"stopped early ({why}): {of}")
 
-    async def _wait(self, session, result: CellResult, target: Target, headers: dict) -> bool:
-        """Wait for the server to come back (the readiness gate of sweeps); False when the run must stop."""
+    async def _wait(self, session, target: Target, headers: dict) -> tuple[bool, CellFindings]:
+        """Wait for the server to come back (the readiness gate of sweeps): False when the run must stop, and
+        the wait's `recovery` (with an incident when the server did not come back)."""
         log(f"waiting up to {self.wait_timeout_s:g} s for the server to come back (--on-server-down wait)")
         task = asyncio.ensure_future(wait_ready(
             session, self.guard.url, api=target.api, model=target.model, timeout_s=self.wait_timeout_s,
@@ -231,16 +229,16 @@ class ServerDownPolicy:
             if self.control.stopping and not task.done():  # interrupted while waiting
                 task.cancel()
                 await asyncio.wait([task])
-                return False
+                return False, NOTHING
         ready = task.result()
-        result.load.recovery = {"ready": ready.ready, "elapsed_s": ready.elapsed_s, "reason": ready.reason}
+        found = CellFindings(load={"recovery": {"ready": ready.ready, "elapsed_s": ready.elapsed_s,
+                                                "reason": ready.reason}})
         if not ready.ready:
-            result.add(IncidentKind.SERVER_DOWN, f"it did not come back: {ready.reason}")
             self.control.stop("not measured: the server went away and did not come back "
                               f"within --server-wait-timeout {self.wait_timeout_s:g} s")
-            return False
+            return False, found + incident(IncidentKind.SERVER_DOWN, f"it did not come back: {ready.reason}")
         log(f"the server is back: {ready.reason}")
-        return True
+        return True, found
 
 
 class _StateLog:

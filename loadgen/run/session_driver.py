@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from loadgen.config import RunConfig
 from loadgen.names import Phase
 from loadgen.record import CellKey, Record
-from loadgen.results.cell_result import CellResult
+from loadgen.results.findings import NOTHING, CellFindings
 from loadgen.run.transport import Transport
 from loadgen.schedule.cell_run import CellRun
 from loadgen.schedule.sessions import session_loop
@@ -37,5 +37,6 @@ class SessionLoop:
         await self.transport.warm(cell.concurrency)
         await session_loop(run.phase(Phase.MEASURE), cell.concurrency)
 
-    def finish(self, cell: CellKey, result: CellResult, measured: Sequence[Record]) -> None:
+    def finish(self, cell: CellKey, measured: Sequence[Record]) -> CellFindings:
         """Nothing of its own: the session figures come from the records (`metrics.sessions`)."""
+        return NOTHING

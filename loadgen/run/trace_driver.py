@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from loadgen.config import RunConfig
 from loadgen.record import CellKey, Record
-from loadgen.results.cell_result import CellResult
+from loadgen.results.findings import CellFindings
 from loadgen.run.transport import Transport
 from loadgen.schedule.cell_run import CellRun
 from loadgen.schedule.open import open_loop
@@ -41,8 +41,8 @@ class TraceReplay:
         t0 = time.monotonic_ns()
         await open_loop(run.untimed(), [t0 + round(o * NS) for o in offsets], self.cfg.trace.trace_max_concurrency)
 
-    def finish(self, cell: CellKey, result: CellResult, measured: Sequence[Record]) -> None:
+    def finish(self, cell: CellKey, measured: Sequence[Record]) -> CellFindings:
         t = self.cfg.trace
-        result.load.target_request_rate = cell.request_rate
-        result.load.arrival = {"law": "trace", "trace": t.trace, "speed": t.speed_of(cell.request_rate),
-                               "max_concurrency": t.trace_max_concurrency}
+        return CellFindings(load={"target_request_rate": cell.request_rate,
+                                  "arrival": {"law": "trace", "trace": t.trace, "speed": t.speed_of(cell.request_rate),
+                                              "max_concurrency": t.trace_max_concurrency}})

@@ -8,7 +8,8 @@ itself (its own garbage, its floor) is said once and kept in the results (`summa
 verification prompts are jobs of the cell's own load, right after its warmup: they take slots of the closed
 loop (or arrivals of the open loop) like any request, so the server sees the cell's concurrency and no more.
 Their records (phase `verify`) reach every sink with their verdict, and are left out of every latency and
-throughput figure of the cell; `build_cell` makes the cell's `correctness` from them.
+throughput figure of the cell; the verifier hands them to the builder with what they are judged by
+(`verification`: `results.correctness.Verification`), and `build_cell` makes the cell's `correctness`.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from loadgen.errors import UsageError
 from loadgen.metrics.correctness import verdict
 from loadgen.names import Api, Phase
 from loadgen.record import CellKey, Record
+from loadgen.results.correctness import Verification
 from loadgen.results.verify_reference import Reference, check_matches, reference_lines, reference_summary
 from loadgen.schedule.cell_run import SendFn
 from loadgen.schedule.jobs import Inserted, Job
@@ -52,6 +54,11 @@ class Verifier:
     @property
     def reference_name(self) -> str:
         return self.reference.source if self.reference is not None else "run_start"
+
+    def verification(self, records: Sequence[Record]) -> Verification:
+        """A cell's verification records, for the builder, with the reference and the limits they are judged by."""
+        c = self.cfg
+        return Verification(records, c.mode, self.reference_name, c.max_tokens, c.max_garbage_fraction)
 
     def body(self, index: int) -> dict:
         return verify_body(self.api, self.prompts[index], self.model, self.cfg.max_tokens)

@@ -29,6 +29,7 @@ from loadgen.names import CellStatus, ConfigStatus
 from loadgen.record import CellKey
 from loadgen.results.cell_result import CellResult
 from loadgen.results.document import ResultsFile
+from loadgen.results.findings import NOTHING, CellFindings, incident
 from loadgen.results.incidents import IncidentKind
 from loadgen.results.schema import RESULTS_SCHEMA
 from loadgen.results.stored import kept_cells, ok_keys, prune_records, stored_cells
@@ -71,14 +72,15 @@ class ConfigurationCheck:
     def __init__(self, url: str, expect: dict, headers: dict):
         self.url, self.expect, self.headers = url, expect, headers
 
-    async def check(self, session: aiohttp.ClientSession, result: CellResult, control: RunControl) -> None:
+    async def check(self, session: aiohttp.ClientSession, result: CellResult, control: RunControl) -> CellFindings:
         failed = result.requests.requests.get("failed")
         if not failed:
-            return
+            return NOTHING
         changed = await self.changed(session)
-        if changed:
-            result.add(IncidentKind.CONFIGURATION_CHANGED, f"{changed} during the cell ({failed} requests failed)")
-            control.stop(f"not measured: {changed}")
+        if not changed:
+            return NOTHING
+        control.stop(f"not measured: {changed}")
+        return incident(IncidentKind.CONFIGURATION_CHANGED, f"{changed} during the cell ({failed} requests failed)")
 
     async def changed(self, session: aiohttp.ClientSession) -> str | None:
         try:
