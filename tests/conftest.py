@@ -29,6 +29,18 @@ def pytest_collection_modifyitems(config, items):
                                     f"(found {found}); see tests/README.md \"Tiers\"")
 
 
+def pytest_collection_finish(session):
+    """Start the waiting module fixtures of the selected tests side by side (tests/side_by_side.py)."""
+    if not session.config.option.collectonly:
+        from tests import side_by_side
+        side_by_side.start_selected(session.items, session.config._tmp_path_factory.mktemp)
+
+
+def pytest_sessionfinish(session):
+    from tests import side_by_side
+    side_by_side.finish_all()
+
+
 def stop_process(proc: subprocess.Popen) -> None:
     """SIGTERM, then SIGKILL after 10 s; returns once the process is gone."""
     if proc.poll() is None:

@@ -4,6 +4,7 @@ server without the slowdown is not."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 
 import pytest
@@ -20,15 +21,29 @@ MATRIX = ("--contexts", "256", "--concurrency", "4,8", "--requests-per-cell", "2
 SERVER = ("--step-ms", "10")
 
 
-def _run(tmp_path, url: str):
-    out = tmp_path / "out.json"
-    proc = run_loadgen("--url", url, *MATRIX, "--out", str(out), "--drift-check", "auto", timeout=240)
-    return proc, json.loads(out.read_text())
+def _run(tmp_path, name: str, *server: str, drift_check: str = "auto"):
+    out = tmp_path / f"{name}.json"
+    with running(tmp_path, *server) as url:
+        proc = run_loadgen("--url", url, *MATRIX, "--out", str(out), "--drift-check", drift_check, timeout=240)
+    return proc, json.loads(out.read_text()), out
 
 
-def test_a_server_8x_slower_after_its_40th_request_drifted(tmp_path):
-    with running(tmp_path, *SERVER, "--slow-after", "40", "--slow-factor", "8") as url:
-        proc, doc = _run(tmp_path, url)
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The file's three runs, each against a server of its own: the one that drifts beside the one with the check
+    off, then the clean one beside the drifting one's slow tail (light: steps 8× as long), so that the clean
+    run's first cell and its control see about the same machine."""
+    tmp = tmp_path_factory.mktemp("drift-run")
+    slow = (*SERVER, "--slow-after", "40", "--slow-factor", "8")
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        drifted = pool.submit(_run, tmp, "out", *slow)
+        later = pool.submit(lambda: (_run(tmp, "off", *slow, drift_check="off"), _run(tmp, "clean", *SERVER)))
+        off, clean = later.result()
+        return {"drifted": drifted.result(), "off": off, "clean": clean}
+
+
+def test_a_server_8x_slower_after_its_40th_request_drifted(runs):
+    proc, doc, out = runs["drifted"]
     assert proc.returncode == 1, proc.stderr[-2000:]
     drift = doc["drift"]
     assert drift["drifted"] and "output_tok_s" in drift["moved"]
@@ -46,14 +61,13 @@ def test_a_server_8x_slower_after_its_40th_request_drifted(tmp_path):
     assert drift["sentence"] in proc.stdout  # the note below the table
     ours = [line for line in (proc.stdout + proc.stderr).splitlines() if "drift" in line.lower() or "control" in line]
     assert len(ours) >= 3 and all(len(line) <= 120 for line in ours)
-    records = [json.loads(line) for line in (tmp_path / "out.requests.jsonl").read_text().splitlines()]
+    records = [json.loads(line) for line in out.with_suffix(".requests.jsonl").read_text().splitlines()]
     again = [r for r in records if r["run_id"] == drift["again"]["run_id"]]
     assert len(again) == 24 and {tuple(r["cell"].values()) for r in again} == {(256, 4)}
 
 
-def test_a_clean_server_says_nothing_of_drift(tmp_path):
-    with running(tmp_path, *SERVER) as url:
-        proc, doc = _run(tmp_path, url)
+def test_a_clean_server_says_nothing_of_drift(runs):
+    proc, doc, _ = runs["clean"]
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert doc["drift"]["drifted"] is False and doc["drift"]["moved"] == []
     assert 0.5 < doc["drift"]["factor"] < 2  # a cold first cell on a busy host reads up to 1.6× either way
@@ -61,10 +75,7 @@ def test_a_clean_server_says_nothing_of_drift(tmp_path):
     assert all(c["status"] == "ok" for c in doc["cells"])
 
 
-def test_drift_check_off_measures_nothing_again(tmp_path):
-    with running(tmp_path, *SERVER, "--slow-after", "40", "--slow-factor", "8") as url:
-        out = tmp_path / "off.json"
-        proc = run_loadgen("--url", url, *MATRIX, "--out", str(out), "--drift-check", "off", timeout=240)
+def test_drift_check_off_measures_nothing_again(runs):
+    proc, doc, _ = runs["off"]
     assert proc.returncode == 0, proc.stderr[-2000:]
-    doc = json.loads(out.read_text())
     assert "drift" not in doc and "drift check" not in proc.stderr

@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import itertools
 import json
-import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 import yaml
 
+from tests import side_by_side
 from tests.reference_server import start, stop
-from tests.test_prometheus_e2e import DASHBOARDS, PROMETHEUS, ROOT, Stack, finite_points, free_port, wait_http
+from tests.test_prometheus_e2e import DASHBOARDS, PROMETHEUS, Stack, finite_points, free_port, start_logged, wait_http
 
 pytestmark = [pytest.mark.infra, pytest.mark.skipif(PROMETHEUS is None, reason="prometheus not installed (Debian "
                                                                             "package 'prometheus'; CI installs it)")]
@@ -47,10 +48,11 @@ def wait_scraped(url: str, timeout_s: float = 20.0) -> None:
     raise TimeoutError("prometheus has no target")
 
 
-@pytest.fixture(scope="module")
-def searched(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("search-dashboard")
+@side_by_side.background("search-dashboard", when=PROMETHEUS is not None)
+def build_searched(tmp: Path, cleanups) -> Stack:
+    """The reference server, Prometheus and the search; built from the session's start (tests/side_by_side.py)."""
     server_url, server = start(tmp, "--slots", "8", "--step-ms", "5")
+    cleanups.callback(stop, server)
     ports = {"loadgen": free_port(), "prometheus": free_port()}
     config = tmp / "prometheus.yml"
     config.write_text(yaml.safe_dump({
@@ -58,27 +60,29 @@ def searched(tmp_path_factory):
         "scrape_configs": [{"job_name": "loadgen", "static_configs": [{"targets": [f"127.0.0.1:{ports['loadgen']}"]}]}],
     }))
     prom_url = f"http://127.0.0.1:{ports['prometheus']}"
-    log = tmp / "prometheus.log"
-    prom = subprocess.Popen([PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp / 'data'}",
-                             f"--web.listen-address=127.0.0.1:{ports['prometheus']}", "--log.level=warn"],
-                            stdout=log.open("w"), stderr=subprocess.STDOUT)
+    prom, log = start_logged(tmp, cleanups, "prometheus", [
+        PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp / 'data'}",
+        f"--web.listen-address=127.0.0.1:{ports['prometheus']}", "--log.level=warn"])
+    wait_http(f"{prom_url}/-/ready", prom, log)
+    wait_scraped(prom_url)
+    time.sleep(5)  # the target pool applies a new target after up to 5 s: the search's first probe counts
+    start_s = time.time()
+    out = tmp / "search.json"
+    run, run_log = start_logged(tmp, cleanups, "search", [
+        sys.executable, "-m", "loadgen", "search", "--url", server_url, "--contexts", "60", "--max-tokens", "32",
+        "--slo", "ttft=60ms", "--max", "32", "--resolution", "4", "--probe-min-seconds", "3",
+        "--metrics-port", str(ports["loadgen"]), "--linger", "3", "--out", str(out)])
+    assert run.wait(timeout=240) == 0, run_log.read_text()[-5000:]
+    time.sleep(2)
+    return Stack(prom_url, start_s, time.time(), json.loads(out.read_text()))
+
+
+@pytest.fixture(scope="module")
+def searched():
     try:
-        wait_http(f"{prom_url}/-/ready", prom, log)
-        wait_scraped(prom_url)
-        time.sleep(5)  # the target pool applies a new target after up to 5 s: the search's first probe counts
-        start_s = time.time()
-        out = tmp / "search.json"
-        run = subprocess.run([sys.executable, "-m", "loadgen", "search", "--url", server_url, "--contexts", "60",
-                              "--max-tokens", "32", "--slo", "ttft=60ms", "--max", "32", "--resolution", "4",
-                              "--probe-min-seconds", "3", "--metrics-port", str(ports["loadgen"]), "--linger", "3",
-                              "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=240, check=False)
-        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
-        time.sleep(2)
-        yield Stack(prom_url, start_s, time.time(), json.loads(out.read_text()))
+        yield side_by_side.result("search-dashboard")
     finally:
-        prom.terminate()
-        prom.wait(timeout=10)
-        stop(server)
+        side_by_side.finish("search-dashboard")
 
 
 def instant_value(stack: Stack, panel: dict) -> float:
