@@ -21,8 +21,6 @@ from loadgen.engines.launch import flag_values, launch_settings
 from loadgen.engines.llamacpp import LAUNCH as LLAMACPP_LAUNCH
 
 __all__ = ["flag_values", "llamacpp_settings", "local_llamacpp_settings", "local_settings", "loopback_port"]
-LLAMACPP_FLAGS = LLAMACPP_LAUNCH.settings
-NUMERIC = LLAMACPP_LAUNCH.numeric
 TCP_LISTEN = "0A"
 
 
