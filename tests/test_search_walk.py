@@ -14,6 +14,7 @@ from loadgen.metrics.attainment import decided, wilson_interval
 from loadgen.metrics.knee import knee
 from loadgen.names import SearchOver
 from loadgen.record import CellKey
+from loadgen.results.cell_result import CellResult, from_json
 from loadgen.results.search import Probe, Role, SearchConfig, contradiction, first_requests, next_part, probe_key
 from loadgen.results.search_report import search_section, search_text
 from loadgen.results.search_state import state_of
@@ -23,21 +24,21 @@ pytestmark = pytest.mark.unit
 
 
 def cell(key: CellKey, n: int, attainment: float, tok_s: float, duration_s: float = 10.0, ttft_s: float = 0.1,
-         early: bool = False) -> dict:
-    """A probe's cell as the results store it: n scheduled requests, round(attainment × n) good."""
+         early: bool = False) -> CellResult:
+    """A probe's cell as the results store it, read back: n scheduled requests, round(attainment × n) good."""
     good = round(attainment * n)
-    return key.as_dict() | {
+    return from_json(key.as_dict() | {
         "status": "ok", "requests": {"ok": n, "failed": 0}, "duration_s": duration_s, "output_tok_s": tok_s,
         "ttft_s": {"p50": ttft_s}, "intervals": {"output_tok_s": [tok_s * 0.97, tok_s * 1.03],
                                                  "ttft_s.p50": [ttft_s * 0.95, ttft_s * 1.05]},
         "slo": {"good": good, "scheduled": n, "attainment": good / n, "attainment_required": 0.9,
                 "met": good / n >= 0.9, "good_output_tok_s": tok_s * good / n},
-        "incidents": [{"kind": "oversaturated", "reason": "stopped early: over-saturated"}] if early else []}
+        "incidents": [{"kind": "oversaturated", "reason": "stopped early: over-saturated"}] if early else []})
 
 
 def slots(knee_c: float, per_slot_tok_s: float = 100.0):
     """A server that meets the SLO up to `knee_c` requests in flight and whose tok/s stops growing there."""
-    def serve(key: CellKey, n: int, i: int) -> dict:
+    def serve(key: CellKey, n: int, i: int) -> CellResult:
         c = key.concurrency if key.request_rate is None else key.request_rate
         return cell(key, n, 1.0 if c <= knee_c else 0.3, per_slot_tok_s * min(c, knee_c))
     return serve
@@ -45,7 +46,7 @@ def slots(knee_c: float, per_slot_tok_s: float = 100.0):
 
 def search(cfg: SearchConfig, serve) -> tuple[object, list, dict]:
     """Run the walk against `serve(key, requests, i)`: its bracket, the cells it asked for, the cells."""
-    cells: dict[CellKey, dict] = {}
+    cells: dict[CellKey, CellResult] = {}
     asked = []
     g = walk(cfg, 60, cells.get)
     try:
@@ -134,7 +135,7 @@ def paused_once(knee_c: float, at: int):
     its throughput), once."""
     normal = slots(knee_c)
 
-    def serve(key: CellKey, n: int, i: int) -> dict:
+    def serve(key: CellKey, n: int, i: int) -> CellResult:
         return cell(key, n, 0.05, 10.0, ttft_s=8.0) if i == at else normal(key, n, i)
     return serve
 
@@ -151,7 +152,7 @@ def test_a_server_that_stalls_once_inside_any_probe_gives_the_same_answer(at):
 
 
 def slower_after(knee_c: float, cells_before: int, factor: float = 8.0):
-    def serve(key: CellKey, n: int, i: int) -> dict:
+    def serve(key: CellKey, n: int, i: int) -> CellResult:
         c = key.concurrency
         f = factor if i >= cells_before else 1.0
         return cell(key, n, 1.0 if c <= knee_c and f == 1 else 0.1, 100 * min(c, knee_c) / f, ttft_s=0.1 * f)

@@ -20,8 +20,10 @@ from enum import StrEnum
 from loadgen.metrics.attainment import decided, wilson_interval
 from loadgen.names import SearchOver
 from loadgen.record import CellKey
+from loadgen.results.cell_result import CellResult
 from loadgen.results.cell_status import problem
 from loadgen.results.incidents import IncidentKind
+from loadgen.results.slo_part import Slo
 
 MIN_REQUESTS = 40  # all good of 35 is the fewest that decide "met" at 90 % (metrics.attainment); 40 leaves room
 MIN_S = 10.0  # a probe shorter than this is one server state (a stall, a cache flush); rate cells' default span
@@ -81,9 +83,15 @@ class Measure:
     confirms: bool = False  # a control probe measured once more because the one before it moved
 
 
-def usable(cell: dict | None) -> bool:
+def usable(cell: CellResult | None) -> bool:
     """A probe's cell the walk can decide from: measured, ok, with SLO figures."""
-    return cell is not None and problem(cell) is None and bool(cell.get("slo"))
+    return cell is not None and problem(cell) is None and cell.slo is not None
+
+
+def _slo(cell: CellResult) -> Slo:
+    """A usable part's SLO figures (`usable`: every part of a probe has them)."""
+    assert cell.slo is not None, "a probe's part without SLO figures"
+    return cell.slo
 
 
 @dataclass
@@ -92,11 +100,11 @@ class Probe:
 
     load: float
     role: Role
-    parts: list[dict] = field(default_factory=list)
+    parts: list[CellResult] = field(default_factory=list)
     capped: bool = False  # decided on the point estimate at max_requests
 
     def _sum(self, name: str) -> int:
-        return sum(int((p.get("slo") or {}).get(name) or 0) for p in self.parts)
+        return sum(int(getattr(p.slo, name) or 0) for p in self.parts if p.slo is not None)
 
     @property
     def good(self) -> int:
@@ -108,16 +116,16 @@ class Probe:
 
     @property
     def window_s(self) -> float:
-        return sum(p.get("duration_s") or 0.0 for p in self.parts)
+        return sum(p.load.duration_s or 0.0 for p in self.parts)
 
     @property
     def tok_s(self) -> float:
         w = self.window_s
-        return sum((p.get("output_tok_s") or 0.0) * (p.get("duration_s") or 0.0) for p in self.parts) / w if w else 0.0
+        return sum((p.throughput.output_tok_s or 0.0) * (p.load.duration_s or 0.0) for p in self.parts) / w if w else 0.0
 
     @property
     def required(self) -> float:
-        return float(self.parts[0]["slo"].get("attainment_required") or 0.0)
+        return float(_slo(self.parts[0]).attainment_required or 0.0)
 
     @property
     def attainment(self) -> float:
@@ -129,7 +137,7 @@ class Probe:
 
     @property
     def stopped_early(self) -> bool:
-        return any(i.get("kind") == IncidentKind.OVERSATURATED for p in self.parts for i in p.get("incidents") or [])
+        return any(p.has(IncidentKind.OVERSATURATED) for p in self.parts)
 
     def interval(self) -> tuple[float, float] | None:
         return wilson_interval(self.good, self.scheduled)
@@ -143,7 +151,7 @@ def next_part(cfg: SearchConfig, probe: Probe) -> int | None:
     short = _short_of_minimums(cfg, probe)
     if not short and decided(probe.good, n, probe.required) is not None:
         return None
-    cap = cfg.max_requests or EXTEND_UP_TO * int(probe.parts[0]["slo"].get("scheduled") or 0)
+    cap = cfg.max_requests or EXTEND_UP_TO * int(_slo(probe.parts[0]).scheduled or 0)
     if n >= cap:
         probe.capped = decided(probe.good, n, probe.required) is None
         return None

@@ -7,7 +7,9 @@ import textwrap
 
 from loadgen.config import SloConfig
 from loadgen.names import SearchOver
-from loadgen.record import cell_key
+from loadgen.record import CellKey
+from loadgen.results.cell_result import CellResult
+from loadgen.results.cell_view import Cell, as_result
 from loadgen.results.incidents import IncidentKind
 from loadgen.results.search import Probe, SearchConfig, resolution_text
 from loadgen.results.search_walk import Again, Bracket, replay
@@ -34,7 +36,7 @@ def probe_figures(p: Probe) -> str:
     """'92% good (36 of 39) [80–97%], 4702.4 good tok/s of 5094.3 tok/s', pooled over its parts."""
     low, high = p.interval() or (0.0, 0.0)
     window = p.window_s
-    good_tok_s = sum((c["slo"].get("good_output_tok_s") or 0) * (c.get("duration_s") or 0) for c in p.parts)
+    good_tok_s = sum(((c.slo.good_output_tok_s or 0) if c.slo else 0) * (c.load.duration_s or 0) for c in p.parts)
     parts = f"; {len(p.parts)} parts, {window:.1f} s" if len(p.parts) > 1 else ""
     return (f"{p.attainment:4.0%} good ({p.good} of {p.scheduled}) [{low:.0%}–{high:.0%}]{parts}  goodput "
             f"{p.good / window if window else 0:.2f} req/s, {good_tok_s / window if window else 0:.1f} good tok/s "
@@ -45,7 +47,7 @@ def probe_lines(verdict: str, cfg: SearchConfig, x: float, p: Probe | None) -> l
     if p is None:
         return [f"  {verdict:<6} {_load(cfg, x):<12} not measured"]
     lines = _wrap(f"  {verdict:<6} {_load(cfg, x):<12} {probe_figures(p)}")
-    early = [i["reason"] for c in p.parts for i in c.get("incidents", []) if i["kind"] == IncidentKind.OVERSATURATED]
+    early = [i.reason for c in p.parts for i in c.incidents if i.kind is IncidentKind.OVERSATURATED]
     if early:
         lines += _wrap(INDENT + early[0])
     if p.capped:
@@ -81,9 +83,9 @@ def answer_lines(cfg: SearchConfig, context: int, b: Bracket) -> list[str]:
     return lines
 
 
-def search_text(cfg: SearchConfig, slo: SloConfig, contexts: list[int], cells: list[dict], cap: int = 0) -> str:
+def search_text(cfg: SearchConfig, slo: SloConfig, contexts: list[int], cells: list[Cell], cap: int = 0) -> str:
     """The whole answer, replayed from the cells (`search_walk.replay`), one block per prompt length."""
-    by_key = {cell_key(c): c for c in cells}
+    by_key = _by_key(cells)
     lines = _wrap(f"search over {cfg.over}: SLO {targets_text(slo)}; resolution {resolution_text(cfg)}", "    ")
     for ctx in contexts:
         lines += answer_lines(cfg, ctx, replay(cfg, ctx, by_key, cap))
@@ -101,7 +103,7 @@ def answer_json(b: Bracket) -> dict:
     again = [{"load": a.load, "first": _probe_json(a.first), "again": _probe_json(a.second), "why": a.why,
               "disagreed": a.disagreed} for a in b.again]
     def parts(x: float | None) -> list[int]:
-        return [int(c.get("again") or 0) for c in b.latest[x].parts] if x in b.latest else []
+        return [c.key.again for c in b.latest[x].parts] if x in b.latest else []
     return {"met": None if b.drift is not None else b.met, "missed": b.missed, "probes": b.probes,
             "met_parts": parts(b.met), "missed_parts": parts(b.missed),
             "ended": b.ended, "complete": b.complete and b.drift is None, "again": again,
@@ -109,9 +111,13 @@ def answer_json(b: Bracket) -> dict:
             "capped": b.capped}
 
 
-def search_section(cfg: SearchConfig, slo: SloConfig, contexts: list[int], cells: list[dict], cap: int = 0) -> dict:
+def _by_key(cells: list[Cell]) -> dict[CellKey, CellResult]:
+    return {c.key: c for c in map(as_result, cells)}
+
+
+def search_section(cfg: SearchConfig, slo: SloConfig, contexts: list[int], cells: list[Cell], cap: int = 0) -> dict:
     """The results document's `search` part: the settings and, per prompt length, the bracket found."""
-    by_key = {cell_key(c): c for c in cells}
+    by_key = _by_key(cells)
     answers = {str(ctx): answer_json(replay(cfg, ctx, by_key, cap)) for ctx in contexts}
     return {"over": cfg.over, "start": cfg.start, "growth": cfg.growth, "limit": cfg.limit,
             "resolution": cfg.resolution, "relative": cfg.relative, "max_cells": cfg.max_cells,

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 
 from loadgen.metrics.drift import MIN_WINDOW_S, Drift, judge_drift
 from loadgen.names import SearchOver
-from loadgen.record import CellKey, cell_key
-from loadgen.results.cell_result import from_json
+from loadgen.record import CellKey
+from loadgen.results.cell_result import CellResult
 from loadgen.results.cell_status import unmeasured
 from loadgen.results.search import (Measure, Probe, Role, SearchConfig, contradiction, disagree, first_requests,
                                     next_part, probe_key, resolution_text, usable)
@@ -80,7 +80,7 @@ class Walker:
         self.cfg, self.context, self.cap = cfg, context, cap
         self.b = Bracket()
         self.history: dict[float, list[Probe]] = {}
-        self.control: dict | None = None
+        self.control: CellResult | None = None
         self.since_check = 0
 
     def run(self) -> Walk:
@@ -205,7 +205,7 @@ class Walker:
             # the first probe, whatever its verdict (drift may start inside the next one), as last measured (a
             # first probe that stalled and was measured again is not the server's state): its first part long
             # enough for the drift check to judge
-            judged = [c for c in probe.parts if (c.get("duration_s") or 0) >= MIN_WINDOW_S]
+            judged = [c for c in probe.parts if (c.load.duration_s or 0) >= MIN_WINDOW_S]
             first = self.control is None
             self.control = (judged or probe.parts)[0]
             self.since_check = 0 if first else self.since_check
@@ -240,22 +240,23 @@ class Walker:
             self.b.drift = drift
             raise Ended(f"no answer: {drift.sentence}")
 
-    def _load_of(self, cell: dict) -> float:
-        return cell["concurrency"] if self.cfg.over == SearchOver.CONCURRENCY else cell["request_rate"]
+    def _load_of(self, cell: CellResult) -> float:
+        key = cell.key
+        return key.concurrency if self.cfg.over == SearchOver.CONCURRENCY else key.request_rate or 0.0
 
     def _control_again(self, why: str, confirms: bool):
         first = self.control
         load = self._load_of(first)
-        requests = max(self.cfg.min_requests, int(first["slo"]["scheduled"]))
-        cell = yield from self._ask(load, requests, Role.CONTROL, why, cell_key(first), confirms)
+        requests = max(self.cfg.min_requests, int(first.slo.scheduled or 0) if first.slo else 0)
+        cell = yield from self._ask(load, requests, Role.CONTROL, why, first.key, confirms)
         if cell is None or unmeasured(cell) is not None:
             raise Ended(f"the control probe at {load:g} could not be measured again")
-        drift = judge_drift(from_json(first), from_json(cell))
+        drift = judge_drift(first, cell)
         self.b.controls.append(drift)
         return drift
 
 
-def walk(cfg: SearchConfig, context: int, cell_of: Callable[[CellKey], dict | None], cap: int = 0
+def walk(cfg: SearchConfig, context: int, cell_of: Callable[[CellKey], CellResult | None], cap: int = 0
          ) -> Generator[Measure, None, Bracket]:
     """Drives the walk with the cells `cell_of` gives; yields each cell it has none for yet (the caller
     measures it, then `cell_of` must give it)."""
@@ -270,7 +271,7 @@ def walk(cfg: SearchConfig, context: int, cell_of: Callable[[CellKey], dict | No
             return end.value
 
 
-def replay(cfg: SearchConfig, context: int, cells: dict[CellKey, dict], cap: int = 0) -> Bracket:
+def replay(cfg: SearchConfig, context: int, cells: dict[CellKey, CellResult], cap: int = 0) -> Bracket:
     """The answer the stored cells give; a cell not stored (yet) ends the walk as one that cannot be used."""
     g = Walker(cfg, context, cap).run()
     m = next(g)

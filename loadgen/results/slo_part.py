@@ -51,8 +51,10 @@ def first_wave_note(slo: Slo) -> str | None:
             f"requests, one per slot{hint})")
 
 
-def attainment_text(slo: dict | None) -> str | None:
-    """'93% met' or '41% MISS' (the cell's attainment, and whether it met the SLO); None without figures."""
-    if not slo or slo.get("attainment") is None:
+def attainment_text(slo: Slo | dict | None) -> str | None:
+    """'93% met' or '41% MISS' (the cell's attainment, and whether it met the SLO); None without figures (a
+    part's JSON object is read into its type first)."""
+    part = Slo.from_json(slo) if isinstance(slo, dict) else slo
+    if part is None or part.attainment is None:
         return None
-    return f"{slo['attainment']:.0%} {'met' if slo.get('met') else 'MISS'}"
+    return f"{part.attainment:.0%} {'met' if part.met else 'MISS'}"

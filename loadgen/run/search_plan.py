@@ -17,7 +17,7 @@ from loadgen.console import log
 from loadgen.metrics.drift import judge_drift
 from loadgen.metrics.oversaturation import Reference
 from loadgen.names import SearchOver
-from loadgen.record import CellKey, Record, cell_key
+from loadgen.record import CellKey, Record
 from loadgen.results.cell_result import CellResult
 from loadgen.results.document import ResultsFile
 from loadgen.results.findings import NOTHING, CellFindings, incident
@@ -72,9 +72,9 @@ class SearchPlan:
         return m.requests if m is not None else 0
 
     def cells(self, results: ResultsFile) -> Iterator[CellKey]:
-        def cell_of(key: CellKey) -> dict | None:
+        def cell_of(key: CellKey) -> CellResult | None:
             found = [c for c in results.cells if c.key == key]
-            return found[-1].to_json() if found else None
+            return found[-1] if found else None
 
         self.results = results
         for ctx in self.contexts:
@@ -87,7 +87,8 @@ class SearchPlan:
                                             load_of(self.cfg.over, m.key))
                 self._publish(results, ctx, load_of(self.cfg.over, m.key))
                 yield m.key
-                log(f"search: {m.key.label()} {attainment_text(cell_of(m.key).get('slo')) or 'not usable'}")
+                measured = cell_of(m.key)
+                log(f"search: {m.key.label()} {attainment_text(measured.slo if measured else None) or 'not usable'}")
                 self._write(results)
             self._publish(results, ctx, None)
         self._write(results)
@@ -95,15 +96,14 @@ class SearchPlan:
     def _publish(self, results: ResultsFile, ctx: int, probe: float | None) -> None:
         if not self.watchers:
             return
-        by_key = {cell_key(d): d for d in (c.to_json() for c in results.cells)}
+        by_key = {c.key: c for c in results.cells}
         state = state_of(replay(self.cfg, ctx, by_key, self.cap), ctx, self.cfg.over, probe)
         for w in self.watchers:
             w.search_state(state)
 
     def _write(self, results: ResultsFile) -> None:
         """The answer so far, as the results document's `search` part (saved with the next cell)."""
-        results.sections["search"] = search_section(self.cfg, self.slo, self.contexts,
-                                                    [c.to_json() for c in results.cells], self.cap)
+        results.sections["search"] = search_section(self.cfg, self.slo, self.contexts, results.cells, self.cap)
 
     async def check(self, session: aiohttp.ClientSession, result: CellResult, control: RunControl) -> CellFindings:
         """A cell the walk measured again gets its note; the control probe measured again, the drift verdict
