@@ -241,6 +241,19 @@ class VerifyConfig:
         return self.mode is not None
 
 
+@dataclass(frozen=True)
+class CellSize:
+    """How much load each cell carries (the part of `RunConfig` the drivers and the drift check read)."""
+
+    requests_per_cell: int | None = None  # None: by concurrency (closed loop) or rate (open loop)
+    duration_per_cell_s: float | None = None  # a cell bound by time, not by a number of requests
+    warmup: int = 0
+    repeat: int = 1
+
+    def requests_for(self, concurrency: int) -> int:
+        return self.requests_per_cell or default_requests_per_cell(concurrency)
+
+
 @dataclass
 class RunConfig:
     url: str | None
@@ -285,7 +298,11 @@ class RunConfig:
     tls: TlsConfig = field(default_factory=TlsConfig)
 
     def requests_for(self, concurrency: int) -> int:
-        return self.requests_per_cell or default_requests_per_cell(concurrency)
+        return self.size.requests_for(concurrency)
+
+    @property
+    def size(self) -> CellSize:
+        return CellSize(self.requests_per_cell, self.duration_per_cell_s, self.warmup, self.repeat)
 
     def cells(self) -> list[CellKey]:
         """The matrix, in order: for each prompt length, each concurrency (closed loop) or each rate (open

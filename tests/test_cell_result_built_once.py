@@ -35,7 +35,7 @@ BUILDERS = {"loadgen/results/build_cell.py", "loadgen/results/cell_result.py", "
 TOP = {f.name for f in fields(CellResult)} - {"key"}
 PART_FIELDS = {name: {f.name for f in fields(cls)} for name, cls in PARTS.items()}
 MUTATORS = {"append", "extend", "insert", "update", "pop", "remove", "clear", "setdefault", "add"}
-WHOLE_CONFIG_PARAMETERS = 0  # parameters annotated RunConfig outside loadgen/cli/ (and config.py itself)
+WHOLE_CONFIG_PARAMETERS = 12  # parameters annotated RunConfig outside loadgen/cli/ (and config.py itself)
 
 
 def _sources() -> list[tuple[str, ast.Module]]:

@@ -152,7 +152,7 @@ def test_closed_loop_sends_the_warmup_then_the_measured_jobs():
     records: list[Record] = []
     run = _run(n=10, warmup=3, records=records)
     transport = NoTransport()
-    driver = ClosedLoop(RunConfig(url=None), transport)
+    driver = ClosedLoop(RunConfig(url=None).size, transport)
     asyncio.run(driver.warm_up(run, CELL))
     assert [r.seq for r in records] == [0, 1, 2] and all(r.phase == "warmup" for r in records)
     asyncio.run(driver.drive(run, CELL))

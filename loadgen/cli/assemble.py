@@ -78,16 +78,17 @@ def make_driver(cfg: RunConfig, url: str, headers: dict, transport: Transport, g
                 services: list[Service], sections: dict) -> Driver:
     par = cfg.parallel
     if cfg.trace.enabled:
-        driver: Driver = TraceReplay(cfg, transport, load_trace(cfg.trace.trace, cfg.workload.max_bad_rows, quiet=True))
+        driver: Driver = TraceReplay(cfg.trace, transport, load_trace(cfg.trace.trace, cfg.workload.max_bad_rows, quiet=True))
     elif cfg.workload.sessions:
-        driver = SessionLoop(cfg, transport)
+        driver = SessionLoop(cfg.size, transport)
     elif cfg.open_loop.enabled:
         if par.workers > 1 or par.ray_address:
             log("--workers/--ray: open-loop cells run in the main process")
-        driver: Driver = OpenLoop(cfg, transport)
+        driver: Driver = OpenLoop(cfg.size, cfg.open_loop, cfg.seed, transport)
     else:
         rate = cfg.workload.max_request_rate
-        driver = ClosedLoop(cfg, transport, pause=guard.pause, gate=StartGate(rate) if rate else None)
+        driver = ClosedLoop(cfg.size, transport, pause=guard.pause, gate=StartGate(rate) if rate else None,
+                            slot_ramp_s=cfg.workload.slot_ramp_s)
         if par.ray_address:
             ray_pool = RayPool(par, cfg, url, headers, sections.setdefault("ray", {}))
             services.append(ray_pool)
@@ -167,7 +168,8 @@ def build_runner(cfg: RunConfig, url: str, *, sinks: list[Sink] | None = None, r
     parts = RunParts(
         driver=driver, banner=banner, tables=tables + shape.tables, transport=transport, control=control, sinks=sinks,
         telemetry=telemetry, plan=shape.plan, verifier=verifier,
-        drift=ControlCheck(cfg) if shape.plan is None else None,  # a search checks drift its own way
+        # a search checks drift its own way
+        drift=ControlCheck(cfg.drift_check, cfg.size, bool(cfg.parallel.shard)) if shape.plan is None else None,
         server_down=ServerDownPolicy(cfg.faults, guard, control, timed_cells=bool(cfg.duration_per_cell_s),
                                      early_stops=shape.early_stops),
         services=services, checks=[*(checks or []), *shape.checks],

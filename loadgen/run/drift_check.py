@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import aiohttp
 
-from loadgen.config import RunConfig
+from loadgen.config import CellSize
 from loadgen.console import log
 from loadgen.metrics.drift import Drift, cell_words, judge_drift
 from loadgen.names import DriftCheck
@@ -44,27 +44,29 @@ NOT_JUDGED = (IncidentKind.SERVER_DOWN, IncidentKind.WORKER_DIED, IncidentKind.B
 class ControlCheck:
     """The run's first cell measured again at the end and judged (module docstring)."""
 
-    def __init__(self, cfg: RunConfig):
-        self.cfg = cfg
+    def __init__(self, mode: DriftCheck, size: CellSize, sharded: bool = False):
+        self.mode = mode  # --drift-check
+        self.size = size  # the first cell's load, all its repeats: what measuring it again costs
+        self.sharded = sharded  # one shard of several (--shard)
 
     def quiet_off(self, measured_cells: int) -> bool:
         """auto, and nothing worth saying: one cell measured (nothing later to compare it with), or a shard."""
-        return self.cfg.drift_check is DriftCheck.AUTO and (measured_cells < 2 or bool(self.cfg.parallel.shard))
+        return self.mode is DriftCheck.AUTO and (measured_cells < 2 or self.sharded)
 
     def skipped(self, first: CellResult, planned_requests: int) -> str | None:
         """Why the control is not measured again (None: it is)."""
-        cfg, mode = self.cfg, self.cfg.drift_check
+        size, mode = self.size, self.mode
         if mode is DriftCheck.OFF:
             return "off (--drift-check off)"
         if not first.throughput.output_tok_s:
             return f"skipped: the first cell {cell_words(first)} produced no token to compare"
         if mode is DriftCheck.ON:
             return None
-        if cfg.duration_per_cell_s:
-            if cfg.duration_per_cell_s * cfg.repeat > SHORT_S:
+        if size.duration_per_cell_s:
+            if size.duration_per_cell_s * size.repeat > SHORT_S:
                 return f"off: the first cell is long (> {SHORT_S:g} s; --drift-check on measures it again)"
-        elif planned_requests * cfg.repeat > SHORT_REQUESTS:
-            return (f"off: the first cell is long ({planned_requests * cfg.repeat} requests > {SHORT_REQUESTS}; "
+        elif planned_requests * size.repeat > SHORT_REQUESTS:
+            return (f"off: the first cell is long ({planned_requests * size.repeat} requests > {SHORT_REQUESTS}; "
                     "--drift-check on measures it again)")
         return None
 
@@ -75,7 +77,7 @@ class ControlCheck:
             return None
         reason = self.skipped(first, runner.parts.driver.planned_requests(first.key))
         if reason is not None:
-            if self.cfg.drift_check is not DriftCheck.OFF:
+            if self.mode is not DriftCheck.OFF:
                 log(f"drift check {reason}")
             return None
         log(f"drift check: measuring the first cell again ({cell_words(first)}), the control")

@@ -20,7 +20,7 @@ import time
 from collections.abc import Sequence
 from typing import Protocol
 
-from loadgen.config import RunConfig, default_requests_per_rate
+from loadgen.config import CellSize, OpenLoopConfig, default_requests_per_rate
 from loadgen.metrics.open_loop import Ramp, corrected_ttft_s, ramp_series, sustainable_rate
 from loadgen.metrics.throttle import throttle_figures
 from loadgen.names import Phase
@@ -61,16 +61,17 @@ class ClosedLoop:
     """C slots; with `gate` (`--max-request-rate`), never more starts per second than the gate lets through
     (one gate for the whole run, so the ceiling holds across warmup and cells)."""
 
-    def __init__(self, cfg: RunConfig, transport: Transport, pause: Pause | None = None,
-                 gate: StartGate | None = None):
-        self.cfg = cfg
+    def __init__(self, size: CellSize, transport: Transport, pause: Pause | None = None,
+                 gate: StartGate | None = None, slot_ramp_s: float = 0.0):
+        self.size = size
         self.transport = transport
         self.pause = pause
         self.gate = gate
+        self.slot_ramp_s = slot_ramp_s  # --slot-ramp: the slots' starts spread over this
 
     def planned_requests(self, cell: CellKey) -> int:
         """--requests-per-cell or max(16, 3×C)."""
-        return self.cfg.requests_for(cell.concurrency)
+        return self.size.requests_for(cell.concurrency)
 
     async def warm_up(self, run: CellRun, cell: CellKey) -> None:
         """The warmup jobs through the same slots as the measured load, so server-side sources see only
@@ -86,7 +87,7 @@ class ClosedLoop:
         await self.transport.warm(cell.concurrency)
         if self.gate is not None:
             self.gate.reset()
-        await closed_loop(run, cell.concurrency, self.pause, self.gate, self.cfg.workload.slot_ramp_s)
+        await closed_loop(run, cell.concurrency, self.pause, self.gate, self.slot_ramp_s)
 
     def finish(self, cell: CellKey, measured: Sequence[Record]) -> CellFindings:
         g = self.gate
@@ -101,10 +102,11 @@ class OpenLoop:
     """Request i of a cell is due at t0 + offset_i; the offsets are drawn once per cell, seeded by --seed,
     the law and the rate (the same schedule for every context, so contexts compare on identical arrivals)."""
 
-    def __init__(self, cfg: RunConfig, transport: Transport):
-        self.cfg = cfg
+    def __init__(self, size: CellSize, opts: OpenLoopConfig, seed: int, transport: Transport):
+        self.size = size
+        self.seed = seed
         self.transport = transport
-        self.opts = cfg.open_loop
+        self.opts = opts
         self.ramp = Ramp(self.opts.ramp.r0, self.opts.ramp.r1, self.opts.ramp.duration_s) if self.opts.ramp \
             else None
         self.offsets: dict[CellKey, list[float]] = {}
@@ -113,22 +115,22 @@ class OpenLoop:
     def schedule(self, cell: CellKey) -> list[float]:
         """Offsets (s) of every request of the cell, warmup first; drawn once per cell."""
         if cell not in self.offsets:
-            o, cfg, ramp = self.opts, self.cfg, self.ramp
-            rng = seeded_rng(cfg.seed, "arrivals", o.arrival, o.burstiness, cell.request_rate,
+            o, size, ramp = self.opts, self.size, self.ramp
+            rng = seeded_rng(self.seed, "arrivals", o.arrival, o.burstiness, cell.request_rate,
                              ramp.r0 if ramp else None)
             if ramp:
                 offs = arrivals.ramp_offsets_s(o.arrival, ramp.r0, ramp.r1, ramp.duration_s, rng, o.burstiness)
-            elif cfg.duration_per_cell_s:
-                offs = arrivals.offsets_for_span_s(o.arrival, cell.request_rate, cfg.duration_per_cell_s, rng,
-                                                   o.burstiness, lead=cfg.warmup)
+            elif size.duration_per_cell_s:
+                offs = arrivals.offsets_for_span_s(o.arrival, cell.request_rate, size.duration_per_cell_s, rng,
+                                                   o.burstiness, lead=size.warmup)
             else:
-                n = cfg.requests_per_cell or default_requests_per_rate(cell.request_rate)
-                offs = arrivals.offsets_s(o.arrival, cell.request_rate, cfg.warmup + n, rng, o.burstiness)
+                n = size.requests_per_cell or default_requests_per_rate(cell.request_rate)
+                offs = arrivals.offsets_s(o.arrival, cell.request_rate, size.warmup + n, rng, o.burstiness)
             self.offsets[cell] = offs
         return self.offsets[cell]
 
     def planned_requests(self, cell: CellKey) -> int:
-        return max(0, len(self.schedule(cell)) - self.cfg.warmup)
+        return max(0, len(self.schedule(cell)) - self.size.warmup)
 
     async def warm_up(self, run: CellRun, cell: CellKey) -> None:
         """Nothing apart: the warmup requests are the schedule's first ones."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from loadgen.config import RunConfig
+from loadgen.config import CellSize
 from loadgen.names import Phase
 from loadgen.record import CellKey, Record
 from loadgen.results.findings import NOTHING, CellFindings
@@ -19,13 +19,13 @@ from loadgen.schedule.sessions import session_loop
 
 
 class SessionLoop:
-    def __init__(self, cfg: RunConfig, transport: Transport):
-        self.cfg = cfg
+    def __init__(self, size: CellSize, transport: Transport):
+        self.size = size
         self.transport = transport
 
     def planned_requests(self, cell: CellKey) -> int:
         """Sessions the cell plans: --requests-per-cell (the dataset's rows by default)."""
-        return self.cfg.requests_for(cell.concurrency)
+        return self.size.requests_for(cell.concurrency)
 
     async def warm_up(self, run: CellRun, cell: CellKey) -> None:
         warmup = run.phase(Phase.WARMUP)

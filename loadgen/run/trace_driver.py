@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from loadgen.config import RunConfig
+from loadgen.config import TraceConfig
 from loadgen.record import CellKey, Record
 from loadgen.results.findings import CellFindings
 from loadgen.run.transport import Transport
@@ -24,8 +24,8 @@ NS = 1e9
 class TraceReplay:
     """Sends a trace's rows at their timestamps; `trace` is the loaded file (its rows in timestamp order)."""
 
-    def __init__(self, cfg: RunConfig, transport: Transport, trace: Trace):
-        self.cfg = cfg
+    def __init__(self, opts: TraceConfig, transport: Transport, trace: Trace):
+        self.opts = opts
         self.transport = transport
         self.trace = trace
 
@@ -36,13 +36,13 @@ class TraceReplay:
         """Nothing: a trace has no warmup (its first rows are part of its load)."""
 
     async def drive(self, run: CellRun, cell: CellKey) -> None:
-        await self.transport.warm(min(len(self.trace.rows), self.cfg.trace.trace_max_concurrency or 64))
-        offsets = self.trace.offsets_s(self.cfg.trace.speed_of(cell.request_rate))
+        await self.transport.warm(min(len(self.trace.rows), self.opts.trace_max_concurrency or 64))
+        offsets = self.trace.offsets_s(self.opts.speed_of(cell.request_rate))
         t0 = time.monotonic_ns()
-        await open_loop(run.untimed(), [t0 + round(o * NS) for o in offsets], self.cfg.trace.trace_max_concurrency)
+        await open_loop(run.untimed(), [t0 + round(o * NS) for o in offsets], self.opts.trace_max_concurrency)
 
     def finish(self, cell: CellKey, measured: Sequence[Record]) -> CellFindings:
-        t = self.cfg.trace
+        t = self.opts
         return CellFindings(load={"target_request_rate": cell.request_rate,
                                   "arrival": {"law": "trace", "trace": t.trace, "speed": t.speed_of(cell.request_rate),
                                               "max_concurrency": t.trace_max_concurrency}})
