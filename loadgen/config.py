@@ -233,7 +233,6 @@ class VerifyConfig:
     max_tokens: int = 64
     reference_file: str | None = None  # a reference saved by another run; None: answered at the run's start
     save_reference: str | None = None  # where to write the reference this run used
-    reference_config: str | None = None  # a sweep's `[verify] reference`: the configuration whose outputs count
     max_garbage_fraction: float = 0.0  # a cell with a larger share of garbage outputs is failed
 
     @property
