@@ -3,8 +3,11 @@ duration-bound cell against the paced fast server, with the growth per hour extr
 
     python benchmarks/memory_growth.py [--seconds 60] [--concurrency 128] [--workers 1] [--events 128]
 
-What still grows: ~200 bytes per measured request (the kept records' columns, `loadgen/run/record_columns.py`)
-and 16 bytes per request of the spill index; the chunks are folded and moved to disk as requests end
+(the 8-minute cell of docs/performance.md, ~170 requests/s: `--seconds 480 --events 30`). Reported: RSS from
+minute 1 to the end of the load, and what the summary after the load adds (sampled every 50 ms).
+
+What still grows: ~20 bytes per measured request (the kept records' flags and spec columns; their integer rows go
+to a temporary file, `loadgen/run/record_columns.py`) and 16 bytes per request of the spill index; the chunks are folded and moved to disk as requests end
 (docs/definitions.md, *Bounded memory in long cells*), and connections, buffers, exporter series and loop-lag
 samples (capped at 200k) are bounded. `benchmarks/scale.py memory` samples RSS every minute of a long cell.
 """
@@ -78,7 +81,7 @@ def main() -> int:
         t0 = time.monotonic()
         while proc.poll() is None:
             samples.append((time.monotonic() - t0, rss_kib(proc.pid)))
-            time.sleep(1.0)
+            time.sleep(1.0 if time.monotonic() - t0 < a.seconds else 0.05)  # the summary: sampled finely
     finally:
         stop(server)
     cell = json.load(open(out))["cells"][0]
@@ -89,16 +92,28 @@ def main() -> int:
     slope_kib_s = (r2 - r1) / (t2 - t1)
     per_chunk = slope_kib_s * 1024 * cell["duration_s"] / chunks
     rate = chunks / cell["duration_s"]
+    rate_req = cell["requests"]["ok"] / cell["duration_s"]
     print(f"cell: {cell['requests']['ok']} requests, {chunks:.0f} chunks ({rate:.0f}/s) "
           f"in {cell['duration_s']:.1f} s; client saturated: {cell['client']['saturated']}")
     print(f"RSS: {samples[1][1] / 1024:.1f} MiB at start-up, {r1 / 1024:.1f} MiB at {t1:.0f} s, "
           f"{r2 / 1024:.1f} MiB at {t2:.0f} s, peak {max(r for _, r in samples) / 1024:.1f} MiB")
+    minute = [(t, r) for t, r in load if t >= 60.0] or load
+    during = max(r for t, r in samples if t <= a.seconds)
+    after = [r for t, r in samples if t > a.seconds]
+    summary_mib = (max(after) - load[-1][1]) / 1024 if after else None
+    print(f"minute 1 to the end of the load: {minute[0][1] / 1024:.1f} MiB at {minute[0][0]:.0f} s -> "
+          f"{minute[-1][1] / 1024:.1f} MiB at {minute[-1][0]:.0f} s (growth "
+          f"{(minute[-1][1] - minute[0][1]) / 1024:.1f} MiB, "
+          f"{(minute[-1][1] - minute[0][1]) * 1024 / max(1.0, rate_req * (minute[-1][0] - minute[0][0])):.0f} "
+          f"bytes a request); peak during the load {during / 1024:.1f} MiB; the summary after it added "
+          f"{'-' if summary_mib is None else f'{summary_mib:.1f}'} MiB (its peak over the last load sample)")
     print(f"growth: {slope_kib_s * 3600 / 1024:.0f} MiB per hour at this rate; "
           f"{per_chunk:.1f} bytes per chunk "
           f"({per_chunk * 1e6 / 2**20:.1f} MiB per million chunks)")
     if a.json:
         with open(a.json, "w") as fh:
-            json.dump({"command": sys.argv, "samples": samples, "chunks": chunks,
+            json.dump({"command": sys.argv, "samples": samples, "chunks": chunks, "requests_per_s": rate_req,
+                       "summary_mib": summary_mib,
                        "bytes_per_chunk": per_chunk,
                        "mib_per_hour": slope_kib_s * 3600 / 1024}, fh)
     return 0

@@ -136,3 +136,4 @@ class CellRecords:
 
     def close(self) -> None:
         self.spill.close()
+        self.columns.close()

@@ -1,18 +1,25 @@
-"""A cell's kept records as columns: ~200 bytes a request instead of ~800 as `Record` objects.
+"""A cell's kept records as columns: a few bytes of memory a request instead of ~800 as `Record` objects.
 
 A long cell keeps every measured record until its summary (its per-request figures are exact). As objects,
 a record costs its slots, an int object per time stamp, its request id and its `spec` dict; here every integer
 field (22 of them) is one int64 of a row-major array, the fields that most records share (run, cell, phase,
 outcome, error, category, …) are stored once with the records that differ, the chunks as a flag, the request
 id only where it is not the one its cell, sequence number and attempt give (`record.request_id_for`), and the
-server's `spec` numbers in one float column per key (ints stay ints). `records()` gives back equal `Record` objects for the summary.
+server's `spec` numbers in one float column per key (ints stay ints). The integer rows go to a temporary file
+`ROWS_AT_ONCE` at a time (176 bytes a request on disk; in memory only the last rows, and ~20 bytes a request
+for the flags and the spec columns). `records()` gives back equal `Record` objects for the summary, reading
+the rows back a block at a time.
 """
 
 from __future__ import annotations
 
+import tempfile
 from array import array
+from collections.abc import Iterator
 from dataclasses import fields
-from operator import attrgetter
+from operator import attrgetter, itemgetter
+
+import numpy as np
 
 from loadgen.record import CHUNKS_ELSEWHERE, Record, request_id_for
 
@@ -26,6 +33,14 @@ NONE = -(1 << 63)  # an int field that is None
 ABSENT, INT, FLOAT = 0, 1, 2  # how a spec key is held for one record
 KIND = {int: INT, float: FLOAT}
 ELSEWHERE, ELSEWHERE_NO_COUNTS, OWN = 0, 1, 2  # where a record's chunk lists are
+ROWS_AT_ONCE = 1024  # integer rows held in memory before they are written to the file (176 KiB)
+_K = len(INT_FIELDS)
+# a record's values in `Record` field order, from its int row + the shared fields + (request id, chunk lists, spec)
+_LATER = ("request_id", "chunk_tokens", "chunk_gaps_ns", "spec")
+_SOURCES = INT_FIELDS + SHARED_FIELDS + _LATER
+_IN_ORDER = itemgetter(*(_SOURCES.index(f.name) for f in fields(Record)))
+_RUN, _CELL = SHARED_FIELDS.index("run_id"), SHARED_FIELDS.index("cell")
+_SEQ, _ATTEMPT = INT_FIELDS.index("seq"), INT_FIELDS.index("attempt")
 
 
 class _SpecColumn:
@@ -37,11 +52,13 @@ class _SpecColumn:
 
 
 class RecordColumns:
-    """Records appended one by one, held as columns (module docstring)."""
+    """Records appended one by one, held as columns, their integer rows on disk (module docstring)."""
 
     def __init__(self):
         self.n = 0
-        self.ints = array("q")  # row-major: len(INT_FIELDS) values a record
+        self.ints = array("q")  # row-major, len(INT_FIELDS) values a record: the rows not yet in `_file`
+        self._file = tempfile.TemporaryFile(prefix="loadgen-rows-")
+        self._on_disk = 0  # rows written to `_file`
         self.common: tuple | None = None  # the first record's SHARED_FIELDS
         self.differ: dict[int, tuple] = {}  # the SHARED_FIELDS of records that differ from `common`
         self.chunks = bytearray()  # ELSEWHERE | ELSEWHERE_NO_COUNTS | OWN
@@ -60,6 +77,10 @@ class RecordColumns:
         i = self.n
         ints = _INTS_OF(r)
         self.ints.extend(ints if None not in ints else [NONE if v is None else v for v in ints])
+        if len(self.ints) >= ROWS_AT_ONCE * _K:
+            self._file.write(self.ints.tobytes())
+            self._on_disk += len(self.ints) // _K
+            self.ints = array("q")
         shared = _SHARED_OF(r)
         if self.common is None:
             self.common = shared
@@ -99,21 +120,35 @@ class RecordColumns:
             column.values.append(0.0 if value is None else float(value))
             column.kinds.append(ABSENT if value is None else KIND[type(value)])
 
-    def record(self, i: int) -> Record:
-        """Record `i` as it was appended."""
-        k = len(INT_FIELDS)
-        kw = {name: (None if v == NONE else v) for name, v in zip(INT_FIELDS, self.ints[i * k:(i + 1) * k])}
-        kw.update(zip(SHARED_FIELDS, self.differ.get(i, self.common)))
+    def _blocks(self) -> Iterator[tuple[int, list[list]]]:
+        """(first row, its rows as lists, None for NONE) for every row, ROWS_AT_ONCE rows at a time: from the
+        file, then the rows still in memory."""
+        self._file.flush()
+        self._file.seek(0)
+        try:
+            for first in range(0, self._on_disk, ROWS_AT_ONCE):
+                block = array("q")
+                block.frombytes(self._file.read(8 * _K * min(ROWS_AT_ONCE, self._on_disk - first)))
+                yield first, _rows(block)
+        finally:
+            self._file.seek(0, 2)
+        yield self._on_disk, _rows(self.ints)
+
+    def _record(self, i: int, row: list) -> Record:
+        """Record `i` from its int row (`_blocks`)."""
         state = self.chunks[i]
         if state == OWN:
-            kw["chunk_tokens"], kw["chunk_gaps_ns"] = self.own_chunks[i]
+            chunk_tokens, chunk_gaps = self.own_chunks[i]
         else:
-            kw["chunk_gaps_ns"] = CHUNKS_ELSEWHERE
-            kw["chunk_tokens"] = CHUNKS_ELSEWHERE if state == ELSEWHERE else None
-        kw["request_id"] = self.request_ids.get(i) or request_id_for(kw["run_id"], kw["cell"], kw["seq"],
-                                                                     kw["attempt"])
-        kw["spec"] = self._spec(i)
-        return Record(**kw)
+            chunk_gaps = CHUNKS_ELSEWHERE
+            chunk_tokens = CHUNKS_ELSEWHERE if state == ELSEWHERE else None
+        shared = self.differ.get(i, self.common)
+        request_id = self.request_ids.get(i) or request_id_for(shared[_RUN], shared[_CELL], row[_SEQ], row[_ATTEMPT])
+        return Record(*_IN_ORDER(row + list(shared) + [request_id, chunk_tokens, chunk_gaps, self._spec(i)]))
+
+    def record(self, i: int) -> Record:
+        """Record `i` as it was appended."""
+        return next(self.iter_records(i, i + 1))
 
     def _spec(self, i: int) -> dict | None:
         if self.spec_none[i]:
@@ -127,5 +162,25 @@ class RecordColumns:
                 spec[key] = int(column.values[i]) if kind == INT else column.values[i]
         return spec
 
+    def iter_records(self, start: int = 0, stop: int | None = None) -> Iterator[Record]:
+        """Records start…stop − 1 (all by default) as they were appended, one block of rows read at a time."""
+        stop = self.n if stop is None else stop
+        for first, rows in self._blocks():
+            for j in range(max(start - first, 0), min(stop - first, len(rows))):
+                yield self._record(first + j, rows[j])
+
     def records(self) -> list[Record]:
-        return [self.record(i) for i in range(self.n)]
+        return list(self.iter_records())
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def _rows(ints: array) -> list[list]:
+    """Rows of len(INT_FIELDS) values from a row-major array, NONE made None (in one pass of numpy)."""
+    if not ints:
+        return []
+    table = np.frombuffer(ints, dtype=np.int64).reshape(-1, _K)
+    values = table.astype(object)
+    values[table == NONE] = None
+    return values.tolist()

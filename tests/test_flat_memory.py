@@ -1,0 +1,53 @@
+"""Memory that stays flat in a long cell: the kept records' integer rows go to disk a block at a time and come
+back equal, and what stays in memory per request is a few bytes, whatever the number of requests."""
+
+from __future__ import annotations
+
+import copy
+import sys
+
+import pytest
+
+from loadgen.record import CHUNKS_ELSEWHERE, request_id_for
+from loadgen.run import record_columns
+from loadgen.run.record_columns import RecordColumns
+from tests.test_bounded_memory import _closed_loop
+
+pytestmark = pytest.mark.unit
+
+
+def test_rows_written_to_disk_come_back_as_the_records_they_were(monkeypatch):
+    monkeypatch.setattr(record_columns, "ROWS_AT_ONCE", 7)
+    recs = _closed_loop(100)
+    recs[3].spec, recs[9].t_first_token_ns, recs[50].request_id = None, None, "mine"
+    columns = RecordColumns()
+    for r in copy.deepcopy(recs):
+        columns.append(r)
+    try:
+        assert columns._on_disk == 98 and len(columns.ints) == 2 * len(record_columns.INT_FIELDS)
+        assert columns.records() == recs
+        assert columns.record(50) == recs[50] and columns.record(99) == recs[99]
+        assert list(columns.iter_records(5, 12)) == recs[5:12]
+        assert columns.records() == recs  # read again: the file is read from its start each time
+    finally:
+        columns.close()
+
+
+def test_memory_per_kept_request_is_a_few_bytes():
+    recs = [r for r in _closed_loop(120) if r.ok][:100]
+    columns = RecordColumns()
+    try:
+        for block in range(40):  # 4,000 requests: the rows of all but the last block are on disk
+            for r in copy.deepcopy(recs):
+                r.seq += 100 * block
+                r.request_id = request_id_for(r.run_id, r.cell, r.seq, r.attempt)
+                r.chunk_gaps_ns = r.chunk_tokens = CHUNKS_ELSEWHERE  # as a cell keeps an ok one: moved to the spill
+                columns.append(r)
+        in_memory = (sys.getsizeof(columns.ints) + sys.getsizeof(columns.chunks) + sys.getsizeof(columns.spec_none)
+                     + sum(sys.getsizeof(c.values) + sys.getsizeof(c.kinds) for c in columns.spec_keys.values()))
+        assert columns._on_disk >= 3 * record_columns.ROWS_AT_ONCE
+        assert not columns.request_ids and not columns.differ and not columns.own_chunks
+        assert sys.getsizeof(columns.ints) <= 8 * len(record_columns.INT_FIELDS) * record_columns.ROWS_AT_ONCE + 4096
+        assert (in_memory - sys.getsizeof(columns.ints)) / 4000 < 40  # flags and spec columns: ~20 bytes a request
+    finally:
+        columns.close()
