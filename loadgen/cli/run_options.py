@@ -47,7 +47,7 @@ def _ints(values: list[int]) -> str:
 def run_parser() -> argparse.ArgumentParser:
     p = Parser(
         prog="loadgen", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLES, allow_abbrev=False,
-        description="Measure an LLM server over a matrix of concurrency × prompt length "
+        description="Measure an LLM server over a matrix of concurrency × prompt length\n"  # raw: within 120
                     "(subcommands: sim, sweep, search, compare, report, merge).")
     for add in (target_options, matrix_options, output_options, noise_options, sim_options, telemetry_options,
                 open_loop_options, workload_options, replay_options, server_down_options, interrupt_options,

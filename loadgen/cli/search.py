@@ -52,7 +52,7 @@ def search_parser() -> argparse.ArgumentParser:
     p = run_parser()
     p.prog = "loadgen search"
     p.description = ("The highest load whose cell meets the SLO (--slo): raise it from --start, × --growth a "
-                     "probe, until a cell misses, then bisect to --resolution. Every probe is a normal cell of "
+                     "probe, until a cell\nmisses, then bisect to --resolution. Every probe is a normal cell of "
                      "--out; the same command again resumes.")
     p.epilog = ("example:\n  loadgen search --url http://gpu-host:30000 --slo ttft=300ms,tpot=25ms --contexts 1024 "
                 "--out results/capacity.json")

@@ -29,8 +29,7 @@ def sweep_main(argv: list[str]) -> int:
     p = Parser(
         prog="loadgen sweep", formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False,
         description="For each configuration of FILE.toml: run the reconfigure command, wait until the new "
-                    "server is proven ready, measure the matrix. Re-running resumes: finished cells are "
-                    "kept.",
+                    "server is proven\nready, measure the matrix. Re-running resumes: finished cells are kept.",
         epilog="format and a worked example: docs/sweep.md")
     p.add_argument("file", metavar="FILE.toml", help="the sweep file")
     p.add_argument("--out-dir", metavar="DIR", help="results folder (default: the file's out_dir, else "
