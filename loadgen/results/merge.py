@@ -31,10 +31,11 @@ from loadgen.metrics.source_result import SourceResult
 from loadgen.names import Phase
 from loadgen.record import CellKey, Record, RunAnchor, cell_key
 from loadgen.results.cell_result import CellResult, from_json
-from loadgen.results.cell_status import failed_fraction, max_failed_fraction, request_incidents
+from loadgen.results.cell_status import max_failed_fraction, requests_failed_fraction, requests_incidents
 from loadgen.results.provenance import wall_clock
 from loadgen.results.schema import RESULTS_SCHEMA as SCHEMA
 from loadgen.results.slo_part import Slo
+from loadgen.results.stored import stored_cells
 from loadgen.sinks.jsonl import requests_path
 
 TIME_FIELDS = ("t_intended_ns", "t_sent_ns", "t_first_byte_ns", "t_first_token_ns", "t_last_token_ns",
@@ -84,27 +85,29 @@ def merge_client(blocks: list[dict]) -> dict | None:
     return combine([(f"shard {i}", b) for i, b in enumerate(blocks)]) | {"per_shard": blocks}
 
 
-def merge_cell(key: CellKey, entries: list[dict | None], records: list[list[Record]]) -> CellResult:
-    """One merged cell from each shard's entry (None where a shard lacks the cell) and measured records."""
+def _server_accept(first: CellResult) -> SourceResult:
+    """The first shard's server-side accept-length sources (the client's are recomputed from the records)."""
+    acc = first.accept.accept_length or {}
+    others = {k: v for k, v in (acc.get("per_source") or {}).items() if k not in CLIENT_SOURCES}
+    unavailable = {k: v for k, v in (acc.get("unavailable") or {}).items() if k not in CLIENT_SOURCES}
+    return SourceResult("shard-0", "accept_length", bool(others), {"per_source": others, "unavailable": unavailable})
+
+
+def merge_cell(key: CellKey, entries: list[CellResult | None], records: list[list[Record]]) -> CellResult:
+    """One merged cell from each shard's cell (None where a shard lacks it) and measured records."""
     # in end order, as one process appends them, so even float sums come out the same
     measured = sorted((r for recs in records for r in recs), key=lambda r: r.t_end_ns)
     summary = summarize(measured)
     first = next(e for e in entries if e is not None)
-    summary["client"] = merge_client([e.get("client") for e in entries if e is not None])
-    others = {k: v for k, v in ((first.get("accept_length") or {}).get("per_source") or {}).items()
-              if k not in CLIENT_SOURCES}
-    unavailable = {k: v for k, v in ((first.get("accept_length") or {}).get("unavailable") or {}).items()
-                   if k not in CLIENT_SOURCES}
-    server = SourceResult("shard-0", "accept_length", bool(others),
-                          {"per_source": others, "unavailable": unavailable})
+    summary["client"] = merge_client([e.telemetry.client for e in entries if e is not None])
     entry = key.as_dict() | summary
-    entry["accept_length"] = cell_telemetry.accept_length(summary, [server])
-    entry["power"] = _power(first.get("power"), summary)
-    entry["gpu_activity"] = first.get("gpu_activity")  # the same GPUs, over the first shard's window
+    entry["accept_length"] = cell_telemetry.accept_length(summary, [_server_accept(first)])
+    entry["power"] = _power(first.telemetry.power, summary)
+    entry["gpu_activity"] = first.gpu.gpu_activity  # the same GPUs, over the first shard's window
     entry |= cell_telemetry.gpu_verdict(summary, entry["gpu_activity"], entry["power"])
-    entry["telemetry"] = first.get("telemetry", {})
-    entry["warnings"] = [f"shard {i}: {w}" for i, e in enumerate(entries) if e for w in e.get("warnings", [])]
-    not_sent = [e.get("requests_not_sent") for e in entries if e is not None]
+    entry["telemetry"] = first.telemetry.telemetry
+    entry["warnings"] = [f"shard {i}: {w}" for i, e in enumerate(entries) if e for w in e.notes]
+    not_sent = [e.requests.requests_not_sent for e in entries if e is not None]
     if not_sent and all(isinstance(n, int) for n in not_sent):
         entry["requests_not_sent"] = sum(not_sent)
     windows = [w for w in (window_ns(recs) for recs in records) if w]
@@ -116,19 +119,19 @@ def merge_cell(key: CellKey, entries: list[dict | None], records: list[list[Reco
                                  "not load "
                                  "the server at the same time; start them with --start-at/--cell-period")
     entry["max_failed_fraction"] = max_failed_fraction(first)  # the shards' limit, over the merged requests
-    entry["failed_fraction"] = failed_fraction(entry)
+    entry["failed_fraction"] = requests_failed_fraction(entry["requests"])
     result = from_json(entry | {"incidents": []})
-    for incident in request_incidents(entry):
+    for incident in requests_incidents(entry["requests"], entry["max_failed_fraction"]):
         result.add(incident.kind, incident.reason)
-    result.slo = _merged_slo(first.get("slo"), measured, summary["duration_s"], entry.get("requests_not_sent"))
+    result.slo = _merged_slo(first.slo, measured, summary["duration_s"], result.requests.requests_not_sent)
     return result
 
 
-def _merged_slo(slo: dict | None, measured: list[Record], window_s: float, not_sent: int | None) -> Slo | None:
+def _merged_slo(slo: Slo | None, measured: list[Record], window_s: float, not_sent: int | None) -> Slo | None:
     """The shards' targets over the merged requests (every shard's never-sent ones not good)."""
-    if not slo:
+    if slo is None:
         return None
-    return Slo(**slo_figures(measured, slo["targets_s"], slo["attainment_required"], window_s, not_sent or 0))
+    return Slo(**slo_figures(measured, slo.targets_s, slo.attainment_required, window_s, not_sent or 0))
 
 
 def _power(block: dict | None, summary: dict) -> dict | None:
@@ -158,31 +161,33 @@ def _of_the_matrix(row: dict, doc: dict) -> bool:
     return not doc.get("run_id") or row.get("run_id", doc["run_id"]) == doc["run_id"]
 
 
+def _measured_records(doc: dict, recs: list[dict], cells: list[CellResult], ref: dict,
+                      merged_rows: list[dict]) -> dict[CellKey, list[Record]]:
+    """A shard's measured records by cell (of each cell's last attempt, of the matrix), on `ref`'s clock; every
+    record row, shifted, is appended to `merged_rows`."""
+    offset = clock_offset_ns(doc, ref)
+    attempt = {c.key: c.load.attempt or 0 for c in cells}
+    by_cell: dict[CellKey, list[Record]] = {}
+    for row in recs:
+        row = shift(row, offset)
+        merged_rows.append(row)
+        key = cell_key(row["cell"])
+        if (row.get("phase") == Phase.MEASURE and row.get("attempt", 0) == attempt.get(key, 0)
+                and _of_the_matrix(row, doc)):
+            by_cell.setdefault(key, []).append(Record.from_dict(row))
+    return by_cell
+
+
 def merge(docs: list[dict], rows: list[list[dict]]) -> tuple[dict, list[dict]]:
     """(merged results document, merged record rows)."""
     ref = docs[0]
-    keys: list[CellKey] = []
-    for doc in docs:
-        for c in doc.get("cells", []):
-            if cell_key(c) not in keys:
-                keys.append(cell_key(c))
+    typed = [stored_cells(doc) for doc in docs]
+    keys = list(dict.fromkeys(c.key for shard in typed for c in shard))
     merged_rows: list[dict] = []
     cells = []
-    per_doc: list[dict[CellKey, list[Record]]] = []
-    for doc, recs in zip(docs, rows):
-        offset = clock_offset_ns(doc, ref)
-        attempt = {cell_key(c): c.get("attempt", 0) for c in doc.get("cells", [])}
-        by_cell: dict[CellKey, list[Record]] = {}
-        for row in recs:
-            row = shift(row, offset)
-            merged_rows.append(row)
-            key = cell_key(row["cell"])
-            if (row.get("phase") == Phase.MEASURE and row.get("attempt", 0) == attempt.get(key, 0)
-                    and _of_the_matrix(row, doc)):
-                by_cell.setdefault(key, []).append(Record.from_dict(row))
-        per_doc.append(by_cell)
+    per_doc = [_measured_records(doc, recs, shard, ref, merged_rows) for doc, recs, shard in zip(docs, rows, typed)]
     for key in keys:
-        entries = [next((c for c in doc.get("cells", []) if cell_key(c) == key), None) for doc in docs]
+        entries = [next((c for c in shard if c.key == key), None) for shard in typed]
         merged = merge_cell(key, entries, [d.get(key, []) for d in per_doc])
         if ref.get("anchor"):  # records are on the first shard's clock now: its anchor dates them
             merged.load.wall_clock = wall_clock(merged.load.window_ns, RunAnchor(**ref["anchor"]))
