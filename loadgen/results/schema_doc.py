@@ -28,6 +28,9 @@ DOCUMENT_FIELDS = {
     "host": "{hostname, boot_id, pid}: whose monotonic clock the times are on",
     "environment": "Python, platform, CPUs, loadgen version, git commit",
     "shard": "{index, count}: this process's shard of the run (--shard)",
+    "ray": "--ray: {address, placement, nodes [{node_id, host, ip, cpus}], parts [{worker, node_id, host, ip, cores, "
+           "pid}], clock {node_id: {offset_ns, uncertainty_ns, exchanges}} (driver time = part time + offset), "
+           "max_clock_uncertainty_ns, cells [{cell, parts}]: the parts that ran each cell} (docs/distributed.md)",
     "earlier_runs": "the runs whose cells a resumed file kept: run_id, started_at, updated_at",
     "sweep": "a sweep configuration's own part: sweep, config, params, settings, attempts",
     "merged_from": "`loadgen merge`: the shards' run ids, labels, hosts and clock offsets, and each shard's own `drift` "
