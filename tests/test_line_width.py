@@ -8,6 +8,7 @@ the default table's columns per kind of run."""
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import signal
@@ -171,3 +172,24 @@ def test_the_default_columns_are_those_of_the_kind_of_run_whatever_the_cells_hol
     assert shown[0] == shown[1] and "J/tok" in shown[0] and "verify" in shown[0]
     columns = table.default_columns(few, candidates=table.columns(few))
     assert [c.text(few[0]) for c in columns if c.header == "J/tok"] == ["-"]  # a figure it lacks shows "-"
+
+
+@pytest.mark.unit
+def test_a_comparison_with_slo_power_and_long_names_fits_120_columns(tmp_path):
+    from loadgen.results.compare import compare_table, load_inputs
+
+    def cell(conc: int, out: float) -> dict:
+        return {"context_tokens": 1024, "concurrency": conc, "status": "ok", "output_tok_s": out,
+                "request_tok_s": {"mean": out / conc}, "ttft_s": {"p50": 0.02}, "accept_length": {"value": 3.9},
+                "requests": {"ok": 64, "failed": 0, "by_outcome": {"ok": 64}},
+                "power": {"mean_w_total": 5600.0, "j_per_output_token": 0.45},
+                "slo": {"attainment": 0.93, "met": True, "good_output_tok_s": 0.9 * out}}
+    paths = []
+    for name in ("budget16_topk8_a_long_configuration", "budget32_topk8"):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"schema": "loadgen.results/v1", "label": name,
+                                    "cells": [cell(8, 4000.0), cell(64, 12000.0)]}))
+        paths.append(str(path))
+    text = compare_table(load_inputs(paths), baseline=None)
+    assert _too_wide(text) == [], text
+    assert all(h in text.splitlines()[0] for h in ("good tok/s", "SLO", "J/tok", "TTFT p50 ms"))

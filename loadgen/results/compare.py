@@ -9,6 +9,7 @@ import io
 import textwrap
 from enum import StrEnum
 
+from loadgen.console import WIDTH
 from loadgen.names import CellStatus
 from loadgen.record import cell_key
 from loadgen.results import category_compare
@@ -170,6 +171,21 @@ def columns(rows: list[dict]) -> list[Column]:
     return [Column(c.header, -width, c.text) if c.header == "configuration" else c for c in cols]
 
 
+# left out in this order (a "vs base": the rightmost, req tok/s's first) while the text table is wider than WIDTH
+FIT_ORDER = ("W", "vs base", "accept", "vs base", "req tok/s mean")
+
+
+def _fitted(cols: list[Column]) -> list[Column]:
+    """The text table's `cols`: less the FIT_ORDER columns, one by one, while the header (as wide as a row) is
+    wider than WIDTH (the Markdown table keeps them all)."""
+    for name in FIT_ORDER:
+        found = [i for i, c in enumerate(cols) if c.header == name]
+        if len(tt.header(cols)) <= WIDTH or not found:
+            continue
+        cols = cols[:found[-1]] + cols[found[-1] + 1:]
+    return cols
+
+
 def note_refs(rows: list[dict]) -> tuple[list[str], list[str]]:
     """Each row's note reference and the notes as lines "n1 ctx 60 conc 8 b0: …" (`text_table.note_refs`)."""
     return tt.note_refs(rows, row_note, lambda row: f"ctx {tt.context(row)} conc {_load(row)} {row['config']}")
@@ -178,7 +194,7 @@ def note_refs(rows: list[dict]) -> tuple[list[str], list[str]]:
 def render_text(rows: list[dict]) -> str:
     """Rows grouped by cell (a blank line between cells; a cell's context and load shown on its first row), each
     row's note as a reference, the notes under the rows."""
-    cols = columns(rows)
+    cols = _fitted(columns(rows))
     out = [tt.header(cols).rstrip()]
     prev = None
     refs, notes = note_refs(rows)
