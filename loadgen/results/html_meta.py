@@ -134,17 +134,16 @@ def _cell_problems(run: Run) -> list[str]:
 def _unmeasured_configs(sweeps: list[tuple[dict, str]], measured: set[str]) -> list[str]:
     items = []
     for doc, base in sweeps:
-        for c in doc.get("configs", []):
-            if c.get("name") in measured:
+        for conf in doc.get("configs", []):
+            if conf.get("name") in measured:
                 continue
             diag = ""
-            if c.get("diagnostics") and os.path.exists(os.path.join(base, c["diagnostics"])):
-                with open(os.path.join(base, c["diagnostics"]), encoding="utf-8", errors="replace") as fh:
+            if conf.get("diagnostics") and os.path.exists(os.path.join(base, conf["diagnostics"])):
+                with open(os.path.join(base, conf["diagnostics"]), encoding="utf-8", errors="replace") as fh:
                     tail = fh.read()[-DIAGNOSTICS_TAIL_CHARS:]
                 diag = el("details", el("summary", "diagnostics") + el("pre", text(tail)))
-            items.append(el("li", el("strong", text(c.get("name"))) + text(f": {c.get('status')} — "
-                                                                             f"{c.get('reason') or 'no reason recorded'}")
-                            + diag, data_config=c.get("name")))
+            why = f": {conf.get('status')} — {conf.get('reason') or 'no reason recorded'}"
+            items.append(el("li", el("strong", text(conf.get("name"))) + text(why) + diag, data_config=conf.get("name")))
     return items
 
 
@@ -168,7 +167,7 @@ def problems_section(runs: list[Run], sweeps: list[tuple[dict, str]]) -> tuple[s
 
 def _sweep_status(run: Run, sweeps: list[tuple[dict, str]]) -> str | None:
     for doc, _ in sweeps:
-        for c in doc.get("configs", []):
-            if c.get("name") == run.name:
-                return c.get("status")
+        for conf in doc.get("configs", []):
+            if conf.get("name") == run.name:
+                return conf.get("status")
     return None
