@@ -140,8 +140,8 @@ class Noise:
                                     "the figure's", optional=True)
     interval_method: Figures | None = doc("{method: bootstrap | t over repeats, level, resamples, seed, "
                                           "samples}: how `intervals` were made", optional=True)
-    repeats: fig.Repeats | None = doc("--repeat N: {n, values: {figure: [each repeat's value]}, windows: [each "
-                                  "repeat's window]}; the key figures are then the mean over the repeats, the "
+    repeats: fig.Repeats | None = doc("--repeat N: {n, values and samples: {figure: [each repeat's]}, windows: "
+                                  "[each repeat's]}; the key figures are then the mean over the repeats, the "
                                   "other figures the last repeat's", optional=True)
 
 
