@@ -28,12 +28,11 @@ from loadgen.results.workload_part import Workload
 class Requests:
     """How many requests the cell measured and how they ended."""
 
-    requests: fig.RequestCounts = doc("{ok, failed, cancelled, abandoned, by_outcome}: every measured request "
-                                      "counts once, under its outcome; cancelled = cut short by the client (an "
-                                      "interrupt, a worker that died), abandoned = closed on purpose "
-                                      "(--cancel-fraction; only when some were, never a failure), failed = every "
-                                      "other outcome but ok (older files have no cancelled: failed counts them "
-                                      "there)", "requests", {})
+    requests: fig.RequestCounts = doc("{ok, failed, cancelled, abandoned, by_outcome}: every measured request counts "
+                                      "once, under its outcome; cancelled = cut short by the client (an interrupt, a "
+                                      "worker that died), abandoned = closed on purpose (--cancel-fraction; only when "
+                                      "some were, never a failure), failed = every other outcome but ok (older files "
+                                      "have no cancelled: failed counts them there)", "requests", {})
     requests_not_sent: int | None = doc("measured requests never sent (an interrupt or a server that went away "
                                         "stopped the cell early); null for duration-bound cells", "requests")
     max_failed_fraction: float | None = doc("the --max-failed-fraction the cell was judged by", "fraction")
