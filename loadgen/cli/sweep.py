@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shlex
 
 from loadgen.aio import install_uvloop
 from loadgen.cli.assemble import Shape, build_runner
@@ -15,9 +14,11 @@ from loadgen.cli.run_config import config_from_args
 from loadgen.cli.run_options import run_parser
 from loadgen.cli.search import search_parser, search_run
 from loadgen.config import RunConfig
+from loadgen.console import wrap
 from loadgen.errors import UsageError
 from loadgen.results.document import ResultsFile
 from loadgen.results.stored import ok_keys, stored_cells
+from loadgen.run.interrupts import shell_lines
 from loadgen.run.runner import CellCheck, Runner
 from loadgen.sinks.base import Sink
 from loadgen.sweep import state
@@ -68,12 +69,12 @@ def dry_run(spec: SweepSpec, only: list[str] | None) -> int:
         doc = state.load_doc(paths["results"])
         done = len(ok_keys(stored_cells(doc)))
         print(f"[{cfg.name}] params {cfg.params}")
-        print(f"  reconfigure: {shlex.join(cfg.reconfigure)}")
+        print("\n".join(shell_lines(cfg.reconfigure, "  reconfigure:")))  # a command stays pasteable
         if cfg.diagnostics:
-            print(f"  diagnostics: {shlex.join(cfg.diagnostics)}")
-        print(f"  expect: {cfg.expect or '(none: readiness needs the server seen going away)'}")
-        run = ("search " if spec.search else "") + shlex.join(spec.run_argv(cfg, paths["results"]))
-        print(f"  ready within {cfg.timeout_s:g} s; measure: loadgen {run}")
+            print("\n".join(shell_lines(cfg.diagnostics, "  diagnostics:")))
+        print(wrap(f"  expect: {cfg.expect or '(none: readiness needs the server seen going away)'}"))
+        run = ["loadgen", *(["search"] if spec.search else []), *spec.run_argv(cfg, paths["results"])]
+        print("\n".join(shell_lines(run, f"  ready within {cfg.timeout_s:g} s; measure:")))
         print(f"  stored: {done} finished cells")
     return 0
 
