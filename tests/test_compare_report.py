@@ -104,7 +104,7 @@ def test_compare_cli_baseline_and_formats(inputs, cli):
 def test_plot_series_come_from_the_inputs(inputs):
     _, paths = inputs
     runs = load_inputs(paths)
-    tput = series_vs_concurrency(runs, lambda c: c.get("output_tok_s"))
+    tput = series_vs_concurrency(runs, lambda c: c.throughput.output_tok_s)
     assert tput == {60: {"b16": [(1, 300.0), (32, 4000.0)], "b32": [(1, 360.0), (32, 3600.0)],
                          "b64": [(1, 330.0), (32, 3000.0)]}, 1024: {"b16": [(1, 280.0)]}}
     acc = accept_by_source(runs)
