@@ -50,10 +50,11 @@ async def serve(args: argparse.Namespace) -> None:
     gc.freeze()
     engine.start()
     runner = await _serve_api(app, args, closer)
-    dcgm_note = f" dcgm=http://{args.host}:{dcgm.addresses[0][1]}/metrics" if dcgm is not None else ""
     print(f"loadgen-sim ready on http://{args.host}:{runner.addresses[0][1]} (budget={args.budget} "
           f"topk={args.topk} block={args.block_size} accept_mean={engine.accept_mean:.3f} "
-          f"speed={args.speed:g}){dcgm_note}", flush=True)
+          f"speed={args.speed:g})", flush=True)
+    if dcgm is not None:  # a line of its own: the ready line stays within 120 columns
+        print(f"loadgen-sim dcgm=http://{args.host}:{dcgm.addresses[0][1]}/metrics", flush=True)
     await _until_signalled_or_idle(server, args.exit_idle)
     await engine.stop()
     await runner.cleanup()
