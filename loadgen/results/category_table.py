@@ -42,15 +42,17 @@ def items(cell: dict) -> list[dict]:
     return [{"name": name, "cell": cell, **figures} for name, figures in (cell.get("by_category") or {}).items()]
 
 
-def category_lines(cell: dict) -> list[str]:
-    """The lines of one cell's categories (none for a cell without categories)."""
-    return [tt.line(COLUMNS, item) for item in items(cell)]
+def columns(rows: list[dict]) -> list[Column]:
+    """COLUMNS with the category as wide as its longest name (a long one no longer shifts its row)."""
+    width = max([14, *(len(item["name"]) for item in rows)])
+    return [Column(c.header, -width, c.text) if c.header == "category" else c for c in COLUMNS]
 
 
 def category_table(cells: list[dict]) -> str | None:
     """Every cell's categories under one header; None when no cell has categories."""
-    lines = [line for cell in cells for line in category_lines(cell)]
-    return "\n".join(["per category:", tt.header(COLUMNS), *lines]) if lines else None
+    rows = [item for cell in cells for item in items(cell)]
+    cols = columns(rows)
+    return "\n".join(["per category:", tt.header(cols), *(tt.line(cols, item) for item in rows)]) if rows else None
 
 
 def _varies(cell: dict) -> bool:
