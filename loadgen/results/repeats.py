@@ -17,8 +17,8 @@ from loadgen.metrics.confidence import LEVEL
 from loadgen.record import OUTCOMES
 from loadgen.results.cell_result import CellResult, from_json
 from loadgen.results.cell_status import requests_failed_fraction
+from loadgen.results.cell_view import figure
 from loadgen.results.figures import RequestCounts
-from loadgen.results.text_table import field
 
 
 def _set(cell: dict, path: str, value: float) -> None:
@@ -41,10 +41,10 @@ def _requests(results: Sequence[CellResult]) -> RequestCounts:
     return counts | ({"abandoned": abandoned} if abandoned else {}) | {"by_outcome": {o: n for o, n in by.items() if n}}
 
 
-def _samples(cells: Sequence[dict]) -> dict:
+def _samples(results: Sequence[CellResult]) -> dict:
     """{key figure: [each repeat's samples]} for the key figures of a distribution ("ttft_s.p50": ttft_s's
     samples): what a mean over the repeats was computed from (the table's `*`)."""
-    each = {path: [field(c, path.split(".")[0] + ".samples") for c in cells] for path in KEY_FIGURES}
+    each = {path: [figure(r, path.split(".")[0] + ".samples") for r in results] for path in KEY_FIGURES}
     return {path: n for path, n in each.items() if all(isinstance(x, int) for x in n)}
 
 
@@ -53,7 +53,7 @@ def combine_repeats(results: Sequence[CellResult]) -> CellResult:
     if len(results) == 1:
         return results[0]
     cells = [r.to_json() for r in results]
-    values = {path: [field(c, path) for c in cells] for path in KEY_FIGURES}
+    values = {path: [figure(r, path) for r in results] for path in KEY_FIGURES}
     means, intervals = repeats_figures(values)
     out = dict(cells[-1])
     for path, mean in means.items():
@@ -62,7 +62,7 @@ def combine_repeats(results: Sequence[CellResult]) -> CellResult:
     out["failed_fraction"] = requests_failed_fraction(out["requests"])
     out["intervals"] = intervals
     out["interval_method"] = {"method": REPEATS, "level": LEVEL, "samples": len(cells)}
-    out["repeats"] = {"n": len(cells), "values": values, "samples": _samples(cells),
+    out["repeats"] = {"n": len(cells), "values": values, "samples": _samples(results),
                       "windows": [r.load.wall_clock or r.load.window_ns for r in results]}
     out["incidents"] = []
     combined = from_json(out)
