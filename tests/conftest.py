@@ -30,10 +30,9 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_collection_finish(session):
-    """Start the waiting module fixtures of the selected tests side by side (tests/side_by_side.py)."""
-    if not session.config.option.collectonly:
-        from tests import side_by_side
-        side_by_side.start_selected(session.items, session.config._tmp_path_factory.mktemp)
+    """Note the waiting module fixtures of the selected tests, to be built side by side (tests/side_by_side.py)."""
+    from tests import side_by_side
+    side_by_side.select(session.items, session.config._tmp_path_factory.mktemp)
 
 
 def pytest_sessionfinish(session):

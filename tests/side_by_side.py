@@ -1,14 +1,15 @@
-"""Module fixtures that mostly wait, built side by side from the start of the session.
+"""Module fixtures that mostly wait, built side by side.
 
 A Prometheus scraping a 100 s run, or a search against a reference server, spends its wall time sleeping on
-cells: built one after the other at their turn they cost their sum; built in threads as soon as the session has
-collected, they cost about the longest of them, hidden behind the tests that run meanwhile. A test module
-registers its build at import (`@background("name", when=...)`); `start_selected(items)` (tests/conftest.py,
-once the collection is final) starts in a thread each build of a module that has a selected test; the module's
-fixture takes the value with `result("name")`, which re-raises what the build raised, and gives the processes
-back with `finish("name")`. A build left unfinished (its module deselected by `-x` or interrupted) is finished at
-the end of the session. Without a selected test of its module nothing is started: `pytest -m unit` or one file
-costs nothing more.
+cells: built one after the other at their turn they cost their sum; built in threads at once they cost about the
+longest of them. A test module registers its build at import (`@background("name", when=...)`); `select(items)`
+(tests/conftest.py, once the collection is final) notes each build of a module that has a selected test; the
+first module fixture that asks for a value with `result("name")` starts them all, each in a thread, and waits for
+its own (re-raising what the build raised); the others are ready, or nearly, when their modules come. A fixture
+gives the processes back with `finish("name")`; a build left unfinished (its module not reached: `-x`, an
+interrupt) is finished at the end of the session. They start only then, not with the session: what runs beside
+them is each other, never a test that times something against the machine. Without a selected test of its
+module nothing is started: `pytest -m unit` or one file costs nothing more.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class _Entry:
 
 _ENTRIES: dict[str, _Entry] = {}
 _POOL: concurrent.futures.ThreadPoolExecutor | None = None
+_SELECTED: list[str] = []  # the builds of the selected tests' modules, in registration order
 
 
 def background(name: str, when: bool = True) -> Callable[[Build], Build]:
@@ -64,21 +66,21 @@ def start(name: str) -> None:
         entry.future = _POOL.submit(_run, name, entry)
 
 
-def start_selected(items: Iterable, mktemp: Callable[[str], Path] | None = None) -> list[str]:
-    """Start every build whose module has a test among `items` (the selected tests), each in a folder made by
-    `mktemp` (pytest's, kept with the session's other temporary folders); returns their names."""
+def select(items: Iterable, mktemp: Callable[[str], Path] | None = None) -> list[str]:
+    """Note every build whose module has a test among `items` (the selected tests), to start together with the
+    first one asked for, each in a folder made by `mktemp` (pytest's, kept with the session's other temporary
+    folders); returns their names."""
     if mktemp is not None:
         _MKTEMP[:] = [mktemp]
     modules = {item.module.__name__.rsplit(".", 1)[-1] for item in items if getattr(item, "module", None)}
-    names = [name for name, e in _ENTRIES.items() if e.when and e.module in modules]
-    for name in names:
-        start(name)
-    return names
+    _SELECTED[:] = [name for name, e in _ENTRIES.items() if e.when and e.module in modules]
+    return list(_SELECTED)
 
 
 def result(name: str) -> Any:
-    """The value of the build of `name` (started now if it was not: a module run on its own)."""
-    start(name)
+    """The value of the build of `name`; the first call starts every selected build beside it."""
+    for other in (*_SELECTED, name):
+        start(other)
     return _ENTRIES[name].future.result()
 
 

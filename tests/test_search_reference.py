@@ -34,20 +34,28 @@ def search_slow(url: str, out):
 
 @pytest.fixture(scope="module")
 def searched(tmp_path_factory):
-    """The file's searches, each against a server of its own, side by side (they spend their time waiting on
-    cells): the clean one, the paused one and the same command again after it, and the one that drifts."""
+    """The file's searches, each against a server of its own: the clean one, then the paused one and the same
+    command again after it; beside them, the one that drifts (light after its first 40 requests: every step 8×
+    as long). The answers of the first two are load-sensitive (a 30 ms TTFT target): they never run together."""
     tmp = tmp_path_factory.mktemp("search-reference")
     events = tmp / "events.jsonl"
     paused_flags = (*SERVER, "--pause-once-after", "60", "--pause-s", "8", "--events", str(events))
-    with (running(tmp, *SERVER) as clean_url, running(tmp, *paused_flags) as paused_url,
-          running(tmp, "--step-ms", "10", "--slow-after", "40", "--slow-factor", "8") as slow_url,
-          concurrent.futures.ThreadPoolExecutor(3) as pool):
-        clean = pool.submit(search, clean_url, tmp / "clean.json")
-        paused = pool.submit(lambda: (search(paused_url, tmp / "paused.json"),  # then the same command again:
-                                      search(paused_url, tmp / "paused.json")))  # every cell kept, none measured
-        slow = pool.submit(search_slow, slow_url, tmp / "slow.json")
-        runs = {"clean": clean.result(), "paused": paused.result(), "slow": slow.result()}
-    return tmp, runs
+
+    def clean_then_paused():
+        with running(tmp, *SERVER) as url:
+            clean = search(url, tmp / "clean.json")
+        with running(tmp, *paused_flags) as url:
+            paused = search(url, tmp / "paused.json")
+            return clean, paused, search(url, tmp / "paused.json")  # the same command again: every cell kept
+
+    def slow():
+        with running(tmp, "--step-ms", "10", "--slow-after", "40", "--slow-factor", "8") as url:
+            return search_slow(url, tmp / "slow.json")
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        first, drifted = pool.submit(clean_then_paused), pool.submit(slow)
+        clean, paused, resumed = first.result()
+        return tmp, {"clean": clean, "paused": (paused, resumed), "slow": drifted.result()}
 
 
 def test_a_stall_inside_a_probe_gives_the_same_answer_and_the_stalled_probe_is_measured_again(searched):
