@@ -8,6 +8,7 @@ the default table's columns per kind of run."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import shlex
@@ -193,3 +194,27 @@ def test_a_comparison_with_slo_power_and_long_names_fits_120_columns(tmp_path):
     text = compare_table(load_inputs(paths), baseline=None)
     assert _too_wide(text) == [], text
     assert all(h in text.splitlines()[0] for h in ("good tok/s", "SLO", "J/tok", "TTFT p50 ms"))
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.unit
+def test_a_sweep_status_line_is_redrawn_while_it_fits_and_said_whole_when_it_does_not(monkeypatch):
+    from loadgen.sweep.ready import WaitProgress
+
+    term = _Terminal()
+    monkeypatch.setattr(sys, "stderr", term)
+    progress = WaitProgress("b16_t8", 60, "/nonexistent.log")
+    progress(0.5, "connection refused")
+    long_state = "up, waiting for the reconfiguration to finish; " + "loadgen-sim ready on http://127.0.0.1:30123 " * 3
+    progress(1.0, long_state)
+    progress(1.5, "ready")
+    said = term.getvalue()
+    assert said.startswith("\r  [b16_t8] waiting   0.5 s of 60 s: connection refused")
+    lines = said.split("\n")
+    assert all(len(line.rsplit("\r", 1)[-1]) <= WIDTH for line in lines)
+    assert " ".join(w for line in lines for w in line.split()).count("loadgen-sim ready on") == 3  # whole
+    assert lines[-1] == "" and lines[-2].rsplit("\r", 1)[-1].strip() == "[b16_t8] waiting   1.5 s of 60 s: ready"
