@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from loadgen.errors import UsageError
-from loadgen.results.compare import comparison, load_inputs
+from loadgen.results.compare import load_inputs
 from loadgen.results.compare_summary import render_markdown, verdict_line
 from loadgen.results.compare_terms import Better, CheckTerm, FigureTerm, GateCheck, parse_fail_on
-from loadgen.results.regression_gate import Verdict, beyond_noise, gate, judge, worse_by
+from loadgen.results.regression_gate import Verdict, beyond_noise, gate, judge, pairs, pairs_by_name, worse_by
+from loadgen.results.schema import SWEEP_SCHEMA
 
 pytestmark = pytest.mark.unit
 
@@ -122,7 +123,7 @@ def pair(tmp_path):
 
 def _gate(paths, spec):
     runs = load_inputs(paths)
-    return gate(comparison(runs, 0), [r.name for r in runs], parse_fail_on(spec))
+    return gate(pairs(runs, 0), parse_fail_on(spec))
 
 
 def test_the_gate_over_two_results_files(pair):
@@ -163,7 +164,7 @@ def test_one_measurement_and_figures_nobody_has_are_said(tmp_path):
     b = _write(tmp_path, "b", [_cell(385.0, (384.0, 386.0), repeats=1)])
     result = _gate([a, b], "out_tok_s:-5%,accept:-5%")
     assert result.one_measurement and [t.text for t in result.unjudged()] == ["accept:-5%"]
-    md = render_markdown(result, "out_tok_s:-5%,accept:-5%", "a", ["b"], "| table |")
+    md = render_markdown(result, "out_tok_s:-5%,accept:-5%", "a", "b", "| table |")
     lines = md.splitlines()
     assert lines[0] == "### ✅ no regression beyond noise"
     assert "| cell | figure | A: a | B: b | change | 95 % intervals A / B | limit | verdict |" in lines
@@ -172,6 +173,38 @@ def test_one_measurement_and_figures_nobody_has_are_said(tmp_path):
     assert "- accept:-5%: no cell of the baseline has accept; it gates nothing" in lines
     assert any(line.startswith("- some cells were measured once") for line in lines)
     assert "<details><summary>the whole comparison</summary>" in lines and "| table |" in lines
+
+
+def _sweep(tmp: Path, name: str, configs: dict[str, list[dict]]) -> str:
+    folder = tmp / name
+    folder.mkdir()
+    for config, cells in configs.items():
+        doc = {"schema": "loadgen.results/v1", "sweep": {"config": config}, "cells": cells}
+        (folder / f"{config}.json").write_text(json.dumps(doc))
+    sweep = {"schema": SWEEP_SCHEMA, "configs": [{"name": c, "results": f"{c}.json"} for c in configs]}
+    (folder / "sweep.json").write_text(json.dumps(sweep))
+    return str(folder)
+
+
+def test_two_sweeps_are_gated_configuration_by_configuration(tmp_path, cli):
+    a = _sweep(tmp_path, "main", {"b16": [_cell(386.0, (385.0, 387.0))], "b32": [_cell(500.0, (499.0, 501.0))],
+                                  "b64": [_cell(300.0, (299.0, 301.0))]})
+    b = _sweep(tmp_path, "pr", {"b16": [_cell(385.0, (384.0, 387.0))], "b32": [_cell(440.0, (439.0, 441.0))],
+                                "b8": [_cell(100.0, (99.0, 101.0))]})
+    paired = pairs_by_name(load_inputs([a]), load_inputs([b]))
+    assert [(x and x.name, y and y.name) for x, y in paired] == [("b16", "b16"), ("b32", "b32"), ("b64", None),
+                                                                  (None, "b8")]
+    result = gate(paired, parse_fail_on("out_tok_s:-5%,failed"))
+    assert [(r.config, r.term.text, r.verdict) for r in result.rows] == [
+        ("b16", "out_tok_s:-5%", Verdict.WITHIN_LIMIT), ("b16", "failed", Verdict.CHECK_PASSED),
+        ("b32", "out_tok_s:-5%", Verdict.REGRESSED), ("b32", "failed", Verdict.CHECK_PASSED),
+        ("b64", "out_tok_s:-5%", Verdict.NOT_MEASURED), ("b64", "failed", Verdict.CHECK_FAILED),
+        ("b8", "failed", Verdict.CHECK_PASSED)]
+    assert result.rows[4].reason == "the configuration is not in the compared run" and result.unpaired == ["b8"]
+    res = cli("compare", a, b, "--fail-on", "out_tok_s:-5%", "--format", "md")
+    assert res.returncode == 1 and res.stdout.startswith("### ❌ 1 regression beyond noise, 1 figure not measured\n")
+    assert f"| cell | configuration | figure | A: {a} | B: {b} |" in res.stdout
+    assert "- b8: not in the baseline; only its checks are judged" in res.stdout
 
 
 def test_the_cli_exits_1_on_a_regression_and_writes_the_summary(pair, cli):

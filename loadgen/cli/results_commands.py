@@ -14,12 +14,12 @@ from loadgen.cli.help_format import Parser
 from loadgen.errors import UsageError
 from loadgen.files import write_atomic, write_json_atomic
 from loadgen.results.comparable import check_comparable
-from loadgen.results.compare import TableFormat, compare_table, comparison, load_inputs, pick_baseline
+from loadgen.results.compare import TableFormat, compare_table, load_inputs, pick_baseline
 from loadgen.results.compare_summary import render_markdown
 from loadgen.results.compare_summary import render_text as render_gate_text
 from loadgen.results.compare_terms import ALL_CHECKS, FIGURES, GateCheck, parse_fail_on
 from loadgen.results.merge import check_shards, load, merge
-from loadgen.results.regression_gate import gate
+from loadgen.results.regression_gate import gate, pairs, pairs_by_name
 from loadgen.results.report import write_report
 from loadgen.results.table import table, title
 from loadgen.sinks.jsonl import requests_path
@@ -79,10 +79,8 @@ def compare_outputs(runs: list, a: argparse.Namespace, terms: list | None) -> tu
     table_md = text if a.format == TableFormat.MD else compare_table(runs, a.baseline, TableFormat.MD)
     if terms is None:
         return text, table_md, False
-    base = pick_baseline(runs, a.baseline)
-    result = gate(comparison(runs, base), [r.name for r in runs], terms)
-    others = [r.name for i, r in enumerate(runs) if i != base]
-    summary = render_markdown(result, a.fail_on, runs[base].name, others, table_md)
+    result, baseline, compared = gate_inputs(runs, a, terms)
+    summary = render_markdown(result, a.fail_on, baseline, compared, table_md)
     if a.format == TableFormat.MD:
         return summary, summary, result.failed
     gate_text = render_gate_text(result, a.fail_on)
@@ -90,6 +88,19 @@ def compare_outputs(runs: list, a: argparse.Namespace, terms: list | None) -> tu
         print(gate_text, file=sys.stderr)
         return text, summary, result.failed
     return f"{text}\n\n{gate_text}", summary, result.failed
+
+
+def gate_inputs(runs: list, a: argparse.Namespace, terms: list) -> tuple:
+    """(the gate's result, the baseline's name, the compared runs' names): two inputs without --baseline are
+    paired configuration by configuration (two results files, or two sweeps by configuration name); else every
+    configuration is gated against the baseline."""
+    if len(a.inputs) == 2 and a.baseline is None:
+        sides = [load_inputs([path]) for path in a.inputs]
+        names = [side[0].name if len(side) == 1 else path for side, path in zip(sides, a.inputs)]
+        return gate(pairs_by_name(*sides), terms), names[0], names[1]
+    base = pick_baseline(runs, a.baseline)
+    others = ", ".join(r.name for i, r in enumerate(runs) if i != base)
+    return gate(pairs(runs, base), terms), runs[base].name, others
 
 
 def report_main(argv: list[str]) -> int:

@@ -47,7 +47,7 @@ def shown_metrics(rows: list[dict]) -> list[str]:
     return [m for m in METRICS if slo or m not in SLO_METRICS]
 
 
-def _row(r: Run, key, cell: dict, base: Run) -> dict:
+def cell_row(r: Run, key, cell: dict, base: Run) -> dict:
     """The comparison row of one configuration's cell (see `comparison`)."""
     why = unmeasured(cell)  # not measured: no figures, never best
     ok = why is None
@@ -82,7 +82,7 @@ def comparison(runs: list[Run], base: int = 0) -> list[dict]:
     keys = sorted({k for r in runs for k in r.cells})
     rows = []
     for key in keys:
-        group = [_row(r, key, r.cells[key], runs[base]) for r in runs if key in r.cells]
+        group = [cell_row(r, key, r.cells[key], runs[base]) for r in runs if key in r.cells]
         mark_best(group, {m: better for m, (_, _, better) in METRICS.items()})
         rows += group
     return rows

@@ -21,12 +21,11 @@ def _plural(n: int, word: str) -> str:
 
 
 def verdict_text(result: GateResult) -> str:
-    """'2 regressions beyond noise, 1 failed check' or 'no regression beyond noise' (with the changes past a
-    limit that stayed within noise, when there are some)."""
-    regressed = result.count(Verdict.REGRESSED, Verdict.NOT_MEASURED)
-    checks = result.count(Verdict.CHECK_FAILED)
-    parts = [_plural(regressed, "regression") + " beyond noise"] if regressed else []
-    parts += [_plural(checks, "failed check")] if checks else []
+    """'2 regressions beyond noise, 1 figure not measured, 1 failed check' or 'no regression beyond noise' (with
+    the changes past a limit that stayed within noise, when there are some)."""
+    counts = ((Verdict.REGRESSED, "regression", " beyond noise"), (Verdict.NOT_MEASURED, "figure", " not measured"),
+              (Verdict.CHECK_FAILED, "failed check", ""))
+    parts = [_plural(n, word) + tail for verdict, word, tail in counts if (n := result.count(verdict))]
     text = ", ".join(parts) or "no regression beyond noise"
     noise = result.count(Verdict.WITHIN_NOISE)
     return text + (f" ({_plural(noise, 'change')} past its limit within noise)" if noise else "")
@@ -61,8 +60,15 @@ def _change(row: GateRow) -> str:
 
 
 def _cell(row: GateRow) -> str:
-    ctx, conc, rate = row.key
-    return f"ctx {ctx or tt.DATASET} " + (f"rate {rate:g}/s" if rate else f"conc {conc}")
+    return f"ctx {_ctx(row)} {'rate' if row.key.request_rate else 'conc'} {_load(row)}"
+
+
+def _ctx(row: GateRow) -> str:
+    return str(row.key.context_tokens or tt.DATASET)
+
+
+def _load(row: GateRow) -> str:
+    return f"{row.key.request_rate:g}/s" if row.key.request_rate else str(row.key.concurrency)
 
 
 def shown_rows(result: GateResult) -> list[GateRow]:
@@ -80,14 +86,14 @@ def notes(result: GateResult) -> list[str]:
     """What the reader should know beside the verdicts: checks passed, terms that gated nothing, one measurement."""
     out = [f"passed in every compared cell: {', '.join(p)}"] if (p := passed_checks(result)) else []
     out += [f"{t.text}: no cell of the baseline has {t.figure.name}; it gates nothing" for t in result.unjudged()]
+    out += [f"{name}: not in the baseline; only its checks are judged" for name in result.unpaired]
     return out + ([ONE_MEASUREMENT] if result.one_measurement else [])
 
 
 def _columns(result: GateResult) -> list[tt.Column]:
     configs = {r.config for r in result.rows}
     width = max([len("config"), *(len(c) for c in configs)])
-    cols = [tt.Column("ctx", 6, lambda r: str(r.key[0] or tt.DATASET)),
-            tt.Column("conc", 5, lambda r: f"{r.key[2]:g}/s" if r.key[2] else str(r.key[1])),
+    cols = [tt.Column("ctx", 6, _ctx), tt.Column("conc", 5, _load),
             tt.Column("config", -width, lambda r: r.config), tt.Column("figure", -11, _label),
             tt.Column("baseline", 14, lambda r: _value(r, "a")), tt.Column("compared", 14, lambda r: _value(r, "b")),
             tt.Column("change", 21, _change), tt.Column("limit", 10, _limit),
@@ -133,14 +139,14 @@ def _md_row(row: GateRow, with_config: bool) -> str:
     return "| " + " | ".join(_md(c) for c in cells) + " |"
 
 
-def render_markdown(result: GateResult, spec: str, baseline: str, compared: list[str], table_md: str) -> str:
+def render_markdown(result: GateResult, spec: str, baseline: str, compared: str, table_md: str) -> str:
     """The verdict line first, what was compared, the gated figures per cell (A, B, change, 95 % intervals,
     limit, verdict), the notes, then compare's whole table folded (`<details>`)."""
-    with_config = len(compared) > 1
-    head = ["cell", *(["config"] if with_config else []), "figure", f"A: {baseline}",
-            f"B: {compared[0]}" if not with_config else "B", "change", "95 % intervals A / B", "limit", "verdict"]
+    with_config = len({r.config for r in result.rows}) > 1
+    head = ["cell", *(["configuration"] if with_config else []), "figure", f"A: {baseline}", f"B: {compared}",
+            "change", "95 % intervals A / B", "limit", "verdict"]
     out = [f"### {verdict_line(result)}", "",
-           f"`loadgen compare --fail-on {_md(spec)}`: {', '.join(compared)} against the baseline {baseline}", ""]
+           f"`loadgen compare --fail-on {_md(spec)}`: {_md(compared)} against the baseline {_md(baseline)}", ""]
     rows = shown_rows(result)
     if rows:
         out += ["| " + " | ".join(_md(h) for h in head) + " |", "|" + "---|" * len(head),

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from loadgen.metrics.confidence import overlap
+from loadgen.record import CellKey
+from loadgen.results.compare import Run, cell_row
 from loadgen.results.compare_terms import CHECK_KINDS, Better, CheckTerm, FigureTerm, GateCheck, Term
 
 
@@ -80,7 +82,7 @@ class GateRow:
     """One judged figure or check of one cell of one compared configuration. Figures in the term's unit;
     `change` = B / A − 1 (None without both); `reason`: why B's cell has no figure or failed the check."""
 
-    key: tuple
+    key: CellKey
     config: str
     term: Term
     verdict: Verdict
@@ -98,6 +100,7 @@ class GateResult:
     terms: list[Term]
     rows: list[GateRow] = field(default_factory=list)
     one_measurement: bool = False  # some gated cell was measured once: its intervals miss the run-to-run noise
+    unpaired: list[str] = field(default_factory=list)  # compared configurations the baseline lacks
 
     def count(self, *verdicts: Verdict) -> int:
         return sum(r.verdict in verdicts for r in self.rows)
@@ -120,11 +123,12 @@ def _shown(term: FigureTerm, row: dict | None) -> tuple[float | None, list[float
     return term.figure.shown(row.get(term.figure.metric)), scaled
 
 
-def figure_row(term: FigureTerm, key: tuple, base: dict, row: dict | None, config: str) -> GateRow:
-    """The verdict of `term` for one cell: the baseline's row against B's (None: B has no such cell)."""
+def figure_row(term: FigureTerm, key: CellKey, base: dict, row: dict | None, config: str,
+               missing: str = "no such cell") -> GateRow:
+    """The verdict of `term` for one cell: the baseline's row against B's (None: B has no such cell, `missing`)."""
     (a, a_iv), (b, b_iv) = _shown(term, base), _shown(term, row)
     verdict = judge(term, a, b, a_iv, b_iv)
-    reason = "" if b is not None else "no such cell" if row is None else row["error"] or f"no {term.figure.name}"
+    reason = "" if b is not None else missing if row is None else row["error"] or f"no {term.figure.name}"
     change = b / a - 1 if a and b is not None else None
     return GateRow(key, config, term, verdict, a, b, a_iv, b_iv, change, reason)
 
@@ -139,33 +143,63 @@ def _failed(check: GateCheck, row: dict | None) -> str | None:
     return found[0] if found else None
 
 
-def check_row(term: CheckTerm, key: tuple, base: dict | None, row: dict) -> GateRow:
+def check_row(term: CheckTerm, key: CellKey, base: dict | None, row: dict) -> GateRow:
     why = _failed(term.check, row)
     verdict = Verdict.CHECK_PASSED if why is None else Verdict.CHECK_FAILED
-    return GateRow(key, row["config"], term, verdict, reason=why or "", in_baseline=_failed(term.check, base) is not None)
+    in_baseline = _failed(term.check, base) is not None
+    return GateRow(key, row["config"], term, verdict, reason=why or "", in_baseline=in_baseline)
 
 
-def _cell_key(row: dict) -> tuple:
-    return row["context_tokens"], row["concurrency"], row.get("request_rate")
+Pair = tuple[Run | None, Run | None]  # (the baseline's configuration, the compared one); None: that side lacks it
 
 
-def gate(rows: list[dict], configs: Sequence[str], terms: list[Term]) -> GateResult:
-    """Every term judged for every cell of every configuration of `configs` but the baseline (`rows`:
-    `compare.comparison`'s, one of them the baseline's per cell; `configs`: the compared configurations' names)."""
+def pairs(runs: list[Run], base: int) -> list[Pair]:
+    """Every configuration against the baseline (`compare A B C --baseline A`)."""
+    return [(runs[base], r) for i, r in enumerate(runs) if i != base]
+
+
+def pairs_by_name(baseline: list[Run], compared: list[Run]) -> list[Pair]:
+    """Two inputs' configurations paired (`compare A B`, A and B results files or sweeps): one each, that pair;
+    else by name (a sweep's configurations), in order, a name only one side has paired with None."""
+    if len(baseline) == 1 and len(compared) == 1:
+        return [(baseline[0], compared[0])]
+    a, b = {r.name: r for r in baseline}, {r.name: r for r in compared}
+    return [(a.get(name), b.get(name)) for name in dict.fromkeys([*a, *b])]
+
+
+def _missing_config(term: Term, key: CellKey, base: dict) -> GateRow | None:
+    """A cell of a baseline configuration the compared run lacks: its figures are not measured, it failed `failed`."""
+    why = "the configuration is not in the compared run"
+    if isinstance(term, FigureTerm):
+        return figure_row(term, key, base, None, base["config"], why)
+    if term.check is GateCheck.FAILED:
+        return GateRow(key, base["config"], term, Verdict.CHECK_FAILED, reason=why)
+    return None
+
+
+def gate_pair(a: Run | None, b: Run | None, terms: list[Term]) -> list[GateRow]:
+    """Every term judged for every cell of one pair of configurations (see the module docstring)."""
+    rows = []
+    for key in sorted({*(a.cells if a else {}), *(b.cells if b else {})}):
+        base = cell_row(a, key, a.cells[key], a) if a and key in a.cells else None
+        row = cell_row(b, key, b.cells[key], b) if b and key in b.cells else None
+        for term in terms:
+            if b is None:
+                found = _missing_config(term, key, base)
+            elif isinstance(term, FigureTerm):
+                found = figure_row(term, key, base, row, b.name) if base is not None else None
+            else:
+                found = check_row(term, key, base, row) if row is not None else None
+            rows += [found] if found else []
+    return rows
+
+
+def gate(compared: list[Pair], terms: list[Term]) -> GateResult:
+    """The terms judged for every pair of configurations (`pairs`, `pairs_by_name`)."""
     result = GateResult(terms)
-    by_key: dict[tuple, dict[str, dict]] = {}
-    for row in rows:
-        by_key.setdefault(_cell_key(row), {})[row["config"]] = row
-    for key, cell_rows in by_key.items():
-        base = next((r for r in cell_rows.values() if r["baseline"]), None)
-        for config in configs:
-            row = cell_rows.get(config)
-            if (row is not None and row["baseline"]) or (row is None and base is None):
-                continue
-            for term in terms:
-                if isinstance(term, FigureTerm) and base is not None:
-                    result.rows.append(figure_row(term, key, base, row, config))
-                elif isinstance(term, CheckTerm) and row is not None:
-                    result.rows.append(check_row(term, key, base, row))
-            result.one_measurement |= row is not None and row["measured"] and not row["repeated"]
+    for a, b in compared:
+        result.rows += gate_pair(a, b, terms)
+        cells = [*(a.cells.values() if a else ()), *(b.cells.values() if b else ())]
+        result.one_measurement |= any(not c.get("repeats") for c in cells)
+        result.unpaired += [b.name] if a is None and b is not None else []
     return result
