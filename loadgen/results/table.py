@@ -1,10 +1,10 @@
 """The matrix table of cells (pure: dicts in, text out). Times in ms, rates in tok/s.
 
 Two tables from one list of columns: the wide one (`--wide`) shows every column; the default one shows the
-columns named in `DEFAULT` and fits `WIDTH` characters (or a narrower terminal): when its rows are wider, the
-column of lowest priority goes first, until they fit. A column another part adds joins the wide table by being
-in `COLUMNS`, and the default one by a name in `DEFAULT` (room is left for about three short ones). The
-default table numbers each cell's note (`n1`) and prints the notes under the rows, so a long note never
+columns named in `DEFAULT` and fits `WIDTH` characters (or a narrower terminal): when its columns are wider,
+the column of lowest priority goes first, until they fit. A column another part adds joins the wide table by
+being in `COLUMNS`, and the default one by a name in `DEFAULT`. The default table numbers each cell's note
+(`n1`) and prints the notes under the rows, one note naming every row that carries it, so a long note never
 widens it.
 
 The default table's columns depend on the kind of run only (the candidates: `columns`, with `verify` and `SLO`
