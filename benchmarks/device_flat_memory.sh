@@ -9,7 +9,11 @@ TREES=${1:-build/wire5/trees.tgz}
 SECONDS_CELL=${2:-465}
 W=/tmp/wire5 && rm -rf $W && mkdir -p $W && tar xzf "$TREES" -C $W
 nproc; python3 --version; uptime
-python3 -c "import numpy, aiohttp, orjson, uvloop, prometheus_client" || exit 3
+WHEELS=$(dirname "$TREES")/wheels  # the packages the host lacks, for its Python (no network there)
+[ -d "$WHEELS" ] && python3 -m pip install -q --no-index --find-links "$WHEELS" orjson uvloop prometheus_client \
+  asyncio-throttle 2>&1 | tail -2
+python3 -c "import numpy, aiohttp, orjson, uvloop, prometheus_client; print(numpy.__version__, aiohttp.__version__)" \
+  || exit 3
 command -v taskset > /dev/null || taskset() { shift 2; "$@"; }
 for v in base new; do
   (cd $W/$v && taskset -c $([ $v = base ] && echo 2,3 || echo 4,5) python3 benchmarks/memory_growth.py \

@@ -23,7 +23,7 @@ LEVEL = 0.95
 RESAMPLES = 1000
 SEED = 0
 MIN_SAMPLES = 2  # fewer requests than this: no interval
-BOOTSTRAP_MAX = 4096  # samples a resample draws: beyond, the m-out-of-n bootstrap (`bootstrap_intervals`)
+BOOTSTRAP_MAX = 2048  # samples a resample draws: beyond, the m-out-of-n bootstrap (`bootstrap_intervals`)
 _BATCH_VALUES = 1 << 18  # resampled indices held at once (2 MiB), whatever the cell's size
 
 Statistic = Callable[..., np.ndarray]  # each column's drawn values (resamples × m) → one value per resample

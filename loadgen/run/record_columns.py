@@ -134,8 +134,8 @@ class RecordColumns:
             self._file.seek(0, 2)
         yield self._on_disk, _rows(self.ints)
 
-    def _record(self, i: int, row: list) -> Record:
-        """Record `i` from its int row (`_blocks`)."""
+    def _record(self, i: int, row: list, spec: dict | None) -> Record:
+        """Record `i` from its int row (`_blocks`) and its spec."""
         state = self.chunks[i]
         if state == OWN:
             chunk_tokens, chunk_gaps = self.own_chunks[i]
@@ -144,7 +144,7 @@ class RecordColumns:
             chunk_tokens = CHUNKS_ELSEWHERE if state == ELSEWHERE else None
         shared = self.differ.get(i, self.common)
         request_id = self.request_ids.get(i) or request_id_for(shared[_RUN], shared[_CELL], row[_SEQ], row[_ATTEMPT])
-        return Record(*_IN_ORDER(row + list(shared) + [request_id, chunk_tokens, chunk_gaps, self._spec(i)]))
+        return Record(*_IN_ORDER(row + list(shared) + [request_id, chunk_tokens, chunk_gaps, spec]))
 
     def record(self, i: int) -> Record:
         """Record `i` as it was appended."""
@@ -162,12 +162,33 @@ class RecordColumns:
                 spec[key] = int(column.values[i]) if kind == INT else column.values[i]
         return spec
 
+    def _specs(self, first: int, count: int) -> list[dict | None]:
+        """The specs of records first … first + count − 1: a column at a time where every record of the block
+        holds every key as the same kind of number (the common case), else one by one (`_spec`)."""
+        end = first + count
+        if self.spec_other or any(self.spec_none[first:end]):
+            return [self._spec(i) for i in range(first, end)]
+        columns = []
+        for column in self.spec_keys.values():
+            kinds = np.array(column.kinds[first:end], dtype=np.int8)
+            if kinds[0] == ABSENT or not (kinds == kinds[0]).all():
+                return [self._spec(i) for i in range(first, end)]
+            values = np.array(column.values[first:end])
+            columns.append((values.astype(np.int64) if kinds[0] == INT else values).tolist())
+        if not columns:
+            return [{} for _ in range(count)]
+        keys = tuple(self.spec_keys)
+        return [dict(zip(keys, row)) for row in zip(*columns)]
+
     def iter_records(self, start: int = 0, stop: int | None = None) -> Iterator[Record]:
         """Records start…stop − 1 (all by default) as they were appended, one block of rows read at a time."""
         stop = self.n if stop is None else stop
         for first, rows in self._blocks():
-            for j in range(max(start - first, 0), min(stop - first, len(rows))):
-                yield self._record(first + j, rows[j])
+            lo, hi = max(start - first, 0), min(stop - first, len(rows))
+            if lo < hi:
+                specs = self._specs(first + lo, hi - lo)
+                for j in range(lo, hi):
+                    yield self._record(first + j, rows[j], specs[j - lo])
 
     def records(self) -> list[Record]:
         return list(self.iter_records())
