@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from loadgen.errors import UsageError
-from loadgen.results.compare import load_inputs
+from loadgen.results.compare import METRICS, load_inputs
 from loadgen.results.compare_summary import render_markdown, verdict_line
-from loadgen.results.compare_terms import Better, CheckTerm, FigureTerm, GateCheck, parse_fail_on
+from loadgen.results.compare_terms import FIGURES, Better, CheckTerm, FigureTerm, GateCheck, parse_fail_on
 from loadgen.results.regression_gate import Verdict, beyond_noise, gate, judge, pairs, pairs_by_name, worse_by
 from loadgen.results.schema import SWEEP_SCHEMA
 
@@ -35,6 +35,11 @@ def test_figure_terms(spec, expected):
     terms = parse_fail_on(spec)
     assert [(t.figure.name, t.worse, pytest.approx(t.limit), t.relative) for t in terms] == expected
     assert all(isinstance(t, FigureTerm) for t in terms)
+
+
+def test_every_figure_of_the_compare_table_can_be_gated():
+    assert sorted(f.metric for f in FIGURES.values()) == sorted(METRICS)
+    assert FIGURES["ttft_p50"].better is Better.LOW and FIGURES["accept"].better is Better.HIGH
 
 
 def test_check_terms_and_the_example_of_the_issue():

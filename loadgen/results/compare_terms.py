@@ -19,6 +19,7 @@ from enum import StrEnum
 
 from loadgen.errors import UsageError
 from loadgen.results.cell_status import CheckKind
+from loadgen.results.compare import METRICS
 
 
 class Better(StrEnum):
@@ -30,14 +31,17 @@ class Better(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class GateFigure:
-    """A compare-table figure the gate can judge: its compare metric, the unit a limit is written in, and
-    `scale` = that unit per stored unit (TTFT is stored in s, written in ms: 1000)."""
+    """A compare-table figure the gate can judge: its compare metric (`compare.METRICS`, which says which way is
+    better), the unit a limit is written in, and `scale` = that unit per stored unit (TTFT: s stored, ms written)."""
 
     name: str
     metric: str
     unit: str
-    better: Better
     scale: float = 1.0
+
+    @property
+    def better(self) -> Better:
+        return Better(METRICS[self.metric][2])
 
     def shown(self, stored: float | None) -> float | None:
         """The stored value in the figure's unit."""
@@ -46,13 +50,13 @@ class GateFigure:
 
 # every figure of the compare table (`compare.METRICS`), by the name a term gives it
 FIGURES = {f.name: f for f in (
-    GateFigure("out_tok_s", "out_tok_s", "tok/s", Better.HIGH),
-    GateFigure("good_tok_s", "good_tok_s", "tok/s", Better.HIGH),
-    GateFigure("req_tok_s", "req_tok_s", "tok/s", Better.HIGH),
-    GateFigure("ttft_p50", "ttft_p50_s", "ms", Better.LOW, 1000.0),
-    GateFigure("accept", "accept", "tokens", Better.HIGH),
-    GateFigure("power_w", "power_w", "W", Better.LOW),
-    GateFigure("j_per_token", "j_per_token", "J/tok", Better.LOW),
+    GateFigure("out_tok_s", "out_tok_s", "tok/s"),
+    GateFigure("good_tok_s", "good_tok_s", "tok/s"),
+    GateFigure("req_tok_s", "req_tok_s", "tok/s"),
+    GateFigure("ttft_p50", "ttft_p50_s", "ms", 1000.0),
+    GateFigure("accept", "accept", "tokens"),
+    GateFigure("power_w", "power_w", "W"),
+    GateFigure("j_per_token", "j_per_token", "J/tok"),
 )}
 ALIASES = {"ttft_p50_s": "ttft_p50", "ttft_p50_ms": "ttft_p50"}
 # unit suffix → its size in the figure's unit, per unit (no suffix: the figure's unit)
