@@ -228,6 +228,12 @@ def test_the_cli_exits_1_on_a_regression_and_writes_the_summary(pair, cli):
     assert cli("compare", a, b).returncode == 0  # no gate asked: today's compare
 
 
+def test_the_cli_refuses_one_run_to_gate(pair, cli):
+    _, a, _ = pair
+    res = cli("compare", a, "--fail-on", "out_tok_s:-5%")
+    assert res.returncode == 2 and "holds one run, nothing to gate it against" in res.stderr
+
+
 def test_the_cli_refuses_a_bad_term_before_reading_anything(cli, tmp_path):
     res = cli("compare", str(tmp_path / "nope.json"), "--fail-on", "out_tok_s:-5%,garbge")
     assert res.returncode == 2

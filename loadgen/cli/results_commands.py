@@ -58,6 +58,9 @@ def compare_main(argv: list[str]) -> int:
     if not runs:
         raise UsageError(f"{' '.join(a.inputs)}: no results to compare (the sweep has not measured anything "
                          "yet)")
+    if terms is not None and len(runs) < 2:
+        raise UsageError(f"--fail-on: {' '.join(a.inputs)} holds one run, nothing to gate it against; give the "
+                         "baseline's results and the new run's (loadgen compare BASELINE NEW --fail-on …)")
     for line in check_comparable(runs, a.allow_mismatch):
         print(line, file=sys.stderr if a.format == TableFormat.CSV else sys.stdout)
     text, summary, failed = compare_outputs(runs, a, terms)
