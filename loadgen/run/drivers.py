@@ -10,8 +10,9 @@
 A driver plans and drives, nothing else: it answers how many measured requests a cell plans, runs the warmup
 requests (`warm_up`, before the cell's telemetry opens), runs the measured load (`drive`) and returns its own
 figures of the load (`finish`: `CellFindings`, which the builder puts into the cell's result). It sends the
-jobs of views of the cell's run (`CellRun.phase`, `split`, `untimed`); what the load did is the run's outcome. What is printed about a kind of load (the banner,
-the tables after the matrix) is chosen by the CLI and rendered in `loadgen.results`.
+jobs of views of the cell's run (`CellRun.phase`, `split`, `untimed`); what the load did is the run's outcome.
+What is printed about a kind of load (the banner, the tables after the matrix) is chosen by the CLI and
+rendered in `loadgen.results`.
 """
 
 from __future__ import annotations
