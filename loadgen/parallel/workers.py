@@ -8,8 +8,9 @@ and asks for one more each time it sends, so requests go out in sequence order a
 worker gets a job only when a slot of its is about to idle, so no job waits in a busy worker while another
 worker's slots idle: the ramp-down stays one request long, as in one process. Every record comes back to the
 parent as the request ends and goes to the parent's sinks, so there is one JSONL, one live exporter and one
-results file, and the cell is summarised from the merged raw records (exact percentiles, as one process). Monotonic times compare
-across processes (CLOCK_MONOTONIC is per host). `Record.worker` is the worker's number (1..N; 0 = the parent).
+results file, and the cell is summarised from the merged raw records (exact percentiles, as one process).
+Monotonic times compare across processes (CLOCK_MONOTONIC is per host). `Record.worker` is the worker's number
+(1..N; 0 = the parent).
 
 Client self-monitoring merges too: event-loop lag p99 over the raw lag samples of every process, CPU % of
 the busiest process (saturation is per core), and the cell is saturated when any process was.
