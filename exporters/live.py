@@ -23,7 +23,7 @@ from exporters.live_metrics import CELL_LABELS, CellSeries, LiveMetrics
 from exporters.metrics_server import MetricsServer
 from exporters.run_info import run_info_labels
 from exporters.search_metrics import SearchGauges
-from exporters.slo import SloMetrics
+from exporters.slo import CellLabels, SloMetrics
 from exporters.token_histogram import TokenWeightedHistogram
 from exporters.verify_metrics import VerifyGauges
 from loadgen.aio import cancel_and_wait
@@ -58,7 +58,7 @@ class LiveExporter(LiveMetrics):
         self.host = host
         self.port = port
         self.linger_s = linger_s
-        self._active: tuple[str, str, str] | None = None
+        self._active: CellLabels | None = None
         self._in_flight = 0
         self._lags: collections.deque[float] = collections.deque(maxlen=LAG_WINDOW)
         self._server: MetricsServer | None = None
@@ -230,7 +230,7 @@ class LiveExporter(LiveMetrics):
         if rate is not None:
             s.request_rate.observe(rate)
 
-    def _observe_itl(self, key: tuple[str, str, str], rec: Record) -> None:
+    def _observe_itl(self, key: CellLabels, rec: Record) -> None:
         """The record's per-token ITL pairs (`itl_pairs`), each observed once with its token weight.
 
         Only measured pairs: a record without per-chunk token counts adds nothing (its pairs would be an

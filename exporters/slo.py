@@ -64,7 +64,8 @@ class SloMetrics:
         tally = self._tally[1]
         good = tally.add(rec)
         self.requests.labels(*key, "true" if good else "false").inc()
-        self.attainment.labels(*key).set(tally.attainment)
+        if tally.attainment is not None:  # None while every ended request was abandoned by design
+            self.attainment.labels(*key).set(tally.attainment)
 
     def cell_finished(self, key: CellLabels, summary: CellResult) -> None:
         final = summary_value(summary, "slo.attainment")

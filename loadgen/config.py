@@ -313,7 +313,7 @@ class RunConfig:
             return [CellKey(0, t.trace_max_concurrency or 0, request_rate=r) for r in t.trace_rates]
         if not o.enabled:
             return [CellKey(ctx, c) for ctx in self.contexts for c in self.concurrency]
-        rates = [o.ramp.r1] if o.ramp else o.request_rate
+        rates = [o.ramp.r1] if o.ramp else (o.request_rate or [])
         return [CellKey(ctx, o.max_concurrency or 0, request_rate=r) for ctx in self.contexts for r in rates]
 
     def api_key(self) -> str | None:
@@ -356,7 +356,7 @@ def _public(sub) -> dict:
     out = {}
     for f in dataclasses.fields(sub):
         value = getattr(sub, f.name)
-        if dataclasses.is_dataclass(value):
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
             value = dataclasses.asdict(value)
         elif isinstance(value, tuple):
             value = list(value)

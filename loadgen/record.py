@@ -49,7 +49,7 @@ class CellKey(NamedTuple):
         return self._order() >= CellKey(*other)._order()
 
     def as_dict(self) -> dict:
-        d = {"context_tokens": self.context_tokens, "concurrency": self.concurrency}
+        d: dict[str, int | float] = {"context_tokens": self.context_tokens, "concurrency": self.concurrency}
         if self.request_rate is not None:
             d["request_rate"] = self.request_rate
         if self.again:
@@ -128,8 +128,8 @@ class Record:
     completion_tokens: int | None = None
     cached_tokens: int | None = None  # prompt tokens the server's prefix cache served (None: not reported)
     chunks: int = 0
-    chunk_tokens: list[int] | None = field(default_factory=list)
-    chunk_gaps_ns: list[int] = field(default_factory=list)
+    chunk_tokens: list[int] | array[int] | None = field(default_factory=list)
+    chunk_gaps_ns: list[int] | array[int] = field(default_factory=list)
     spec: dict | None = None
     worker: int = 0
     category: str | None = None  # the dataset row's category (--dataset), for per-category figures

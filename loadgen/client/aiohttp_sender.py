@@ -22,9 +22,9 @@ import orjson
 from loadgen.client.api import PATHS
 from loadgen.client.config import CONNECT_TIMEOUT_S, ClientConfig, timeout_error
 from loadgen.client.h1 import REUSE_IDLE_S
-from loadgen.client.tls import ssl_context
 from loadgen.client.recorder import CANCELLED, ERROR_BODY_MAX, StreamRecorder, http_error, one_line
 from loadgen.client.stream import ProtocolError
+from loadgen.client.tls import ssl_context
 from loadgen.names import Outcome
 from loadgen.record import Record
 
@@ -150,7 +150,7 @@ async def _post(session: aiohttp.ClientSession, fresh: aiohttp.ClientSession | N
     return await fresh.post(url, data=payload, headers=headers, trace_request_ctx=Attempt(rec), middlewares=())
 
 
-async def _read(resp: aiohttp.ClientResponse, recorder: StreamRecorder) -> tuple[str | None, str | None]:
+async def _read(resp: aiohttp.ClientResponse, recorder: StreamRecorder) -> tuple[Outcome | None, str | None]:
     """Read the answer into the recorder until it is complete or the body ends; `t_end_ns` is then.
     Returns what `finish` is to be told: (None, None) to judge the stream, or ("http_error", message)."""
     rec = recorder.rec

@@ -105,13 +105,15 @@ class Connection(asyncio.Protocol):
         self.buf = b""
         self.drained = 0
         self.last_rx_ns = 0
-        if self.lost or self.transport.is_closing():  # a write would be dropped and nobody would answer
+        transport = self.transport
+        assert transport is not None, "the pool hands out connected connections only"
+        if self.lost or transport.is_closing():  # a write would be dropped and nobody would answer
             now = monotonic_ns()
             handler.fail(Outcome.CONNECTION_ERROR, "server closed the connection (before the request was sent)", now)
             return now
         self.handler = handler
         self.state = HEAD
-        self.transport.write(request)
+        transport.write(request)
         return monotonic_ns()
 
     def abort(self) -> None:
@@ -180,7 +182,7 @@ class Connection(asyncio.Protocol):
             return b""
         return rest
 
-    def _chunked(self, data: bytes, now: int) -> None:
+    def _chunked(self, data: bytes, now: int) -> None:  # noqa: C901 (one loop over a read, inline: the hot path)
         """Decode chunked framing; all chunk payload of a read, whole or partial, goes to the handler at once.
         Each chunk's data must be followed by CRLF: a size that does not match its data is an error, not a
         guess at where the next size line starts."""

@@ -26,7 +26,7 @@ from loadgen.client.config import ClientConfig, timeout_error
 from loadgen.client.h1 import Pool
 from loadgen.client.h1_connection import CLOSE, CONTINUE, DONE, Connection
 from loadgen.client.recorder import CANCELLED, END, ERROR_BODY_MAX, MORE, STOP, StreamRecorder, http_error, one_line
-from loadgen.names import Outcome
+from loadgen.names import Api, Outcome
 from loadgen.record import Record
 
 monotonic_ns = time.monotonic_ns
@@ -41,7 +41,7 @@ class StreamHandler:
 
     __slots__ = ("rec", "recorder", "fut", "status", "error_body")
 
-    def __init__(self, rec: Record, api: str, fut: asyncio.Future):
+    def __init__(self, rec: Record, api: Api, fut: asyncio.Future):
         self.rec = rec
         self.recorder = StreamRecorder(rec, api)
         self.fut = fut

@@ -96,7 +96,7 @@ class StreamRecorder:
                     break
         finally:
             self.last_token_ns, rec.chunks = last, rec.chunks + chunks
-        return said if self.abandon_at is None else self._abandon(said)
+        return said if self.abandon_at is None else self._abandon(said, self.abandon_at)
 
     def _kind(self, now: int) -> None:
         """A reasoning chunk (its time if first, its tokens), or the answer's first chunk."""
@@ -108,9 +108,9 @@ class StreamRecorder:
             rec.t_first_reasoning_ns = now
         self.reasoning += state.new_tokens or 0
 
-    def _abandon(self, said: int) -> int:
+    def _abandon(self, said: int, abandon_at: int) -> int:
         """STOP once the output reached `abandon_at` tokens (the stream is closed on purpose)."""
-        if said == MORE and self.tokens_so_far() >= self.abandon_at:
+        if said == MORE and self.tokens_so_far() >= abandon_at:
             self.abandoned, said = True, STOP
         return said
 

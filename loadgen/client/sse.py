@@ -32,15 +32,7 @@ class SseParser:
                 return []
             self._start, self._buf = False, b""
             chunk = head[3:] if head.startswith(BOM) else head
-        # A CR ends a line at once, even at the end of a read (holding it back would hold back the last event
-        # of a CR-only stream forever); an LF right after it, in the next read, is the rest of a CRLF.
-        if self._skip_lf and chunk[:1] == b"\n":
-            chunk = chunk[1:]
-            self._skip_lf = False
-        if chunk:
-            self._skip_lf = chunk.endswith(b"\r")
-            if b"\r" in chunk:
-                chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        chunk = self._lf_only(chunk)
         buf = self._buf + chunk if self._buf else chunk
         # one split, no copy of the buffer; the last piece is the unfinished line (b"" after a line break)
         lines = buf.split(b"\n")
@@ -61,3 +53,16 @@ class SseParser:
             # comment lines (":" keep-alives) and other fields (event, id, retry) carry nothing we use
         self._data = data
         return events
+
+    def _lf_only(self, chunk: bytes) -> bytes:
+        """`chunk` with each CRLF and CR as LF."""
+        # A CR ends a line at once, even at the end of a read (holding it back would hold back the last event
+        # of a CR-only stream forever); an LF right after it, in the next read, is the rest of a CRLF.
+        if self._skip_lf and chunk[:1] == b"\n":
+            chunk = chunk[1:]
+            self._skip_lf = False
+        if chunk:
+            self._skip_lf = chunk.endswith(b"\r")
+            if b"\r" in chunk:
+                chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        return chunk

@@ -84,7 +84,9 @@ def bypassed(host: str, env) -> bool:
     no_proxy = env.get("no_proxy", env.get("NO_PROXY", ""))
     if no_proxy.strip() == "*":
         return True
-    return bool(no_proxy) and urllib.request.proxy_bypass_environment(host, {"no": no_proxy})
+    # proxy_bypass_environment is in CPython's urllib.request (undocumented), not in typeshed's stub
+    bypass = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]
+    return bool(no_proxy) and bypass(host, {"no": no_proxy})
 
 
 def say_proxy_notice(url: str) -> None:

@@ -17,7 +17,7 @@ def accept_length_chunks(ok: Sequence[Record]) -> float | None:
     when the server merges steps into one chunk, e.g. stream_interval > 1), and the ratio is comparable with Σcompletion/Σverify."""
     multi = [r for r in ok if r.chunks >= 2 and r.completion_tokens]
     steps = sum(r.chunks - 1 for r in multi)
-    return sum(r.completion_tokens for r in multi) / steps if steps else None
+    return sum(r.completion_tokens or 0 for r in multi) / steps if steps else None
 
 
 def accept_length_per_request(ok: Sequence[Record]) -> float | None:

@@ -35,12 +35,12 @@ def accept_spec(ok: Sequence[Record], source: str | None) -> Spec | None:
     Σ tokens / Σ spec_verify_ct, chunks = Σ tokens / Σ (chunks − 1), as `metrics.accept`; None for the server's
     counters, gauge or log (one value per cell: nothing to resample)."""
     if source == AcceptSource.PER_REQUEST:
-        verified = [r for r in ok if r.spec and r.spec.get("spec_verify_ct")]
-        return ratio_spec([r.completion_tokens or 0 for r in verified],
-                          [int(r.spec["spec_verify_ct"]) for r in verified])
+        verified = [(r.completion_tokens or 0, int(r.spec["spec_verify_ct"]))
+                    for r in ok if r.spec and r.spec.get("spec_verify_ct")]
+        return ratio_spec([tokens for tokens, _ in verified], [steps for _, steps in verified])
     if source == AcceptSource.CHUNKS:
         multi = [r for r in ok if r.chunks >= 2 and r.completion_tokens]
-        return ratio_spec([r.completion_tokens for r in multi], [r.chunks - 1 for r in multi])
+        return ratio_spec([r.completion_tokens or 0 for r in multi], [r.chunks - 1 for r in multi])
     return None
 
 
@@ -76,10 +76,11 @@ def repeats_figures(values: dict[str, list[float | None]]) -> tuple[dict, dict]:
     figure some repeat lacks gets neither."""
     means, intervals = {}, {}
     for path, per_repeat in values.items():
-        if not per_repeat or any(v is None for v in per_repeat):
+        present = [v for v in per_repeat if v is not None]
+        if not per_repeat or len(present) < len(per_repeat):
             continue
-        means[path] = sum(per_repeat) / len(per_repeat)
-        interval = repeat_interval(per_repeat)
+        means[path] = sum(present) / len(present)
+        interval = repeat_interval(present)
         if interval is not None:
             intervals[path] = interval
     return means, intervals

@@ -59,11 +59,11 @@ class ChunkFold:
 
     def _add_itl(self, recs: list[Record], gaps: np.ndarray) -> None:
         """`itl_arrays` of every record: at once where each chunk after the first carries tokens."""
-        counted = [r for r in recs if r.chunk_tokens is not None]
+        counted = [r.chunk_tokens for r in recs if r.chunk_tokens is not None]
         if len(counted) == len(recs):
             counts = array("q")
-            for r in recs:
-                counts.extend(r.chunk_tokens[1:len(r.chunk_gaps_ns) + 1])
+            for r, tokens in zip(recs, counted):
+                counts.extend(tokens[1:len(r.chunk_gaps_ns) + 1])
             if len(counts) == len(gaps):
                 n = np.frombuffer(counts, dtype=np.int64)
                 if n.size == 0 or n.min() > 0:

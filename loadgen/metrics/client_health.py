@@ -50,7 +50,7 @@ def machine_busy(client: dict) -> bool:
     /proc/self/schedstat): the machine's other processes held the cores, not the client's own work (a loop
     blocked by its own code waits off the run queue)."""
     reasons = client.get("reasons") or []
-    wait, lag = client.get("runqueue_wait_s"), client.get("lag_total_s")
+    wait, lag = client.get("runqueue_wait_s"), client.get("lag_total_s") or 0.0
     lag_only = bool(reasons) and all("event-loop lag" in r for r in reasons)
     return lag_only and wait is not None and bool(lag) and wait >= BUSY_WAIT_SHARE * lag
 

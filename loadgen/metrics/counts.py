@@ -11,7 +11,8 @@ scheduled, never a failure; the key is there only when some were.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from loadgen.names import Outcome
 from loadgen.record import OUTCOMES, Record
@@ -20,7 +21,7 @@ from loadgen.record import OUTCOMES, Record
 def request_counts(recs: Sequence[Record], ok: Sequence[Record]) -> dict:
     """{ok, failed, cancelled, abandoned, by_outcome}: every measured request counts once, under its outcome;
     failed = every outcome but ok, cancelled and abandoned; abandoned only when some were."""
-    by_outcome = Counter(r.outcome for r in recs)
+    by_outcome: Counter[str] = Counter(r.outcome for r in recs)
     cancelled, abandoned = by_outcome[Outcome.CANCELLED], by_outcome[Outcome.ABANDONED]
     counts = {"ok": len(ok), "failed": len(recs) - len(ok) - cancelled - abandoned, "cancelled": cancelled}
     if abandoned:
@@ -28,11 +29,11 @@ def request_counts(recs: Sequence[Record], ok: Sequence[Record]) -> dict:
     return counts | {"by_outcome": {o: by_outcome[o] for o in OUTCOMES if by_outcome[o]}}
 
 
-def not_ok(requests: dict) -> int:
+def not_ok(requests: Mapping[str, Any]) -> int:
     """failed + cancelled: the measured requests that did not succeed."""
     return (requests.get("failed") or 0) + (requests.get("cancelled") or 0)
 
 
-def scheduled(requests: dict) -> int:
+def scheduled(requests: Mapping[str, Any]) -> int:
     """ok + failed + cancelled + abandoned: every measured request that was scheduled and ended."""
     return (requests.get("ok") or 0) + not_ok(requests) + (requests.get("abandoned") or 0)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -45,7 +46,8 @@ def achieved_request_rate(recs: Sequence[Record]) -> float | None:
     return (len(sent) - 1) * NS / span if span > 0 else None
 
 
-def achieved_request_rate_of(achieved: float | None, requests: dict, duration_s: float | None) -> float | None:
+def achieved_request_rate_of(achieved: float | None, requests: Mapping[str, Any],
+                             duration_s: float | None) -> float | None:
     """A cell's achieved request rate: its stored `achieved_request_rate` (`achieved_request_rate` over its
     records, set for every open-loop cell). A cell without it (hand-made, or from before the figure was
     stored) gives the nearest figure it holds, requests ended / duration_s: n over the whole measured
@@ -92,6 +94,7 @@ def window_p99(t_s: Sequence[float], ttft_s: Sequence[float], end_s: float,
         return math.nan, 0
     with np.errstate(invalid="ignore"):
         p = percentile(vals, 99)
+    assert p is not None  # vals is not empty
     return (math.inf if math.isnan(p) else p), len(vals)  # inf − inf interpolates to nan: a failure, so inf
 
 
@@ -107,7 +110,7 @@ def sustainable_rate(t_s: Sequence[float], ttft_s: Sequence[float], ramp: Ramp, 
     the last request before it. None when the first judged window already breached (lower R0); r(t_last)
     with `held` = True when no window breached (a lower bound: raise R1).
     """
-    out = {"sustainable_request_rate": None, "held": False, "crossed_at_s": None, "rate_at_cross": None,
+    out: dict[str, Any] = {"sustainable_request_rate": None, "held": False, "crossed_at_s": None, "rate_at_cross": None,
            "ttft_p99_at_cross_s": None, "windows_judged": 0}
     for j in range(len(t_s)):
         p99, n = window_p99(t_s, ttft_s, t_s[j], window_s)

@@ -85,7 +85,7 @@ class GpuPowerStats:
         if self.t_last_ns is not None and t_ns <= self.t_last_ns:
             return  # out-of-order or duplicate reading: keep the integral monotonic in time
         if power_w is not None:
-            if self.p_last_w is not None:
+            if self.p_last_w is not None and self.t_last_ns is not None:
                 self.integral_j += (self.p_last_w + power_w) / 2 * (t_ns - self.t_last_ns) / 1e9
             self.p_last_w = power_w
             self.max_w = power_w if self.max_w is None else max(self.max_w, power_w)
@@ -128,11 +128,15 @@ class GpuPowerStats:
     @property
     def covered_s(self) -> float:
         """Time between the first and the last reading (s)."""
-        return 0.0 if self.t_first_ns is None else (self.t_last_ns - self.t_first_ns) / 1e9
+        if self.t_first_ns is None or self.t_last_ns is None:
+            return 0.0
+        return (self.t_last_ns - self.t_first_ns) / 1e9
 
     @property
     def never_changed(self) -> bool:
         """Three or more readings, all identical: the source never refreshed during the window."""
+        if self.t_first_ns is None or self.t_last_ns is None:
+            return False
         return self.n >= 3 and self.longest_unchanged_ns >= self.t_last_ns - self.t_first_ns
 
     def edge_points(self, dates: Callable[[list], list[int]] | None) -> dict[str, list]:
@@ -223,8 +227,9 @@ def cell_energy_j(values: dict[str, Any], duration_s: float, window_ns: dict | N
     t0, t1 = (window_ns or {}).get("start_ns"), (window_ns or {}).get("end_ns")
     if per_gpu and t0 is not None and t1 is not None:
         cut = [window_energy_j(g, t0, t1) for g in per_gpu]
-        if all(e is not None for e in cut):
-            return float(sum(cut))
+        known = [e for e in cut if e is not None]
+        if len(known) == len(cut):
+            return float(sum(known))
     if duration_s > 0 and per_gpu and all(g.get("energy_j") is not None and g.get("covered_s") for g in per_gpu):
         return sum(g["energy_j"] * duration_s / g["covered_s"] for g in per_gpu)
     return values.get("energy_j")
@@ -241,8 +246,9 @@ def derive_power(values: dict[str, Any], output_tokens: int, duration_s: float,
     """
     out = dict(values)
     energy_j = cell_energy_j(values, duration_s, window_ns)
-    ok = bool(energy_j) and energy_j > 0 and bool(output_tokens) and output_tokens > 0
     out["cell_energy_j"] = energy_j
-    out["j_per_output_token"] = energy_j / output_tokens if ok else None
-    out["output_tokens_per_j"] = output_tokens / energy_j if ok else None
+    if energy_j is not None and energy_j > 0 and output_tokens and output_tokens > 0:
+        out["j_per_output_token"], out["output_tokens_per_j"] = energy_j / output_tokens, output_tokens / energy_j
+    else:
+        out["j_per_output_token"], out["output_tokens_per_j"] = None, None
     return out

@@ -27,7 +27,7 @@ def time_to_first_answer_s(r: Record) -> float | None:
     return (r.t_first_answer_ns - r.t_sent_ns) / NS if r.t_first_answer_ns is not None else None
 
 
-def _three(values: list[float]) -> dict:
+def _three(values: Sequence[float]) -> dict:
     d = distribution(values, (50, 90))
     return {"mean": d["mean"], "p50": d["p50"], "p90": d["p90"]}
 
@@ -41,6 +41,6 @@ def reasoning_figures(ok: Sequence[Record]) -> dict | None:
     tokens = [r.reasoning_tokens or 0 for r in thought]
     completion = sum(r.completion_tokens or 0 for r in thought)
     return {"requests": len(thought),
-            "time_to_first_reasoning_s": _three([time_to_first_reasoning_s(r) for r in thought]),
+            "time_to_first_reasoning_s": _three([t for r in thought if (t := time_to_first_reasoning_s(r)) is not None]),
             "time_to_first_answer_s": _three([t for r in thought if (t := time_to_first_answer_s(r)) is not None]),
             "reasoning_tokens": _three(tokens), "reasoning_share": sum(tokens) / completion if completion else None}

@@ -23,9 +23,9 @@ def cached_tokens(ok: Sequence[Record]) -> int | None:
 
 def cached_fraction(ok: Sequence[Record]) -> float | None:
     """Σ cached_tokens / Σ prompt_tokens over the ok requests that reported both."""
-    both = [r for r in ok if r.cached_tokens is not None and r.prompt_tokens]
-    prompt = sum(r.prompt_tokens for r in both)
-    return sum(r.cached_tokens for r in both) / prompt if prompt else None
+    both = [(r.cached_tokens, r.prompt_tokens) for r in ok if r.cached_tokens is not None and r.prompt_tokens]
+    prompt = sum(p for _, p in both)
+    return sum(c for c, _ in both) / prompt if prompt else None
 
 
 def draft_tokens(ok: Sequence[Record]) -> dict | None:
@@ -59,4 +59,4 @@ def one_event_per_token(ok: Sequence[Record], counts: tuple[int, bool] | None = 
     counted, per_token = counts if counts is not None else per_token_counts(multi)
     if counted and per_token:
         return True
-    return sum(r.completion_tokens for r in multi) / sum(r.chunks for r in multi) <= PER_TOKEN_CHUNKS_MAX
+    return sum(r.completion_tokens or 0 for r in multi) / sum(r.chunks for r in multi) <= PER_TOKEN_CHUNKS_MAX

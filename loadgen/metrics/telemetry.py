@@ -3,6 +3,8 @@ cross-checking), power (with energy per token), GPU activity and the bottleneck 
 
 from __future__ import annotations
 
+from typing import Any
+
 from loadgen.metrics.bottleneck import bottleneck, gpu_bottleneck
 from loadgen.metrics.gpu_window import cell_activity
 from loadgen.metrics.power import derive_power
@@ -63,7 +65,7 @@ def accept_length(client_summary: dict, results: list[SourceResult]) -> dict:
     best = next((s for s in AcceptSource if s in per_source), None)
     if not (client_summary.get("requests") or {}).get("ok", 1):
         best = None  # nothing succeeded: the sources' figures stay in per_source, the cell shows none
-    out = {"value": per_source.get(best) if best else None, "source": best,
+    out: dict[str, Any] = {"value": per_source.get(best) if best else None, "source": best,
            "per_source": per_source, "unavailable": {k: v for k, v in unavailable.items() if k not in per_source}}
     far = disagreement(per_source, best) if best else None
     if far:

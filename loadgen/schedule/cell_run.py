@@ -87,9 +87,10 @@ class CellRun:
                  deadline_ns: int | None = None, attempt: int = 0, *, warmup: int = 0,
                  stop: StopToken | None = None):
         shared = _Shared(run_id, cell, attempt, send, on_sent, on_record, stop or StopToken())
-        feed = jobs if isinstance(jobs, JobFeed) else None
-        phases = ((), ()) if feed is not None else (jobs[:warmup], jobs[warmup:]) if warmup else ((), jobs)
-        self._init(shared, phases, deadline_ns, feed)
+        if isinstance(jobs, JobFeed):
+            self._init(shared, ((), ()), deadline_ns, jobs)
+        else:
+            self._init(shared, (jobs[:warmup], jobs[warmup:]) if warmup else ((), jobs), deadline_ns)
 
     def _init(self, shared: _Shared, phases: tuple[Sequence[Job], Sequence[Job]], deadline_ns: int | None,
               feed: JobFeed | None = None) -> None:

@@ -13,7 +13,7 @@ from loadgen.workload.prefix import relabel
 @dataclass
 class Job:
     seq: int
-    phase: str
+    phase: Phase
     body: dict
     session: int | None = None  # a turn of a multi-turn session (--sessions): the session's number
     turn: int | None = None  # ... and the turn's index in it, from 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from typing import cast
 
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
@@ -29,7 +30,7 @@ class StampingRequestHandler(RequestHandler):
         new = self._request_count - before
         if new:
             if not hasattr(self, "arrivals"):
-                self.arrivals = deque()
+                self.arrivals: deque[int] = deque()
             self.arrivals.extend([now] * new)
 
 
@@ -44,8 +45,10 @@ class StampingServer(web.Server):
 
 def stamp_arrivals(runner: web.AppRunner, closer=None) -> None:
     """Call after `runner.setup()` and before the sites start."""
-    runner.server.__class__ = StampingServer
-    runner.server.closer = closer
+    server = runner.server
+    assert server is not None, "stamp_arrivals runs after runner.setup()"
+    server.__class__ = StampingServer
+    cast(StampingServer, server).closer = closer
 
 
 def take_arrival(request: web.Request) -> int:

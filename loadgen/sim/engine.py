@@ -24,7 +24,7 @@ from loadgen.sim.prompt_kind import FACTORS, kind_accept_mean
 @dataclass(eq=False)
 class SimRequest:
     rid: str
-    prompt_tokens: int
+    prompt_tokens: int | None  # None until the engine counts it at admission (`count_prompt`)
     max_tokens: int
     t_arrival_ns: int
     queue: asyncio.Queue = field(default_factory=asyncio.Queue)
@@ -129,7 +129,7 @@ class Engine:
                 continue
             new = [r for r in self.running if not r.started]
             decoding = [r for r in self.running if r.started]
-            prefill_tokens = sum(r.prompt_tokens - r.cached_tokens for r in new)  # a prefix cache's share is free
+            prefill_tokens = sum((r.prompt_tokens or 0) - r.cached_tokens for r in new)  # a prefix cache's share is free
             step_s = self.roofline.step_s(len(self.running), prefill_tokens, self.spec) / self.speed
             self._set_utilization(self.utilization(len(self.running)))
             next_ns += int(step_s * 1e9)
@@ -171,8 +171,8 @@ class Engine:
                 for fn in self.window_listeners:
                     fn(self, w)
                 self.window = WindowStats()
-        for fn in self.step_listeners:
-            fn(self, len(new) + len(decoding), accepted, len(decoding))
+        for on_step in self.step_listeners:
+            on_step(self, len(new) + len(decoding), accepted, len(decoding))
 
     def _emit(self, r: SimRequest, k: int, running: int) -> None:
         if r.output is None:
@@ -182,7 +182,7 @@ class Engine:
         if r.finished:
             # SGLang's tokenizer-side counters move when a request completes, not per step
             self.generation_tokens_total += r.generated
-            self.prompt_tokens_total += r.prompt_tokens
+            self.prompt_tokens_total += r.prompt_tokens or 0
             self.num_requests_total += 1
             self.spec_verify_calls_total += r.verify_ct
         r.queue.put_nowait(k)

@@ -199,7 +199,8 @@ class SimulatedGpus:
         if self._fault_mode == "error":
             return web.Response(status=503, text="simulated exporter failure\n")
         if self._fault_mode == "close":
-            request.transport.close()
+            if request.transport is not None:  # None: the client already closed it
+                request.transport.close()
             raise asyncio.CancelledError
         if self._resume is None:
             self._resume = asyncio.Event()

@@ -103,8 +103,8 @@ class InfoRoutes:
             return body
         prompt = body.get("prompt")
         if isinstance(prompt, list):
-            tokens = [tokenizer.encode(str(p)) for p in prompt]
-            return json_response({"tokens": tokens, "count": [len(t) for t in tokens],
+            per_prompt = [tokenizer.encode(str(p)) for p in prompt]
+            return json_response({"tokens": per_prompt, "count": [len(t) for t in per_prompt],
                                   "max_model_len": self.cfg.context_length})
         if not isinstance(prompt, str):
             return error_response("'prompt' must be a string or a list of strings", 400)

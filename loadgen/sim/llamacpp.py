@@ -148,7 +148,7 @@ class LlamaCppWire:
         return {"text": text or "", "index": 0, "logprobs": None, "finish_reason": finish}
 
     def _final(self, req: SimRequest, t0_ns: int) -> dict:
-        prompt, cached, draft = req.prompt_tokens, req.cached_tokens, self.draft(req)
+        prompt, cached, draft = req.prompt_tokens or 0, req.cached_tokens, self.draft(req)
         usage = {"completion_tokens": req.generated, "prompt_tokens": prompt, "total_tokens": prompt + req.generated,
                  "prompt_tokens_details": {"cached_tokens": cached}}
         gen_ms = (time.monotonic_ns() - t0_ns) / 1e6

@@ -26,7 +26,7 @@ def decode_line(engine: Engine, w: WindowStats, wall_s: float | None = None) -> 
     budget = max(engine.spec.budget, 1)
     accept_rate = (w.accepted - w.batch_sum) / (w.batch_sum * budget) if w.batch_sum else 0.0
     running = [r for r in engine.running if not r.aborted]  # the batch of the step that closed the window
-    tokens = sum(r.prompt_tokens + r.generated for r in running)
+    tokens = sum((r.prompt_tokens or 0) + r.generated for r in running)
     return (f"[{stamp} TP0] Decode batch, #running-req: {len(running)}, #token: {tokens}, "
             f"token usage: {tokens / 400000:.2f}, accept len: {accept_len:.2f}, accept rate: {accept_rate:.2f}, "
             f"cuda graph: True, gen throughput (token/s): {engine.gauge_gen_throughput:.2f}, "

@@ -145,7 +145,7 @@ def _api(chat: bool) -> str:
 
 def _kind(body: dict, chat: bool) -> dict:
     """The prompt as received and its kind (`prompt_kind`), for the engine and the truth."""
-    prompt = body.get("messages") if chat else body.get("prompt")
+    prompt = body["messages"] if chat else body["prompt"]  # both checked by _prompt_size
     return {"prompt": prompt, "kind": prompt_kind(chat_text(prompt) if chat else prompt)}
 
 

@@ -35,8 +35,10 @@ async def start_sim(args: list[str], timeout_s: float = 30.0) -> SimProcess:
         sys.executable, "-m", "loadgen", "sim", "--port", "0", *args,
         stdout=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL, start_new_session=True,
         preexec_fn=_die_with_parent)
+    stdout = proc.stdout
+    assert stdout is not None  # stdout=PIPE
     try:
-        line = await asyncio.wait_for(proc.stdout.readline(), timeout_s)
+        line = await asyncio.wait_for(stdout.readline(), timeout_s)
     except TimeoutError:
         proc.kill()
         raise RuntimeError("the built-in simulator did not start within 30 s") from None
@@ -44,7 +46,7 @@ async def start_sim(args: list[str], timeout_s: float = 30.0) -> SimProcess:
     if not m:
         proc.kill()
         raise RuntimeError(f"the built-in simulator failed to start: {line.decode(errors='replace').strip()}")
-    asyncio.get_running_loop().create_task(_drain(proc.stdout))
+    asyncio.get_running_loop().create_task(_drain(stdout))
     return SimProcess(proc, m.group(1).decode(), line.decode().strip())
 
 

@@ -32,7 +32,7 @@ def sse(obj: dict | str) -> bytes:
 class OpenAIChunks:
     """Builds the chunk objects of one OpenAI streaming response (chat or completions)."""
 
-    def __init__(self, rid: str, model: str, chat: bool, continuous_usage: bool, prompt_tokens: int):
+    def __init__(self, rid: str, model: str, chat: bool, continuous_usage: bool, prompt_tokens: int | None):
         self.rid = rid
         self.model = model
         self.chat = chat
@@ -75,7 +75,7 @@ class OpenAIChunks:
 
     def usage(self, completion_tokens: int) -> dict:
         return {"prompt_tokens": self.prompt_tokens, "completion_tokens": completion_tokens,
-                "total_tokens": self.prompt_tokens + completion_tokens,
+                "total_tokens": (self.prompt_tokens or 0) + completion_tokens,
                 "prompt_tokens_details": None if self.cached_tokens is None else {"cached_tokens": self.cached_tokens},
                 "reasoning_tokens": min(self.reasoning_budget, completion_tokens),
                 **({"completion_tokens_details": {"reasoning_tokens": min(self.reasoning_budget, completion_tokens)}}
@@ -93,7 +93,7 @@ def spec_details(completion_tokens: int, verify_ct: int, budget: int, correct_dr
             **({"spec_correct_drafts_histogram": list(correct_drafts)} if correct_drafts is not None else {})}
 
 
-def generate_event(rid: str, text: str, completion_tokens: int, prompt_tokens: int,
+def generate_event(rid: str, text: str, completion_tokens: int, prompt_tokens: int | None,
                    finish: dict | None = None, extra: dict | None = None, output_ids: list | None = None) -> dict:
     meta = {"id": rid, "finish_reason": finish, "prompt_tokens": prompt_tokens, "weight_version": "default",
             "completion_tokens": completion_tokens, "cached_tokens": 0}

@@ -8,6 +8,7 @@ the API key on /v1/* and /generate. The routes themselves are in `info_routes`, 
 from __future__ import annotations
 
 import time
+from typing import Protocol
 
 from aiohttp import web
 
@@ -31,6 +32,12 @@ from loadgen.sim.vllm_metrics import VllmCollector
 MAX_BODY_BYTES = 64 * 2**20
 
 
+class RouteTable(Protocol):
+    """A group of the simulator's routes (OpenAI, /generate, info, llama.cpp's own)."""
+
+    def add_routes(self, router: web.UrlDispatcher) -> None: ...
+
+
 class SimServer:
     def __init__(self, engine: Engine, cfg: SimConfig, truth: TruthLog, hooks=None, closer=None):
         self.engine = engine
@@ -45,7 +52,7 @@ class SimServer:
                                   prefix_cache=PageCache() if cfg.cache_report else None)
         llama = llamacpp_parts(engine, cfg, generations) if cfg.engine_name is EngineName.LLAMACPP else None
         self.metrics = MetricsEndpoint(llama.collector if llama else _collector(engine, cfg, latency))
-        self.routes = [*([llama.routes] if llama else []), InfoRoutes(engine, cfg, started_at_s=time.time()),
+        self.routes: list[RouteTable] = [*([llama.routes] if llama else []), InfoRoutes(engine, cfg, started_at_s=time.time()),
                        OpenAIRoutes(generations, cfg.model, spec_details=cfg.engine_name is EngineName.SGLANG,
                                     per_token_events=cfg.per_token_events, wire=llama.wire if llama else None,
                                     reasoning_tokens=cfg.reasoning_tokens),

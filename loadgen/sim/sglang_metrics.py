@@ -51,7 +51,7 @@ class SglangCollector:
             ("spec_num_draft_tokens", "Currently active speculative_num_draft_tokens (decouples from steps "
                                       "under topk>1).", e.spec.budget + 1),
             ("max_total_num_tokens", "Maximum total number of tokens in the KV cache pool.", MAX_TOTAL_NUM_TOKENS),
-            ("token_usage", "The token usage of the KV cache (0-1).", min(1.0, sum(r.prompt_tokens + r.generated for r in e.running) / MAX_TOTAL_NUM_TOKENS)),
+            ("token_usage", "The token usage of the KV cache (0-1).", min(1.0, sum((r.prompt_tokens or 0) + r.generated for r in e.running) / MAX_TOTAL_NUM_TOKENS)),
             ("cache_hit_rate", "The prefix cache hit rate (0-1).", 0.0),  # no prefix cache simulated
             ("context_len", "The context length of the model.", CONTEXT_LEN),
         ]

@@ -158,6 +158,7 @@ class DcgmSource(PeriodicSampler):
 
     async def _fetch(self, url: str) -> str:
         timeout = aiohttp.ClientTimeout(total=self.timeout_s)
+        assert self._session is not None, "sampled between start and stop only"
         async with self._session.get(url, timeout=timeout) as resp:
             if resp.status != 200:
                 raise ValueError(f"HTTP {resp.status}")

@@ -248,7 +248,7 @@ class NvmlSource(PeriodicSampler):
                 self._initialised = False
 
     def _read_all(self) -> list[tuple[int, float, float | None] | None]:
-        out = []
+        out: list[tuple[int, float, float | None] | None] = []
         for dev in self._devices:
             t0 = time.monotonic_ns()
             try:

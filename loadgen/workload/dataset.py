@@ -53,6 +53,7 @@ def load_dataset(path: str, category_field: str = "category", max_bad_rows: int 
     is not text, has no usable row, or more than `max_bad_rows` bad ones."""
     fmt, rows, bad = parse_rows(read_text(path, "--dataset"), category_field)
     check_bad_rows("--dataset", path, bad, len(rows), max_bad_rows, quiet)
+    assert fmt is not None  # a file without a usable row was refused above
     return Dataset(path, fmt, rows, bad)
 
 
@@ -110,12 +111,13 @@ class DatasetPrompts:
         """Count the ShareGPT answers' tokens, and drop (naming them) rows whose prompt and output exceed the
         model's context; WorkloadError when the bad rows are now too many."""
         ds = self.dataset
-        refs = [r for r in ds.rows if r.max_tokens is None and r.reference is not None]
-        self.reference_tokens = dict(zip(map(id, refs), await self.count([r.reference for r in refs])))
+        refs = [(id(r), r.reference) for r in ds.rows if r.max_tokens is None and r.reference is not None]
+        self.reference_tokens = dict(zip([key for key, _ in refs], await self.count([text for _, text in refs])))
         if not max_model_len:
             return
         prompt = await self.count([r.text for r in ds.rows])
-        keep, over = [], []
+        keep: list[tuple[DatasetRow, int]] = []
+        over: list[tuple[DatasetRow, int]] = []
         for row, n in zip(ds.rows, prompt):
             total = n + self.overhead_tokens + self.output_tokens(row, default_max_tokens)
             (over if total > max_model_len else keep).append((row, total))
@@ -157,7 +159,7 @@ class DatasetPrompts:
 def _tagged(row: DatasetRow, tag: str) -> str | list[dict]:
     """The row's prompt with `tag` before its first message's content (or its text)."""
     if row.messages is None:
-        return tag + row.prompt
+        return tag + (row.prompt or "")  # a row holds messages or a prompt
     msgs = [dict(m) for m in row.messages]
     msgs[0]["content"] = tag + msgs[0]["content"]
     return msgs

@@ -13,7 +13,7 @@ format is the first usable row's; a row of another format is a bad row.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import orjson
 
@@ -44,7 +44,7 @@ class DatasetRow:
     @property
     def text(self) -> str:
         """The prompt's text (chat turns joined), for sizing and context checks."""
-        return self.prompt if self.prompt is not None else "\n".join(m["content"] for m in self.messages)
+        return self.prompt if self.prompt is not None else "\n".join(m["content"] for m in self.messages or ())
 
 
 class RowError(ValueError):
@@ -136,20 +136,19 @@ def parse_row(obj, line: int, fmt: DatasetFormat | None, category_field: str) ->
     kind = row_format(obj)
     if fmt is not None and kind != fmt:
         raise RowError(f"{_a(NAMES[kind])} row in {_a(NAMES[fmt])} file")
-    common = {"line": line, "max_tokens": _max_tokens(obj), "category": _category(obj, category_field),
-              "think_time_s": _think_time(obj)}
+    common = DatasetRow(line=line, max_tokens=_max_tokens(obj), category=_category(obj, category_field),
+                        think_time_s=_think_time(obj))
     match kind:
         case DatasetFormat.OPENAI_CHAT:
             msgs = _messages(obj["messages"])
-            return DatasetRow(messages=msgs, conversation=tuple(msgs), **common)
+            return replace(common, messages=msgs, conversation=tuple(msgs))
         case DatasetFormat.SHAREGPT:
             msgs, answer = _sharegpt(obj["conversations"])
-            return DatasetRow(messages=msgs, reference=answer, conversation=_conversation(obj["conversations"]),
-                              **common)
+            return replace(common, messages=msgs, reference=answer, conversation=_conversation(obj["conversations"]))
     text = obj.get("prompt", obj.get("text"))
     if not isinstance(text, str) or not text.strip():
         raise RowError("empty prompt")
-    return DatasetRow(prompt=text, **common)
+    return replace(common, prompt=text)
 
 
 def json_objects(text: str) -> tuple[list[tuple[int, object]], list[BadRow]]:
@@ -160,7 +159,8 @@ def json_objects(text: str) -> tuple[list[tuple[int, object]], list[BadRow]]:
             return _list_items(text), []
         except json.JSONDecodeError as exc:
             return [], [BadRow(exc.lineno, f"invalid JSON ({exc.msg})")]
-    items, bad = [], []
+    items: list[tuple[int, object]] = []
+    bad: list[BadRow] = []
     for i, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -174,7 +174,7 @@ def json_objects(text: str) -> tuple[list[tuple[int, object]], list[BadRow]]:
 def _list_items(text: str) -> list[tuple[int, object]]:
     """The items of a JSON list with the line each starts on."""
     decoder = json.JSONDecoder()
-    items = []
+    items: list[tuple[int, object]] = []
     i = text.index("[") + 1
     while True:
         while i < len(text) and text[i] in " \t\r\n,":
@@ -197,7 +197,8 @@ def parse_rows(text: str, category_field: str) -> tuple[DatasetFormat | None, li
         except RowError as exc:
             bad.append(BadRow(line, f"item {k}: {exc}" if listed else str(exc)))
             continue
-        fmt = fmt or row_format(obj)
+        if fmt is None and isinstance(obj, dict):  # parse_row took obj: a dict
+            fmt = row_format(obj)
         rows.append(row)
     bad.sort(key=lambda b: b.line)
     return fmt, rows, bad

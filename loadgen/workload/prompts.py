@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import Any
 
 from loadgen.client.api import RequestOptions, build_body
 from loadgen.config import LengthSpread
@@ -48,7 +49,7 @@ class PromptBuilder:
                 "prefix_cache": "shared" if shared else "unique", **self.sizing, **self._spreads(), **shared}
 
     def _spreads(self) -> dict:
-        out = {}
+        out: dict[str, Any] = {}
         if self.context_spreads:
             out["context_spreads"] = {str(c): s.describe() for c, s in self.context_spreads.items()}
         if self.output_spread is not None:

@@ -120,7 +120,8 @@ class SessionPrompts:
         users = await rows.count([r.text if not r.conversation else
                                   "\n".join(m["content"] for m in r.conversation if m["role"] != "assistant")
                                   for r in ds.rows])
-        keep, over = [], []
+        keep: list[tuple[DatasetRow, int]] = []
+        over: list[tuple[DatasetRow, int]] = []
         for row, n in zip(ds.rows, users):
             turns = split_turns(row)[1]
             total = n + sum(self.output_tokens(row, k, ref, default_max_tokens) for k, (_, ref) in enumerate(turns))
