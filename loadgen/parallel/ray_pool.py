@@ -24,6 +24,8 @@ import logging
 import os
 import socket
 import threading
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from loadgen.config import ParallelConfig, RunConfig
 from loadgen.console import log
@@ -37,6 +39,9 @@ from loadgen.record import CellKey
 from loadgen.schedule.cell_run import CellRun
 from loadgen.target.discover import Target
 
+if TYPE_CHECKING:
+    from ray.util.placement_group import PlacementGroup
+
 RAY_FIX = "pip install 'loadgen[ray]'"
 PLACEMENT_TIMEOUT_S = 60.0
 CONNECT_TIMEOUT_S = 60.0
@@ -45,7 +50,7 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 EXIT_GRACE_S = 5.0
 
 
-def connect(address: str):
+def connect(address: str) -> ModuleType:
     """`ray`, connected to the cluster at `address`; UsageError (exit 2) with the fix when it cannot be."""
     host = reachable(address)
     if host in LOOPBACK:
@@ -117,22 +122,23 @@ class RayPool(WorkerPool):
 
     def __init__(self, par: ParallelConfig, cfg: RunConfig, url: str, headers: dict, section: dict):
         super().__init__(par.workers, cfg, url, headers)
+        assert par.ray_address is not None, "a RayPool is made for --ray only"
         self.address, self.per_node = par.ray_address, par.workers_per_node
         self.section = section  # the results file's `ray` part, filled here
         self.lost: dict[CellKey, list[str]] = {}  # parts lost in a cell
         self.dropped: list[str] = []  # parts lost between cells, said with the next cell
         self.ran: dict[CellKey, list[dict]] = {}  # the parts that ran each cell's last phase
-        self.placement_group = None
-        self.ray = None
+        self.placement_group: PlacementGroup | None = None
+        self.ray: ModuleType | None = None
 
     async def start(self, target: Target | None = None) -> None:
         ray = self.ray = connect(self.address)
         nodes = ray_nodes(ray.nodes())
         p = plan(nodes, self.n, self.per_node)
         if p.placement is Placement.STRICT_SPREAD:
-            self.placement_group = ray.util.placement_group([{"CPU": 1}] * p.parts, strategy="STRICT_SPREAD")
+            group = self.placement_group = ray.util.placement_group([{"CPU": 1}] * p.parts, strategy="STRICT_SPREAD")
             try:
-                await ray_result(self.placement_group.ready(), PLACEMENT_TIMEOUT_S)
+                await ray_result(group.ready(), PLACEMENT_TIMEOUT_S)
             except TimeoutError:
                 raise UsageError(f"--ray: {p.parts} parts, one per node, could not be placed in "
                                  f"{PLACEMENT_TIMEOUT_S:g} s (each needs a free CPU on its own node)") from None
@@ -199,6 +205,8 @@ class RayPool(WorkerPool):
         for w in self.workers:
             w.send(wire.Exit())
         for w in self.workers:
+            if w.reader is None or w.writer is None:  # never connected (the start failed before it)
+                continue
             try:
                 await asyncio.wait_for(w.reader.read(), EXIT_GRACE_S)
             except (TimeoutError, ConnectionError, OSError):

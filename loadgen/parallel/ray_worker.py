@@ -61,7 +61,7 @@ class RayWorker:
 
     async def recv(self) -> wire.Message | None:
         try:
-            line = await self.reader.readline()
+            line = await self.reader.readline() if self.reader is not None else b""  # None: never connected
         except (ConnectionError, OSError):
             line = b""
         if not line:
