@@ -25,6 +25,7 @@ MESSAGES = [
     wire.Sent(seq=7, t_ns=1_000_000_000_123),
     wire.RecordEnded(RECORD),
     wire.Done(client={"cpu_percent": 12.5, "lags": [0.001]}, unsent=2),
+    wire.Ping(t_ns=1_000_000_000_000), wire.Pong(t_ns=1_000_000_000_000, t_worker_ns=7_000_000_000_123),
 ]
 
 
