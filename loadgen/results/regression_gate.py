@@ -177,12 +177,14 @@ def _missing_config(term: Term, key: CellKey, base: dict) -> GateRow | None:
     return None
 
 
-def gate_pair(a: Run | None, b: Run | None, terms: list[Term]) -> list[GateRow]:
-    """Every term judged for every cell of one pair of configurations (see the module docstring)."""
-    rows = []
+def gate_pair(a: Run | None, b: Run | None, terms: list[Term]) -> tuple[list[GateRow], bool]:
+    """Every term judged for every cell of one pair of configurations (see the module docstring), and whether
+    some cell of either was measured once (no `--repeat`)."""
+    rows, once = [], False
     for key in sorted({*(a.cells if a else {}), *(b.cells if b else {})}):
         base = cell_row(a, key, a.cells[key], a) if a and key in a.cells else None
         row = cell_row(b, key, b.cells[key], b) if b and key in b.cells else None
+        once |= any(x is not None and not x["repeated"] for x in (base, row))
         for term in terms:
             if b is None:
                 found = _missing_config(term, key, base)
@@ -191,15 +193,15 @@ def gate_pair(a: Run | None, b: Run | None, terms: list[Term]) -> list[GateRow]:
             else:
                 found = check_row(term, key, base, row) if row is not None else None
             rows += [found] if found else []
-    return rows
+    return rows, once
 
 
 def gate(compared: list[Pair], terms: list[Term]) -> GateResult:
     """The terms judged for every pair of configurations (`pairs`, `pairs_by_name`)."""
     result = GateResult(terms)
     for a, b in compared:
-        result.rows += gate_pair(a, b, terms)
-        cells = [*(a.cells.values() if a else ()), *(b.cells.values() if b else ())]
-        result.one_measurement |= any(not c.get("repeats") for c in cells)
+        rows, once = gate_pair(a, b, terms)
+        result.rows += rows
+        result.one_measurement |= once
         result.unpaired += [b.name] if a is None and b is not None else []
     return result
