@@ -105,7 +105,7 @@ def test_abandoned_requests_are_counted_apart_and_never_fail_the_cell():
                                         "max": pytest.approx(0.2)}
     cell = build_cell(CELL, recs, max_failed_fraction=0.01)
     assert cell.status == "ok" and cell.requests.failed_fraction == 0.0
-    assert ok_failed(cell.to_json()) == "30/0+10a" and ABANDONED_LEGEND in footnote([cell.to_json()])
+    assert ok_failed(cell) == "30/0+10a" and ABANDONED_LEGEND in footnote([cell.to_json()])
     assert "10 of 40 abandoned on purpose (--cancel-fraction)" in cell.notes
     assert cancellation_figures(records(ok=3, abandoned=0)) is None
     # --repeat 2: counted over both repeats, still apart

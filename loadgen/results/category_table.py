@@ -4,28 +4,35 @@ cell, with the figures of `metrics.category`, and the cell's achieved prompt and
 from __future__ import annotations
 
 from loadgen.results import text_table as tt
+from loadgen.results.cell_result import CellResult
+from loadgen.results.cell_view import Cell, as_result
 from loadgen.results.text_table import Column, millis, number
 
 
-def _load(item: dict) -> str:
-    cell = item["cell"]
-    return f"{cell['request_rate']:g}/s" if cell.get("request_rate") is not None else str(cell["concurrency"])
+def _load_of(cell: CellResult) -> str:
+    key = cell.key
+    return f"{key.request_rate:g}/s" if key.request_rate is not None else str(key.concurrency)
 
 
-def _accept(item: dict) -> str:
-    acc = item.get("accept_length") or {}
+def _load(row: dict) -> str:
+    return _load_of(row["cell"])
+
+
+def _accept(row: dict) -> str:
+    """A category row's accept length (its figures are a cell's, per category) and the source it came from."""
+    acc = row.get("accept_length") or {}
     return tt.MISSING if acc.get("value") is None else f"{acc['value']:.2f} {acc.get('source') or ''}"
 
 
-def _share(item: dict) -> str:
-    share = item.get("output_share")
+def _share(row: dict) -> str:
+    share = row.get("output_share")
     return tt.MISSING if share is None else f"{share * 100:.0f}%"
 
 
 COLUMNS = [
     Column("conc", 5, _load),
     Column("category", -14, lambda item: item["name"]),
-    Column("ok/fail", 9, tt.ok_failed),
+    Column("ok/fail", 9, lambda row: tt.counts_text(row.get("requests") or {})),
     Column("out tok/s", 10, number("output_tok_s", ".1f")),
     Column("share", 6, _share),
     Column("req tok/s", 10, number("request_tok_s.mean", ".1f")),
@@ -37,9 +44,9 @@ COLUMNS = [
 ]
 
 
-def items(cell: dict) -> list[dict]:
-    """The cell's categories as table items, each with its name and its cell."""
-    return [{"name": name, "cell": cell, **figures} for name, figures in (cell.get("by_category") or {}).items()]
+def items(cell: CellResult) -> list[dict]:
+    """The cell's categories as table rows, each with its name, its cell and the category's figures."""
+    return [{"name": name, "cell": cell, **figures} for name, figures in (cell.prompts.by_category or {}).items()]
 
 
 def columns(rows: list[dict]) -> list[Column]:
@@ -48,31 +55,32 @@ def columns(rows: list[dict]) -> list[Column]:
     return [Column(c.header, -width, c.text) if c.header == "category" else c for c in COLUMNS]
 
 
-def category_table(cells: list[dict]) -> str | None:
+def category_table(cells: list[Cell]) -> str | None:
     """Every cell's categories under one header; None when no cell has categories."""
-    rows = [item for cell in cells for item in items(cell)]
+    rows = [item for cell in map(as_result, cells) for item in items(cell)]
     cols = columns(rows)
     return "\n".join(["per category:", tt.header(cols), *(tt.line(cols, item) for item in rows)]) if rows else None
 
 
-def _varies(cell: dict) -> bool:
-    lengths = cell.get("lengths") or {}
+def _varies(cell: CellResult) -> bool:
+    lengths = cell.prompts.lengths or {}
     return any((lengths.get(k) or {}).get("p50") != (lengths.get(k) or {}).get("p90")
                for k in ("prompt_tokens", "output_tokens"))
 
 
 LENGTH_COLUMNS = [
     tt.CONTEXT,
-    Column("conc", 5, lambda c: _load({"cell": c})),
+    Column("conc", 5, _load_of),
     *(Column(f"{what} {stat}", 12, number(f"lengths.{key}.{stat}", ".1f" if stat == "mean" else ".0f"))
       for what, key in (("prompt", "prompt_tokens"), ("output", "output_tokens")) for stat in ("mean", "p50", "p90")),
 ]
 
 
-def lengths_table(cells: list[dict]) -> str | None:
+def lengths_table(cells: list[Cell]) -> str | None:
     """The achieved prompt and output lengths (server usage counts) of every cell, when they vary within a
     cell (a dataset, or a length spread); None when every request of every cell had the same lengths."""
-    if not any(_varies(c) for c in cells):
+    typed = [as_result(c) for c in cells]
+    if not any(_varies(c) for c in typed):
         return None
     return "\n".join(["achieved lengths (tokens):", tt.header(LENGTH_COLUMNS),
-                      *(tt.line(LENGTH_COLUMNS, c) for c in cells if c.get("lengths"))])
+                      *(tt.line(LENGTH_COLUMNS, c) for c in typed if c.prompts.lengths)])

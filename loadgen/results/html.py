@@ -15,6 +15,7 @@ from loadgen.metrics.knee import KNEE_GROWTH
 from loadgen.record import cell_key
 from loadgen.results import compare, open_table
 from loadgen.results.cell_status import check_names, measured
+from loadgen.results.cell_view import results_of
 from loadgen.results.compare import Run
 from loadgen.results.html_build import CSS, el, image, text
 from loadgen.results.html_meta import metadata_section, mismatch_banner, problems_section, sim_banner
@@ -169,7 +170,7 @@ def _knee_section(runs: list[Run], colors: dict) -> str:
 def _open_loop(runs: list[Run]) -> str:
     parts = []
     for r in runs:
-        cells = [c for key, c in r.cells.items() if key.request_rate is not None]
+        cells = [c for key, c in results_of(r).items() if key.request_rate is not None]
         if cells:
             parts += [el("h3", text(r.name)), columns_table(open_table.COLUMNS, cells, data_table="open-loop")]
     return "".join(parts)

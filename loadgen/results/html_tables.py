@@ -122,7 +122,7 @@ def _matrix_row(key: tuple, cell: Cell, verify: bool = False) -> str:
     when = f"measured {wall['start']} → {wall['end']}" if wall.get("start") and wall.get("end") else None
     tds = [el("td", text(prompt_text(key[0])), class_="num"),
            el("td", text(load_text(key)), class_="num", title=when),
-           el("td", text(tt.ok_failed(cell)), class_="num")]
+           el("td", text(tt.ok_failed(typed)), class_="num")]
     for _, metric, spec in MATRIX:
         tds.append(_figure_td(figure(typed, metric), spec, metric, checks=checks))
     tds.append(el("td", text((typed.accept.accept_length or {}).get("source") or "")))
@@ -132,7 +132,7 @@ def _matrix_row(key: tuple, cell: Cell, verify: bool = False) -> str:
     classes = _row_classes(False, typed)
     row = el("tr", "".join(tds), class_=classes, data_ctx=key[0], data_concurrency=key[1],
              data_rate=key[2] or None, data_measured="no" if why else "yes", data_checks=checks or None)
-    note = matrix_table.notes(cell)
+    note = matrix_table.notes(typed)
     if note:
         row += el("tr", el("td", text(note), colspan=len(MATRIX) + 4 + verify, class_="note"),
                   class_=f"note-row {classes or ''}".strip())
@@ -165,7 +165,7 @@ CATEGORY = [("output share", "output_share", "pct"), ("out tok/s", "output_tok_s
 def _category_row(run: Run, key: tuple, name: str, fig: dict, checks: str = "") -> str:
     tds = [el("td", text(run.name)), el("td", text(prompt_text(key[0])), class_="num"),
            el("td", text(load_text(key)), class_="num"), el("td", text(name)),
-           el("td", text(tt.ok_failed(fig)), class_="num")]
+           el("td", text(tt.counts_text(fig.get("requests") or {})), class_="num")]
     for _, metric, spec in CATEGORY:
         value = tt.field(fig, metric)
         shown = tt.fmt(None if value is None else value * 100, ".0f") + "%" if spec == "pct" else None

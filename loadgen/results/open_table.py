@@ -6,28 +6,30 @@ from loadgen.console import wrap_lines
 from loadgen.metrics.open_loop import MIN_WINDOW_REQUESTS
 from loadgen.names import CellStatus
 from loadgen.results import text_table as tt
+from loadgen.results.cell_result import CellResult
+from loadgen.results.cell_view import Cell, as_result
 from loadgen.results.text_table import Column, millis, number
 
 
-def _load(cell: dict) -> str:
-    ramp = cell.get("ramp")
-    return f"{ramp['r0']:g}→{ramp['r1']:g}" if ramp else f"{cell['request_rate']:g}"
+def _load(cell: CellResult) -> str:
+    ramp = cell.load.ramp
+    return f"{ramp['r0']:g}→{ramp['r1']:g}" if ramp else f"{cell.key.request_rate:g}"
 
 
-def _notes(cell: dict) -> str:
-    client = cell.get("client") or {}
+def _notes(cell: CellResult) -> str:
+    client = cell.telemetry.client or {}
     notes = []
     if client.get("saturated"):
         notes.append("CLIENT-BOUND: " + "; ".join(client.get("reasons", [])))
-    if cell.get("status", CellStatus.OK) != CellStatus.OK:
-        notes.append(f"{cell['status'].upper()}: {cell.get('error') or ''}")
+    if cell.status != CellStatus.OK:
+        notes.append(f"{cell.status.upper()}: {cell.error or ''}")
     return " | ".join(notes)
 
 
 COLUMNS = [
     tt.CONTEXT,
     Column("rate/s", 11, _load),
-    Column("cap", 4, lambda c: str(c["concurrency"] or "-")),
+    Column("cap", 4, lambda c: str(c.key.concurrency or "-")),
     Column("sched/s", 8, number("schedule_request_rate", ".2f")),
     Column("achvd/s", 8, number("achieved_request_rate", ".2f")),
     Column("ok/fail", 9, tt.ok_failed),
@@ -51,14 +53,15 @@ COLUMNS = [
 DEFAULT = [c for i, c in enumerate(COLUMNS) if i not in (3, 10, 11, 14, 16)]
 
 
-def render_row(cell: dict, columns: list[Column] = COLUMNS) -> str:
-    return tt.line(columns, cell)
+def render_row(cell: Cell, columns: list[Column] = COLUMNS) -> str:
+    return tt.line(columns, as_result(cell))
 
 
-def ramp_line(cell: dict) -> str:
+def ramp_line(cell: Cell) -> str:
     """The one number people ask for, with how it was found."""
-    r = cell["ramp"]
-    head = (f"ramp ctx={cell['context_tokens']} {r['r0']:g}→{r['r1']:g} req/s over {r['duration_s']:g} s, "
+    cell = as_result(cell)
+    r = cell.load.ramp or {}
+    head = (f"ramp ctx={cell.key.context_tokens} {r['r0']:g}→{r['r1']:g} req/s over {r['duration_s']:g} s, "
             f"SLO TTFT p99 ≤ {r['slo_ttft_s'] * 1e3:g} ms "
             f"(from intended send, {r['window_s']:g} s windows): ")
     if r["windows_judged"] == 0:
@@ -77,7 +80,7 @@ def ramp_line(cell: dict) -> str:
 NOTE_REF = Column("note", 0, lambda ref: ref)  # the default table's note column: the number of the row's note
 
 
-def _default_rows(rows: list[dict]) -> list[str]:
+def _default_rows(rows: list[CellResult]) -> list[str]:
     """The default columns with each row's note numbered, the notes below (`text_table.note_refs`)."""
     shown = DEFAULT[:-1]
     refs, notes = tt.note_refs(rows, _notes, lambda c: f"ctx {tt.context(c)} rate {_load(c)}/s")
@@ -86,15 +89,15 @@ def _default_rows(rows: list[dict]) -> list[str]:
     return lines + [w for note in notes for w in wrap_lines(note)]
 
 
-def render(cells: list[dict], wide: bool = False) -> str:
+def render(cells: list[Cell], wide: bool = False) -> str:
     """The open-loop table: latency from the actual send (snd, uncorrected) and from the intended send (int,
     corrected for client queueing), achieved vs scheduled rate, and lateness; then one line per ramp. Wide:
     every column, each note in its row; else `DEFAULT`, the notes numbered below."""
-    rows = [c for c in cells if c.get("request_rate") is not None]
+    rows = [c for c in map(as_result, cells) if c.key.request_rate is not None]
     if not rows:
         return ""
     lines = ["open loop — snd: from the actual send (uncorrected); int: from the intended send (corrected).",
              "TTFT and lateness in ms, E2E in s"]
     lines += [tt.header(COLUMNS), *(render_row(c) for c in rows)] if wide else _default_rows(rows)
-    lines += [w for c in rows if c.get("ramp") for w in wrap_lines(ramp_line(c))]
+    lines += [w for c in rows if c.load.ramp for w in wrap_lines(ramp_line(c))]
     return "\n".join(lines)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from loadgen.metrics.bottleneck import SERVER_HOST_UTIL_PERCENT
 from loadgen.results import plot_data as pd
 from loadgen.results.cell_status import measured
+from loadgen.results.cell_view import results_of, value
 from loadgen.results.compare import Run
 from loadgen.results.plots_bars import accept_categories, accept_sources
 from loadgen.results.plots_load import Layer, Row, grid
@@ -137,7 +138,7 @@ PLOTS = [
 def _missing(runs: list[Run], part: str, what: str, why: str) -> str:
     """Why a plot of the cells' `part` is missing: `why`, unless cells that were not measured hold it (then
     it says so: a failed measurement's figures are not drawn)."""
-    held = sum(1 for r in runs for c in r.cells.values() if c.get(part) and not measured(c))
+    held = sum(1 for r in runs for c in results_of(r).values() if value(c, part) and not measured(c))
     return why if not held else f"no measured cell has {what} ({held} not measured have it: not drawn)"
 
 

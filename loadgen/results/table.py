@@ -1,4 +1,5 @@
-"""The matrix table of cells (pure: dicts in, text out). Times in ms, rates in tok/s.
+"""The matrix table of cells (pure: typed cells in, text out; a cell's JSON is read back first). Times in ms, rates
+in tok/s.
 
 Two tables from one list of columns: the wide one (`--wide`) shows every column; the default one shows the
 columns named in `DEFAULT` and fits `WIDTH` characters (or a narrower terminal): when its columns are wider,
@@ -22,47 +23,51 @@ from loadgen.metrics.client_health import saturation_note
 from loadgen.names import CellStatus
 from loadgen.results import gpu_columns
 from loadgen.results import text_table as tt
+from loadgen.results.cell_result import CellResult
+from loadgen.results.cell_view import Cell, as_result
 from loadgen.results.correctness import verify_text
 from loadgen.results.slo_part import attainment_text
-from loadgen.results.text_table import Column, field, millis, number
+from loadgen.results.text_table import Column, millis, number
 
 FEW_SAMPLES = 100
 
 
-def _load(cell: dict) -> str:
+def _load(cell: CellResult) -> str:
     """Closed loop: the concurrency; open loop: the rate; a ramp: R0→R1 (its key holds R1)."""
-    if cell.get("ramp"):
-        return f"{cell['ramp']['r0']:g}→{cell['ramp']['r1']:g}/s"
-    return f"{cell['request_rate']:g}/s" if cell.get("request_rate") is not None else str(cell["concurrency"])
+    ramp, key = cell.load.ramp, cell.key
+    if ramp:
+        return f"{ramp['r0']:g}→{ramp['r1']:g}/s"
+    return f"{key.request_rate:g}/s" if key.request_rate is not None else str(key.concurrency)
 
 
-def _accept(cell: dict) -> str:
-    acc = cell.get("accept_length") or {}
+def _accept(cell: CellResult) -> str:
+    acc = cell.accept.accept_length or {}
     return tt.MISSING if acc.get("value") is None else f"{acc['value']:.2f}"
 
 
-def notes(cell: dict) -> str:
+def notes(cell: Cell) -> str:
     """The cell's notes in one line: not ok, sources that disagree, a saturated client, the warnings."""
-    acc = cell.get("accept_length") or {}
+    cell = as_result(cell)
+    acc = cell.accept.accept_length or {}
     found = []
-    if cell.get("status", CellStatus.OK) != CellStatus.OK:
-        found.append(f"{cell['status'].upper()}: {cell.get('error') or ''}")
+    if cell.status != CellStatus.OK:
+        found.append(f"{cell.status.upper()}: {cell.error or ''}")
     if acc.get("disagreement"):
         found.append("sources disagree: " + acc["disagreement"])
-    client = cell.get("client") or {}
-    saturated = saturation_note(client, cell) if client.get("saturated") else None
-    warnings = cell.get("warnings", [])
+    client = cell.telemetry.client or {}
+    saturated = saturation_note(client, cell.key.as_dict()) if client.get("saturated") else None
+    warnings = cell.notes  # as the file's `warnings`: the incidents' notes, then the other warnings
     if saturated and not any(w.startswith("CLIENT SATURATED") for w in warnings):  # a file of an earlier loadgen
         found.append(saturated)
     return " | ".join(found + warnings)
 
 
-def samples(cell: dict, path: str) -> int | None:
+def samples(cell: CellResult, path: str) -> int | None:
     """How many values the figure at `path` ("ttft_s.p50") was computed from: its distribution's `samples`, or,
     for a mean over the runs of --repeat (a key figure), every run's samples added (`repeats.samples`; a file
     without them: the last run's × n). A figure not averaged over the runs is the last run's, with its samples."""
-    own = field(cell, path.split(".")[0] + ".samples")
-    runs = cell.get("repeats") or {}
+    own = tt.field(cell, path.split(".")[0] + ".samples")
+    runs = cell.noise.repeats or {}
     if path not in (runs.get("values") or {}):
         return own
     each = (runs.get("samples") or {}).get(path)
@@ -71,7 +76,7 @@ def samples(cell: dict, path: str) -> int | None:
     return None if own is None else own * int(runs.get("n") or 1)
 
 
-def _few_samples(cell: dict, path: str) -> bool:
+def _few_samples(cell: CellResult, path: str) -> bool:
     """The figure at `path` was computed from some, but fewer than FEW_SAMPLES, samples (`samples`)."""
     n = samples(cell, path)
     return n is not None and 0 < n < FEW_SAMPLES
@@ -82,7 +87,7 @@ def _percentile(path: str, ms: bool = False):
     than FEW_SAMPLES samples."""
     text = millis(path) if ms else number(path, ".1f")
 
-    def show(cell: dict) -> str:
+    def show(cell: CellResult) -> str:
         shown = text(cell)
         return shown + "*" if shown != tt.MISSING and _few_samples(cell, path) else shown
     return show
@@ -91,16 +96,18 @@ def _percentile(path: str, ms: bool = False):
 def half_width(path: str, scale: float = 1.0):
     """"±12.3": half the width of the confidence interval of the figure at `path` (`intervals`), times
     `scale` (1e3: seconds shown in ms), or "-"."""
-    def show(cell: dict) -> str:
-        interval = (cell.get("intervals") or {}).get(path)
+    def show(cell: CellResult) -> str:
+        interval = (cell.noise.intervals or {}).get(path)
         return tt.MISSING if not interval else f"±{(interval[1] - interval[0]) / 2 * scale:.1f}"
     return show
 
 
-def _repeats(cell: dict) -> str:
-    return str((cell.get("repeats") or {}).get("n") or 1)
-def _slo(cell: dict) -> str:
-    return attainment_text(cell.get("slo")) or tt.MISSING
+def _repeats(cell: CellResult) -> str:
+    return str((cell.noise.repeats or {}).get("n") or 1)
+
+
+def _slo(cell: CellResult) -> str:
+    return attainment_text(cell.slo) or tt.MISSING
 
 
 def goodput_columns() -> list[Column]:
@@ -128,7 +135,7 @@ COLUMNS = [
     Column("E2E s", 6, number("e2e_s.mean", ".2f")),
     Column("tok/chk", 7, number("tokens_per_chunk_mean", ".2f")),
     Column("accept", 6, _accept),
-    Column("source", -11, lambda c: (c.get("accept_length") or {}).get("source") or tt.MISSING),
+    Column("source", -11, lambda c: (c.accept.accept_length or {}).get("source") or tt.MISSING),
     Column("W", 6, number("power.mean_w_total", ".0f")),
     Column("J/tok", 7, number("power.j_per_output_token", ".3f")),
     gpu_columns.DEFAULT_COLUMN,
@@ -149,17 +156,18 @@ VERIFY = Column("verify", 10, verify_text)  # --verify: before the note (results
 SLO = Column("SLO", 8, _slo)  # --slo: attainment and met, before the note
 
 
-def columns(cells: list[dict]) -> list[Column]:
+def columns(cells: list[Cell]) -> list[Column]:
     """The matrix's columns for these cells: before the note, the verify column when a cell was verified
     (--verify), the SLO's when a cell had latency targets (--slo)."""
+    cells = [as_result(c) for c in cells]
     extra = [VERIFY] if verified(cells) else []
-    if any(c.get("slo") for c in cells):
+    if any(c.slo for c in cells):
         extra += [SLO, *goodput_columns()]
     return [*COLUMNS[:-1], *extra, COLUMNS[-1]]
 
 
-def verified(cells: list[dict]) -> bool:
-    return any(c.get("correctness") for c in cells)
+def verified(cells: list[Cell]) -> bool:
+    return any(as_result(c).correctness for c in cells)
 
 
 def title(label: str | None, run_id: str) -> str:
@@ -171,24 +179,25 @@ def header(columns: list[Column] = COLUMNS) -> str:
     return tt.header(columns)
 
 
-def row(cell: dict, columns: list[Column] = COLUMNS) -> str:
-    return tt.line(columns, cell)
+def row(cell: Cell, columns: list[Column] = COLUMNS) -> str:
+    return tt.line(columns, as_result(cell))
 
 
 CANCELLED_LEGEND = "+Nc in ok/fail: N requests cancelled by the client (an interrupt), neither ok nor failed"
 ABANDONED_LEGEND = "+Na in ok/fail: N requests closed on purpose (--cancel-fraction), neither ok nor failed"
 
 
-def footnote(cells: list[dict]) -> str | None:
+def footnote(cells: list[Cell]) -> str | None:
     """The legends of "*", "+Nc", "+Na" and "±95%", for the marks the rows carry, one a line."""
+    cells = [as_result(c) for c in cells]
     legends = []
     if any(_few_samples(c, path) for c in cells for path in PERCENTILES):
-        legends.append(few_samples_legend(any(c.get("repeats") for c in cells)))
-    if any((c.get("requests") or {}).get("cancelled") for c in cells):
+        legends.append(few_samples_legend(any(c.noise.repeats for c in cells)))
+    if any(c.requests.requests.get("cancelled") for c in cells):
         legends.append(CANCELLED_LEGEND)
-    if any((c.get("requests") or {}).get("abandoned") for c in cells):
+    if any(c.requests.requests.get("abandoned") for c in cells):
         legends.append(ABANDONED_LEGEND)
-    if any(c.get("intervals") for c in cells):
+    if any(c.noise.intervals for c in cells):
         legends.append("±95%: half-width of the 95 % confidence interval of out tok/s (over the requests, or "
                        "over the runs of --repeat)")
     return "\n".join(legends) or None
@@ -207,14 +216,14 @@ def few_samples_legend(repeated: bool) -> str:
     return text
 
 
-def note_refs(cells: list[dict]) -> tuple[list[str], list[str]]:
+def note_refs(cells: list[CellResult]) -> tuple[list[str], list[str]]:
     """Each cell's note reference and the notes as lines "n1 ctx 1024 conc 128, ctx 60 conc 1: …" (`note_refs`)."""
     return tt.note_refs(cells, notes, row_label)
 
 
-def row_label(cell: dict) -> str:
+def row_label(cell: CellResult) -> str:
     """"ctx 1024 conc 128", and "#2" for the same load measured again (a search's probe, the drift control)."""
-    again = f" #{cell['again'] + 1}" if cell.get("again") else ""
+    again = f" #{cell.key.again + 1}" if cell.key.again else ""
     return f"ctx {tt.context(cell)} conc {_load(cell)}{again}"
 
 
@@ -231,11 +240,12 @@ def declared_width(columns: list[Column]) -> int:
     return sum(max(abs(c.width), len(c.header)) + 1 for c in columns) + len("note")
 
 
-def default_columns(cells: list[dict], width: int = WIDTH, candidates: list[Column] = COLUMNS,
+def default_columns(cells: list[Cell], width: int = WIDTH, candidates: list[Column] = COLUMNS,
                     priorities: dict[str, int] = DEFAULT) -> list[Column]:
     """The default table's columns that fit `width`: the `candidates` named in `priorities`, the lowest
     priority left out first while their declared widths are wider (the same columns for every run of a kind),
     then only while a row whose texts overflow (its note reference included) is still wider."""
+    cells = [as_result(c) for c in cells]
     columns = [c for c in candidates if c.header in priorities and c.header != "note"]
     refs, _ = note_refs(cells)
     ref_width = max([len("note"), *(len(r) for r in refs)])
@@ -247,12 +257,13 @@ def default_columns(cells: list[dict], width: int = WIDTH, candidates: list[Colu
     return _drop_until(fixed, priorities, rows_fit)
 
 
-def table(cells: list[dict], heading: str | None = None, wide: bool = False, width: int = WIDTH,
+def table(cells: list[Cell], heading: str | None = None, wide: bool = False, width: int = WIDTH,
           candidates: list[Column] | None = None, priorities: dict[str, int] = DEFAULT) -> str:
     """The matrix: `heading` (e.g. `title(...)`), the header, one row per cell, the legend of "*". Wide:
     every column, each note in its row; else the default columns fitted to `width` (`default_columns`), the
     notes below. The candidates default to the matrix's columns (`columns`: the verify column when a cell
     was verified)."""
+    cells = [as_result(c) for c in cells]
     candidates = candidates if candidates is not None else columns(cells)
     if wide:
         lines = [header(candidates), *(row(c, candidates) for c in cells)]
@@ -269,12 +280,13 @@ def table(cells: list[dict], heading: str | None = None, wide: bool = False, wid
     return "\n".join(lines + wrapped + legends)
 
 
-def progress_line(cell: dict, done: str) -> str:
+def progress_line(cell: Cell, done: str) -> str:
     """The one line said on stderr when a cell (or one repeat of it) is measured: `done` ("cell 3/6"), the
     cell's headline figures and what its notes are about ("CLIENT SATURATED"; the notes are under the final
     table); `console.log` wraps it within WIDTH."""
+    cell = as_result(cell)
     out = tt.field(cell, "output_tok_s")
-    interval = (cell.get("intervals") or {}).get("output_tok_s")
+    interval = (cell.noise.intervals or {}).get("output_tok_s")
     spread = f" {half_width('output_tok_s')(cell)}" if interval else ""
     ttft = tt.field(cell, "ttft_s.p50")
     head = (f"{done} ctx {tt.context(cell)} conc {_load(cell)}: {tt.ok_failed(cell)} ok/fail, "

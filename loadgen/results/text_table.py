@@ -1,4 +1,4 @@
-"""The one text-table renderer (the matrix, the open-loop table, compare): pure, dicts in, text out.
+"""The one text-table renderer (the matrix, the open-loop table, compare): pure, typed cells or rows in, text out.
 
 A table is a list of `Column`s. A line is each column's text padded to its width, joined by one space:
 width > 0 right-aligns to that width, width < 0 left-aligns to −width, width 0 leaves the text as is (the
@@ -10,6 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from loadgen.results.cell_result import CellResult
+from loadgen.results.cell_view import figure
+from loadgen.results.figures import RequestCounts
 
 MISSING = "-"
 DATASET = "data"  # the prompt column of a cell replaying a --dataset's rows (its key's context is 0)
@@ -49,8 +53,11 @@ def line(columns: Sequence[Column], item: Any) -> str:
 
 
 # ---- formatters --------------------------------------------------------------------------------------------
-def field(item: dict, path: str) -> Any:
-    """`item["a"]["b"]` for path "a.b"; None when a step is missing or None."""
+def field(item: Any, path: str) -> Any:
+    """The figure at path "a.b": of a typed cell (`cell_view.figure`, by its JSON names), or `item["a"]["b"]` of
+    a dict (a comparison row, a category's figures); None when a step is missing or None."""
+    if isinstance(item, CellResult):
+        return figure(item, path)
     node: Any = item
     for key in path.split("."):
         node = node.get(key) if isinstance(node, dict) else None
@@ -79,19 +86,24 @@ def millis(path: str) -> Callable[[dict], str]:
     return lambda item: fmt_ms(field(item, path))
 
 
-def context(item: dict) -> str:
-    """The prompt column: the requested prompt tokens, or "data" for a dataset cell (its rows' own prompts,
-    whose lengths are in the achieved-lengths table)."""
-    return str(item["context_tokens"]) if item["context_tokens"] else DATASET
+def context(item: Any) -> str:
+    """The prompt column of a cell or a row: the requested prompt tokens, or "data" for a dataset cell (its rows'
+    own prompts, whose lengths are in the achieved-lengths table)."""
+    tokens = item.key.context_tokens if isinstance(item, CellResult) else item["context_tokens"]
+    return str(tokens) if tokens else DATASET
 
 
 CONTEXT = Column("ctx", 6, context)
 
 
-def ok_failed(cell: dict) -> str:
-    """"ok/failed" request counts of a cell, "+Nc" for N requests cancelled by the client (an interrupt) and
-    "+Na" for N it closed on purpose (abandoned, --cancel-fraction), which are neither."""
-    req = cell.get("requests") or {}
+def ok_failed(cell: CellResult) -> str:
+    """"ok/failed" request counts of a cell (`counts_text`)."""
+    return counts_text(cell.requests.requests)
+
+
+def counts_text(req: RequestCounts) -> str:
+    """"ok/failed" request counts, "+Nc" for N requests cancelled by the client (an interrupt) and "+Na" for N it
+    closed on purpose (abandoned, --cancel-fraction), which are neither."""
     cancelled = f"+{req['cancelled']}c" if req.get("cancelled") else ""
     abandoned = f"+{req['abandoned']}a" if req.get("abandoned") else ""
     return f"{req.get('ok', 0)}/{req.get('failed', 0)}{cancelled}{abandoned}"

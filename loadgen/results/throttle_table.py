@@ -1,20 +1,22 @@
-"""The request-rate ceiling's table (pure: cells in, text out): per closed-loop cell under
+"""The request-rate ceiling's table (pure: typed cells in, text out): per closed-loop cell under
 `--max-request-rate`, the ceiling, the achieved rate, the peak starts in a 1 s window and the time throttled."""
 
 from __future__ import annotations
 
 from loadgen.results import text_table as tt
+from loadgen.results.cell_result import CellResult
+from loadgen.results.cell_view import Cell, as_result
 from loadgen.results.text_table import Column, number
 
 
-def _fraction(cell: dict) -> str:
+def _fraction(cell: CellResult) -> str:
     f = tt.field(cell, "throttle.throttled_fraction")
     return tt.MISSING if f is None else f"{f * 100:.0f}%"
 
 
 COLUMNS = [
     tt.CONTEXT,
-    Column("conc", 5, lambda c: str(c["concurrency"])),
+    Column("conc", 5, lambda c: str(c.key.concurrency)),
     Column("max req/s", 10, number("throttle.max_request_rate", "g")),
     Column("achieved", 9, number("throttle.achieved_request_rate", ".2f")),
     Column("peak/1s", 8, number("throttle.peak_starts_per_s", "d")),
@@ -23,8 +25,8 @@ COLUMNS = [
 ]
 
 
-def throttle_table(cells: list[dict]) -> str | None:
-    rows = [c for c in cells if c.get("throttle")]
+def throttle_table(cells: list[Cell]) -> str | None:
+    rows = [c for c in map(as_result, cells) if c.load.throttle]
     if not rows:
         return None
     return "\n".join(["request-rate ceiling:", tt.header(COLUMNS), *(tt.line(COLUMNS, c) for c in rows)])
