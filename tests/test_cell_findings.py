@@ -60,3 +60,16 @@ def test_the_drivers_findings_come_after_the_builders_own():
 def test_an_unknown_field_fails_where_it_is_applied():
     with pytest.raises(TypeError):
         amended(build_cell(CELL, [_record(0)]), CellFindings(load={"no_such_field": 1}))
+
+
+def test_a_worker_that_fell_behind_makes_the_cell_client_saturated_once():
+    """The parent kept up, one worker did not: the merged client health is saturated, and so is the cell, with one
+    CLIENT SATURATED incident that names the worker."""
+    built = build_cell(CELL, [_record(i) for i in range(4)], client={"loop_lag_p99_s": 0.001, "cpu_percent": 5.0})
+    assert not built.has(K.CLIENT_SATURATED)
+    behind = {"worker": 2, "slots": 2, "loop_lag_p99_s": 0.05, "cpu_percent": 99.0, "saturated": True,
+              "reasons": ["client CPU 99 % of one core > 90 %"]}
+    later = amended(built, CellFindings(workers=(behind,)))
+    assert later.telemetry.client["saturated"]
+    (sat,) = [i for i in later.incidents if i.kind is K.CLIENT_SATURATED]
+    assert "worker 2" in sat.reason

@@ -110,11 +110,15 @@ def amended(result: CellResult, found: CellFindings) -> CellResult:
     if found.empty:
         return result
     client = result.telemetry.client
+    incidents = [*result.incidents, *found.incidents]
     if found.workers is not None and client is not None:
         client = merge_client(client, list(found.workers))
+        if client.get("saturated"):  # judged again on every process's health: a worker may be what fell behind
+            incidents = [i for i in incidents if i.kind != IncidentKind.CLIENT_SATURATED]
+            incidents.append(Incident(IncidentKind.CLIENT_SATURATED, saturation_note(client, result.key.as_dict())))
     return replace(result, run_id=found.run_id or result.run_id, requests=replace(result.requests, **found.requests),
                    load=replace(result.load, **found.load), telemetry=replace(result.telemetry, client=client),
-                   incidents=_unique([*result.incidents, *found.incidents]),
+                   incidents=_unique(incidents),
                    warnings=[*result.warnings, *found.warnings])
 
 
