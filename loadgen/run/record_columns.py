@@ -41,6 +41,11 @@ _SOURCES = INT_FIELDS + SHARED_FIELDS + _LATER
 _IN_ORDER = itemgetter(*(_SOURCES.index(f.name) for f in fields(Record)))
 _RUN, _CELL = SHARED_FIELDS.index("run_id"), SHARED_FIELDS.index("cell")
 _SEQ, _ATTEMPT = INT_FIELDS.index("seq"), INT_FIELDS.index("attempt")
+_POOLED = tuple(INT_FIELDS.index(name) for name in ("prompt_tokens", "completion_tokens", "cached_tokens", "chunks",
+                                                     "reasoning_tokens"))
+_SAME_AS = tuple((INT_FIELDS.index(a), INT_FIELDS.index(b)) for a, b in (
+    ("t_first_token_ns", "t_first_byte_ns"), ("t_first_answer_ns", "t_first_token_ns"),
+    ("t_last_token_ns", "t_end_ns"), ("t_first_reasoning_ns", "t_first_token_ns")))
 
 
 class _SpecColumn:
@@ -198,10 +203,19 @@ class RecordColumns:
 
 
 def _rows(ints: array) -> list[list]:
-    """Rows of len(INT_FIELDS) values from a row-major array, NONE made None (in one pass of numpy)."""
+    """Rows of len(INT_FIELDS) values from a row-major array, NONE made None (in one pass of numpy). Equal
+    values share one int object where they are often equal (a count most requests share, the first token's
+    time that is the first byte's): ~130 bytes less a rebuilt record."""
     if not ints:
         return []
     table = np.frombuffer(ints, dtype=np.int64).reshape(-1, _K)
     values = table.astype(object)
+    for k in _POOLED:
+        pool, inverse = np.unique(table[:, k], return_inverse=True)
+        if len(pool) * 4 < len(table):
+            values[:, k] = pool.astype(object)[inverse]
+    for k, like in _SAME_AS:
+        same = table[:, k] == table[:, like]
+        values[same, k] = values[same, like]
     values[table == NONE] = None
     return values.tolist()
