@@ -115,15 +115,16 @@ def known() -> str:
             f"{', '.join(GateCheck)}, or {ALL_CHECKS} for all")
 
 
-def _bad(term: str, why: str) -> UsageError:
-    return UsageError(f"--fail-on {term!r}: {why}; known: {known()}")
+def _bad(term: str, why: str, name_unknown: bool = False) -> UsageError:
+    """The one-line error of a bad term; the known names only where the name was what was wrong."""
+    return UsageError(f"--fail-on {term!r}: {why}" + (f"; known: {known()}" if name_unknown else "; see docs/ci.md"))
 
 
 def parse_figure(term: str, name: str, limit: str) -> FigureTerm:
     """`name:limit` → its FigureTerm (see the module docstring)."""
     figure = FIGURES.get(ALIASES.get(name, name))
     if figure is None:
-        raise _bad(term, f"no figure {name!r}")
+        raise _bad(term, f"no figure {name!r}", name_unknown=True)
     found = _LIMIT.match(limit.strip())
     if not found:
         raise _bad(term, f"the limit {limit!r} is not like -5%, +10% or +20{figure.unit}")
@@ -153,7 +154,7 @@ def parse_term(term: str) -> list[Term]:
     figure = FIGURES.get(ALIASES.get(name, name))
     if figure is not None:
         raise _bad(term, f"{name} needs a limit, e.g. {name}:{'-' if figure.better is Better.HIGH else '+'}5%")
-    raise _bad(term, f"no figure or check {name!r}")
+    raise _bad(term, f"no figure or check {name!r}", name_unknown=True)
 
 
 def parse_fail_on(spec: str) -> list[Term]:
