@@ -24,7 +24,7 @@ BOUNDED = settings(max_examples=int(os.environ.get("WIRE_FUZZ_EXAMPLES", "300"))
                    suppress_health_check=[HealthCheck.too_slow])
 
 
-def whatwg_events(stream: bytes) -> list[str]:
+def whatwg_events(stream: bytes) -> list[str]:  # noqa: C901 (the standard's steps, one by one, as it reads)
     """The data of each dispatched event, by the standard's steps: decode UTF-8 (one leading BOM dropped);
     split lines at CRLF, LF or CR; a blank line dispatches (data buffer empty: nothing; one trailing LF of the
     buffer removed); a line starting with ":" is a comment; else field name up to the first ":", value after

@@ -14,7 +14,6 @@ from loadgen.client.api import APIS
 from loadgen.errors import UsageError
 from loadgen.names import Api
 
-
 INTS_HINT = "give comma-separated integers like 1,32,64"
 
 
@@ -38,6 +37,11 @@ def parse_int_list(flag: str, text: str, minimum: int = 1, hint: str = INTS_HINT
             raise UsageError(f"{flag}: {value} appears twice in {text!r}; give each value once")
         out.append(value)
     return out
+
+
+def int_list_text(values: list[int]) -> str:
+    """`parse_int_list`'s input for `values` (a default, as --help shows it)."""
+    return ",".join(map(str, values))
 
 
 def parse_float_list(flag: str, text: str) -> list[float]:

@@ -33,7 +33,8 @@ from loadgen.config import (
     RampSpec,
     RunConfig,
     TelemetryConfig,
-    TlsConfig, VerifyConfig,
+    TlsConfig,
+    VerifyConfig,
 )
 from loadgen.errors import UsageError
 from loadgen.metrics.open_loop import MIN_RAMP_REQUESTS
@@ -42,7 +43,6 @@ from loadgen.parallel.open_files import check_open_files, raise_open_file_limit,
 from loadgen.parallel.workers import auto_workers
 from loadgen.telemetry.accept_log import split_command
 from loadgen.workload import lengths
-
 
 CONTEXTS_HINT = "give prompt lengths like 60,1024 or ranges like 1024±25%"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from loadgen.cli.checks import int_list_text
 from loadgen.cli.help_format import Parser
 from loadgen.cli.ray_options import ray_options
 from loadgen.cli.replay_options import replay_options
@@ -16,8 +17,11 @@ from loadgen.config import (
     ExporterConfig,
     FaultsConfig,
     ParallelConfig,
-    RunConfig, TelemetryConfig,
-    VerifyConfig, WorkloadConfig, default_drift_check,
+    RunConfig,
+    TelemetryConfig,
+    VerifyConfig,
+    WorkloadConfig,
+    default_drift_check,
 )
 from loadgen.names import ArrivalLaw, DriftCheck, HttpClient, PrefixCache, SloMetric, VerifyMode, values
 from loadgen.sim.config import DEFAULT_BUDGET, DEFAULT_SPEED, DEFAULT_TOPK
@@ -38,10 +42,6 @@ examples:
   loadgen compare a.json b.json                         compare runs cell by cell
   loadgen report results/my-sweep --plots plots/        the comparison as PNG plots
 """
-
-
-def _ints(values: list[int]) -> str:
-    return ",".join(map(str, values))
 
 
 def run_parser() -> argparse.ArgumentParser:
@@ -80,9 +80,9 @@ def target_options(p: argparse.ArgumentParser) -> None:
 
 def matrix_options(p: argparse.ArgumentParser) -> None:
     m = p.add_argument_group("matrix")
-    m.add_argument("--concurrency", default=_ints(D.concurrency),
+    m.add_argument("--concurrency", default=int_list_text(D.concurrency),
                    help="comma list of concurrencies (default %(default)s)")
-    m.add_argument("--contexts", default=_ints(D.contexts),
+    m.add_argument("--contexts", default=int_list_text(D.contexts),
                    help="comma list of prompt lengths in tokens (default %(default)s); N±P%% or N±D draws each "
                         "request's length uniformly around N (seeded, exact per request)")
     m.add_argument("--max-tokens", default=str(D.max_tokens),

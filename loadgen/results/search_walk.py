@@ -28,8 +28,19 @@ from loadgen.names import SearchOver
 from loadgen.record import CellKey
 from loadgen.results.cell_result import CellResult
 from loadgen.results.cell_status import unmeasured
-from loadgen.results.search import (Measure, Probe, Role, SearchConfig, contradiction, disagree, first_requests,
-                                    next_part, probe_key, resolution_text, usable)
+from loadgen.results.search import (
+    Measure,
+    Probe,
+    Role,
+    SearchConfig,
+    contradiction,
+    disagree,
+    first_requests,
+    next_part,
+    probe_key,
+    resolution_text,
+    usable,
+)
 
 LOWEST_RATE_STEPS = 4  # a first rate probe that misses is halved at most this often
 
