@@ -50,7 +50,7 @@ class RayDriver(WorkerDriver):
                                                         "were not sent, and the cell stopped")
                      for why in pool.lost.pop(cell, [])]
         if incidents:
-            left = len(pool.workers)
+            left = len(pool.parts)
             warnings.append(f"later cells run on the {left} Ray parts left" if left else
                             "no Ray part is left: later cells are skipped")
         if cell in self.none_left:

@@ -128,6 +128,7 @@ class RayPool(WorkerPool):
         self.lost: dict[CellKey, list[str]] = {}  # parts lost in a cell
         self.dropped: list[str] = []  # parts lost between cells, said with the next cell
         self.ran: dict[CellKey, list[dict]] = {}  # the parts that ran each cell's last phase
+        self.parts: list[RayWorker] = []  # (the pool's `workers`, worker processes, stay none)
         self.placement_group: PlacementGroup | None = None
         self.ray: ModuleType | None = None
 
@@ -145,12 +146,12 @@ class RayPool(WorkerPool):
         actors = place(ray, p, self.placement_group)
         infos = await asyncio.gather(*(ray_result(a.node.remote(), START_TIMEOUT_S) for a in actors))
         addresses = await asyncio.gather(*(ray_result(a.listen.remote(), START_TIMEOUT_S) for a in actors))
-        self.workers = [RayWorker(i + 1, a, info) for i, (a, info) in enumerate(zip(actors, infos))]
-        self.n = len(self.workers)
-        for w, address in zip(self.workers, addresses):
+        self.parts = [RayWorker(i + 1, a, info) for i, (a, info) in enumerate(zip(actors, infos))]
+        self.n = len(self.parts)
+        for w, address in zip(self.parts, addresses):
             await w.connect(tuple(address))
             w.send(self.setup)
-        for w in self.workers:
+        for w in self.parts:
             msg = await asyncio.wait_for(w.recv(), START_TIMEOUT_S)
             if not isinstance(msg, wire.Ready):
                 raise RuntimeError(f"{w.name()} did not start: {msg}")
@@ -160,51 +161,51 @@ class RayPool(WorkerPool):
     def describe(self, nodes, p: Plan) -> None:
         """The `ray` part of the results, and what the driver says before any load."""
         self.section.update({
-            "address": self.address, "placement": p.placement, "parts": [w.describe() for w in self.workers],
+            "address": self.address, "placement": p.placement, "parts": [w.describe() for w in self.parts],
             "nodes": [{"node_id": n.node_id, "host": n.host, "ip": n.ip, "cpus": n.cpus} for n in nodes],
             "max_clock_uncertainty_ns": MAX_UNCERTAINTY_NS, "cells": []})
-        for w in self.workers:
+        for w in self.parts:
             log(f"--ray: {w.name()}, {w.node['cores']} cores; clock ± {w.clock.uncertainty_ns / 1e3:.0f} µs")
-        shaky = too_uncertain({w.name(): w.clock for w in self.workers})
+        shaky = too_uncertain({w.name(): w.clock for w in self.parts})
         if shaky:
             log(f"--ray: clocks mapped worse than ± {MAX_UNCERTAINTY_NS / 1e6:g} ms: {', '.join(shaky)}; times "
                 "compared across these nodes (a cell's window) carry that error")
 
     async def sync_clocks(self) -> None:
         """Map every part's clock again; a part that does not answer is lost before the cell."""
-        for w in list(self.workers):
+        for w in list(self.parts):
             try:
                 await w.sync_clock()
             except (TimeoutError, ConnectionError, OSError) as exc:
                 w.abort(f"no answer to the clock exchange ({type(exc).__name__})")
                 self.dropped.append(w.gone())
-        self.workers = [w for w in self.workers if not w.lost]
-        self.n = len(self.workers)
-        self.section["clock"] = {w.node["node_id"]: w.clock.as_dict() for w in self.workers}
+        self.parts = [w for w in self.parts if not w.lost]
+        self.n = len(self.parts)
+        self.section["clock"] = {w.node["node_id"]: w.clock.as_dict() for w in self.parts}
 
     async def run_cell(self, run: CellRun, cell: CellKey) -> list[dict]:
         await self.sync_clocks()
-        if not self.workers:
+        if not self.parts:
             return []
-        watchers = [asyncio.ensure_future(w.watch()) for w in self.workers]
+        watchers = [asyncio.ensure_future(w.watch()) for w in self.parts]
         try:
-            figures = await super().run_cell(run, cell)
+            figures = await self.run_parts(self.parts, run, cell)
         finally:
             for t in watchers:
                 t.cancel()
-        ran = [w.describe() for w in self.workers]
+        ran = [w.describe() for w in self.parts]
         if run.cell in self.problems:
             self.lost.setdefault(run.cell, []).extend(self.problems.pop(run.cell))
-        self.workers = [w for w in self.workers if not w.lost]
-        self.n = len(self.workers)
-        self.broken = not self.workers
+        self.parts = [w for w in self.parts if not w.lost]
+        self.n = len(self.parts)
+        self.broken = not self.parts
         self.ran[run.cell] = ran
         return figures
 
     async def close(self, finished: bool = True) -> None:
-        for w in self.workers:
+        for w in self.parts:
             w.send(wire.Exit())
-        for w in self.workers:
+        for w in self.parts:
             if w.reader is None or w.writer is None:  # never connected (the start failed before it)
                 continue
             try:
@@ -213,7 +214,7 @@ class RayPool(WorkerPool):
                 pass
             w.writer.close()
         if self.ray is not None:
-            for w in self.workers:
+            for w in self.parts:
                 self.ray.kill(w.actor)
             if self.placement_group is not None:
                 self.ray.util.remove_placement_group(self.placement_group)

@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from loadgen.config import AUTO_STREAMS_PER_WORKER, RunConfig
 from loadgen.names import Outcome, Phase
 from loadgen.parallel import wire
+from loadgen.parallel.part import Part
 from loadgen.record import CellKey, Record
 from loadgen.results.findings import CellFindings
 from loadgen.results.incidents import Incident, IncidentKind
@@ -124,10 +125,13 @@ class WorkerPool:
                 await w.proc.wait()
 
     async def run_cell(self, run: CellRun, cell: CellKey) -> list[dict]:
-        """Drive one closed-loop cell over the workers; returns each active worker's client figures."""
+        return await self.run_parts(self.workers, run, cell)
+
+    async def run_parts(self, parts: Sequence[Part], run: CellRun, cell: CellKey) -> list[dict]:
+        """Drive one closed-loop cell over the parts; returns each active part's client figures."""
         counts = slot_counts(cell.concurrency, self.n)
-        active = [w for w, k in zip(self.workers, counts) if k > 0]
-        for w, k in zip(self.workers, counts):
+        active = [w for w, k in zip(parts, counts) if k > 0]
+        for w, k in zip(parts, counts):
             w.slots, w.result = k, None
         dispatch = Dispatch(run, active)
         for w in active:
@@ -158,7 +162,7 @@ class WorkerPool:
 class Dispatch:
     """Jobs to workers on demand, records and 'sent' notices back to the cell's callbacks."""
 
-    def __init__(self, run: CellRun, workers: list[Worker]):
+    def __init__(self, run: CellRun, workers: Sequence[Part]):
         self.run = run
         self.workers = workers
         self.ended = False
@@ -168,7 +172,7 @@ class Dispatch:
         self.sent: dict[int, dict[int, int]] = {w.index: {} for w in workers}  # seq → t_sent_ns, in flight
         self.dead: list[str] = []
 
-    def give(self, w: Worker) -> None:
+    def give(self, w: Part) -> None:
         if self.ended:
             return
         job = self.run.take()
@@ -196,7 +200,7 @@ class Dispatch:
             for _ in range(prefetch(w.slots)):
                 self.give(w)
 
-    async def read(self, w: Worker) -> None:
+    async def read(self, w: Part) -> None:
         while True:
             msg = await w.recv()
             if msg is None:
@@ -216,14 +220,14 @@ class Dispatch:
                     self.unsent += msg.unsent
                     return
 
-    def recorded(self, w: Worker, rec: Record) -> None:
+    def recorded(self, w: Part, rec: Record) -> None:
         self.held[w.index].pop(rec.seq, None)
         self.sent[w.index].pop(rec.seq, None)
         self.run.mark_ended(rec)
         if self.in_tail() and len(self.held[w.index]) < w.slots:
             self.give(w)  # fewer jobs in its hands than slots: the slot just freed would idle
 
-    def died(self, w: Worker) -> None:
+    def died(self, w: Part) -> None:
         """A worker process is gone (killed, out of memory): its requests in flight get a record each
         (`cancelled`, saying why), the jobs it held unsent are not taken, and the cell stops."""
         now = time.monotonic_ns()
