@@ -37,7 +37,9 @@ def verdict_line(result: GateResult) -> str:
 
 
 def _number(row: GateRow, x: float | None) -> str:
-    return tt.MISSING if x is None else format(x, SHOWN.get(row.term.figure.metric, ".1f"))
+    if x is None or not isinstance(row.term, FigureTerm):  # a check's row has no number
+        return tt.MISSING
+    return format(x, SHOWN.get(row.term.figure.metric, ".1f"))
 
 
 def _value(row: GateRow, which: str) -> str:

@@ -16,6 +16,7 @@ import math
 import re
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import overload
 
 from loadgen.errors import UsageError
 from loadgen.results.cell_status import CheckKind
@@ -42,6 +43,13 @@ class GateFigure:
     @property
     def better(self) -> Better:
         return Better(METRICS[self.metric][2])
+
+    @overload
+    def shown(self, stored: float) -> float: ...
+    @overload
+    def shown(self, stored: None) -> None: ...
+    @overload
+    def shown(self, stored: float | None) -> float | None: ...
 
     def shown(self, stored: float | None) -> float | None:
         """The stored value in the figure's unit."""

@@ -167,8 +167,10 @@ def pairs_by_name(baseline: list[Run], compared: list[Run]) -> list[Pair]:
     return [(a.get(name), b.get(name)) for name in dict.fromkeys([*a, *b])]
 
 
-def _missing_config(term: Term, key: CellKey, base: dict) -> GateRow | None:
+def _missing_config(term: Term, key: CellKey, base: dict | None) -> GateRow | None:
     """A cell of a baseline configuration the compared run lacks: its figures are not measured, it failed `failed`."""
+    if base is None:  # a cell of neither run
+        return None
     why = "the configuration is not in the compared run"
     if isinstance(term, FigureTerm):
         return figure_row(term, key, base, None, base["config"], why)
