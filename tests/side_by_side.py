@@ -5,7 +5,7 @@ cells: built one after the other at their turn they cost their sum; built in thr
 longest of them. A test module registers its build at import (`@background("name", when=...)`); `select(items)`
 (tests/conftest.py, once the collection is final) notes each build of a module that has a selected test; the
 first module fixture that asks for a value with `result("name")` starts them all, each in a thread, and waits for
-its own (re-raising what the build raised); the others are ready, or nearly, when their modules come. A fixture
+them all (re-raising what its own build raised); the others are ready when their modules come. A fixture
 gives the processes back with `finish("name")`; a build left unfinished (its module not reached: `-x`, an
 interrupt) is finished at the end of the session. They start only then, not with the session: what runs beside
 them is each other, never a test that times something against the machine. Without a selected test of its
@@ -78,9 +78,11 @@ def select(items: Iterable, mktemp: Callable[[str], Path] | None = None) -> list
 
 
 def result(name: str) -> Any:
-    """The value of the build of `name`; the first call starts every selected build beside it."""
+    """The value of the build of `name`; the first call starts every selected build beside it and waits for them
+    all, so that no build is still running when the next test module starts."""
     for other in (*_SELECTED, name):
         start(other)
+    concurrent.futures.wait([e.future for e in _ENTRIES.values() if e.future is not None])
     return _ENTRIES[name].future.result()
 
 
