@@ -1,6 +1,6 @@
 """Whole-process CPU per chunk: a real `loadgen` run beside the raw reader, start-up removed by difference.
 
-    python benchmarks/whole_run.py [--concurrency 32] [--requests 128,640] [--reps 3] [--json OUT]
+    python benchmarks/whole_run.py [--concurrency 32] [--requests 128,640] [--reps 9] [--json OUT]
 
 Each client is a fresh process that runs N requests at concurrency C against the burst fast server (pinned to
 one core; the client to another) and exits: `loadgen` (the CLI: discovery, warmup, the load, the summary, the
@@ -88,6 +88,12 @@ def per_chunk_us(runs: dict[int, list[tuple[float, int]]]) -> float:
     return 1e6 * cpu / chunks
 
 
+def per_rep_us(runs: dict[int, list[tuple[float, int]]]) -> list[float]:
+    """The same difference within each repetition: its spread says how far the start-up's noise carries."""
+    (n1, r1), (n2, r2) = sorted(runs.items())
+    return [1e6 * (c2 - c1) / (k2 - k1) for (c1, k1), (c2, k2) in zip(r1, r2)]
+
+
 def main() -> int:
     if len(sys.argv) == 6 and sys.argv[1] == "--raw-process":
         url, n, c, out = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
@@ -97,7 +103,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--concurrency", type=int, default=32)
     p.add_argument("--requests", default="128,640")
-    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--reps", type=int, default=9, help="a fresh process's start-up varies by ±0.4 s: take many")
     p.add_argument("--json")
     a = p.parse_args()
     print("command:", " ".join(shlex.quote(x) for x in [sys.executable, *sys.argv]))
@@ -117,8 +123,10 @@ def main() -> int:
     finally:
         stop(server)
     raw, lg = per_chunk_us(runs["raw"]), per_chunk_us(runs["loadgen"])
+    ratios = sorted(g / r for g, r in zip(per_rep_us(runs["loadgen"]), per_rep_us(runs["raw"])))
     print(f"whole run at c={a.concurrency}, N {sizes[0]}→{sizes[1]}: raw {raw:.2f} µs/chunk, loadgen {lg:.2f} "
-          f"µs/chunk, ratio {lg / raw:.2f}×; load average after: {os.getloadavg()[0]:.2f}")
+          f"µs/chunk, ratio {lg / raw:.2f}× (within a repetition: {ratios[0]:.2f}–{ratios[-1]:.2f}×); "
+          f"load average after: {os.getloadavg()[0]:.2f}")
     if a.json:
         with open(a.json, "w") as fh:
             json.dump({"command": sys.argv, "runs": runs, "raw_us_per_chunk": raw, "loadgen_us_per_chunk": lg,
