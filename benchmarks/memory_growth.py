@@ -6,8 +6,8 @@ duration-bound cell against the paced fast server, with the growth per hour extr
 (the 8-minute cell of docs/performance.md, ~170 requests/s: `--seconds 480 --events 30`). Reported: RSS from
 minute 1 to the end of the load, and what the summary after the load adds (sampled every 50 ms).
 
-What still grows: ~20 bytes per measured request (the kept records' flags and spec columns; their integer rows go
-to a temporary file, `loadgen/run/record_columns.py`) and 16 bytes per request of the spill index; the chunks are folded and moved to disk as requests end
+What still grows: ~50 bytes per measured request, measured (the kept records' flags and spec columns, their
+integer rows being in a temporary file, `loadgen/run/record_columns.py`, and 16 bytes of the spill index); the chunks are folded and moved to disk as requests end
 (docs/definitions.md, *Bounded memory in long cells*), and connections, buffers, exporter series and loop-lag
 samples (capped at 200k) are bounded. `benchmarks/scale.py memory` samples RSS every minute of a long cell.
 """
