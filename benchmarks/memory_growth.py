@@ -9,7 +9,8 @@ minute 1 to the end of the load, and what the summary after the load adds (sampl
 What still grows: ~50 bytes per measured request, measured (the kept records' flags and spec columns, their
 integer rows being in a temporary file, `loadgen/run/record_columns.py`, and 16 bytes of the spill index); the
 chunks are folded and moved to disk as requests end (docs/definitions.md, *Bounded memory in long cells*), and
-connections, buffers, exporter series and loop-lag samples (capped at 200k) are bounded. `benchmarks/scale.py memory` samples RSS every minute of a long cell.
+connections, buffers, exporter series and loop-lag samples (capped at 200k) are bounded. `benchmarks/scale.py
+memory` samples RSS every minute of a long cell.
 """
 
 from __future__ import annotations
