@@ -10,6 +10,7 @@ import pytest
 
 from loadgen.record import CHUNKS_ELSEWHERE, request_id_for
 from loadgen.run import record_columns
+from loadgen.run.chunk_spill import CellRecords
 from loadgen.run.record_columns import RecordColumns
 from tests.test_bounded_memory import _closed_loop
 
@@ -51,3 +52,19 @@ def test_memory_per_kept_request_is_a_few_bytes():
         assert (in_memory - sys.getsizeof(columns.ints)) / 4000 < 40  # flags and spec columns: ~20 bytes a request
     finally:
         columns.close()
+
+
+def test_the_kept_records_are_rebuilt_once_while_none_is_added():
+    kept = CellRecords()
+    try:
+        for r in copy.deepcopy(_closed_loop(100)):
+            kept.keep(r)
+        first = kept.records()
+        assert kept.records() is first  # an open-loop cell's lateness, then its summary: one rebuild
+        late = copy.deepcopy(first[0])
+        late.seq, late.request_id = 1000, "late"
+        kept.keep(late)
+        again = kept.records()
+        assert again is not first and again[:-1] == first and again[-1].request_id == "late"
+    finally:
+        kept.close()

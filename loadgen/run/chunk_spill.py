@@ -1,10 +1,11 @@
 """A cell's kept records in bounded memory: per-chunk lists folded as each request ends, then moved to disk.
 
 Every record reaches every sink whole first (the JSONL keeps every chunk). What the cell then keeps of an ok
-record until its summary is its per-request fields, as columns (`record_columns.RecordColumns`); its chunks are folded into the cell's per-chunk figures
-(`metrics.chunk_fold.ChunkFold`) and written to a temporary spill file, from which the summary reads back only
-the few records that cross an edge of the steady window (`metrics.steady.tokens_in_window`). A record whose
-per-chunk counts disagree with its total, and a failed one, keeps its lists (compact), as before.
+record until its summary is its per-request fields, as columns (`record_columns.RecordColumns`, their integer
+rows on disk too); its chunks are folded into the cell's per-chunk figures (`metrics.chunk_fold.ChunkFold`)
+and written to a temporary spill file, from which the summary reads back only the few records that cross an
+edge of the steady window (`metrics.steady.tokens_in_window`). A record whose per-chunk counts disagree with
+its total, and a failed one, keeps its lists (compact), as before.
 """
 
 from __future__ import annotations
@@ -95,8 +96,9 @@ class ChunkSpill:
 
 class CellRecords:
     """The measured records one cell keeps for its summary: as columns (`RecordColumns`), their chunks
-    folded (`ChunkFold`) and moved to the spill. Records wait in a batch of `BATCH` (or `BATCH_CHUNKS` chunks) before the
-    ok ones are folded (failed ones keep their lists, compact); `finish()` folds the last batch, `records()` gives them back as `Record` objects."""
+    folded (`ChunkFold`) and moved to the spill. Records wait in a batch of `BATCH` (or `BATCH_CHUNKS` chunks)
+    before the ok ones are folded (failed ones keep their lists, compact); `finish()` folds the last batch,
+    `records()` gives them back as `Record` objects."""
 
     BATCH = 64
     BATCH_CHUNKS = 4096  # or fewer records, when they are long: the batch's arrays stay small
@@ -108,6 +110,7 @@ class CellRecords:
         self.spill = ChunkSpill()
         self._batch: list[Record] = []
         self._batch_chunks = 0
+        self._records: list[Record] | None = None
 
     def __len__(self) -> int:
         return len(self.columns) + len(self._batch)
@@ -130,10 +133,14 @@ class CellRecords:
             self.columns.append(rec)
 
     def records(self) -> list[Record]:
-        """Every kept record (the waiting batch folded first)."""
+        """Every kept record (the waiting batch folded first); built once while no record is added (an open-loop
+        cell reads its send lateness before its summary: one rebuild serves both)."""
         self.finish()
-        return self.columns.records()
+        if self._records is None or len(self._records) != len(self.columns):
+            self._records = self.columns.records()
+        return self._records
 
     def close(self) -> None:
+        self._records = None
         self.spill.close()
         self.columns.close()
