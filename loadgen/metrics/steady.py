@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from itertools import accumulate
 
+import numpy as np
+
 from loadgen.record import Record, chunks_elsewhere
 
 NS = 1e9
@@ -35,13 +37,17 @@ def steady_window_ns(recs: Sequence[Record], slots: int) -> tuple[int, int] | No
     flight at once or no request ended after that."""
     if slots <= 0:
         return None
-    events = in_flight_events(recs)
-    counts = list(accumulate(delta for _, delta in events))
-    full = [i for i, n in enumerate(counts) if n >= slots]
-    if not full:
+    sent = [r for r in recs if r.t_sent_ns]
+    times = np.fromiter((t for r in sent for t in (r.t_sent_ns, r.t_end_ns)), dtype=np.int64, count=2 * len(sent))
+    deltas = np.tile(np.array([1, -1], dtype=np.int64), len(sent))
+    order = np.lexsort((deltas, times))  # `in_flight_events`' order: by time, ends first at a tie
+    times, deltas = times[order], deltas[order]
+    full = np.flatnonzero(np.cumsum(deltas) >= slots)
+    if not full.size:
         return None
-    start = events[full[0]][0]
-    end = next((t for t, delta in events[full[-1] + 1:] if delta < 0), None)
+    start = int(times[full[0]])
+    ends_after = np.flatnonzero(deltas[full[-1] + 1:] < 0)
+    end = int(times[full[-1] + 1 + ends_after[0]]) if ends_after.size else None
     return (start, end) if end is not None and end > start else None
 
 
