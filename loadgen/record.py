@@ -75,7 +75,12 @@ def load_tag(cell: CellKey) -> str:
 def request_id_for(run_id: str, cell: CellKey, seq: int, attempt: int = 0) -> str:
     """The id loadgen gives request `seq` of a cell: `run-context-load-seq` (load: `load_tag`), with `-aN` for
     attempt N > 0."""
-    return f"{run_id}-{cell.context_tokens}-{load_tag(cell)}-{seq}" + (f"-a{attempt}" if attempt else "")
+    return request_id_prefix(run_id, cell) + f"{seq}" + (f"-a{attempt}" if attempt else "")
+
+
+def request_id_prefix(run_id: str, cell: CellKey) -> str:
+    """What the ids of a cell's requests start with (`request_id_for`): `run-context-load-`."""
+    return f"{run_id}-{cell.context_tokens}-{load_tag(cell)}-"
 
 
 def cell_key(cell: dict) -> CellKey:

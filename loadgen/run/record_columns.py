@@ -21,7 +21,7 @@ from operator import attrgetter, itemgetter
 
 import numpy as np
 
-from loadgen.record import CHUNKS_ELSEWHERE, Record, request_id_for
+from loadgen.record import CHUNKS_ELSEWHERE, Record, request_id_for, request_id_prefix
 
 INT_FIELDS = tuple(f.name for f in fields(Record) if f.type in ("int", "int | None"))  # one int64 each
 CHUNK_FIELDS = ("chunk_tokens", "chunk_gaps_ns")
@@ -74,6 +74,7 @@ class RecordColumns:
         self.spec_other: dict[int, dict] = {}  # a spec with values other than numbers, as it was
         self._spec_order: tuple = ()  # the keys of the spec columns, in order
         self._spec_columns: list[_SpecColumn] = []
+        self._common_prefix: str | None = None
 
     def __len__(self) -> int:
         return self.n
@@ -148,8 +149,18 @@ class RecordColumns:
             chunk_gaps = CHUNKS_ELSEWHERE
             chunk_tokens = CHUNKS_ELSEWHERE if state == ELSEWHERE else None
         shared = self.differ.get(i, self.common)
-        request_id = self.request_ids.get(i) or request_id_for(shared[_RUN], shared[_CELL], row[_SEQ], row[_ATTEMPT])
+        request_id = self.request_ids.get(i)
+        if request_id is None:
+            request_id = self._prefix(shared) + f"{row[_SEQ]}" + (f"-a{row[_ATTEMPT]}" if row[_ATTEMPT] else "")
         return Record(*_IN_ORDER(row + list(shared) + [request_id, chunk_tokens, chunk_gaps, spec]))
+
+    def _prefix(self, shared: tuple) -> str:
+        """`record.request_id_prefix` of the records that share `shared` (the common ones: made once)."""
+        if shared is not self.common:
+            return request_id_prefix(shared[_RUN], shared[_CELL])
+        if self._common_prefix is None:
+            self._common_prefix = request_id_prefix(shared[_RUN], shared[_CELL])
+        return self._common_prefix
 
     def record(self, i: int) -> Record:
         """Record `i` as it was appended."""
