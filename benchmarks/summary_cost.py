@@ -59,7 +59,8 @@ def kept(base: list[Record], n: int) -> CellRecords:
 
 
 def summary(keeper: CellRecords):
-    records = keeper.records()
+    keeper.finish()
+    records = keeper.columns.records()  # what `keeper.records()` builds on its first call (it keeps the list)
     return build_cell(records[0].cell, records, (), None, chunks=keeper.fold, arrivals=keeper.spill.arrivals)
 
 
