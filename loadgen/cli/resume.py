@@ -104,6 +104,7 @@ def interrupted(doc: dict, cfg: RunConfig, searched: bool) -> bool:
 def find_interrupted(cfg: RunConfig, searched: bool = False) -> str | None:
     """The newest auto-named results file beside `cfg.out` left unfinished by an interrupt and measured with the
     same settings against the same target (module docstring); None when there is none."""
+    assert cfg.out is not None  # named by config_from_args
     for path in sorted(glob.glob(os.path.join(os.path.dirname(cfg.out), AUTO_NAME)), key=os.path.getmtime,
                        reverse=True):
         try:
@@ -144,6 +145,7 @@ class Resume:
             log(f"{found} is an interrupted run of the same settings and target: resuming it (--out FILE "
                 "or --force starts a new file)")
             cfg.out = found
+        assert cfg.out is not None  # named by config_from_args
         doc = None if cfg.force else load_doc(cfg.out)
         self.kept = self._kept(doc) if doc else []
         keys = {c.key for c in self.kept}
@@ -199,7 +201,7 @@ def resume_command(argv: list[str], cfg: RunConfig) -> list[str]:
     """The exact command that resumes this run's results: `argv` again without `--force` (which would replace
     them), naming `--out` when it was chosen automatically."""
     args = [a for a in argv if a != "--force"]
-    if not any(a == "--out" or a.startswith("--out=") for a in args):
+    if cfg.out is not None and not any(a == "--out" or a.startswith("--out=") for a in args):
         args += ["--out", cfg.out]
     return program() + args
 

@@ -195,7 +195,7 @@ def worker_count(text: str, cfg: RunConfig) -> int:
     after the open-file limit was raised and checked against the streams of the busiest process."""
     workers = parse_workers(text)
     limit = raise_open_file_limit()
-    if workers == "auto":
+    if isinstance(workers, str):  # "auto"
         workers = auto_workers(max(cfg.concurrency))
         if limit is not None:
             workers = max(workers, workers_needed(max(cfg.concurrency), limit[0]))

@@ -7,8 +7,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
 
 from loadgen.cli.run_options import run_parser
 from loadgen.config import RunConfig
@@ -136,12 +136,12 @@ def search_run(a: argparse.Namespace, default_concurrency: str) -> tuple[RunConf
     plan = SearchPlan(search, cfg.slo, cfg.contexts, cap, early)
 
     def answer(cells: list[dict]) -> str:
-        return search_text(search, cfg.slo, cfg.contexts, cells, cap)
+        return search_text(search, cfg.slo, cfg.contexts, list(cells), cap)  # a list of views (list is invariant)
     return cfg, Shape(plan=plan, early_stops=[early], tables=[answer], checks=[plan], sized=plan.requests,
                       watch=plan.watch)
 
 
-def search_main(argv: list[str], run: Callable[..., Awaitable[int]]) -> int:
+def search_main(argv: list[str], run: Callable[..., Coroutine[Any, Any, int]]) -> int:
     """`loadgen search ARGS`, measured by `run` (the plain run's entry, `cli.main.run_async`)."""
     args = search_parser().parse_args(argv)  # --help and a bad flag end here, before the run's parts are imported
     from loadgen.aio import install_uvloop

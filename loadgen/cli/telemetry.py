@@ -48,6 +48,7 @@ class TelemetryPlan:
 
     def accept_length(self, target: Target) -> list[SourceFactory]:
         interval, setting = self.cfg.telemetry_interval_s, self.cfg.server_metrics
+        factories: list[SourceFactory]
         if setting == "off":
             factories = [lambda: Unavailable("server_metrics", METRICS_OFF)]
         else:

@@ -36,9 +36,14 @@ def _requests(results: Sequence[CellResult]) -> RequestCounts:
     """The repeats' request counts summed, outcome by outcome."""
     each = [r.requests.requests for r in results]
     by = {o: sum(req.get("by_outcome", {}).get(o, 0) for req in each) for o in OUTCOMES}
-    counts = {k: sum(req.get(k) or 0 for req in each) for k in ("ok", "failed", "cancelled")}
-    abandoned = sum(req.get("abandoned") or 0 for req in each)  # only when some were
-    return counts | ({"abandoned": abandoned} if abandoned else {}) | {"by_outcome": {o: n for o, n in by.items() if n}}
+    counts = RequestCounts(ok=sum(req.get("ok") or 0 for req in each),
+                           failed=sum(req.get("failed") or 0 for req in each),
+                           cancelled=sum(req.get("cancelled") or 0 for req in each))
+    abandoned = sum(req.get("abandoned") or 0 for req in each)
+    if abandoned:  # only when some were
+        counts["abandoned"] = abandoned
+    counts["by_outcome"] = {o: n for o, n in by.items() if n}
+    return counts
 
 
 def _samples(results: Sequence[CellResult]) -> dict:

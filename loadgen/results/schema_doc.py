@@ -82,13 +82,13 @@ def render() -> str:
               "| field | unit | meaning |", "|---|---|---|"]
     lines += [_row(k, *CELL_FIELDS[k]) for k in (*KEY_FIELDS, "run_id", *JUDGED, *RESERVED)]
     for part, cls in PARTS.items():
-        lines += ["", f"### {part}: {cls.__doc__.strip()}", "", "| field | unit | meaning |", "|---|---|---|"]
+        lines += ["", f"### {part}: {(cls.__doc__ or '').strip()}", "", "| field | unit | meaning |", "|---|---|---|"]
         lines += [_row(f.name, f.metadata["unit"], f.metadata["doc"]) for f in fields(cls)]
-    lines += ["", f"### correctness: {Correctness.__doc__.strip()}", "",
+    lines += ["", f"### correctness: {(Correctness.__doc__ or '').strip()}", "",
               "One object under the cell's `correctness` key.", "", "| field | unit | meaning |", "|---|---|---|"]
     lines += [_row(f.name, f.metadata["unit"], f.metadata["doc"]) for f in fields(Correctness)]
     for part, cls in TYPED_RESERVED.items():
-        lines += ["", f"### {part} (one object): {cls.__doc__.strip()}", "", "| field | unit | meaning |",
+        lines += ["", f"### {part} (one object): {(cls.__doc__ or '').strip()}", "", "| field | unit | meaning |",
                   "|---|---|---|"]
         lines += [_row(f"{part}.{f.name}", f.metadata["unit"], f.metadata["doc"]) for f in fields(cls)]
     lines += ["", "## Incidents", "", "skip: not measured; fail: the measurement failed (its figures are not used); "

@@ -98,7 +98,7 @@ def reference_summary(ref: Reference) -> dict:
     if ref.again is not None:
         split = {i: divergence_tokens(a, b) for i, (a, b) in enumerate(zip(ref.outputs, ref.again))}
         unstable = [i for i, pos in split.items() if pos is not None]
-        found_at = [split[i] for i in unstable]
+        found_at = [pos for pos in split.values() if pos is not None]  # in the order of `unstable`
         positions = {"min": min(found_at), "p50": percentile(found_at, 50), "n": len(found_at)} if found_at else None
     return {"reference": ref.source, "prompts": len(ref.outputs), "max_tokens": ref.max_tokens,
             "answers": 1 if ref.again is None else 2, "reference_garbage": off, "unstable": unstable,

@@ -42,7 +42,7 @@ class RunControl:
 
     def cancel_load(self) -> bool:
         """Cancel the requests in flight (each is recorded as cancelled); False when no load is running."""
-        if not self.loading():
+        if self.load is None or not self.loading():
             return False
         self.load.cancel()
         return True

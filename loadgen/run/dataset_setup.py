@@ -20,6 +20,7 @@ PROBE_TEXT = "Say hello in one word."
 async def dataset_prompts(session: aiohttp.ClientSession, cfg: RunConfig, target: Target, run_id: str,
                           headers: dict) -> DatasetPrompts:
     w = cfg.workload
+    assert w.dataset is not None  # set up for --dataset only
     try:
         ds = load_dataset(w.dataset, w.category_field, w.max_bad_rows, quiet=True)  # named when flags were read
         note = check_api(ds, target.api)

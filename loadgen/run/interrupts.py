@@ -41,7 +41,8 @@ class Interrupts:
 
     async def guard(self, run: Callable[[], Awaitable[int]]) -> int:
         loop = asyncio.get_running_loop()
-        self.main_task = asyncio.current_task()
+        self.main_task = task = asyncio.current_task()
+        assert task is not None  # a coroutine runs in a task
         for sig in SIGNALS:
             loop.add_signal_handler(sig, self.on_signal, sig)
         try:
@@ -49,7 +50,7 @@ class Interrupts:
         except asyncio.CancelledError:
             if self.signum is None:
                 raise
-            self.main_task.uncancel()
+            task.uncancel()
             rc = None
         finally:
             for sig in SIGNALS:
@@ -57,6 +58,7 @@ class Interrupts:
             if self._drain_timer is not None:
                 self._drain_timer.cancel()
         if self.signum is None:
+            assert rc is not None  # only a signal's cancel leaves it None
             return rc
         log(self.final_line())
         return 128 + self.signum
@@ -64,6 +66,7 @@ class Interrupts:
     def final_line(self) -> str:
         """The run's last word: where its results are, or that there are none (interrupted before the results
         file was first written, at setup: a file that was never written is never named)."""
+        assert self.signum is not None, "said after a signal only"
         name = signal.Signals(self.signum).name
         if os.path.exists(self.results_path):
             line = f"interrupted by {name}; results: {self.results_path}"

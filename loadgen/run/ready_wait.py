@@ -113,6 +113,7 @@ class Watch:
         self.gave_up_s: float | None = None
 
     def __call__(self, elapsed_s: float, state: str) -> None:
+        assert self.gate is not None, "the gate is set before its first progress call"
         if self.never.give_up(elapsed_s, state):
             self.gave_up_s = elapsed_s
             self.gate.cancel()

@@ -19,6 +19,7 @@ PROBE_CHARS = 400
 
 async def trace_prompts(session: aiohttp.ClientSession, cfg: RunConfig, target: Target, run_id: str,
                         headers: dict) -> TracePrompts:
+    assert cfg.trace.trace is not None  # set up for --trace only
     try:
         trace = load_trace(cfg.trace.trace, cfg.workload.max_bad_rows, quiet=True)  # named when flags were read
     except WorkloadError as exc:

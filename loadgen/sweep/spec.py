@@ -10,6 +10,7 @@ import os
 import re
 import tomllib
 from dataclasses import dataclass, field
+from typing import overload
 
 from loadgen.client.api import APIS
 from loadgen.errors import UsageError
@@ -273,6 +274,10 @@ def _table(doc: dict, key: str, where: str, required: bool = False) -> dict:
     return t
 
 
+@overload
+def _str(t: dict, key: str, where: str, default: str) -> str: ...
+@overload
+def _str(t: dict, key: str, where: str, default: None = None) -> str | None: ...
 def _str(t: dict, key: str, where: str, default: str | None = None) -> str | None:
     v = t.get(key, default)
     if v is not None and not isinstance(v, str):

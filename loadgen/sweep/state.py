@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 import orjson
 
@@ -61,7 +62,7 @@ def settings_diff(doc: dict, settings: dict) -> list[str]:
 
 
 def config_status(cells: list[CellResult], wanted: list[CellKey], attempted: bool, searched: dict | None = None,
-                  contexts: list[int] = ()) -> ConfigStatus:
+                  contexts: Sequence[int] = ()) -> ConfigStatus:
     """ok: every cell measured (a search: its answer found for every prompt length, from the results
     document `searched`); partial: some; failed: tried and none; pending: not tried yet."""
     if searched is not None:
