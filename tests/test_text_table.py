@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from loadgen.results import compare, open_table, table
+from loadgen.results.cell_result import from_json
 from loadgen.results.text_table import Column, field, header, line, pad
 
 pytestmark = pytest.mark.unit
@@ -97,7 +98,7 @@ def test_compare_text_and_markdown():
     # the other's 5000 tok/s is not either: its client was saturated (measured: shown, marked !); equal figures
     # are a tie, never a win; notes are numbered under the rows
     runs = _runs()
-    runs[0].cells[compare.cell_key(CLOSED)] = dict(CLOSED, client=None)
+    runs[0].cells[compare.cell_key(CLOSED)] = from_json(dict(CLOSED, client=None))
     rows = compare.comparison(runs, 0)
     assert compare.render_text(rows) == "\n".join([
         # W (122 columns with it) is left out of the text table to fit 120; the Markdown table keeps it

@@ -5,16 +5,21 @@ output tok/s against the baseline run. Cells without categories add nothing."""
 from __future__ import annotations
 
 from loadgen.results import text_table as tt
+from loadgen.results.cell_result import CellResult
+
+
+def _categories(cell: CellResult | None) -> dict[str, dict]:
+    """A run's cell's figures per category ({} without the cell or categories)."""
+    return (cell.prompts.by_category or {}) if cell is not None else {}
 
 
 def rows(runs: list, base: int = 0) -> list[dict]:
     """One row per (cell, category, run) where the category appears in at least two runs' cell."""
     out = []
     for key in sorted({k for r in runs for k in r.cells}):
-        cats = sorted({c for r in runs for c in ((r.cells.get(key) or {}).get("by_category") or {})})
-        for cat in cats:
-            present = [(i, r.cells[key]["by_category"][cat]) for i, r in enumerate(runs)
-                       if cat in ((r.cells.get(key) or {}).get("by_category") or {})]
+        by_run = [_categories(r.cells.get(key)) for r in runs]
+        for cat in sorted({c for cats in by_run for c in cats}):
+            present = [(i, cats[cat]) for i, cats in enumerate(by_run) if cat in cats]
             if len(present) < 2:
                 continue
             ref = dict(present).get(base)

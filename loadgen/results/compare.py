@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import textwrap
+from collections.abc import Callable
 from enum import StrEnum
 
 from loadgen.console import WIDTH
@@ -15,7 +16,9 @@ from loadgen.record import cell_key
 from loadgen.results import category_compare
 from loadgen.results import text_table as tt
 from loadgen.results.best import mark_best
+from loadgen.results.cell_result import CellResult
 from loadgen.results.cell_status import failed_checks, not_best, unmeasured
+from loadgen.results.cell_view import number
 from loadgen.results.compare_inputs import Run, load_inputs, pick_baseline
 from loadgen.results.goodput_rank import goodput_ranking
 from loadgen.results.knee_text import knee_summary
@@ -24,15 +27,20 @@ from loadgen.results.text_table import Column
 
 __all__ = ["Run", "TableFormat", "comparison", "compare_table", "load_inputs", "pick_baseline", "render_text"]
 
-# metric → (column title, how to read it from a cell, better: "high" | "low")
+def _figure(path: str) -> Callable[[CellResult], float | None]:
+    """A getter of the cell's figure at `path` (`cell_view.number`, by its JSON names)."""
+    return lambda cell: number(cell, path)
+
+
+# metric → (column title, how to read it from a typed cell, better: "high" | "low")
 METRICS = {
-    "out_tok_s": ("out tok/s", lambda c: c.get("output_tok_s"), "high"),
-    "good_tok_s": ("good tok/s", lambda c: (c.get("slo") or {}).get("good_output_tok_s"), "high"),
-    "req_tok_s": ("req tok/s", lambda c: (c.get("request_tok_s") or {}).get("mean"), "high"),
-    "ttft_p50_s": ("TTFT p50 ms", lambda c: (c.get("ttft_s") or {}).get("p50"), "low"),
-    "accept": ("accept", lambda c: (c.get("accept_length") or {}).get("value"), "high"),
-    "power_w": ("W", lambda c: (c.get("power") or {}).get("mean_w_total"), "low"),
-    "j_per_token": ("J/tok", lambda c: (c.get("power") or {}).get("j_per_output_token"), "low"),
+    "out_tok_s": ("out tok/s", _figure("output_tok_s"), "high"),
+    "good_tok_s": ("good tok/s", _figure("slo.good_output_tok_s"), "high"),
+    "req_tok_s": ("req tok/s", _figure("request_tok_s.mean"), "high"),
+    "ttft_p50_s": ("TTFT p50 ms", _figure("ttft_s.p50"), "low"),
+    "accept": ("accept", _figure("accept_length.value"), "high"),
+    "power_w": ("W", _figure("power.mean_w_total"), "low"),
+    "j_per_token": ("J/tok", _figure("power.j_per_output_token"), "low"),
 }
 SPEEDUPS = ("out_tok_s", "req_tok_s")
 # metric → the path of its confidence interval in the cell's `intervals` (metrics without one: power, energy)
@@ -43,25 +51,25 @@ SLO_METRICS = ("good_tok_s",)  # shown only where some cell was measured with --
 
 def shown_metrics(rows: list[dict]) -> list[str]:
     """The METRICS a comparison of `rows` shows: the SLO's only when a row has SLO figures."""
-    slo = any(row.get("slo") for row in rows)
+    slo = any(row["slo"] for row in rows)
     return [m for m in METRICS if slo or m not in SLO_METRICS]
 
 
-def cell_row(r: Run, key, cell: dict, base: Run) -> dict:
-    """The comparison row of one configuration's cell (see `comparison`)."""
+def cell_row(r: Run, key, cell: CellResult, base: Run) -> dict:
+    """The comparison row of one configuration's cell (see `comparison`); `slo` is the cell's typed part."""
     why = unmeasured(cell)  # not measured: no figures, never best
     ok = why is None
     checks = failed_checks(cell) if ok else []  # measured, a check failed: figures shown, marked, never best
-    failed = not ok or cell.get("status", CellStatus.OK) != CellStatus.OK
+    failed = not ok or cell.status != CellStatus.OK
     row = {"context_tokens": key[0], "concurrency": key[1], "request_rate": key[2] or None, "config": r.name,
-           "status": "failed" if failed else "ok", "measured": ok, "error": why or cell.get("error"),
+           "status": "failed" if failed else "ok", "measured": ok, "error": why or cell.error,
            "checks": [c.kind.value for c in checks], "check_reasons": [c.reason for c in checks],
-           "not_best": not_best(cell), "slo": cell.get("slo"), "baseline": r is base, "best": [], "noise": [],
-           "intervals": {}, "repeated": bool(cell.get("repeats"))}
+           "not_best": not_best(cell), "slo": cell.slo, "baseline": r is base, "best": [], "noise": [],
+           "intervals": {}, "repeated": bool(cell.noise.repeats)}
     for m, (_, get, _) in METRICS.items():
         row[m] = get(cell) if ok else None
         if ok and m in INTERVALS:
-            row["intervals"][m] = (cell.get("intervals") or {}).get(INTERVALS[m])
+            row["intervals"][m] = (cell.noise.intervals or {}).get(INTERVALS[m])
     base_cell = base.cells.get(key)
     for m in SPEEDUPS:
         b = METRICS[m][1](base_cell) if base_cell and unmeasured(base_cell) is None else None
@@ -132,7 +140,7 @@ def row_note(row: dict) -> str:
 
 
 def _slo(row: dict) -> str:
-    return attainment_text(row.get("slo")) or tt.MISSING
+    return attainment_text(row["slo"]) or tt.MISSING
 
 
 COLUMNS = [
@@ -165,7 +173,7 @@ def columns(rows: list[dict]) -> list[Column]:
     """The comparison's columns: with SLO figures in any row, good tok/s and the attainment follow out tok/s;
     accept, W and J/tok only when some row has them; the configuration as wide as its longest name (the rows
     then fit 120 columns more often)."""
-    cols = [*COLUMNS[:5], *SLO_COLUMNS, *COLUMNS[5:]] if any(row.get("slo") for row in rows) else COLUMNS
+    cols = [*COLUMNS[:5], *SLO_COLUMNS, *COLUMNS[5:]] if any(row["slo"] for row in rows) else COLUMNS
     cols = [c for c in cols if c.header not in OPTIONAL or any(r.get(OPTIONAL[c.header]) is not None for r in rows)]
     width = max([len("configuration"), *(len(_config_text(r)) for r in rows)])
     return [Column(c.header, -width, c.text) if c.header == "configuration" else c for c in cols]
@@ -215,7 +223,7 @@ def render_text(rows: list[dict]) -> str:
 
 def legend(rows: list[dict], mark: str) -> list[str]:
     """The lines under the comparison: what the marks mean and, when some figure is within noise, how many."""
-    slo = any(r.get("slo") for r in rows)
+    slo = any(r["slo"] for r in rows)
     lines = [f"{mark} best of the cell beyond noise (highest tok/s{', good tok/s' if slo else ''} and accept length; "
              "lowest TTFT, W and J/token; its 95 % interval clear of every other's"
              f"{'; a cell that missed its SLO is never best' if slo else ''}); ~ within noise of the cell's leader: "

@@ -11,19 +11,26 @@ import orjson
 
 from loadgen.errors import UsageError
 from loadgen.files import read_json
-from loadgen.record import cell_key
-from loadgen.results.cell_result import from_json
+from loadgen.record import CellKey
+from loadgen.results.cell_result import CellResult
+from loadgen.results.cell_view import as_result
 from loadgen.results.schema import SWEEP_SCHEMA
+from loadgen.results.stored import stored_cells
 
 
 @dataclass
 class Run:
-    """One configuration's results: its display name, the document, its cells by (context, concurrency)."""
+    """One configuration's results: its display name, the document, its cells by key, each read back once into
+    its typed result (`from_json`) and judged as this loadgen judges."""
 
     name: str
     path: str
     doc: dict
-    cells: dict = field(default_factory=dict)
+    cells: dict[CellKey, CellResult] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # a run made of cells' JSON objects (a test's, a caller's own) holds them typed all the same
+        self.cells = {key: as_result(cell) for key, cell in self.cells.items()}
 
     @property
     def params(self) -> dict:
@@ -41,9 +48,7 @@ def load_inputs(paths: list[str]) -> list[Run]:
         for p in _expand(path):
             doc = _read(p)
             name = (doc.get("sweep") or {}).get("config") or doc.get("label") or _stem(p)
-            # every cell read back into its typed result and written out again: judged as this loadgen judges
-            cells = {cell_key(c): from_json(c).to_json() for c in doc.get("cells", [])
-                     if "context_tokens" in c and "concurrency" in c}
+            cells = {c.key: c for c in stored_cells(doc)}
             runs.append(Run(name=name, path=p, doc=doc, cells=cells))
     seen: dict[str, int] = {}
     for r in runs:
