@@ -136,7 +136,7 @@ def search_run(a: argparse.Namespace, default_concurrency: str) -> tuple[RunConf
     plan = SearchPlan(search, cfg.slo, cfg.contexts, cap, early)
 
     def answer(cells: list[dict]) -> str:
-        return search_text(search, cfg.slo, cfg.contexts, list(cells), cap)  # a list of views (list is invariant)
+        return search_text(search, cfg.slo, cfg.contexts, cells, cap)
     return cfg, Shape(plan=plan, early_stops=[early], tables=[answer], checks=[plan], sized=plan.requests,
                       watch=plan.watch)
 

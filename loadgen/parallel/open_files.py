@@ -11,11 +11,13 @@ parent's limit).
 from __future__ import annotations
 
 import math
+from types import ModuleType
 
 from loadgen.errors import UsageError
 
 RESERVE = 64
 
+resource: ModuleType | None
 try:
     import resource
 except ImportError:  # not on Linux or macOS: no limit to read or raise

@@ -153,7 +153,7 @@ class Done(Message):
 
 MESSAGES: dict[str, type[Message]] = {m.op: m for m in (Setup, Ready, CellStart, JobGiven, End, Stop, Cancel,
                                                         Exit, Sent, RecordEnded, Done, Ping, Pong)}
-_TYPES = {"int": int, "str": str, "dict": dict, "float": (int, float)}
+_TYPES: dict[str, type | tuple[type, ...]] = {"int": int, "str": str, "dict": dict, "float": (int, float)}
 
 
 def encode(msg: Message) -> bytes:

@@ -4,6 +4,7 @@ measured again and the control probe's verdict (pure; every line within 120 colu
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Sequence
 
 from loadgen.config import SloConfig
 from loadgen.names import SearchOver
@@ -83,7 +84,7 @@ def answer_lines(cfg: SearchConfig, context: int, b: Bracket) -> list[str]:
     return lines
 
 
-def search_text(cfg: SearchConfig, slo: SloConfig, contexts: list[int], cells: list[Cell], cap: int = 0) -> str:
+def search_text(cfg: SearchConfig, slo: SloConfig, contexts: list[int], cells: Sequence[Cell], cap: int = 0) -> str:
     """The whole answer, replayed from the cells (`search_walk.replay`), one block per prompt length."""
     by_key = _by_key(cells)
     lines = _wrap(f"search over {cfg.over}: SLO {targets_text(slo)}; resolution {resolution_text(cfg)}", "    ")
@@ -111,11 +112,11 @@ def answer_json(b: Bracket) -> dict:
             "capped": b.capped}
 
 
-def _by_key(cells: list[Cell]) -> dict[CellKey, CellResult]:
+def _by_key(cells: Sequence[Cell]) -> dict[CellKey, CellResult]:
     return {c.key: c for c in map(as_result, cells)}
 
 
-def search_section(cfg: SearchConfig, slo: SloConfig, contexts: list[int], cells: list[Cell], cap: int = 0) -> dict:
+def search_section(cfg: SearchConfig, slo: SloConfig, contexts: list[int], cells: Sequence[Cell], cap: int = 0) -> dict:
     """The results document's `search` part: the settings and, per prompt length, the bracket found."""
     by_key = _by_key(cells)
     answers = {str(ctx): answer_json(replay(cfg, ctx, by_key, cap)) for ctx in contexts}

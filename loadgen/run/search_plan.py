@@ -41,13 +41,13 @@ def load_of(over: SearchOver, key: CellKey) -> float:
 
 def reference(over: SearchOver, key: CellKey, cells: list[CellResult]) -> Reference | None:
     """The usable probe of the same prompt length nearest below `key`'s load, as the early stop's reference."""
-    below = [c for c in cells if c.key.context_tokens == key.context_tokens and c.status == "ok"
-             and load_of(over, c.key) < load_of(over, key) and c.throughput.output_tok_s
-             and (c.latency.ttft_s or {}).get("p50")]
+    below = [(c, tok_s, ttft_s) for c in cells if c.key.context_tokens == key.context_tokens and c.status == "ok"
+             and load_of(over, c.key) < load_of(over, key) and (tok_s := c.throughput.output_tok_s)
+             and (ttft_s := (c.latency.ttft_s or {}).get("p50"))]
     if not below:
         return None
-    c = max(below, key=lambda c: (load_of(over, c.key), -c.key.again))
-    return Reference(c.key.label(), load_of(over, c.key), c.throughput.output_tok_s, c.latency.ttft_s["p50"])
+    c, tok_s, ttft_s = max(below, key=lambda b: (load_of(over, b[0].key), -b[0].key.again))
+    return Reference(c.key.label(), load_of(over, c.key), tok_s, ttft_s)
 
 
 def said(text: str) -> str:
