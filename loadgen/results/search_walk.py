@@ -83,7 +83,7 @@ class Ended(Exception):
         self.reason, self.complete = reason, complete
 
 
-Walk = Generator[Measure, dict | None, Bracket]
+Walk = Generator[Measure, CellResult | None, Bracket]
 
 
 class Walker:
@@ -191,7 +191,7 @@ class Walker:
     def measure(self, load: float, role: Role, why: str):
         """Measure `load` until its attainment is decided; it becomes the load's latest measurement."""
         probe = Probe(load, role)
-        n = first_requests(self.cfg, load, self._below(load))
+        n: int | None = first_requests(self.cfg, load, self._below(load))
         while n is not None:
             cell = yield from self._ask(load, n, role if not probe.parts else Role.EXTEND,
                                         why if not probe.parts else self._extend_why(probe))
@@ -257,6 +257,7 @@ class Walker:
 
     def _control_again(self, why: str, confirms: bool):
         first = self.control
+        assert first is not None, "a control is measured again only once there is one"
         load = self._load_of(first)
         requests = max(self.cfg.min_requests, int(first.slo.scheduled or 0) if first.slo else 0)
         cell = yield from self._ask(load, requests, Role.CONTROL, why, first.key, confirms)
