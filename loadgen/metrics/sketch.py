@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from loadgen.metrics.stats import distribution, weighted_distribution
+from loadgen.metrics.stats import Values, distribution, weighted_distribution
 
 ALPHA = 1e-3  # relative error of a sketched percentile
 EXACT_MAX = 1 << 16  # values a distribution keeps exactly before it turns to its sketch
@@ -38,7 +38,7 @@ class RelativeSketch:
         self.total = 0.0  # Σ weight
         self.weighted_sum = 0.0  # Σ value · weight (the exact mean's numerator)
 
-    def add(self, values: Sequence[float], weights: Sequence[float] | None = None) -> None:
+    def add(self, values: Values, weights: Values | None = None) -> None:
         v = np.asarray(values, dtype=float)
         if v.size == 0:
             return
@@ -106,7 +106,7 @@ class BoundedDistribution:
     def exact(self) -> bool:
         return self.sketch is None
 
-    def add(self, values: Sequence[float], weights: Sequence[float] | None = None) -> None:
+    def add(self, values: Values, weights: Values | None = None) -> None:
         """Add values (with their weights, for a weighted distribution). Once sketched, values wait in a
         short buffer (`FLUSH_AT`) and go into the sketch together: one pass of array arithmetic per batch."""
         self.values.append(np.asarray(values, dtype=float))
@@ -119,6 +119,7 @@ class BoundedDistribution:
             self._flush()
 
     def _flush(self) -> None:
+        assert self.sketch is not None  # flushed once sketched
         values, weights = self._exact()
         self.sketch.add(values, weights if self.weighted else None)
         self.values, self.weights, self.held = [], [], 0

@@ -6,22 +6,24 @@ from collections.abc import Sequence
 
 import numpy as np
 
+Values = Sequence[float] | np.ndarray  # raw values: a list of them, or an array
 
-def percentile(values: Sequence[float], q: float) -> float | None:
+
+def percentile(values: Values, q: float) -> float | None:
     """The q-th percentile (0..100) with linear interpolation between order statistics; None when empty."""
     if len(values) == 0:
         return None
     return float(np.percentile(np.asarray(values, dtype=float), q))
 
 
-def mean(values: Sequence[float]) -> float | None:
+def mean(values: Values) -> float | None:
     """Arithmetic mean Σx / n; None when empty."""
     if len(values) == 0:
         return None
     return float(np.mean(np.asarray(values, dtype=float)))
 
 
-def weighted_percentiles(values: Sequence[float], weights: Sequence[float], qs: Sequence[float]) -> list[float]:
+def weighted_percentiles(values: Values, weights: Values, qs: Sequence[float]) -> list[float]:
     """Percentiles (0..100) of a distribution where `values[i]` occurs `weights[i]` times (weights > 0).
 
     Used for per-token ITL: a chunk of n tokens after a gap g contributes the value g/n with weight n, which
@@ -33,14 +35,14 @@ def weighted_percentiles(values: Sequence[float], weights: Sequence[float], qs: 
     return [float(x) for x in out]
 
 
-def weighted_percentile(values: Sequence[float], weights: Sequence[float], q: float) -> float | None:
+def weighted_percentile(values: Values, weights: Values, q: float) -> float | None:
     """One weighted percentile (see `weighted_percentiles`); None when there is no weight."""
     if len(values) == 0 or float(np.sum(weights)) <= 0:
         return None
     return weighted_percentiles(values, weights, [q])[0]
 
 
-def distribution(values: Sequence[float], qs: Sequence[int] = (50, 90, 99)) -> dict:
+def distribution(values: Values, qs: Sequence[int] = (50, 90, 99)) -> dict:
     """{mean, p50, p90, p99, ..., samples} of raw values (samples = how many); every figure None when there
     are none."""
     out = {"mean": mean(values), "samples": len(values)}
@@ -53,7 +55,7 @@ def distribution(values: Sequence[float], qs: Sequence[int] = (50, 90, 99)) -> d
     return out
 
 
-def weighted_distribution(values: Sequence[float], weights: Sequence[float],
+def weighted_distribution(values: Values, weights: Values,
                           qs: Sequence[int] = (50, 90, 99)) -> dict:
     """{mean, p50, ..., samples} of a weighted distribution: mean = Σ value·weight / Σ weight, percentiles by
     `weighted_percentiles`, samples = Σ weight; every figure None when the total weight is 0."""

@@ -122,7 +122,7 @@ class RecordColumns:
         self._spec_order = tuple(self.spec_keys)
         self._spec_columns = list(self.spec_keys.values())
         for key, column in self.spec_keys.items():
-            value = spec.get(key) if numbers else None
+            value = spec.get(key) if numbers and spec is not None else None
             column.values.append(0.0 if value is None else float(value))
             column.kinds.append(ABSENT if value is None else KIND[type(value)])
 
@@ -149,6 +149,7 @@ class RecordColumns:
             chunk_gaps = CHUNKS_ELSEWHERE
             chunk_tokens = CHUNKS_ELSEWHERE if state == ELSEWHERE else None
         shared = self.differ.get(i, self.common)
+        assert shared is not None  # set by the first record added
         request_id = self.request_ids.get(i)
         if request_id is None:
             request_id = self._prefix(shared) + f"{row[_SEQ]}" + (f"-a{row[_ATTEMPT]}" if row[_ATTEMPT] else "")

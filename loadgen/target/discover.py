@@ -95,7 +95,7 @@ def no_model(url: str, status: int) -> UsageError:
     return UsageError(f"{url}/v1/models answered {status} with no model; pass --model NAME")
 
 
-async def discover(session: aiohttp.ClientSession, url: str, api: str, model: str | None,
+async def discover(session: aiohttp.ClientSession, url: str, api: Api, model: str | None,
                    api_key_env: str, key_file: str | None = None) -> Target:
     try:
         status, models, server_header = await get_json_server(session, url + "/v1/models")
@@ -107,7 +107,8 @@ async def discover(session: aiohttp.ClientSession, url: str, api: str, model: st
                          "that the server is running") from None
     if status in (401, 403):
         raise unauthorised(url, status, "Authorization" in session.headers, api_key_env, key_file)
-    served = [m.get("id") for m in (models or {}).get("data", []) if isinstance(m, dict)] if status == 200 else []
+    listed = (models or {}).get("data", []) if status == 200 else []
+    served = [m["id"] for m in listed if isinstance(m, dict) and isinstance(m.get("id"), str)]
     if model is None:
         if not served:
             raise no_model(url, status)

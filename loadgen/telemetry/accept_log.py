@@ -172,6 +172,7 @@ class LogReader:
     async def close_window(self) -> LogWindow:
         await asyncio.sleep(0.01)  # lines written in the cell's last moments are still in the pipe
         w, self.window = self.window, None
+        assert w is not None, "closed after open_window only"
         return w
 
     async def close(self) -> None:

@@ -124,9 +124,11 @@ class ServerMetricsSource(PeriodicSampler):
         try:
             return await super().stop()
         finally:
-            await self._session.close()
+            if self._session is not None:
+                await self._session.close()
 
     async def sample(self, t_ns: int) -> None:
+        assert self._session is not None, "sampled between start and stop only"
         async with self._session.get(self.url) as resp:
             if resp.status != 200:
                 raise RuntimeError(f"HTTP {resp.status}")
@@ -185,6 +187,7 @@ class ServerMetricsSource(PeriodicSampler):
         self._counters(values, per_source, unavailable, warnings)
         self._gauge(values, per_source, unavailable)
         values["queue"] = {QUEUE_KEYS[name]: acc.mean() for name, acc in self.queues.items() if acc.n}
+        assert self.last_t_ns is not None and self.first_t_ns is not None  # a scrape succeeded
         values["window_s"] = (self.last_t_ns - self.first_t_ns) / 1e9
         values["per_source"] = per_source
         values["unavailable"] = unavailable
