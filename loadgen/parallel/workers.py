@@ -69,11 +69,12 @@ class Worker:
         self.result: dict | None = None
 
     def send(self, msg: wire.Message) -> None:
-        if self.proc.returncode is None and not self.proc.stdin.is_closing():
-            self.proc.stdin.write(wire.encode(msg))
+        stdin = self.proc.stdin  # a pipe: never None
+        if self.proc.returncode is None and stdin is not None and not stdin.is_closing():
+            stdin.write(wire.encode(msg))
 
     async def recv(self) -> wire.Message | None:
-        line = await self.proc.stdout.readline()
+        line = await self.proc.stdout.readline() if self.proc.stdout is not None else b""
         return wire.decode(line) if line else None
 
     async def ended(self) -> None:

@@ -29,7 +29,7 @@ from loadgen.record import CellKey, Record
 from loadgen.results.correctness import Verification
 from loadgen.results.verify_reference import Reference, check_matches, reference_lines, reference_summary
 from loadgen.schedule.cell_run import SendFn
-from loadgen.schedule.jobs import Inserted, Job
+from loadgen.schedule.jobs import Inserted, Job, JobList
 from loadgen.workload.verify_prompts import prompts_digest
 
 REFERENCE_RUN = "verify-reference"  # the run id of the reference's own requests (they are no cell's records)
@@ -58,6 +58,7 @@ class Verifier:
     def verification(self, records: Sequence[Record]) -> Verification:
         """A cell's verification records, for the builder, with the reference and the limits they are judged by."""
         c = self.cfg
+        assert c.mode is not None  # a Verifier is made for --verify only
         return Verification(records, c.mode, self.reference_name, c.max_tokens, c.max_garbage_fraction)
 
     def body(self, index: int) -> dict:
@@ -74,7 +75,7 @@ class Verifier:
                                        model, str(self.api), passes[1])
             log(f"verify: reference of {len(self.prompts)} prompts answered one at a time, "
                 f"{REFERENCE_PASSES} times over")
-        for line in reference_lines(self.summary()):
+        for line in reference_lines(reference_summary(self.reference)):
             log(textwrap.fill(f"verify: {line}", 120, subsequent_indent="    "))
         if self.cfg.save_reference:
             self.reference.save(self.cfg.save_reference)
@@ -97,7 +98,7 @@ class Verifier:
         """The results' `verify` part (`reference_summary`); None before the reference is known."""
         return reference_summary(self.reference) if self.reference is not None else None
 
-    def jobs(self, jobs: Sequence[Job], warmup: int) -> Sequence[Job]:
+    def jobs(self, jobs: JobList, warmup: int) -> Inserted:
         """The cell's jobs with one verification job per prompt right after the warmup; their sequence
         numbers follow the cell's last job's, and their body names the prompt (`VerifyingSender` sends it)."""
         first = len(jobs)
