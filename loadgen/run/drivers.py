@@ -116,17 +116,17 @@ class OpenLoop:
     def schedule(self, cell: CellKey) -> list[float]:
         """Offsets (s) of every request of the cell, warmup first; drawn once per cell."""
         if cell not in self.offsets:
-            o, size, ramp = self.opts, self.size, self.ramp
-            rng = seeded_rng(self.seed, "arrivals", o.arrival, o.burstiness, cell.request_rate,
-                             ramp.r0 if ramp else None)
+            o, size, ramp, law, rate = self.opts, self.size, self.ramp, self.opts.arrival, cell.request_rate
+            assert law is not None and rate is not None  # an open-loop cell: it has both
+            rng = seeded_rng(self.seed, "arrivals", law, o.burstiness, rate, ramp.r0 if ramp else None)
             if ramp:
-                offs = arrivals.ramp_offsets_s(o.arrival, ramp.r0, ramp.r1, ramp.duration_s, rng, o.burstiness)
+                offs = arrivals.ramp_offsets_s(law, ramp.r0, ramp.r1, ramp.duration_s, rng, o.burstiness)
             elif size.duration_per_cell_s:
-                offs = arrivals.offsets_for_span_s(o.arrival, cell.request_rate, size.duration_per_cell_s, rng,
-                                                   o.burstiness, lead=size.warmup)
+                offs = arrivals.offsets_for_span_s(law, rate, size.duration_per_cell_s, rng, o.burstiness,
+                                                   lead=size.warmup)
             else:
-                n = size.requests_per_cell or default_requests_per_rate(cell.request_rate)
-                offs = arrivals.offsets_s(o.arrival, cell.request_rate, size.warmup + n, rng, o.burstiness)
+                n = size.requests_per_cell or default_requests_per_rate(rate)
+                offs = arrivals.offsets_s(law, rate, size.warmup + n, rng, o.burstiness)
             self.offsets[cell] = offs
         return self.offsets[cell]
 
@@ -152,13 +152,14 @@ class OpenLoop:
 
     def ramp_figures(self, cell: CellKey, measured: Sequence[Record]) -> dict:
         """--ramp: the sustainable rate and the ramp's windows (`metrics.open_loop.sustainable_rate`)."""
-        o, ramp = self.opts, self.ramp
+        o, ramp, slo_s = self.opts, self.ramp, self.opts.slo_ttft_s
+        assert ramp is not None and slo_s is not None  # --ramp, which run_config gives its --slo-ttft
         recs = sorted(measured, key=lambda r: r.t_intended_ns)
         t0 = self.t0_ns.get(cell, 0)
         t_s = [(r.t_intended_ns - t0) / NS for r in recs]
         ttft = [corrected_ttft_s(r) for r in recs]
         window = o.ramp_window_s or ramp.duration_s / 10
-        verdict = sustainable_rate(t_s, ttft, ramp, o.slo_ttft_s, window)
+        verdict = sustainable_rate(t_s, ttft, ramp, slo_s, window)
         return {"sustainable_request_rate": verdict["sustainable_request_rate"],
                 "ramp": {"r0": ramp.r0, "r1": ramp.r1, "duration_s": ramp.duration_s, "slo_ttft_s": o.slo_ttft_s,
                          "window_s": window, **verdict, "series": ramp_series(t_s, ttft, ramp, window)}}
