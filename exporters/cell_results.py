@@ -11,7 +11,7 @@ import math
 
 from loadgen.results.cell_view import Cell, as_result, figure
 
-# attribute -> (summary path, metric name, help); the order is the terminal matrix's (loadgen/results/table.py)
+# attribute -> (summary path, metric name, help); the order is the terminal matrix's (loadgen/report/table.py)
 CELL_RESULTS: dict[str, tuple[str, str, str]] = {
     "ok_requests": ("requests.ok", "loadgen_cell_ok_requests", "Finished cell: requests that ended ok."),
     "failed_requests": ("requests.failed", "loadgen_cell_failed_requests",

@@ -155,7 +155,8 @@ LAYERS: list[set[str]] = [
     {"schedule"},                                                # jobs and loops
     {"metrics"},                                                 # pure figures from records
     {"telemetry"},                                               # sources sampled during a cell's window
-    {"results"},                                                 # the results file and its renderings
+    {"results"},                                                 # the model: typed cells, the file, judgements
+    {"report"},                                                  # its renderings: tables, compare, HTML, plots
     {"run"},                                                     # the runner, one cell, drivers, policies
     {"parallel"},                                                # worker processes, shards
     {"sweep"},                                                   # reconfigure, prove ready, measure

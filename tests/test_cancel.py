@@ -17,11 +17,11 @@ from loadgen.metrics.cancel import cancellation_figures
 from loadgen.metrics.counts import request_counts
 from loadgen.names import Outcome, Phase
 from loadgen.record import CellKey, Record
+from loadgen.report.table import ABANDONED_LEGEND, footnote
+from loadgen.report.text_table import ok_failed
 from loadgen.results.build_cell import build_cell
 from loadgen.results.cell_status import failed_fraction
 from loadgen.results.repeats import combine_repeats
-from loadgen.results.table import ABANDONED_LEGEND, footnote
-from loadgen.results.text_table import ok_failed
 from tests.conftest import run_loadgen
 
 CELL = CellKey(60, 4)

@@ -13,9 +13,9 @@ from loadgen.files import read_json, write_json_atomic
 from loadgen.metrics.source_result import SourceResult
 from loadgen.names import Outcome
 from loadgen.record import CellKey, Record
+from loadgen.report.table import CANCELLED_LEGEND, row, table
 from loadgen.results.build_cell import build_cell
 from loadgen.results.cell_status import failed_fraction, problem
-from loadgen.results.table import CANCELLED_LEGEND, row, table
 from loadgen.sinks.jsonl import requests_path
 
 pytestmark = pytest.mark.unit

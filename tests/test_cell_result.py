@@ -11,9 +11,9 @@ from loadgen.files import read_json
 from loadgen.metrics.source_result import SourceResult
 from loadgen.names import CellStatus, Outcome
 from loadgen.record import CellKey, Record
+from loadgen.report.compare import compare_table, load_inputs
 from loadgen.results.build_cell import build_cell, unmeasured
 from loadgen.results.cell_result import from_json
-from loadgen.results.compare import compare_table, load_inputs
 from loadgen.results.incidents import Incident, IncidentKind, judge
 from loadgen.results.stored import kept_cells, stored_cells
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.results.compare import comparison, load_inputs, render_text
-from loadgen.results.plot_data import accept_by_source, series_vs_concurrency
-from loadgen.results.plots import render
-from loadgen.results.report import write_plots
+from loadgen.report.compare import comparison, load_inputs, render_text
+from loadgen.report.plot_data import accept_by_source, series_vs_concurrency
+from loadgen.report.plots import render
+from loadgen.report.report import write_plots
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -190,7 +190,7 @@ def test_per_cell_panels_read_finished_cells_over_the_time_range():
 
 @pytest.mark.unit
 def test_the_finished_cells_table_has_the_terminal_matrix_columns():
-    """The terminal table's columns (loadgen/results/table.py): ctx and conc are label columns, ok/fail is two."""
+    """The terminal table's columns (loadgen/report/table.py): ctx and conc are label columns, ok/fail is two."""
     dash = next(d for d in DASHBOARDS.values() if d["uid"] == "loadgen-finished-cells")
     matrix = next(p for p in panels(dash) if p["title"].startswith("Finished cells"))
     organize = matrix["transformations"][1]["options"]

@@ -237,8 +237,8 @@ def test_per_category_figures_match_the_truth(sim_factory, tmp_path):
 
 @pytest.mark.unit
 def test_compare_shows_categories_against_the_baseline():
-    from loadgen.results import category_compare
-    from loadgen.results.compare import Run
+    from loadgen.report import category_compare
+    from loadgen.report.compare import Run
 
     def run(name: str, code_tok_s: float) -> Run:
         cats = {"code": {"output_tok_s": code_tok_s, "request_tok_s": {"mean": 90.0}, "ttft_s": {"mean": 0.02},

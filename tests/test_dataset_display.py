@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from loadgen.names import Api, DatasetFormat
+from loadgen.report.compare import Run
+from loadgen.report.table import row
 from loadgen.results.comparable import max_tokens, mismatches
-from loadgen.results.compare import Run
-from loadgen.results.table import row
 from loadgen.workload.dataset import Dataset, DatasetPrompts
 from loadgen.workload.dataset_formats import DatasetRow, parse_rows
 from loadgen.workload.textfile import BadRow

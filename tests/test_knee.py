@@ -4,7 +4,7 @@ range, and the words the summary, compare and the report print."""
 import pytest
 
 from loadgen.metrics.knee import growth_per_doubling, knee, knees
-from loadgen.results.knee_text import knee_phrase, knee_points, knee_summary
+from loadgen.report.knee_text import knee_phrase, knee_points, knee_summary
 
 pytestmark = pytest.mark.unit
 

@@ -21,7 +21,7 @@ import time
 import pytest
 
 from loadgen.console import WIDTH, wrap, wrap_lines
-from loadgen.results import table
+from loadgen.report import table
 from loadgen.results.cell_result import from_json
 from loadgen.results.repeats import combine_repeats
 from tests.conftest import ROOT, run_loadgen
@@ -177,7 +177,7 @@ def test_the_default_columns_are_those_of_the_kind_of_run_whatever_the_cells_hol
 
 @pytest.mark.unit
 def test_a_comparison_with_slo_power_and_long_names_fits_120_columns(tmp_path):
-    from loadgen.results.compare import compare_table, load_inputs
+    from loadgen.report.compare import compare_table, load_inputs
 
     def cell(conc: int, out: float) -> dict:
         return {"context_tokens": 1024, "concurrency": conc, "status": "ok", "output_tok_s": out,

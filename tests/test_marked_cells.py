@@ -15,7 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.results import plot_data as pd
+from loadgen.report import plot_data as pd
+from loadgen.report.compare import comparison, load_inputs
+from loadgen.report.goodput_rank import goodput_ranking, no_peak
+from loadgen.report.plot_marks import by_check, legend_label
 from loadgen.results.cell_status import (
     CHECK_INCIDENTS,
     CheckKind,
@@ -27,10 +30,7 @@ from loadgen.results.cell_status import (
     unmeasured,
 )
 from loadgen.results.cell_view import results_of
-from loadgen.results.compare import comparison, load_inputs
-from loadgen.results.goodput_rank import goodput_ranking, no_peak
 from loadgen.results.incidents import EFFECTS, Effect
-from loadgen.results.plot_marks import by_check, legend_label
 from tests.conftest import run_loadgen, start_sim
 
 GARBAGE = "GARBAGE OUTPUT: 8 of 8 verification outputs (100% > 0 --max-garbage-fraction): 8 repetition_loop"
@@ -87,7 +87,7 @@ def test_a_garbage_cell_is_measured_failed_and_never_best():
 
 
 def _run(name: str, *cells: dict):
-    from loadgen.results.compare import Run
+    from loadgen.report.compare import Run
     return Run(name, f"{name}.json", {}, {(c["context_tokens"], c["concurrency"], None): c for c in cells})
 
 
@@ -185,8 +185,8 @@ def test_report_draws_their_tok_s_and_ttft_marked(garbled):
 @pytest.mark.sim
 def test_a_hollow_point_is_drawn_where_the_cell_failed_a_check(garbled):
     """The same plot drawn with and without its marks: the marked one has white where the filled markers were."""
-    from loadgen.results.plot_axes import use_agg
-    from loadgen.results.plots_load import Layer, Row, grid
+    from loadgen.report.plot_axes import use_agg
+    from loadgen.report.plots_load import Layer, Row, grid
     tmp, _, _ = garbled
     use_agg()
     runs = load_inputs([str(tmp / "garbled.json")])

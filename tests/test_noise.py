@@ -13,12 +13,12 @@ from loadgen.metrics import client_health, confidence
 from loadgen.metrics.cell_noise import cell_intervals
 from loadgen.metrics.stats import percentile
 from loadgen.record import CellKey, Record
-from loadgen.results import compare, table
+from loadgen.report import compare, table
+from loadgen.report.text_table import Column
 from loadgen.results.cell_result import from_json
 from loadgen.results.cell_status import not_best
 from loadgen.results.incidents import IncidentKind
 from loadgen.results.repeats import combine_repeats
-from loadgen.results.text_table import Column
 
 pytestmark = pytest.mark.unit
 SEEDS = 400

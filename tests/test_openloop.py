@@ -19,7 +19,7 @@ from loadgen.metrics.open_loop import (
     window_p99,
 )
 from loadgen.record import CellKey, Record
-from loadgen.results.open_table import render
+from loadgen.report.open_table import render
 from loadgen.schedule import arrivals
 from loadgen.workload.corpus import seeded_rng
 from tests.conftest import machine_flagged, machine_lag, run_loadgen

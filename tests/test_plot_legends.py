@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.results import plot_axes
-from loadgen.results.compare import load_inputs
-from loadgen.results.plots import PLOTS, render
+from loadgen.report import plot_axes
+from loadgen.report.compare import load_inputs
+from loadgen.report.plots import PLOTS, render
 
 pytestmark = pytest.mark.unit
 

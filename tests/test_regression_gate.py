@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from loadgen.errors import UsageError
-from loadgen.results.compare import METRICS, load_inputs
-from loadgen.results.compare_summary import render_markdown, verdict_line
-from loadgen.results.compare_terms import FIGURES, Better, CheckTerm, FigureTerm, GateCheck, parse_fail_on
-from loadgen.results.regression_gate import Verdict, beyond_noise, gate, judge, pairs, pairs_by_name, worse_by
+from loadgen.report.compare import METRICS, load_inputs
+from loadgen.report.compare_summary import render_markdown, verdict_line
+from loadgen.report.compare_terms import FIGURES, Better, CheckTerm, FigureTerm, GateCheck, parse_fail_on
+from loadgen.report.regression_gate import Verdict, beyond_noise, gate, judge, pairs, pairs_by_name, worse_by
 from loadgen.results.schema import SWEEP_SCHEMA
 
 pytestmark = pytest.mark.unit

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.results import plot_data as pd
-from loadgen.results.compare import load_inputs
-from loadgen.results.plot_axes import level_axis, sim_note, use_agg, value_axis
-from loadgen.results.plots import render
+from loadgen.report import plot_data as pd
+from loadgen.report.compare import load_inputs
+from loadgen.report.plot_axes import level_axis, sim_note, use_agg, value_axis
+from loadgen.report.plots import render
 
 ROOT = Path(__file__).resolve().parents[1]
 

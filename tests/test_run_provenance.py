@@ -10,8 +10,8 @@ from datetime import datetime
 import pytest
 
 from loadgen.files import read_json, read_jsonl
+from loadgen.report.compare import Run
 from loadgen.results.comparable import mismatches
-from loadgen.results.compare import Run
 from tests.conftest import ROOT, run_loadgen
 
 pytestmark = pytest.mark.sim

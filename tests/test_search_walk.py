@@ -14,9 +14,9 @@ from loadgen.metrics.attainment import decided, wilson_interval
 from loadgen.metrics.knee import knee
 from loadgen.names import SearchOver
 from loadgen.record import CellKey
+from loadgen.report.search_report import search_section, search_text
 from loadgen.results.cell_result import CellResult, from_json
 from loadgen.results.search import Probe, Role, SearchConfig, contradiction, first_requests, next_part, probe_key
-from loadgen.results.search_report import search_section, search_text
 from loadgen.results.search_state import state_of
 from loadgen.results.search_walk import replay, walk
 

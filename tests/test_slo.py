@@ -15,12 +15,12 @@ from loadgen.metrics.oversaturation import Reference, oversaturated
 from loadgen.metrics.slo import SloTally, is_good, itl_p99_s, meets, slo_figures
 from loadgen.names import Outcome, Phase
 from loadgen.record import CellKey, Record
-from loadgen.results import compare
+from loadgen.report import compare
+from loadgen.report.goodput_rank import goodput_ranking
+from loadgen.report.pareto import Point, frontier
 from loadgen.results.build_cell import build_cell
 from loadgen.results.cell_result import from_json
 from loadgen.results.cell_status import not_best
-from loadgen.results.goodput_rank import goodput_ranking
-from loadgen.results.pareto import Point, frontier
 from loadgen.sweep.spec import parse_spec
 
 pytestmark = pytest.mark.unit
@@ -239,8 +239,8 @@ def test_merged_shards_are_judged_over_all_their_requests():
 
 
 def test_slo_column_and_the_wide_goodput_columns():
-    from loadgen.results import table
-    from loadgen.results.text_table import line
+    from loadgen.report import table
+    from loadgen.report.text_table import line
     cell = {"context_tokens": 60, "concurrency": 4, "slo": {"attainment": 0.925, "met": True,
                                                           "goodput_requests_s": 36.74, "good_output_tok_s": 4702.4}}
     missed = cell | {"slo": {"attainment": 0.1}}

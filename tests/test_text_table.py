@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from loadgen.results import compare, open_table, table
+from loadgen.report import compare, open_table, table
+from loadgen.report.text_table import Column, field, header, line, pad
 from loadgen.results.cell_result import from_json
-from loadgen.results.text_table import Column, field, header, line, pad
 
 pytestmark = pytest.mark.unit
 
@@ -141,7 +141,7 @@ def test_alignment_and_missing_fields():
 
 
 def test_gpu_columns_show_busy_share_and_verdict():
-    from loadgen.results.gpu_columns import WIDE_COLUMNS, busy_and_bottleneck
+    from loadgen.report.gpu_columns import WIDE_COLUMNS, busy_and_bottleneck
     cell = {"bottleneck": "server_host", "gpu_activity": {"total": {
         "utilization_percent": 17.2, "sm_clock_fraction": 0.99, "dram_active": 0.1, "tensor_active": 0.02,
         "power_cap_fraction": 0.0}}}

@@ -11,12 +11,12 @@ import pathlib
 import pytest
 
 from loadgen.record import CellKey, Record
-from loadgen.results import plot_data
+from loadgen.report import plot_data
+from loadgen.report.compare import Run
 from loadgen.results.build_cell import build_cell
 from loadgen.results.cell_result import JUDGED, KEY_FIELDS, RESERVED, from_json, part_keys
 from loadgen.results.cell_status import measured, problem, unmeasured
 from loadgen.results.cell_view import as_result, figure, number, value
-from loadgen.results.compare import Run
 
 pytestmark = pytest.mark.unit
 

@@ -311,8 +311,8 @@ def test_bad_input_exits_2_with_one_line_before_any_load(args, message, tmp_path
 
 # ---- where the verdicts show: compare's best, the report, the live exporter -------------------------------
 def test_garbage_is_never_best_in_compare_and_shows_in_the_report():
-    from loadgen.results import compare
-    from loadgen.results.html_tables import matrix_table_html
+    from loadgen.report import compare
+    from loadgen.report.html_tables import matrix_table_html
 
     garbage = cell_of([CLEAN, LOOPED, CLEAN, CLEAN])
     garbage["output_tok_s"] = 10 * (cell_of([CLEAN])["output_tok_s"] or 1)

@@ -36,11 +36,11 @@ from loadgen.parallel.ray_pool import RayPool
 from loadgen.parallel.shard import AlignedStart, ShardPart
 from loadgen.parallel.workers import WorkerDriver, WorkerPool
 from loadgen.record import CellKey
+from loadgen.report.load_banner import open_loop_banner, throttle_banner, trace_banner
+from loadgen.report.open_table import render as open_loop_table
+from loadgen.report.throttle_table import throttle_table
 from loadgen.results.document import ResultsFile
-from loadgen.results.load_banner import open_loop_banner, throttle_banner, trace_banner
-from loadgen.results.open_table import render as open_loop_table
 from loadgen.results.search_state import SearchWatcher
-from loadgen.results.throttle_table import throttle_table
 from loadgen.results.verify_reference import load_reference
 from loadgen.run.control import RunControl
 from loadgen.run.drift_check import ControlCheck

@@ -13,15 +13,15 @@ from loadgen.cli.checks import check_out_path
 from loadgen.cli.help_format import Parser
 from loadgen.errors import UsageError
 from loadgen.files import write_atomic, write_json_atomic
+from loadgen.report.compare import TableFormat, compare_table, load_inputs, pick_baseline
+from loadgen.report.compare_summary import render_markdown
+from loadgen.report.compare_summary import render_text as render_gate_text
+from loadgen.report.compare_terms import ALL_CHECKS, FIGURES, GateCheck, parse_fail_on
+from loadgen.report.regression_gate import gate, pairs, pairs_by_name
+from loadgen.report.report import write_report
+from loadgen.report.table import table, title
 from loadgen.results.comparable import check_comparable
-from loadgen.results.compare import TableFormat, compare_table, load_inputs, pick_baseline
-from loadgen.results.compare_summary import render_markdown
-from loadgen.results.compare_summary import render_text as render_gate_text
-from loadgen.results.compare_terms import ALL_CHECKS, FIGURES, GateCheck, parse_fail_on
 from loadgen.results.merge import check_shards, load, merge
-from loadgen.results.regression_gate import gate, pairs, pairs_by_name
-from loadgen.results.report import write_report
-from loadgen.results.table import table, title
 from loadgen.sinks.jsonl import requests_path
 
 

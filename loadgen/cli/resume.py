@@ -29,11 +29,11 @@ from loadgen.config import RunConfig
 from loadgen.console import log
 from loadgen.errors import UsageError
 from loadgen.files import read_json
+from loadgen.report.table import table
 from loadgen.results.cell_result import CellResult
 from loadgen.results.document import ResultsFile, host_identity
 from loadgen.results.incidents import IncidentKind
 from loadgen.results.stored import kept_cells, prune_records, stored_cells
-from loadgen.results.table import table
 from loadgen.sinks.jsonl import JsonlSink, requests_path
 
 # settings that change how a run is driven or reported, not what a finished cell measured

@@ -114,7 +114,7 @@ def search_run(a: argparse.Namespace, default_concurrency: str) -> tuple[RunConf
     """The run of a search: its configuration (the first probe's load as the matrix) and its shape."""
     from loadgen.cli.assemble import Shape  # the run's parts, once the command line has been read
     from loadgen.cli.run_config import config_from_args
-    from loadgen.results.search_report import search_text
+    from loadgen.report.search_report import search_text
     from loadgen.run.early_stop import OversaturationStop
     from loadgen.run.search_plan import SearchPlan
 

@@ -4,7 +4,7 @@ output tok/s against the baseline run. Cells without categories add nothing."""
 
 from __future__ import annotations
 
-from loadgen.results import text_table as tt
+from loadgen.report import text_table as tt
 from loadgen.results.cell_result import CellResult
 
 

@@ -3,10 +3,10 @@ cell, with the figures of `metrics.category`, and the cell's achieved prompt and
 
 from __future__ import annotations
 
-from loadgen.results import text_table as tt
+from loadgen.report import text_table as tt
+from loadgen.report.text_table import Column, millis, number
 from loadgen.results.cell_result import CellResult
 from loadgen.results.cell_view import Cell, as_result
-from loadgen.results.text_table import Column, millis, number
 
 
 def _load_of(cell: CellResult) -> str:

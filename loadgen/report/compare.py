@@ -13,17 +13,17 @@ from enum import StrEnum
 from loadgen.console import WIDTH
 from loadgen.names import CellStatus
 from loadgen.record import cell_key
-from loadgen.results import category_compare
-from loadgen.results import text_table as tt
+from loadgen.report import category_compare
+from loadgen.report import text_table as tt
+from loadgen.report.goodput_rank import goodput_ranking
+from loadgen.report.knee_text import knee_summary
+from loadgen.report.text_table import Column
 from loadgen.results.best import mark_best
 from loadgen.results.cell_result import CellResult
 from loadgen.results.cell_status import failed_checks, not_best, unmeasured
 from loadgen.results.cell_view import number
 from loadgen.results.compare_inputs import Run, load_inputs, pick_baseline
-from loadgen.results.goodput_rank import goodput_ranking
-from loadgen.results.knee_text import knee_summary
 from loadgen.results.slo_part import attainment_text
-from loadgen.results.text_table import Column
 
 __all__ = ["Run", "TableFormat", "comparison", "compare_table", "load_inputs", "pick_baseline", "render_text"]
 

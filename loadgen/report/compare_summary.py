@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import textwrap
 
-from loadgen.results import text_table as tt
-from loadgen.results.compare import SHOWN
-from loadgen.results.compare_terms import CheckTerm, FigureTerm
-from loadgen.results.regression_gate import FAILING, GateResult, GateRow, Verdict
+from loadgen.report import text_table as tt
+from loadgen.report.compare import SHOWN
+from loadgen.report.compare_terms import CheckTerm, FigureTerm
+from loadgen.report.regression_gate import FAILING, GateResult, GateRow, Verdict
 
 MARKS = {Verdict.REGRESSED: "❌", Verdict.NOT_MEASURED: "❌", Verdict.CHECK_FAILED: "❌", Verdict.WITHIN_NOISE: "≈",
          Verdict.WITHIN_LIMIT: "✅", Verdict.NO_BASELINE: "➖", Verdict.CHECK_PASSED: "✅"}

@@ -19,8 +19,8 @@ from enum import StrEnum
 from typing import overload
 
 from loadgen.errors import UsageError
+from loadgen.report.compare import METRICS
 from loadgen.results.cell_status import CheckKind
-from loadgen.results.compare import METRICS
 
 
 class Better(StrEnum):

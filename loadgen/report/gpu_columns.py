@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from loadgen.metrics.bottleneck import utilization_percent
 from loadgen.names import Bottleneck
-from loadgen.results import text_table as tt
+from loadgen.report import text_table as tt
+from loadgen.report.text_table import Column
 from loadgen.results.cell_view import Cell, as_result
 from loadgen.results.gpu_part import Gpu
-from loadgen.results.text_table import Column
 
 SHORT = {Bottleneck.CLIENT: "clnt", Bottleneck.SERVER_HOST: "host", Bottleneck.GPU_POWER_CAP: "pwr",
          Bottleneck.GPU_THERMAL: "temp", Bottleneck.GPU_MEMORY_BANDWIDTH: "mem", Bottleneck.GPU_COMPUTE: "comp",

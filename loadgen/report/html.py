@@ -13,13 +13,11 @@ from datetime import UTC, datetime
 from loadgen import __version__
 from loadgen.metrics.knee import KNEE_GROWTH
 from loadgen.record import cell_key
-from loadgen.results import compare, open_table
-from loadgen.results.cell_status import check_names, measured
-from loadgen.results.cell_view import results_of
-from loadgen.results.compare import Run
-from loadgen.results.html_build import CSS, el, image, text
-from loadgen.results.html_meta import metadata_section, mismatch_banner, problems_section, sim_banner
-from loadgen.results.html_tables import (
+from loadgen.report import compare, open_table
+from loadgen.report.compare import Run
+from loadgen.report.html_build import CSS, el, image, text
+from loadgen.report.html_meta import metadata_section, mismatch_banner, problems_section, sim_banner
+from loadgen.report.html_tables import (
     category_table,
     columns_table,
     comparison_table,
@@ -28,9 +26,11 @@ from loadgen.results.html_tables import (
     prompt_text,
     swatch,
 )
-from loadgen.results.knee_text import knee_lines
-from loadgen.results.plot_axes import config_colors
-from loadgen.results.plots import Plot
+from loadgen.report.knee_text import knee_lines
+from loadgen.report.plot_axes import config_colors
+from loadgen.report.plots import Plot
+from loadgen.results.cell_status import check_names, measured
+from loadgen.results.cell_view import results_of
 
 WINNER_METRICS = ("out_tok_s", "req_tok_s", "ttft_p50_s", "j_per_token")
 CAPTIONS = {

@@ -6,13 +6,13 @@ from __future__ import annotations
 import os
 
 from loadgen.files import read_json
+from loadgen.report.compare import Run
+from loadgen.report.html_build import el, key_values, text
+from loadgen.report.html_tables import load_text, prompt_text
+from loadgen.report.plot_axes import sim_note
 from loadgen.results.cell_status import measured, problem
 from loadgen.results.cell_view import results_of
 from loadgen.results.comparable import max_tokens, mismatches
-from loadgen.results.compare import Run
-from loadgen.results.html_build import el, key_values, text
-from loadgen.results.html_tables import load_text, prompt_text
-from loadgen.results.plot_axes import sim_note
 from loadgen.results.schema import SWEEP_SCHEMA
 
 DIAGNOSTICS_TAIL_CHARS = 6000

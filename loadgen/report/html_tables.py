@@ -6,15 +6,15 @@ of the page (the browser test) can check it against the results file."""
 from __future__ import annotations
 
 from loadgen.record import cell_key
-from loadgen.results import compare
-from loadgen.results import table as matrix_table
-from loadgen.results import text_table as tt
+from loadgen.report import compare
+from loadgen.report import table as matrix_table
+from loadgen.report import text_table as tt
+from loadgen.report.compare import Run
+from loadgen.report.html_build import el, text
+from loadgen.report.plot_axes import config_colors
 from loadgen.results.cell_status import check_names, measured, unmeasured
 from loadgen.results.cell_view import Cell, as_result, figure, results_of
-from loadgen.results.compare import Run
 from loadgen.results.correctness import produced_garbage, verify_text
-from loadgen.results.html_build import el, text
-from loadgen.results.plot_axes import config_colors
 
 # the matrix of one configuration: (header, results field, format: a spec, "ms" = seconds in ms)
 MATRIX = [

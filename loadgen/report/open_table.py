@@ -5,10 +5,10 @@ from __future__ import annotations
 from loadgen.console import wrap_lines
 from loadgen.metrics.open_loop import MIN_WINDOW_REQUESTS
 from loadgen.names import CellStatus
-from loadgen.results import text_table as tt
+from loadgen.report import text_table as tt
+from loadgen.report.text_table import Column, millis, number
 from loadgen.results.cell_result import CellResult
 from loadgen.results.cell_view import Cell, as_result
-from loadgen.results.text_table import Column, millis, number
 
 
 def _load(cell: CellResult) -> str:

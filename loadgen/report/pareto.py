@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from loadgen.report.compare import Run
 from loadgen.results.cell_status import check_names, measured
 from loadgen.results.cell_view import results_of
-from loadgen.results.compare import Run
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import io
 from collections.abc import Iterable
 
-from loadgen.results.compare import Run
-from loadgen.results.plot_data import sim_speed
+from loadgen.report.compare import Run
+from loadgen.report.plot_data import sim_speed
 
 DPI = 120
 PANEL_W_IN = 4.8

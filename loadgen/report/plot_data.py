@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from loadgen.names import AcceptSource
+from loadgen.report.compare import Run, comparison
 from loadgen.results.cell_result import CellResult
 from loadgen.results.cell_status import check_names, measured
 from loadgen.results.cell_view import number, results_of
-from loadgen.results.compare import Run, comparison
 
 Getter = Callable[[CellResult], float | None]
 

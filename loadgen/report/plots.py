@@ -18,13 +18,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from loadgen.metrics.bottleneck import SERVER_HOST_UTIL_PERCENT
-from loadgen.results import plot_data as pd
+from loadgen.report import plot_data as pd
+from loadgen.report.compare import Run
+from loadgen.report.plots_bars import accept_categories, accept_sources
+from loadgen.report.plots_load import Layer, Row, grid
+from loadgen.report.plots_pareto import pareto
 from loadgen.results.cell_status import measured
 from loadgen.results.cell_view import results_of, value
-from loadgen.results.compare import Run
-from loadgen.results.plots_bars import accept_categories, accept_sources
-from loadgen.results.plots_load import Layer, Row, grid
-from loadgen.results.plots_pareto import pareto
 
 NO_POWER = "no cell has power data (measure with --dcgm URL or --nvml)"
 NO_GPU = "no cell has GPU utilization (--dcgm URL or --nvml)"
@@ -144,7 +144,7 @@ def _missing(runs: list[Run], part: str, what: str, why: str) -> str:
 
 def render(runs: list[Run], base: int = 0) -> tuple[list[Plot], list[str]]:
     """Every plot with data, in PLOTS order (speed-ups against runs[base]); notes on the ones left out."""
-    from loadgen.results.plot_axes import use_agg
+    from loadgen.report.plot_axes import use_agg
     use_agg()
     plots, notes = [], []
     for name, title, draw, why in PLOTS:

@@ -3,9 +3,9 @@ of different heights side by side), and accept length per prompt category."""
 
 from __future__ import annotations
 
-from loadgen.results import plot_axes as pa
-from loadgen.results.compare import Run
-from loadgen.results.plot_data import prompt_label
+from loadgen.report import plot_axes as pa
+from loadgen.report.compare import Run
+from loadgen.report.plot_data import prompt_label
 
 SOURCE_NAMES = {
     "per_request": "server, per request",

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from loadgen.results import plot_axes as pa
-from loadgen.results.compare import Run
-from loadgen.results.plot_data import Marks, prompt_label
-from loadgen.results.plot_marks import MARKER_SIZE, hollow_points, marks_legend
+from loadgen.report import plot_axes as pa
+from loadgen.report.compare import Run
+from loadgen.report.plot_data import Marks, prompt_label
+from loadgen.report.plot_marks import MARKER_SIZE, hollow_points, marks_legend
 
 
 @dataclass(frozen=True)

@@ -6,11 +6,11 @@ client) is drawn hollow, the legend naming the check and the configurations (`pl
 
 from __future__ import annotations
 
-from loadgen.results import plot_axes as pa
-from loadgen.results.compare import Run
-from loadgen.results.pareto import frontier, points, targets_of
-from loadgen.results.plot_data import prompt_label
-from loadgen.results.plot_marks import MARKER_SIZE, hollow_points, marks_legend
+from loadgen.report import plot_axes as pa
+from loadgen.report.compare import Run
+from loadgen.report.pareto import frontier, points, targets_of
+from loadgen.report.plot_data import prompt_label
+from loadgen.report.plot_marks import MARKER_SIZE, hollow_points, marks_legend
 
 
 def _draw(ax, pts, colors, markers, handles) -> None:

@@ -25,8 +25,8 @@ from enum import StrEnum
 
 from loadgen.metrics.confidence import overlap
 from loadgen.record import CellKey
-from loadgen.results.compare import Run, cell_row
-from loadgen.results.compare_terms import CHECK_KINDS, Better, CheckTerm, FigureTerm, GateCheck, Term
+from loadgen.report.compare import Run, cell_row
+from loadgen.report.compare_terms import CHECK_KINDS, Better, CheckTerm, FigureTerm, GateCheck, Term
 
 
 class Verdict(StrEnum):

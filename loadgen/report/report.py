@@ -1,5 +1,5 @@
 """`loadgen report RESULTS… [--plots DIR] [--html FILE]`: the comparison table, the plots as PNG files, and
-one self-contained HTML page (loadgen/results/html.py). The plots are drawn once (loadgen/results/plots.py)
+one self-contained HTML page (loadgen/report/html.py). The plots are drawn once (loadgen/report/plots.py)
 and the same bytes go to the files and into the page."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import os
 from typing import TYPE_CHECKING
 
 from loadgen.files import write_atomic
-from loadgen.results.compare import Run
+from loadgen.report.compare import Run
 
 if TYPE_CHECKING:
-    from loadgen.results.plots import Plot
+    from loadgen.report.plots import Plot
 
 
 def write_plots(plots: list[Plot], out_dir: str) -> list[str]:
@@ -42,15 +42,15 @@ def write_report(runs: list[Run], inputs: list[str], base: int, plots_dir: str |
     notes: list[str] = []
     plots: list[Plot] = []
     if plots_available():
-        from loadgen.results.plots import render
+        from loadgen.report.plots import render
         plots, notes = render(runs, base)
     else:
         notes.append("plots need matplotlib, which this install lacks: pip install matplotlib (in a checkout: "
                      "pip install -e .)")
     written = write_plots(plots, plots_dir) if plots_dir and plots else []
     if html_path:
-        from loadgen.results.html import render_page
-        from loadgen.results.html_meta import sweep_summaries
+        from loadgen.report.html import render_page
+        from loadgen.report.html_meta import sweep_summaries
         page = render_page(runs, sweep_summaries(inputs), base, plots, notes)
         write_atomic(html_path, page.encode("utf-8"))
         written.append(html_path)

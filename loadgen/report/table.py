@@ -21,13 +21,13 @@ from __future__ import annotations
 from loadgen.console import WIDTH, wrap_lines
 from loadgen.metrics.client_health import saturation_note
 from loadgen.names import CellStatus
-from loadgen.results import gpu_columns
-from loadgen.results import text_table as tt
+from loadgen.report import gpu_columns
+from loadgen.report import text_table as tt
+from loadgen.report.text_table import Column, millis, number
 from loadgen.results.cell_result import CellResult
 from loadgen.results.cell_view import Cell, as_result
 from loadgen.results.correctness import verify_text
 from loadgen.results.slo_part import attainment_text
-from loadgen.results.text_table import Column, millis, number
 
 FEW_SAMPLES = 100
 

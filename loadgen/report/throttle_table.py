@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from loadgen.results import text_table as tt
+from loadgen.report import text_table as tt
+from loadgen.report.text_table import Column, number
 from loadgen.results.cell_result import CellResult
 from loadgen.results.cell_view import Cell, as_result
-from loadgen.results.text_table import Column, number
 
 
 def _fraction(cell: CellResult) -> str:

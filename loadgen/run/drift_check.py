@@ -25,9 +25,9 @@ from loadgen.config import CellSize
 from loadgen.console import log
 from loadgen.metrics.drift import Drift, cell_words, judge_drift
 from loadgen.names import DriftCheck
+from loadgen.report.table import WIDTH, progress_line
 from loadgen.results.cell_result import CellResult
 from loadgen.results.incidents import IncidentKind
-from loadgen.results.table import WIDTH, progress_line
 from loadgen.run.cell import CellMeasurer
 from loadgen.run.remeasure import CONTROL, measure_again
 

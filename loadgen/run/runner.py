@@ -26,16 +26,16 @@ from loadgen.errors import ServerError
 from loadgen.metrics.drift import Drift
 from loadgen.names import CellStatus
 from loadgen.record import CellKey, RunAnchor
+from loadgen.report.category_table import category_table, lengths_table
+from loadgen.report.knee_text import knee_summary
+from loadgen.report.table import progress_line, table, title
 from loadgen.results.build_cell import amended, unmeasured
-from loadgen.results.category_table import category_table, lengths_table
 from loadgen.results.cell_result import CellResult
 from loadgen.results.document import ResultsFile
 from loadgen.results.findings import CellFindings, incident
 from loadgen.results.incidents import IncidentKind
-from loadgen.results.knee_text import knee_summary
 from loadgen.results.provenance import wall_clock
 from loadgen.results.repeats import combine_repeats
-from loadgen.results.table import progress_line, table, title
 from loadgen.run.cell import CellMeasurer, SourceFactory
 from loadgen.run.control import RunControl
 from loadgen.run.drift_check import ControlCheck

@@ -18,12 +18,12 @@ from loadgen.metrics.drift import judge_drift
 from loadgen.metrics.oversaturation import Reference
 from loadgen.names import SearchOver
 from loadgen.record import CellKey, Record
+from loadgen.report.search_report import search_section
 from loadgen.results.cell_result import CellResult
 from loadgen.results.document import ResultsFile
 from loadgen.results.findings import NOTHING, CellFindings, incident
 from loadgen.results.incidents import IncidentKind
 from loadgen.results.search import Measure, Role, SearchConfig
-from loadgen.results.search_report import search_section
 from loadgen.results.search_state import SearchWatcher, state_of
 from loadgen.results.search_walk import replay, walk
 from loadgen.results.slo_part import attainment_text

@@ -19,8 +19,8 @@ from loadgen.errors import UsageError
 from loadgen.files import read_json
 from loadgen.names import ConfigStatus
 from loadgen.record import CellKey
+from loadgen.report.search_report import search_complete
 from loadgen.results.cell_result import CellResult
-from loadgen.results.search_report import search_complete
 from loadgen.results.stored import kept_cells, ok_keys
 
 

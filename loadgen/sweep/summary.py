@@ -10,12 +10,12 @@ from datetime import UTC, datetime
 from loadgen.errors import UsageError
 from loadgen.files import write_json_atomic
 from loadgen.names import ConfigStatus
+from loadgen.report.compare import compare_table, load_inputs
+from loadgen.report.search_report import capacity_ranking
 from loadgen.results.cell_result import CellResult
 from loadgen.results.cell_status import check_names, measured
-from loadgen.results.compare import compare_table, load_inputs
 from loadgen.results.correctness import produced_garbage
 from loadgen.results.schema import SWEEP_SCHEMA
-from loadgen.results.search_report import capacity_ranking
 from loadgen.results.stored import ok_keys, stored_cells
 from loadgen.sweep import state
 from loadgen.sweep.spec import SweepSpec
