@@ -1,14 +1,17 @@
 """Cell figures from records. One small function per metric; the formula is in its docstring.
 
 All inputs are measure-phase records; "ok" records only, except for the request counts and send lateness.
-The per-request figures a cell aggregates (TTFT, E2E, decode rate, ITL pairs, lateness) come from
-`loadgen.metrics.request`, which the live exporter reads too. Times in records are integer ns; every figure
+The per-request figures a cell aggregates (TTFT, E2E, decode rate, ITL pairs, lateness) are those of
+`loadgen.metrics.request`, which the live exporter reads too, taken over the whole cell at once from columns of
+the records' fields (`loadgen.metrics.request_columns`, bit-for-bit the same values). Times in records are integer ns; every figure
 here is in seconds (or tokens per second).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+import numpy as np
 
 from loadgen.metrics.accept import accept_length_chunks, accept_length_per_request
 from loadgen.metrics.cancel import cancellation_figures
@@ -18,16 +21,7 @@ from loadgen.metrics.connections import retried_on_new_connection
 from loadgen.metrics.counts import request_counts
 from loadgen.metrics.open_loop import achieved_request_rate, schedule_request_rate
 from loadgen.metrics.reasoning import reasoning_figures
-from loadgen.metrics.request import (
-    e2e_from_intended_s,
-    e2e_s,
-    prefill_tok_s,
-    request_tok_s,
-    send_lateness_s,
-    tpot_s,
-    ttft_from_intended_s,
-    ttft_s,
-)
+from loadgen.metrics.request_columns import RequestColumns
 from loadgen.metrics.server_counts import cached_fraction, cached_tokens, draft_tokens, one_event_per_token
 from loadgen.metrics.sessions import session_figures, turn_figures
 from loadgen.metrics.stats import distribution, mean, percentile
@@ -37,40 +31,47 @@ from loadgen.record import Record
 NS = 1e9
 
 
-def measured_window_s(recs: Sequence[Record]) -> float:
+def measured_window_s(recs: Sequence[Record] | RequestColumns) -> float:
     """Window = max(t_end) − min(t_sent) over the measured requests (all outcomes), in seconds."""
-    if not recs:
+    cols = _columns(recs)
+    if not len(cols):
         return 0.0
-    return (max(r.t_end_ns for r in recs) - min(r.t_sent_ns for r in recs)) / NS
+    return (int(cols.t_end_ns.max()) - int(cols.t_sent_ns.min())) / NS
 
 
-def output_tokens(ok: Sequence[Record]) -> int:
+def output_tokens(ok: Sequence[Record] | RequestColumns) -> int:
     """Σ completion_tokens of the ok requests (the server's usage counts)."""
-    return sum(r.completion_tokens or 0 for r in ok)
+    return _columns(ok).total("completion_tokens")
 
 
-def output_tok_s(ok: Sequence[Record], window_s: float) -> float | None:
+def output_tok_s(ok: Sequence[Record] | RequestColumns, window_s: float) -> float | None:
     """Aggregate output throughput = Σ completion_tokens(ok) / measured window."""
     return output_tokens(ok) / window_s if window_s > 0 else None
 
 
-def prefill_time_s(ok: Sequence[Record]) -> float | None:
+def prefill_time_s(ok: Sequence[Record] | RequestColumns) -> float | None:
     """Prompt-processing time as the client sees it = mean TTFT over ok requests (s): the time `prefill_tok_s`
     divides the prompt by; it includes the server's queue, which dominates at high concurrency."""
-    return mean(_present(ttft_s(r) for r in ok))
+    return mean(_columns(ok).ttft_s())
 
 
-def tokens_per_chunk(ok: Sequence[Record]) -> float | None:
+def prefill_figures(ok: RequestColumns) -> dict:
+    """prefill_tok_s: the mean of `request.prefill_tok_s` over the ok requests; prefill_s: `prefill_time_s`."""
+    return {"prefill_tok_s": mean(ok.prefill_tok_s()), "prefill_s": prefill_time_s(ok)}
+
+
+def tokens_per_chunk(ok: Sequence[Record] | RequestColumns) -> float | None:
     """Mean tokens per content chunk = Σ completion_tokens / Σ chunks (token-weighted, over ok requests).
 
     With speculative decoding one chunk is one verify step, so this is the client's estimate of accept
     length (it counts the prefill token's chunk too, so it reads slightly low)."""
-    chunks = sum(r.chunks for r in ok)
-    return output_tokens(ok) / chunks if chunks else None
+    cols = _columns(ok)
+    chunks = cols.total("chunks")
+    return output_tokens(cols) / chunks if chunks else None
 
 
-def _present(values) -> list:
-    return [x for x in values if x is not None]
+def _columns(recs: Sequence[Record] | RequestColumns) -> RequestColumns:
+    return recs if isinstance(recs, RequestColumns) else RequestColumns.of(recs)
 
 
 def itl_distribution(ok: Sequence[Record]) -> dict:
@@ -80,27 +81,29 @@ def itl_distribution(ok: Sequence[Record]) -> dict:
     return ChunkFold.of(ok).itl_figures()
 
 
-def achieved_concurrency(recs: Sequence[Record], window_s: float) -> float | None:
+def achieved_concurrency(recs: Sequence[Record] | RequestColumns, window_s: float) -> float | None:
     """Little's law: Σ e2e over the measured requests (all outcomes) / measured window."""
-    return sum(e2e_s(r) for r in recs) / window_s if window_s > 0 else None
+    return sum(_columns(recs).e2e_s().tolist()) / window_s if window_s > 0 else None
 
 
-def send_lateness(recs: Sequence[Record]) -> dict:
+def send_lateness(recs: Sequence[Record] | RequestColumns) -> dict:
     """Send lateness (s) over every measured request that was sent: p50, p99, max."""
-    lateness = _present(send_lateness_s(r) for r in recs)
-    return distribution(lateness, (50, 99)) | {"max": max(lateness) if lateness else None}
+    lateness = _columns(recs).send_lateness_s()
+    return distribution(lateness, (50, 99)) | {"max": float(lateness.max()) if len(lateness) else None}
 
 
-def latencies(ok: Sequence[Record], chunks: ChunkFold | None = None) -> dict:
+def latencies(ok: Sequence[Record], chunks: ChunkFold | None = None, cols: RequestColumns | None = None) -> dict:
     """The latency distributions (s) over ok requests: TTFT, TPOT, ITL (`itl_distribution`, or the fold's
-    that the cell filled as its requests ended), E2E (from the actual and the intended send)."""
+    that the cell filled as its requests ended), E2E (from the actual and the intended send); the per-request
+    values from `cols`, the ok records' columns (made here when not given)."""
+    cols = cols if cols is not None else RequestColumns.of(ok)
     return {
-        "ttft_s": distribution(_present(ttft_s(r) for r in ok)),
-        "ttft_from_intended_s": distribution(_present(ttft_from_intended_s(r) for r in ok)),
-        "tpot_s": distribution(_present(tpot_s(r) for r in ok)),
+        "ttft_s": distribution(cols.ttft_s()),
+        "ttft_from_intended_s": distribution(cols.ttft_from_intended_s()),
+        "tpot_s": distribution(cols.tpot_s()),
         "itl_s": chunks.itl_figures() if chunks is not None else itl_distribution(ok),
-        "e2e_s": distribution([e2e_s(r) for r in ok]),
-        "e2e_from_intended_s": distribution([e2e_from_intended_s(r) for r in ok]),
+        "e2e_s": distribution(cols.e2e_s()),
+        "e2e_from_intended_s": distribution(cols.e2e_from_intended_s()),
     }
 
 
@@ -111,16 +114,16 @@ def rate_figures(recs: Sequence[Record]) -> dict:
     return {"schedule_request_rate": schedule_request_rate(recs), "achieved_request_rate": achieved_request_rate(recs)}
 
 
-def prompt_figures(ok: Sequence[Record]) -> dict:
+def prompt_figures(ok: Sequence[Record] | RequestColumns) -> dict:
     """prompt_tokens_mean, _min, _max over the ok requests that reported their prompt tokens."""
-    prompt = [r.prompt_tokens for r in ok if r.prompt_tokens is not None]
+    prompt = _columns(ok).present("prompt_tokens")
     return {"prompt_tokens_mean": mean(prompt), "prompt_tokens_min": min(prompt) if prompt else None,
             "prompt_tokens_max": max(prompt) if prompt else None}
 
 
-def request_rate_figures(ok: Sequence[Record]) -> dict:
+def request_rate_figures(ok: Sequence[Record] | RequestColumns) -> dict:
     """`request_tok_s` over the ok requests: mean, p10, p50, p90, samples."""
-    rates = _present(request_tok_s(r) for r in ok)
+    rates = _columns(ok).request_tok_s()
     return {"mean": mean(rates), "p10": percentile(rates, 10), "p50": percentile(rates, 50),
             "p90": percentile(rates, 90), "samples": len(rates)}
 
@@ -129,30 +132,32 @@ def summarize(recs: Sequence[Record], chunks: ChunkFold | None = None, arrivals:
     """The cell's client-side figures (DESIGN.md §4), from its measure-phase records; the per-chunk ones
     from `chunks`, the fold of the ok records' chunks made as they ended (kept records then carry
     `record.CHUNKS_ELSEWHERE`, read back through `arrivals` where the steady window needs them), else folded here."""
-    ok = [r for r in recs if r.ok]
+    ok_mask = np.fromiter((r.ok for r in recs), dtype=bool, count=len(recs))
+    ok = [r for r, is_ok in zip(recs, ok_mask) if is_ok]
+    every = RequestColumns.of(recs)  # the per-request figures' fields, once (`request_columns`)
+    ok_cols = every.where(ok_mask)
     chunks = chunks if chunks is not None else ChunkFold.of(ok)
-    window = measured_window_s(recs)
+    window = measured_window_s(every)
     return {
-        **prompt_figures(ok),
+        **prompt_figures(ok_cols),
         "duration_s": window,
         "requests": request_counts(recs, ok),
-        "output_tokens": output_tokens(ok),
-        "output_tok_s": output_tok_s(ok, window),
-        "request_tok_s": request_rate_figures(ok),
-        **latencies(ok, chunks),
+        "output_tokens": output_tokens(ok_cols),
+        "output_tok_s": output_tok_s(ok_cols, window),
+        "request_tok_s": request_rate_figures(ok_cols),
+        **latencies(ok, chunks, ok_cols),
         "steps": chunks.step_figures(),
         "retried_on_new_connection": retried_on_new_connection(recs),
-        "prefill_tok_s": mean(_present(prefill_tok_s(r) for r in ok)),
-        "prefill_s": prefill_time_s(ok),
-        "tokens_per_chunk_mean": tokens_per_chunk(ok),
+        **prefill_figures(ok_cols),
+        "tokens_per_chunk_mean": tokens_per_chunk(ok_cols),
         "accept_length_per_request": accept_length_per_request(ok),
         "accept_length_chunks": accept_length_chunks(ok),
         "one_event_per_token": one_event_per_token(ok, (chunks.counted, chunks.counted_per_token)),
         "cached_tokens": cached_tokens(ok),
         "cached_fraction": cached_fraction(ok),
         "draft_tokens": draft_tokens(ok),
-        "send_lateness_s": send_lateness(recs),
-        "achieved_concurrency": achieved_concurrency(recs, window),
+        "send_lateness_s": send_lateness(every),
+        "achieved_concurrency": achieved_concurrency(every, window),
         "lengths": length_distributions(ok),
         "by_category": category_figures(recs, window),
         "cancellation": cancellation_figures(recs),
