@@ -13,7 +13,8 @@ shards of a merged run) are combined by `combine`, and only there.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from loadgen.metrics.stats import percentile
 
@@ -44,7 +45,7 @@ def client_verdict(lag_p99_s: float | None, cpu_percent: float | None, lateness_
             "reasons": reasons} | ({} if late is None else {"late_lags": late})
 
 
-def machine_busy(client: dict) -> bool:
+def machine_busy(client: Mapping[str, Any]) -> bool:
     """The client was late for event-loop lag only, and at least BUSY_WAIT_SHARE of its loop's lateness
     (Σ lag, `lag_total_s`) was time the kernel kept it waiting for a core (`runqueue_wait_s`, from
     /proc/self/schedstat): the machine's other processes held the cores, not the client's own work (a loop
@@ -77,7 +78,7 @@ def saturation_advice(concurrency: int, open_loop: bool, workers: int, cores: in
     return "add --workers auto (client processes share the load)"
 
 
-def pooled_lag_p99_s(blocks: Sequence[dict]) -> float | None:
+def pooled_lag_p99_s(blocks: Sequence[Mapping[str, Any]]) -> float | None:
     """Lag p99 over several processes = the larger of the p99 over the pooled raw samples of the blocks that
     kept them (`lags`) and the own p99 of each block that did not (never an average of p99s)."""
     pooled = [lag for b in blocks if "lags" in b for lag in b["lags"]]
@@ -85,7 +86,7 @@ def pooled_lag_p99_s(blocks: Sequence[dict]) -> float | None:
     return max([x for x in (percentile(pooled, 99), *own) if x is not None], default=None)
 
 
-def combine(parts: Sequence[tuple[str, dict]]) -> dict:
+def combine(parts: Sequence[tuple[str, Mapping[str, Any]]]) -> dict:
     """The client block over several processes, from (label, block) pairs.
 
     loop_lag_p99_s: `pooled_lag_p99_s`; cpu_percent: the busiest process's; cpu_percent_total: their sum
@@ -104,7 +105,7 @@ def combine(parts: Sequence[tuple[str, dict]]) -> dict:
             "cpu_percent_total": float(sum(cpus)) if cpus else None, "saturated": saturated, "reasons": reasons}
 
 
-def merge_client(parent: dict | None, workers: list[dict]) -> dict:
+def merge_client(parent: Mapping[str, Any] | None, workers: Sequence[Mapping[str, Any]]) -> dict:
     """The cell's `client` block over the parent process and its workers (`combine`), with the parent's
     other fields, the worker count and each worker's own figures."""
     parts = ([("parent", parent)] if parent else []) + [(f"worker {w['worker']}", w) for w in workers]
@@ -115,7 +116,7 @@ def merge_client(parent: dict | None, workers: list[dict]) -> dict:
     }
 
 
-def saturation_note(client: dict, cell: dict) -> str:
+def saturation_note(client: Mapping[str, Any], cell: dict) -> str:
     """The note of a cell whose client fell behind, with the advice for its case (`saturation_advice`):
     'CLIENT SATURATED (event-loop lag …): add --workers auto …'. `cell` holds the key (concurrency,
     request_rate)."""

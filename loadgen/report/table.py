@@ -18,6 +18,8 @@ half-width of the confidence interval of `out tok/s` (`intervals`). docs/definit
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from loadgen.console import WIDTH, wrap_lines
 from loadgen.metrics.client_health import saturation_note
 from loadgen.names import CellStatus
@@ -257,7 +259,7 @@ def default_columns(cells: list[Cell], width: int = WIDTH, candidates: list[Colu
     return _drop_until(fixed, priorities, rows_fit)
 
 
-def table(cells: list[Cell], heading: str | None = None, wide: bool = False, width: int = WIDTH,
+def table(cells: Sequence[Cell], heading: str | None = None, wide: bool = False, width: int = WIDTH,
           candidates: list[Column] | None = None, priorities: dict[str, int] = DEFAULT) -> str:
     """The matrix: `heading` (e.g. `title(...)`), the header, one row per cell, the legend of "*". Wide:
     every column, each note in its row; else the default columns fitted to `width` (`default_columns`), the

@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING
 import aiohttp
 
 from loadgen.config import CellSize
-from loadgen.console import log
+from loadgen.console import WIDTH, log
 from loadgen.metrics.drift import Drift, cell_words, judge_drift
 from loadgen.names import DriftCheck
-from loadgen.report.table import WIDTH, progress_line
+from loadgen.report.table import progress_line
 from loadgen.results.cell_result import CellResult
 from loadgen.results.incidents import IncidentKind
 from loadgen.run.cell import CellMeasurer
