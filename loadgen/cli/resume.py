@@ -209,6 +209,6 @@ def resume_command(argv: list[str], cfg: RunConfig) -> list[str]:
 
 def nothing_left(resume: Resume) -> int:
     """Every cell was measured already: show them and exit as the run that measured them would have."""
-    print(table([c.to_json() for c in resume.kept]))
+    print(table(resume.kept))
     log(f"results: {resume.cfg.out}")
     return 0

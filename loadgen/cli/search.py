@@ -18,6 +18,7 @@ from loadgen.results.search import SearchConfig
 
 if TYPE_CHECKING:
     from loadgen.cli.assemble import Shape
+    from loadgen.results.cell_result import CellResult
 
 D = SearchConfig()
 LIMITS = {SearchOver.CONCURRENCY: 1024.0, SearchOver.RATE: 1000.0}
@@ -135,7 +136,7 @@ def search_run(a: argparse.Namespace, default_concurrency: str) -> tuple[RunConf
     early = OversaturationStop(cfg.slo, search.min_requests, search.min_s)
     plan = SearchPlan(search, cfg.slo, cfg.contexts, cap, early)
 
-    def answer(cells: list[dict]) -> str:
+    def answer(cells: list[CellResult]) -> str:
         return search_text(search, cfg.slo, cfg.contexts, cells, cap)
     return cfg, Shape(plan=plan, early_stops=[early], tables=[answer], checks=[plan], sized=plan.requests,
                       watch=plan.watch)

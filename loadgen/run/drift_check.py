@@ -82,7 +82,7 @@ class ControlCheck:
             return None
         log(f"drift check: measuring the first cell again ({cell_words(first)}), the control")
         again = await measure_again(runner, session, measurer, first.key, CONTROL)
-        log(progress_line(again.to_json(), CONTROL))
+        log(progress_line(again, CONTROL))
         if runner.control.stopping:
             log(f"drift check: not judged ({runner.control.stop_reason})")
             return None

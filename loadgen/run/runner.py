@@ -95,7 +95,7 @@ class MatrixPlan:
 
 
 TelemetryPlan = Callable[[Target], list[SourceFactory]]  # the sources each cell samples, once the target is known
-Table = Callable[[list[dict]], str | None]  # a table printed after the matrix (None: nothing to show)
+Table = Callable[[list[CellResult]], str | None]  # a table printed after the matrix (None: nothing to show)
 
 
 @dataclass
@@ -173,7 +173,7 @@ class Runner:
                 for svc in reversed(started):
                     await svc.close(finished)
                 await self.parts.transport.close()
-        cells = [c.to_json() for c in self.cells]
+        cells = list(self.cells)
         print(table(cells, title(self.cfg.label, self.run_id), wide=self.cfg.wide, width=table_width()))
         for text in [*(t(cells) for t in self.parts.tables), lengths_table(cells), category_table(cells),
                      knee_summary(cells)]:
@@ -219,7 +219,7 @@ class Runner:
             for s in self.parts.sinks:
                 s.cell_finished(cell, entry)
             self.results.save()
-            log(progress_line(entry, done + (" (mean)" if self.cfg.repeat > 1 else "")))
+            log(progress_line(result, done + (" (mean)" if self.cfg.repeat > 1 else "")))
         self.results.save()  # with the cells that were not measured (marked skipped), the plan's last word
 
     async def check_drift(self, session: aiohttp.ClientSession, measurer: CellMeasurer) -> None:
@@ -250,7 +250,7 @@ class Runner:
                 break
             results.append(await self.measure_cell(session, measurer, cell, repeat))
             if n > 1:
-                log(progress_line(results[-1].to_json(), f"{done} run {repeat + 1}/{n}"))
+                log(progress_line(results[-1], f"{done} run {repeat + 1}/{n}"))
         return combine_repeats(results)
 
     async def measure_cell(self, session: aiohttp.ClientSession, measurer: CellMeasurer,
