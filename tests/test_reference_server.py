@@ -14,6 +14,7 @@ import aiohttp
 import orjson
 import pytest
 
+from tests import side_by_side
 from tests.conftest import run_loadgen
 from tests.reference_server import DIVERGE_AT, LOOP_AT, count_prompt_tokens, running
 
@@ -235,11 +236,26 @@ def test_nondeterministic_prompts_change_from_call_to_call(tmp_path):
     assert outs[0] == outs[1] == outs[2]
 
 
-def test_loadgen_measures_and_verifies_it(tmp_path):
-    out = tmp_path / "results.json"
-    with running(tmp_path, "--fffd-fraction", "0.4", "--loop-above", "2") as url:
-        res = run_loadgen("--url", url, "--concurrency", "1,4", "--contexts", "64", "--max-tokens", "32",
-                          "--requests-per-cell", "8", "--verify", "--out", str(out))
+@side_by_side.background("reference-server-verified")
+def build_verified(tmp, cleanups):
+    """loadgen's run with --verify against the server; counts and contents only, so it is built beside the other
+    waiting stacks (tests/side_by_side.py). (the run, its results file)"""
+    out = tmp / "results.json"
+    with running(tmp, "--fffd-fraction", "0.4", "--loop-above", "2") as url:
+        return run_loadgen("--url", url, "--concurrency", "1,4", "--contexts", "64", "--max-tokens", "32",
+                           "--requests-per-cell", "8", "--verify", "--out", str(out)), out
+
+
+@pytest.fixture(scope="module")
+def verified():
+    try:
+        yield side_by_side.result("reference-server-verified")
+    finally:
+        side_by_side.finish("reference-server-verified")
+
+
+def test_loadgen_measures_and_verifies_it(verified):
+    res, out = verified
     assert "engine=openai" in res.stderr, res.stdout + res.stderr
     assert res.returncode == 1, res.stdout + res.stderr  # c=4 loops: garbage
     doc = json.loads(out.read_text())

@@ -13,8 +13,7 @@ import time
 
 import pytest
 
-from tests import side_by_side
-from tests.conftest import ROOT, run_loadgen, start_sim, stop_process
+from tests.conftest import ROOT, run_loadgen
 from tests.faults_util import assert_accounted, outputs, wait_truth
 
 pytestmark = pytest.mark.sim
@@ -41,49 +40,26 @@ STARTING = {"loading-503": ("--loading", "/health_generate answered 503"),  # ev
             "stale-health": ("--slow-start", "/health_generate answered 503")}  # health 200, generation fails
 
 
-@side_by_side.background("wait-ready-starting")
-def build_starting(tmp, cleanups) -> dict:
-    """Both kinds of start, 15 s each, side by side (one wait of 15 s for the two); a wait, not a timed figure,
-    so it is built beside the other waiting stacks (tests/side_by_side.py). {name: (sim, returncode, stderr,
-    seconds since the simulators started when the run ended)}"""
-    sims = {name: start_sim(tmp, "--speed", "8", flag, "15", name=f"{name}.truth.jsonl")
+def test_starting_servers_are_waited_for_and_then_measured(tmp_path, sim_factory):
+    """Both kinds of start, 15 s each, side by side (one wait of 15 s for the two)."""
+    sims = {name: sim_factory("--speed", "8", flag, "15", name=f"{name}.truth.jsonl")
             for name, (flag, _) in STARTING.items()}
-    for sim in sims.values():
-        cleanups.callback(sim.stop)
     t0 = time.monotonic()
     runs = {name: subprocess.Popen([sys.executable, "-m", "loadgen", "--url", sim.url, *ARGS,
-                                    "--out", str(tmp / f"{name}.json")], cwd=ROOT,
+                                    "--out", str(tmp_path / f"{name}.json")], cwd=ROOT,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             for name, sim in sims.items()}
-    for proc in runs.values():
-        cleanups.callback(stop_process, proc)
-    ended = {}
     for name, proc in runs.items():
+        sim, (flag, state) = sims[name], STARTING[name]
         _, stderr = proc.communicate(timeout=120)
-        ended[name] = (sims[name], proc.returncode, stderr, time.monotonic() - t0)
-    return {"tmp": tmp, **ended}
-
-
-@pytest.fixture(scope="module")
-def starting():
-    try:
-        yield side_by_side.result("wait-ready-starting")
-    finally:
-        side_by_side.finish("wait-ready-starting")
-
-
-def test_starting_servers_are_waited_for_and_then_measured(starting):
-    """Both kinds of start, 15 s each, side by side (one wait of 15 s for the two)."""
-    for name, (flag, state) in STARTING.items():
-        sim, returncode, stderr, since_start_s = starting[name]
-        assert returncode == 0, stderr
+        assert proc.returncode == 0, stderr
         waits = [ln for ln in stderr.splitlines() if ln.startswith(f"waiting for {sim.url} to be ready: ")]
         # a line at the start and about every 5 s after: what it waits for, for how long, and the limit
         assert len(waits) >= 2, stderr
         assert all(ln.endswith(f"of 600 s (--wait-ready): {state}") for ln in waits[:2]), waits
         ready = re.search(rf"{re.escape(sim.url)} is ready after ([\d.]+) s", stderr)
-        assert ready and float(ready.group(1)) <= since_start_s
-        measured_everything(starting["tmp"] / f"{name}.json", sim)
+        assert ready and float(ready.group(1)) <= time.monotonic() - t0
+        measured_everything(tmp_path / f"{name}.json", sim)
         if flag == "--slow-start":  # the stale process answered health all along: generation was what failed
             assert "/health answered" not in stderr
 
