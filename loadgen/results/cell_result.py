@@ -55,14 +55,14 @@ class Load:
     schedule_request_rate: float | None = doc("open loop: the realised schedule's rate", "requests/s", optional=True)
     achieved_request_rate: float | None = doc("open loop: the rate requests were actually sent at", "requests/s", optional=True)
     target_request_rate: float | None = doc("open loop: the rate asked for (a ramp's mean)", "requests/s", optional=True)
-    arrival: Figures | None = doc("open loop: {law, burstiness, max_concurrency}", optional=True)
+    arrival: fig.Arrival | None = doc("open loop: {law, burstiness, max_concurrency}", optional=True)
     ramp: fig.Ramp | None = doc("--ramp: the ramp, its windows and the sustainable-rate verdict", optional=True)
     sustainable_request_rate: float | None = doc("--ramp: the highest rate whose TTFT met --slo-ttft", "requests/s", optional=True)
-    throttle: Figures | None = doc("--max-request-rate: the closed loop's ceiling and how often it held", optional=True)
+    throttle: fig.Throttle | None = doc("--max-request-rate: the closed loop's ceiling and how often it held", optional=True)
     attempt: int | None = doc("0, or n when the cell was measured again after the server came back")
     attempts: list | None = doc("earlier attempts of the cell (--on-server-down wait): status, error, requests", optional=True)
-    recovery: Figures | None = doc("--on-server-down wait: {ready, elapsed_s, reason} of the last wait", optional=True)
-    shards: Figures | None = doc("merged cells: {count, ran, requests, window_overlap}", optional=True)
+    recovery: fig.Recovery | None = doc("--on-server-down wait: {ready, elapsed_s, reason} of the last wait", optional=True)
+    shards: fig.Shards | None = doc("merged cells: {count, ran, requests, window_overlap}", optional=True)
     shard_has_no_slot: bool | None = doc("a shard whose part of this cell's concurrency is empty", optional=True)
 
 
@@ -137,7 +137,7 @@ class Noise:
                                     "e2e_s.mean, accept_length.value); a percentile bootstrap over the ok "
                                     "requests, or Student's t over the repeats (definitions.md#noise)",
                                     "the figure's", optional=True)
-    interval_method: Figures | None = doc("{method: bootstrap | t over repeats, level, resamples, seed, "
+    interval_method: fig.IntervalMethod | None = doc("{method: bootstrap | t over repeats, level, resamples, seed, "
                                           "samples}: how `intervals` were made", optional=True)
     repeats: fig.Repeats | None = doc("--repeat N: {n, values and samples: {figure: [each repeat's]}, windows: "
                                   "[each repeat's]}; the key figures are then the mean over the repeats, the "

@@ -146,5 +146,82 @@ class Repeats(TypedDict, total=False):
     windows: list[Any]
 
 
+class IntervalMethod(TypedDict, total=False):
+    """How a cell's intervals were made: a bootstrap over its requests, or Student's t over the repeats."""
+
+    method: str
+    level: float
+    resamples: int
+    seed: int
+    samples: int
+
+
+class Arrival(TypedDict, total=False):
+    """Open loop: the arrival law (a trace: its file and speed) and the in-flight cap."""
+
+    law: str
+    burstiness: float | None
+    max_concurrency: int | None
+    trace: str
+    speed: float
+
+
+class Throttle(TypedDict, total=False):
+    """--max-request-rate: the closed loop's ceiling and how often it held (`metrics.throttle`)."""
+
+    max_request_rate: float
+    achieved_request_rate: float | None
+    peak_starts_per_s: int
+    throttled_s: float
+    throttled_fraction: float | None
+    throttled_starts: int
+
+
+class Recovery(TypedDict, total=False):
+    """--on-server-down wait: the last wait for the server."""
+
+    ready: bool
+    elapsed_s: float
+    reason: str | None
+
+
+class Shards(TypedDict, total=False):
+    """A merged cell's shards: how many, how many ran it, their measured requests, their windows' overlap."""
+
+    count: int
+    ran: int
+    requests: list[int]
+    window_overlap: float | None
+
+
+class Sessions(TypedDict, total=False):
+    """--sessions: the multi-turn sessions' figures (definitions.md#sessions)."""
+
+    sessions: int
+    turns_mean: float | None
+    turns_max: int | None
+    ok_fraction: float | None
+
+
+class SharedPrefix(TypedDict, total=False):
+    """--shared-prefix: what a prefix cache could serve and what it did (definitions.md#shared-prefix)."""
+
+    groups: int
+    tokens: int
+    cacheable_tokens: int
+    cacheable_fraction: float | None
+    cached_tokens: int | None
+    cached_of_cacheable: float | None
+
+
+class Cancellation(TypedDict, total=False):
+    """--cancel-fraction: the requests the client closed on purpose (definitions.md#cancellation)."""
+
+    abandoned: int
+    abandoned_fraction: float | None
+    tokens_before_close: dict[str, float | None]
+    close_after_s: dict[str, float | None]
+
+
 Intervals = dict[str, list[float]]  # {figure path: [low, high]}, the 95 % interval of each key figure
 Figures = dict[str, Any]  # a block whose keys vary with the load or the source, documented per field

@@ -5,11 +5,10 @@ acceptance by draft position)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from loadgen.results import figures as fig
 from loadgen.results.fields_doc import doc
-
-Figures = dict[str, Any]  # as in cell_result: a block of figures, documented per field
+from loadgen.results.figures import Figures
 
 
 @dataclass
@@ -17,15 +16,16 @@ class Workload:
     """Figures of the workload's own shape and the answers' kind: requests closed on purpose, multi-turn
     sessions, shared prefixes, reasoning, acceptance by draft position."""
 
-    cancellation: Figures | None = doc("--cancel-fraction: {abandoned, abandoned_fraction, tokens_before_close "
-                                       "{mean, p50, max}, close_after_s {mean, p50, max}} over the requests the "
-                                       "client closed on purpose (outcome abandoned; definitions.md#cancellation)",
-                                       optional=True)
-    sessions: Figures | None = doc("--sessions: {sessions, turns_mean, turns_max, ok_fraction} "
-                                   "(definitions.md#sessions)", optional=True)
-    shared_prefix: Figures | None = doc("--shared-prefix: {groups, tokens, cacheable_tokens, cacheable_fraction, "
-                                        "cached_tokens, cached_of_cacheable}: what a prefix cache could serve and "
-                                        "what it did (definitions.md#shared-prefix)", optional=True)
+    cancellation: fig.Cancellation | None = doc("--cancel-fraction: {abandoned, abandoned_fraction, "
+                                                "tokens_before_close {mean, p50, max}, close_after_s {mean, p50, "
+                                                "max}} over the requests the client closed on purpose (outcome "
+                                                "abandoned; definitions.md#cancellation)", optional=True)
+    sessions: fig.Sessions | None = doc("--sessions: {sessions, turns_mean, turns_max, ok_fraction} "
+                                        "(definitions.md#sessions)", optional=True)
+    shared_prefix: fig.SharedPrefix | None = doc("--shared-prefix: {groups, tokens, cacheable_tokens, "
+                                                 "cacheable_fraction, cached_tokens, cached_of_cacheable}: what a "
+                                                 "prefix cache could serve and what it did "
+                                                 "(definitions.md#shared-prefix)", optional=True)
     reasoning: Figures | None = doc("reasoning models: {requests, time_to_first_reasoning_s, time_to_first_answer_s, "
                                     "reasoning_tokens, reasoning_share} over ok requests with reasoning deltas "
                                     "(definitions.md#reasoning)", "s, tokens", optional=True)
