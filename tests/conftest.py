@@ -106,6 +106,25 @@ def sim_factory(tmp_path):
 os.environ.setdefault("LOADGEN_DRIFT_CHECK", "off")
 
 
+def said(text: str) -> str:
+    """What a console text says, its lines wrapped at 120 columns (`console.wrap`) joined again: every run of
+    whitespace one space, so a test can look for a message however it was wrapped."""
+    return " ".join(text.split())
+
+
+def said_lines(text: str) -> list[str]:
+    """The console's lines as they were said before `console.wrap` broke them: a line indented deeper than the
+    one before it continues it (joined with the space the break took)."""
+    lines: list[str] = []
+    for line in text.splitlines():
+        lead = len(line) - len(line.lstrip(" "))
+        if lines and lead > len(lines[-1]) - len(lines[-1].lstrip(" ")) and line.strip():
+            lines[-1] += " " + line.strip()
+        else:
+            lines.append(line)
+    return lines
+
+
 def run_loadgen(*args: str, timeout: float = 120, env: dict | None = None, cwd: Path | None = None):
     """Run the real CLI; returns CompletedProcess with text stdout/stderr."""
     return subprocess.run([sys.executable, "-m", "loadgen", *args], capture_output=True, text=True,

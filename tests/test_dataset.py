@@ -14,7 +14,7 @@ from loadgen.files import read_json, read_jsonl
 from loadgen.sim import tokenizer
 from loadgen.sim.prompt_kind import prompt_kind
 from loadgen.workload.dataset_formats import parse_rows
-from tests.conftest import run_loadgen
+from tests.conftest import run_loadgen, said
 
 CODE = ["def area(r):\n    return 3.14159 * r ** 2  # {}\n", "for i in range(10):\n    if i % 2 == 0:\n        "
         "print(i, [x * x for x in range(i)])\n", "class Stack:\n    def __init__(self):\n        self.items = []\n"
@@ -103,9 +103,9 @@ def test_bad_rows_stop_the_run_unless_tolerated(sim_factory, tmp_path):
     path.write_text('{"prompt": "Hello there, how are you?"}\n{"prompt": oops}\n{"title": "no prompt"}\n')
     proc = run_loadgen("--url", sim.url, "--dataset", str(path), "--concurrency", "1", "--out", str(tmp_path / "r.json"))
     assert proc.returncode == 2, proc.stderr
-    assert f"{path}:2: invalid JSON" in proc.stderr
-    assert f"{path}:3: no prompt field (expected messages, conversations, or prompt/text)" in proc.stderr
-    assert "2 unusable rows (named above), more than --max-bad-rows 0" in proc.stderr.splitlines()[-1]
+    assert f"{path}:2: invalid JSON" in said(proc.stderr)
+    assert f"{path}:3: no prompt field (expected messages, conversations, or prompt/text)" in said(proc.stderr)
+    assert "2 unusable rows (named above), more than --max-bad-rows 0" in said(proc.stderr.splitlines()[-1])
     assert sim.truth_rows() == []
     proc, doc, records, truth = run_dataset(sim, path, tmp_path / "t.json", "--max-bad-rows", "2", "--concurrency",
                                             "1", "--api", "openai-completions", "--max-tokens", "4")
@@ -167,7 +167,7 @@ def test_chat_rows_replay_as_they_are(sim_factory, tmp_path):
     path = write_jsonl(tmp_path / "chat.jsonl", rows)
     proc, doc, records, truth = run_dataset(sim, path, tmp_path / "r.json", "--concurrency", "2",
                                             "--prefix-cache", "allow")
-    assert "OpenAI chat JSONL (messages), 6 rows usable (no bad rows), 6 with their own output length" in proc.stderr
+    assert "OpenAI chat JSONL (messages), 6 rows usable (no bad rows), 6 with their own output length" in said(proc.stderr)
     assert len(records) == 6  # every row once by default
     received = sorted((json.dumps(t["prompt"]), t["max_tokens"]) for t in truth)
     sent = sorted((json.dumps(r["messages"]), r.get("max_tokens") or r.get("output_len")) for r in rows)

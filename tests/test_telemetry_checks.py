@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from tests.conftest import run_loadgen
+from tests.conftest import run_loadgen, said_lines
 from tests.faults_util import outputs
 
 pytestmark = pytest.mark.sim
@@ -94,7 +94,7 @@ def test_a_source_lost_mid_run_is_said_at_the_cell_end(tmp_path, sim_factory):
         exporter.close()
     assert run.returncode == 0, run.stderr  # the load itself was measured
     doc, _ = outputs(out)
-    warnings = [ln for ln in run.stderr.splitlines() if ln.startswith("warning: TELEMETRY LOST (--dcgm): ")]
+    warnings = [ln for ln in said_lines(run.stderr) if ln.startswith("warning: TELEMETRY LOST (--dcgm): ")]
     assert len(warnings) == 2, run.stderr  # one per cell
     assert f"{exporter.url} stopped answering" in warnings[0]
     assert "no dcgm-exporter answered" in warnings[1]
