@@ -184,23 +184,29 @@ def test_report_draws_their_tok_s_and_ttft_marked(garbled):
 
 @pytest.mark.sim
 def test_a_hollow_point_is_drawn_where_the_cell_failed_a_check(garbled):
-    """The same plot drawn with and without its marks: the marked one has white where the filled markers were."""
+    """Each panel drawn with the marks has a white-filled marker over every point whose cell failed a check, and
+    only there; the PNG differs from the unmarked one (whose legend has no check entry)."""
+    import matplotlib.pyplot as plt
+
+    from loadgen.report import plot_axes as pa
     from loadgen.report.plot_axes import use_agg
-    from loadgen.report.plots_load import Layer, Row, grid
+    from loadgen.report.plots_load import Layer, Row, _draw_panel, grid
     tmp, _, _ = garbled
     use_agg()
     runs = load_inputs([str(tmp / "garbled.json")])
-    rows = [Row("tok/s", [Layer(pd.series_vs_concurrency(runs, pd.path("output_tok_s")))])]
-    plain, marked = (grid(runs, rows, "t", "c", marks) for marks in ({}, pd.check_marks(runs)))
-    assert plain != marked and _white(marked) > _white(plain)
-
-
-def _white(png: bytes) -> int:
-    import io
-
-    import matplotlib.image
-    pixels = matplotlib.image.imread(io.BytesIO(png))
-    return int((pixels[..., :3] > 0.99).all(axis=-1).sum())
+    series = pd.series_vs_concurrency(runs, pd.path("output_tok_s"))
+    rows = [Row("tok/s", [Layer(series)])]
+    marks = pd.check_marks(runs)
+    assert marks and grid(runs, rows, "t", "c", {}) != grid(runs, rows, "t", "c", marks)
+    look = (pa.config_colors(runs), pa.config_markers(runs), marks)
+    for ctx, by in series.items():
+        fig, ax = plt.subplots()
+        _draw_panel(ax, rows[0], ctx, look, {}, "c")
+        hollow = {(x, y) for line in ax.lines if line.get_markerfacecolor() == "white"
+                  for x, y in zip(line.get_xdata(), line.get_ydata())}
+        expected = {(x, y) for name, pts in by.items() for x, y in pts if (name, ctx, x) in marks}
+        assert hollow == expected and expected
+        plt.close(fig)
 
 
 @pytest.mark.infra
