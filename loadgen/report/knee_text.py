@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Sequence
+from typing import Any
 
 from loadgen.metrics.knee import KNEE_GROWTH, knees
 from loadgen.names import CellStatus
 from loadgen.results.cell_view import Cell, as_result
 
 
-def knee_phrase(found: dict) -> str:
+def knee_phrase(found: dict[str, Any]) -> str:
     """"32 (32→64: +4.0% per doubling)" or "none up to 128 (still +35.2% per doubling)": one decimal, so a
     growth just under the threshold does not read as the threshold itself; then the concurrencies left out
     ("; c=5 left out: measured twice, 57 and 542 tok/s")."""

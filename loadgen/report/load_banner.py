@@ -9,8 +9,9 @@ from loadgen.names import ArrivalLaw
 def open_loop_banner(o: OpenLoopConfig) -> str:
     """`open loop: poisson arrivals, rates 5,10 req/s, cap none (--concurrency is not used)`."""
     ramp = o.ramp
+    rates = o.request_rate or []  # an open loop has rates where it has no ramp
     load = (f"ramp {ramp.r0:g}→{ramp.r1:g} req/s over {ramp.duration_s:g} s" if ramp
-            else "rates " + ",".join(f"{r:g}" for r in o.request_rate) + " req/s")
+            else "rates " + ",".join(f"{r:g}" for r in rates) + " req/s")
     burst = f" (burstiness {o.burstiness:g})" if o.arrival == ArrivalLaw.GAMMA else ""
     return (f"open loop: {o.arrival} arrivals{burst}, {load}, cap {o.max_concurrency or 'none'} "
             "(--concurrency is not used)")

@@ -49,6 +49,6 @@ def _dominates(q: Point, p: Point) -> bool:
             and (q.request_tok_s > p.request_tok_s or q.output_tok_s > p.output_tok_s))
 
 
-def targets_of(runs: list[Run]) -> dict:
+def targets_of(runs: list[Run]) -> dict[str, float]:
     """The SLO targets the cells were measured with (the first found; {} without any)."""
     return next((c.slo.targets_s for r in runs for c in results_of(r).values() if c.slo and c.slo.targets_s), {})

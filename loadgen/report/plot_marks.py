@@ -6,14 +6,22 @@ model says which cells failed which check (`cell_status.failed_checks`); this mo
 from __future__ import annotations
 
 import textwrap
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.lines import Line2D
+    from matplotlib.typing import ColorType
 
 MARKER_SIZE = 5.0
 HOLLOW_SIZE = 9.0
 HOLLOW_EDGE = 1.6
 LEGEND_CHARS = 30  # a legend entry's line, so the legend stays within its LEGEND_W_IN
 
+MarkKey = tuple[str, object, float]  # (configuration, context, load) of a marked point
 
-def hollow_points(ax, points: list[tuple[float, float]], marker: str, color) -> None:
+
+def hollow_points(ax: Axes, points: list[tuple[float, float]], marker: str, color: ColorType) -> None:
     """Draw each (x, y) as a hollow marker, white inside: the point's own filled marker disappears under it."""
     if points:
         ax.plot([p[0] for p in points], [p[1] for p in points], linestyle="none", marker=marker,
@@ -21,7 +29,7 @@ def hollow_points(ax, points: list[tuple[float, float]], marker: str, color) -> 
                 markeredgewidth=HOLLOW_EDGE, zorder=3)
 
 
-def by_check(marks: dict[tuple, str]) -> dict[str, dict[str, int]]:
+def by_check(marks: dict[MarkKey, str]) -> dict[str, dict[str, int]]:
     """{check: {configuration: cells marked}} from marks {(config, context, load): 'garbage output, missed SLO'}."""
     out: dict[str, dict[str, int]] = {}
     for (config, *_), names in marks.items():
@@ -37,7 +45,7 @@ def legend_label(check: str, configs: dict[str, int]) -> str:
     return "\n".join(textwrap.wrap(f"hollow: {check} ({shown})", LEGEND_CHARS))
 
 
-def marks_legend(marks: dict[tuple, str]) -> dict:
+def marks_legend(marks: dict[MarkKey, str]) -> dict[str, Line2D]:
     """{legend label: handle}: one hollow grey marker per check that marks some point; {} without marks."""
     from matplotlib.lines import Line2D
     return {legend_label(check, configs): Line2D([], [], color="0.3", linestyle="none", marker="o",

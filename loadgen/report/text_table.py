@@ -76,12 +76,12 @@ def fmt_ms(x: float | None) -> str:
     return MISSING if x is None else f"{x * 1e3:.1f}"
 
 
-def number(path: str, spec: str) -> Callable[[dict], str]:
+def number(path: str, spec: str) -> Callable[[Any], str]:
     """The text of the figure at `path` formatted by `spec`."""
     return lambda item: fmt(field(item, path), spec)
 
 
-def millis(path: str) -> Callable[[dict], str]:
+def millis(path: str) -> Callable[[Any], str]:
     """The text of the figure at `path` (seconds) in ms."""
     return lambda item: fmt_ms(field(item, path))
 
@@ -109,8 +109,8 @@ def counts_text(req: RequestCounts) -> str:
     return f"{req.get('ok', 0)}/{req.get('failed', 0)}{cancelled}{abandoned}"
 
 
-def note_refs(items: list[dict], note_of: Callable[[dict], str],
-              label_of: Callable[[dict], str]) -> tuple[list[str], list[str]]:
+def note_refs(items: list[Any], note_of: Callable[[Any], str],
+              label_of: Callable[[Any], str]) -> tuple[list[str], list[str]]:
     """(each item's note reference, "n1" or "", the notes as lines "n1 <label>, <label>: <note>"), one number per
     distinct note text, so a long reason never widens the table; a note names every row that carries it.
     `note_of(item)` gives the text, `label_of(item)` the row."""
