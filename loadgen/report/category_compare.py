@@ -4,16 +4,19 @@ output tok/s against the baseline run. Cells without categories add nothing."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from loadgen.report import text_table as tt
 from loadgen.results.cell_result import CellResult
+from loadgen.results.compare_inputs import Run
 
 
-def _categories(cell: CellResult | None) -> dict[str, dict]:
+def _categories(cell: CellResult | None) -> dict[str, dict[str, Any]]:
     """A run's cell's figures per category ({} without the cell or categories)."""
     return (cell.prompts.by_category or {}) if cell is not None else {}
 
 
-def rows(runs: list, base: int = 0) -> list[dict]:
+def rows(runs: list[Run], base: int = 0) -> list[dict[str, Any]]:
     """One row per (cell, category, run) where the category appears in at least two runs' cell."""
     out = []
     for key in sorted({k for r in runs for k in r.cells}):
@@ -43,7 +46,7 @@ COLUMNS = [
 ]
 
 
-def render(runs: list, base: int = 0) -> str | None:
+def render(runs: list[Run], base: int = 0) -> str | None:
     """The per-category comparison, or None when no category appears in two runs."""
     found = rows(runs, base)
     if not found:

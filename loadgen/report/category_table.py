@@ -3,10 +3,16 @@ cell, with the figures of `metrics.category`, and the cell's achieved prompt and
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from loadgen.report import text_table as tt
 from loadgen.report.text_table import Column, millis, number
 from loadgen.results.cell_result import CellResult
 from loadgen.results.cell_view import Cell, as_result
+from loadgen.results.figures import RequestCounts
+
+Row = dict[str, Any]  # a category's figures, with its name and its cell
 
 
 def _load_of(cell: CellResult) -> str:
@@ -14,17 +20,22 @@ def _load_of(cell: CellResult) -> str:
     return f"{key.request_rate:g}/s" if key.request_rate is not None else str(key.concurrency)
 
 
-def _load(row: dict) -> str:
+def _load(row: Row) -> str:
     return _load_of(row["cell"])
 
 
-def _accept(row: dict) -> str:
+def _accept(row: Row) -> str:
     """A category row's accept length (its figures are a cell's, per category) and the source it came from."""
     acc = row.get("accept_length") or {}
     return tt.MISSING if acc.get("value") is None else f"{acc['value']:.2f} {acc.get('source') or ''}"
 
 
-def _share(row: dict) -> str:
+def _counts(row: Row) -> str:
+    requests: RequestCounts = row.get("requests") or {}
+    return tt.counts_text(requests)
+
+
+def _share(row: Row) -> str:
     share = row.get("output_share")
     return tt.MISSING if share is None else f"{share * 100:.0f}%"
 
@@ -32,7 +43,7 @@ def _share(row: dict) -> str:
 COLUMNS = [
     Column("conc", 5, _load),
     Column("category", -14, lambda item: item["name"]),
-    Column("ok/fail", 9, lambda row: tt.counts_text(row.get("requests") or {})),
+    Column("ok/fail", 9, _counts),
     Column("out tok/s", 10, number("output_tok_s", ".1f")),
     Column("share", 6, _share),
     Column("req tok/s", 10, number("request_tok_s.mean", ".1f")),
@@ -44,18 +55,18 @@ COLUMNS = [
 ]
 
 
-def items(cell: CellResult) -> list[dict]:
+def items(cell: CellResult) -> list[Row]:
     """The cell's categories as table rows, each with its name, its cell and the category's figures."""
     return [{"name": name, "cell": cell, **figures} for name, figures in (cell.prompts.by_category or {}).items()]
 
 
-def columns(rows: list[dict]) -> list[Column]:
+def columns(rows: list[Row]) -> list[Column]:
     """COLUMNS with the category as wide as its longest name (a long one no longer shifts its row)."""
     width = max([14, *(len(item["name"]) for item in rows)])
     return [Column(c.header, -width, c.text) if c.header == "category" else c for c in COLUMNS]
 
 
-def category_table(cells: list[Cell]) -> str | None:
+def category_table(cells: Sequence[Cell]) -> str | None:
     """Every cell's categories under one header; None when no cell has categories."""
     rows = [item for cell in map(as_result, cells) for item in items(cell)]
     cols = columns(rows)

@@ -4,6 +4,8 @@ name: host, pwr, temp, mem, comp, clnt, ?) and the wide ones (the figures behind
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from loadgen.metrics.bottleneck import utilization_percent
 from loadgen.names import Bottleneck
 from loadgen.report import text_table as tt
@@ -11,7 +13,7 @@ from loadgen.report.text_table import Column
 from loadgen.results.cell_view import Cell, as_result
 from loadgen.results.gpu_part import Gpu
 
-SHORT = {Bottleneck.CLIENT: "clnt", Bottleneck.SERVER_HOST: "host", Bottleneck.GPU_POWER_CAP: "pwr",
+SHORT: dict[str, str] = {Bottleneck.CLIENT: "clnt", Bottleneck.SERVER_HOST: "host", Bottleneck.GPU_POWER_CAP: "pwr",
          Bottleneck.GPU_THERMAL: "temp", Bottleneck.GPU_MEMORY_BANDWIDTH: "mem", Bottleneck.GPU_COMPUTE: "comp",
          Bottleneck.UNKNOWN: "?"}
 
@@ -20,7 +22,7 @@ def _gpu(cell: Cell) -> Gpu:
     return as_result(cell).gpu
 
 
-def _total(gpu: Gpu) -> dict:
+def _total(gpu: Gpu) -> dict[str, float]:
     return (gpu.gpu_activity or {}).get("total") or {}
 
 
@@ -34,7 +36,7 @@ def busy_and_bottleneck(cell: Cell) -> str:
     return f"{util:.0f} {verdict}".strip()
 
 
-def _share(name: str):
+def _share(name: str) -> Callable[[Cell], str]:
     def show(cell: Cell) -> str:
         value = _total(_gpu(cell)).get(name)
         return tt.MISSING if value is None else f"{100 * value:.0f}%"
