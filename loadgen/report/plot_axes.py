@@ -6,9 +6,16 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from loadgen.report.compare import Run
 from loadgen.report.plot_data import sim_speed
+
+if TYPE_CHECKING:
+    from matplotlib.artist import Artist
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+    from matplotlib.typing import ColorType
 
 DPI = 120
 PANEL_W_IN = 4.8
@@ -27,7 +34,7 @@ TAB10 = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e37
          "#17becf")
 
 
-def config_colors(runs: list[Run]) -> dict[str, str | tuple]:
+def config_colors(runs: list[Run]) -> dict[str, ColorType]:
     """One colour per configuration, in input order, the same in every plot (and in the page's tables)."""
     if len(runs) <= len(TAB10):
         return {r.name: TAB10[i] for i, r in enumerate(runs)}
@@ -54,8 +61,9 @@ def sim_note(runs: list[Run]) -> str | None:
     return f"SIMULATED, speed {shown}: tok/s inflated and J/token deflated by that factor"
 
 
-def figure(columns: int, rows: int = 1, legend: bool = True):
-    """A constrained-layout figure of rows × columns panels (squeezed to a 2-D array of axes)."""
+def figure(columns: int, rows: int = 1, legend: bool = True) -> tuple[Figure, Any]:
+    """A constrained-layout figure of rows × columns panels (squeezed to a 2-D array of axes: numpy's, whose
+    items matplotlib's types do not name)."""
     import matplotlib.pyplot as plt
     width = PANEL_W_IN * columns + (LEGEND_W_IN if legend else 0.4)
     height = PANEL_H_IN * rows + 0.9 + (LEGEND_H_IN if legend else 0)
@@ -63,9 +71,9 @@ def figure(columns: int, rows: int = 1, legend: bool = True):
     return fig, axes
 
 
-def level_axis(ax, levels: Iterable[float], label: str) -> None:
+def level_axis(ax: Axes, measured: Iterable[float], label: str) -> None:
     """A log2 x axis with one tick per measured level (no minor ticks), a margin around the ends."""
-    levels = sorted(set(levels))
+    levels = sorted(set(measured))
     ax.set_xscale("log", base=2)
     ax.set_xticks(levels, [f"{v:g}" for v in levels])
     ax.minorticks_off()
@@ -74,10 +82,10 @@ def level_axis(ax, levels: Iterable[float], label: str) -> None:
     ax.set_xlabel(label)
 
 
-def value_axis(ax, label: str, values: Iterable[float], log_ratio: float | None = None) -> None:
+def value_axis(ax: Axes, label: str, found: Iterable[float | None], log_ratio: float | None = None) -> None:
     """The y axis from 0 with headroom over the highest value (a single point is never clipped at the top
     edge); a log scale instead when `log_ratio` is given and the values span more than that ratio."""
-    values = [v for v in values if v is not None and v > 0]
+    values = [v for v in found if v is not None and v > 0]
     ax.set_ylabel(label)
     ax.grid(True, alpha=0.3)
     if not values:
@@ -89,7 +97,7 @@ def value_axis(ax, label: str, values: Iterable[float], log_ratio: float | None 
     ax.set_ylim(0, max(values) * 1.15)
 
 
-def legend_outside(fig, entries: dict, title: str | None = None) -> None:
+def legend_outside(fig: Figure, entries: dict[str, Artist], title: str | None = None) -> None:
     """One legend for the whole figure, below every panel, as many entries a row as LEGEND_W_IN fits in the
     figure's width: {label: handle}."""
     if entries:
@@ -98,7 +106,7 @@ def legend_outside(fig, entries: dict, title: str | None = None) -> None:
                    fontsize=8, title=title, title_fontsize=8, frameon=False)
 
 
-def finish(fig, title: str, runs: list[Run]) -> bytes:
+def finish(fig: Figure, title: str, runs: list[Run]) -> bytes:
     """Title (with the simulator note when the data is simulated), then the PNG bytes; the figure is closed."""
     import matplotlib.pyplot as plt
     note = sim_note(runs)

@@ -6,14 +6,22 @@ client) is drawn hollow, the legend naming the check and the configurations (`pl
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from loadgen.report import plot_axes as pa
 from loadgen.report.compare import Run
-from loadgen.report.pareto import frontier, points, targets_of
+from loadgen.report.pareto import Point, frontier, points, targets_of
 from loadgen.report.plot_data import prompt_label
 from loadgen.report.plot_marks import MARKER_SIZE, hollow_points, marks_legend
 
+if TYPE_CHECKING:
+    from matplotlib.artist import Artist
+    from matplotlib.axes import Axes
+    from matplotlib.typing import ColorType
 
-def _draw(ax, pts, colors, markers, handles) -> None:
+
+def _draw(ax: Axes, pts: list[Point], colors: dict[str, ColorType], markers: dict[str, str],
+          handles: dict[str, Artist]) -> None:
     for name in dict.fromkeys(p.config for p in pts):
         mine = sorted((p for p in pts if p.config == name), key=lambda p: p.concurrency)
         line, = ax.plot([p.request_tok_s for p in mine], [p.output_tok_s for p in mine], color=colors[name],
@@ -33,7 +41,7 @@ def _draw(ax, pts, colors, markers, handles) -> None:
     handles.setdefault("frontier (passed checks)" if checked else "Pareto frontier", edge)
 
 
-def _targets(ax, targets: dict, handles: dict) -> None:
+def _targets(ax: Axes, targets: dict[str, float], handles: dict[str, Artist]) -> None:
     from matplotlib.lines import Line2D
     tpot = targets.get("tpot")
     if tpot:
@@ -49,7 +57,7 @@ def pareto(runs: list[Run]) -> bytes | None:
     targets = targets_of(runs)
     colors, markers = pa.config_colors(runs), pa.config_markers(runs)
     fig, axes = pa.figure(len(data))  # as wide as the other plots: the title and its simulator note fit
-    handles: dict = {}
+    handles: dict[str, Artist] = {}
     shown = ", ".join(f"{m} ≤ {t * 1e3:g} ms" for m, t in targets.items())
     for ax, (ctx, pts) in zip(axes[0], sorted(data.items())):
         _draw(ax, pts, colors, markers, handles)
