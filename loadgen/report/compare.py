@@ -9,10 +9,11 @@ import io
 import textwrap
 from collections.abc import Callable
 from enum import StrEnum
+from typing import Any
 
 from loadgen.console import WIDTH
 from loadgen.names import CellStatus
-from loadgen.record import cell_key
+from loadgen.record import CellKey, cell_key
 from loadgen.report import category_compare
 from loadgen.report import text_table as tt
 from loadgen.report.goodput_rank import goodput_ranking
@@ -26,6 +27,8 @@ from loadgen.results.compare_inputs import Run, load_inputs, pick_baseline
 from loadgen.results.slo_part import attainment_text
 
 __all__ = ["Run", "TableFormat", "comparison", "compare_table", "load_inputs", "pick_baseline", "render_text"]
+
+Row = dict[str, Any]  # a comparison row: one configuration's cell, its figures and marks (`cell_row`)
 
 def _figure(path: str) -> Callable[[CellResult], float | None]:
     """A getter of the cell's figure at `path` (`cell_view.number`, by its JSON names)."""
@@ -49,19 +52,19 @@ INTERVALS = {"out_tok_s": "output_tok_s", "req_tok_s": "request_tok_s.mean", "tt
 SLO_METRICS = ("good_tok_s",)  # shown only where some cell was measured with --slo
 
 
-def shown_metrics(rows: list[dict]) -> list[str]:
+def shown_metrics(rows: list[Row]) -> list[str]:
     """The METRICS a comparison of `rows` shows: the SLO's only when a row has SLO figures."""
     slo = any(row["slo"] for row in rows)
     return [m for m in METRICS if slo or m not in SLO_METRICS]
 
 
-def cell_row(r: Run, key, cell: CellResult, base: Run) -> dict:
+def cell_row(r: Run, key: CellKey, cell: CellResult, base: Run) -> Row:
     """The comparison row of one configuration's cell (see `comparison`); `slo` is the cell's typed part."""
     why = unmeasured(cell)  # not measured: no figures, never best
     ok = why is None
     checks = failed_checks(cell) if ok else []  # measured, a check failed: figures shown, marked, never best
     failed = not ok or cell.status != CellStatus.OK
-    row = {"context_tokens": key[0], "concurrency": key[1], "request_rate": key[2] or None, "config": r.name,
+    row: Row = {"context_tokens": key[0], "concurrency": key[1], "request_rate": key[2] or None, "config": r.name,
            "status": "failed" if failed else "ok", "measured": ok, "error": why or cell.error,
            "checks": [c.kind.value for c in checks], "check_reasons": [c.reason for c in checks],
            "not_best": not_best(cell), "slo": cell.slo, "baseline": r is base, "best": [], "noise": [],
@@ -77,7 +80,7 @@ def cell_row(r: Run, key, cell: CellResult, base: Run) -> dict:
     return row
 
 
-def comparison(runs: list[Run], base: int = 0) -> list[dict]:
+def comparison(runs: list[Run], base: int = 0) -> list[Row]:
     """One row per cell × configuration, cells in (context, concurrency) order.
 
     Each row: context_tokens, concurrency, config, status (failed: not measured, or a check failed the cell),
@@ -102,15 +105,15 @@ SHOWN = {"accept": ".2f", "j_per_token": ".3f", "power_w": ".0f"}  # format spec
 CHECK_MARK = "!"  # a measured figure of a cell that failed a check: shown, never best; its note says why
 
 
-def figure_mark(row: dict, m: str) -> str:
+def figure_mark(row: Row, m: str) -> str:
     """The mark after figure `m` of a comparison row: "*" best of its cell, "!" its cell failed a check,
     "~" within noise of the leader, else " "."""
     return "*" if m in row["best"] else CHECK_MARK if row["checks"] else "~" if m in row["noise"] else " "
 
 
-def _metric(m: str):
+def _metric(m: str) -> Callable[[Row], str]:
     """The text of metric `m` in a comparison row, with its mark (`figure_mark`)."""
-    def text(row: dict) -> str:
+    def text(row: Row) -> str:
         v = row.get(m)
         if v is None:
             return tt.MISSING
@@ -119,16 +122,16 @@ def _metric(m: str):
     return text
 
 
-def _speedup(m: str):
+def _speedup(m: str) -> Callable[[Row], str]:
     """The text of `<m>_x`, the speed-up against the baseline."""
     return lambda row: tt.MISSING if row.get(m + "_x") is None else f"{row[m + '_x']:.2f}x"
 
 
-def _load(row: dict) -> str:
+def _load(row: Row) -> str:
     return f"{row['request_rate']:g}/s" if row.get("request_rate") else str(row["concurrency"])
 
 
-def row_note(row: dict) -> str:
+def row_note(row: Row) -> str:
     """'FAILED: the server went away' (not measured), 'FAILED CHECK, never best: GARBAGE OUTPUT: …' (measured,
     failed by a check), 'never best: missed its SLO (…)' (measured and ok, a check failed), or ''."""
     if not row["measured"]:
@@ -139,7 +142,7 @@ def row_note(row: dict) -> str:
     return f"{failed}never best: {'; '.join(row['check_reasons'])}"
 
 
-def _slo(row: dict) -> str:
+def _slo(row: Row) -> str:
     return attainment_text(row["slo"]) or tt.MISSING
 
 
@@ -165,11 +168,12 @@ SLO_COLUMNS = [Column("good tok/s", 10, _metric("good_tok_s")), Column("SLO", 9,
 OPTIONAL = {"accept": "accept", "W": "power_w", "J/tok": "j_per_token"}  # left out when no row has the figure
 
 
-def _config_text(row: dict) -> str:
-    return row["config"] + (" (base)" if row["baseline"] else "")
+def _config_text(row: Row) -> str:
+    config: str = row["config"]
+    return config + (" (base)" if row["baseline"] else "")
 
 
-def columns(rows: list[dict]) -> list[Column]:
+def columns(rows: list[Row]) -> list[Column]:
     """The comparison's columns: with SLO figures in any row, good tok/s and the attainment follow out tok/s;
     accept, W and J/tok only when some row has them; the configuration as wide as its longest name (the rows
     then fit 120 columns more often)."""
@@ -194,12 +198,12 @@ def _fitted(cols: list[Column]) -> list[Column]:
     return cols
 
 
-def note_refs(rows: list[dict]) -> tuple[list[str], list[str]]:
+def note_refs(rows: list[Row]) -> tuple[list[str], list[str]]:
     """Each row's note reference and the notes as lines "n1 ctx 60 conc 8 b0: …" (`text_table.note_refs`)."""
     return tt.note_refs(rows, row_note, lambda row: f"ctx {tt.context(row)} conc {_load(row)} {row['config']}")
 
 
-def render_text(rows: list[dict]) -> str:
+def render_text(rows: list[Row]) -> str:
     """Rows grouped by cell (a blank line between cells; a cell's context and load shown on its first row), each
     row's note as a reference, the notes under the rows."""
     cols = _fitted(columns(rows))
@@ -221,7 +225,7 @@ def render_text(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
-def legend(rows: list[dict], mark: str) -> list[str]:
+def legend(rows: list[Row], mark: str) -> list[str]:
     """The lines under the comparison: what the marks mean and, when some figure is within noise, how many."""
     slo = any(r["slo"] for r in rows)
     lines = [f"{mark} best of the cell beyond noise (highest tok/s{', good tok/s' if slo else ''} and accept length; "
@@ -243,7 +247,7 @@ def legend(rows: list[dict], mark: str) -> list[str]:
     return lines
 
 
-def render_markdown(rows: list[dict]) -> str:
+def render_markdown(rows: list[Row]) -> str:
     cols = columns(rows)
     head = [c.header for c in cols]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -254,7 +258,7 @@ def render_markdown(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
-def render_csv(rows: list[dict]) -> str:
+def render_csv(rows: list[Row]) -> str:
     fields = ["context_tokens", "concurrency", "config", "status", "measured", *METRICS,
               *(m + "_x" for m in SPEEDUPS), "best", "noise", "checks", "error"]
     buf = io.StringIO()

@@ -9,7 +9,8 @@ no cell was measured, no cell met the SLO, or its cells that met it failed anoth
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 from loadgen.results.cell_result import CellResult
 from loadgen.results.cell_status import CheckKind, failed_checks, measured
@@ -21,7 +22,7 @@ DISQUALIFY = {CheckKind.GARBAGE: "produced garbage", CheckKind.MISMATCH: "their 
 
 class Configuration(Protocol):
     name: str
-    cells: dict
+    cells: dict[Any, Any]
 
 
 def _met(cell: CellResult) -> bool:
@@ -32,14 +33,22 @@ def _disqualified(cell: CellResult) -> list[CheckKind]:
     return [f.kind for f in failed_checks(cell) if f.kind in DISQUALIFY]
 
 
-def peak_goodput(cells: dict[object, CellResult]) -> tuple[float, CellResult] | None:
+def _good_tok_s(cell: CellResult) -> float | None:
+    """The cell's good output tok/s where it counts for the ranking (it met the SLO, no check of `DISQUALIFY`
+    failed it); None where not."""
+    if cell.slo is None or not _met(cell) or _disqualified(cell):
+        return None
+    return cell.slo.good_output_tok_s
+
+
+def peak_goodput(cells: Mapping[Any, CellResult]) -> tuple[float, CellResult] | None:
     """(highest good output tok/s, its cell) over the measured cells that met their SLO and failed no check
     of `DISQUALIFY`; None without any."""
-    found = [(c.slo.good_output_tok_s, c) for c in cells.values() if _met(c) and not _disqualified(c)]
+    found = [(tok_s, c) for c in cells.values() if (tok_s := _good_tok_s(c))]
     return max(found, key=lambda f: f[0]) if found else None
 
 
-def no_peak(cells: dict[object, CellResult]) -> str:
+def no_peak(cells: Mapping[Any, CellResult]) -> str:
     """Why a configuration has no goodput: 'no cell was measured (4 failed or skipped)', 'measured without
     latency targets (--slo)', 'no cell met the SLO', or '3 cells met the SLO but produced garbage'."""
     shown = [c for c in cells.values() if measured(c)]
@@ -61,7 +70,7 @@ def _load(cell: CellResult) -> str:
                                            else f"c={key.concurrency}")
 
 
-def goodput_ranking(runs: list[Configuration]) -> str | None:
+def goodput_ranking(runs: Sequence[Configuration]) -> str | None:
     """'configurations by goodput …' then one line each, best first, then those without a peak and why; None
     when no cell has SLO figures."""
     typed = [(r, results_of(r)) for r in runs]
@@ -72,6 +81,7 @@ def goodput_ranking(runs: list[Configuration]) -> str | None:
     lines = ["configurations by goodput (peak good output tok/s over measured cells that met the SLO, "
              "garbage left out):"]
     for i, (name, (tok_s, cell)) in enumerate(ranked, 1):
+        assert cell.slo is not None  # a peak's cell met its SLO (`_met`)
         lines.append(f"  {i}. {name:<24} {tok_s:10.1f} good tok/s at {_load(cell)} ({cell.slo.attainment:.0%} good)")
     lines += [f"  -  {r.name:<24} {no_peak(cells)}" for r, cells, p in peaks if p is None]
     return "\n".join(lines)
