@@ -7,7 +7,7 @@ import base64
 from html import escape
 
 
-def attrs(**kw) -> str:
+def attrs(**kw: object) -> str:
     """' a="x" b="y"' for the given attributes (None and False left out; `class_` for class; `data_x` for
     data-x)."""
     out = []
@@ -19,21 +19,21 @@ def attrs(**kw) -> str:
     return "".join(out)
 
 
-def el(tag: str, body: str = "", **kw) -> str:
+def el(tag: str, body: str = "", **kw: object) -> str:
     """An element whose body is already HTML (escape text with `text()` first)."""
     return f"<{tag}{attrs(**kw)}>{body}</{tag}>"
 
 
-def text(value) -> str:
+def text(value: object) -> str:
     return escape("" if value is None else str(value))
 
 
-def image(png: bytes, alt: str, **kw) -> str:
+def image(png: bytes, alt: str, **kw: object) -> str:
     data = base64.b64encode(png).decode("ascii")
     return f'<img src="data:image/png;base64,{data}" alt="{escape(alt, quote=True)}"{attrs(**kw)}>'
 
 
-def key_values(pairs: list[tuple[str, str]], **kw) -> str:
+def key_values(pairs: list[tuple[str, str]], **kw: object) -> str:
     """A two-column table of (label, HTML value) pairs."""
     rows = "".join(el("tr", el("th", text(k), scope="row") + el("td", v)) for k, v in pairs)
     return el("table", el("tbody", rows), class_="kv", **kw)

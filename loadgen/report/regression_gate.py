@@ -25,7 +25,7 @@ from enum import StrEnum
 
 from loadgen.metrics.confidence import overlap
 from loadgen.record import CellKey
-from loadgen.report.compare import Run, cell_row
+from loadgen.report.compare import Row, Run, cell_row
 from loadgen.report.compare_terms import CHECK_KINDS, Better, CheckTerm, FigureTerm, GateCheck, Term
 
 
@@ -115,7 +115,7 @@ class GateResult:
         return [t for t in self.terms if isinstance(t, FigureTerm) and t not in judged]
 
 
-def _shown(term: FigureTerm, row: dict | None) -> tuple[float | None, list[float] | None]:
+def _shown(term: FigureTerm, row: Row | None) -> tuple[float | None, list[float] | None]:
     if row is None:
         return None, None
     interval = row["intervals"].get(term.figure.metric)
@@ -123,7 +123,7 @@ def _shown(term: FigureTerm, row: dict | None) -> tuple[float | None, list[float
     return term.figure.shown(row.get(term.figure.metric)), scaled
 
 
-def figure_row(term: FigureTerm, key: CellKey, base: dict, row: dict | None, config: str,
+def figure_row(term: FigureTerm, key: CellKey, base: Row, row: Row | None, config: str,
                missing: str = "no such cell") -> GateRow:
     """The verdict of `term` for one cell: the baseline's row against B's (None: B has no such cell, `missing`)."""
     (a, a_iv), (b, b_iv) = _shown(term, base), _shown(term, row)
@@ -133,7 +133,7 @@ def figure_row(term: FigureTerm, key: CellKey, base: dict, row: dict | None, con
     return GateRow(key, config, term, verdict, a, b, a_iv, b_iv, change, reason)
 
 
-def _failed(check: GateCheck, row: dict | None) -> str | None:
+def _failed(check: GateCheck, row: Row | None) -> str | None:
     """Why the row's cell fails `check`, or None."""
     if row is None:
         return None
@@ -143,7 +143,7 @@ def _failed(check: GateCheck, row: dict | None) -> str | None:
     return found[0] if found else None
 
 
-def check_row(term: CheckTerm, key: CellKey, base: dict | None, row: dict) -> GateRow:
+def check_row(term: CheckTerm, key: CellKey, base: Row | None, row: Row) -> GateRow:
     why = _failed(term.check, row)
     verdict = Verdict.CHECK_PASSED if why is None else Verdict.CHECK_FAILED
     in_baseline = _failed(term.check, base) is not None
@@ -167,7 +167,7 @@ def pairs_by_name(baseline: list[Run], compared: list[Run]) -> list[Pair]:
     return [(a.get(name), b.get(name)) for name in dict.fromkeys([*a, *b])]
 
 
-def _missing_config(term: Term, key: CellKey, base: dict | None) -> GateRow | None:
+def _missing_config(term: Term, key: CellKey, base: Row | None) -> GateRow | None:
     """A cell of a baseline configuration the compared run lacks: its figures are not measured, it failed `failed`."""
     if base is None:  # a cell of neither run
         return None
