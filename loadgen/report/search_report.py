@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Sequence
+from typing import Any
 
 from loadgen.config import SloConfig
 from loadgen.names import SearchOver
 from loadgen.record import CellKey
 from loadgen.results.cell_result import CellResult
 from loadgen.results.cell_view import Cell, as_result
+from loadgen.results.compare_inputs import Run
 from loadgen.results.incidents import IncidentKind
 from loadgen.results.search import Probe, SearchConfig, resolution_text
 from loadgen.results.search_walk import Again, Bracket, replay
@@ -93,12 +95,12 @@ def search_text(cfg: SearchConfig, slo: SloConfig, contexts: list[int], cells: S
     return "\n".join(lines)
 
 
-def _probe_json(p: Probe) -> dict:
+def _probe_json(p: Probe) -> dict[str, Any]:
     return {"attainment": p.attainment, "good": p.good, "scheduled": p.scheduled, "output_tok_s": p.tok_s,
             "parts": len(p.parts), "met": p.met}
 
 
-def answer_json(b: Bracket) -> dict:
+def answer_json(b: Bracket) -> dict[str, Any]:
     """One prompt length's answer in the results' `search` part: no `met` when the server drifted; the cells
     (their `again`) that the met and missed ends' verdicts pool."""
     again = [{"load": a.load, "first": _probe_json(a.first), "again": _probe_json(a.second), "why": a.why,
@@ -116,7 +118,8 @@ def _by_key(cells: Sequence[Cell]) -> dict[CellKey, CellResult]:
     return {c.key: c for c in map(as_result, cells)}
 
 
-def search_section(cfg: SearchConfig, slo: SloConfig, contexts: list[int], cells: Sequence[Cell], cap: int = 0) -> dict:
+def search_section(cfg: SearchConfig, slo: SloConfig, contexts: list[int], cells: Sequence[Cell],
+                   cap: int = 0) -> dict[str, Any]:
     """The results document's `search` part: the settings and, per prompt length, the bracket found."""
     by_key = _by_key(cells)
     answers = {str(ctx): answer_json(replay(cfg, ctx, by_key, cap)) for ctx in contexts}
@@ -127,13 +130,13 @@ def search_section(cfg: SearchConfig, slo: SloConfig, contexts: list[int], cells
             "answers": answers}
 
 
-def search_complete(doc: dict | None, contexts: list[int]) -> bool:
+def search_complete(doc: dict[str, Any] | None, contexts: list[int]) -> bool:
     """The results document's search found its answer for every prompt length (a resumed sweep skips it)."""
     answers = ((doc or {}).get("search") or {}).get("answers") or {}
     return all((answers.get(str(ctx)) or {}).get("complete") for ctx in contexts)
 
 
-def capacity_ranking(runs: list) -> str | None:
+def capacity_ranking(runs: list[Run]) -> str | None:
     """'configurations by capacity found (highest concurrency that meets the SLO):' then one line per
     configuration and prompt length, best first; None when no configuration was searched. `runs` are
     `compare.Run`s (name, doc)."""
