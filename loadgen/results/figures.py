@@ -128,12 +128,14 @@ class Ramp(TypedDict, total=False):
     r0: float
     r1: float
     duration_s: float
-    slo_ttft_s: float | None
+    slo_ttft_s: float  # a ramp is judged against --slo-ttft, which --ramp requires
     window_s: float
     sustainable_request_rate: float | None
     held: bool
     crossed_at_s: float | None
     rate_at_cross: float | None
+    ttft_p99_at_cross_s: float | None
+    windows_judged: int
     series: list[Any]
 
 
