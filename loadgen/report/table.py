@@ -18,7 +18,7 @@ half-width of the confidence interval of `out tok/s` (`intervals`). docs/definit
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from loadgen.console import WIDTH, wrap_lines
 from loadgen.metrics.client_health import saturation_note
@@ -68,11 +68,11 @@ def samples(cell: CellResult, path: str) -> int | None:
     """How many values the figure at `path` ("ttft_s.p50") was computed from: its distribution's `samples`, or,
     for a mean over the runs of --repeat (a key figure), every run's samples added (`repeats.samples`; a file
     without them: the last run's × n). A figure not averaged over the runs is the last run's, with its samples."""
-    own = tt.field(cell, path.split(".")[0] + ".samples")
+    own: int | None = tt.field(cell, path.split(".")[0] + ".samples")
     runs = cell.noise.repeats or {}
     if path not in (runs.get("values") or {}):
         return own
-    each = (runs.get("samples") or {}).get(path)
+    each: list[int] | None = (runs.get("samples") or {}).get(path)
     if each:
         return sum(each)
     return None if own is None else own * int(runs.get("n") or 1)
@@ -84,7 +84,7 @@ def _few_samples(cell: CellResult, path: str) -> bool:
     return n is not None and 0 < n < FEW_SAMPLES
 
 
-def _percentile(path: str, ms: bool = False):
+def _percentile(path: str, ms: bool = False) -> Callable[[CellResult], str]:
     """The percentile at `path` ("ttft_s.p99"), in ms when `ms`, marked "*" when it was computed from fewer
     than FEW_SAMPLES samples."""
     text = millis(path) if ms else number(path, ".1f")
@@ -95,7 +95,7 @@ def _percentile(path: str, ms: bool = False):
     return show
 
 
-def half_width(path: str, scale: float = 1.0):
+def half_width(path: str, scale: float = 1.0) -> Callable[[CellResult], str]:
     """"±12.3": half the width of the confidence interval of the figure at `path` (`intervals`), times
     `scale` (1e3: seconds shown in ms), or "-"."""
     def show(cell: CellResult) -> str:
@@ -158,17 +158,17 @@ VERIFY = Column("verify", 10, verify_text)  # --verify: before the note (results
 SLO = Column("SLO", 8, _slo)  # --slo: attainment and met, before the note
 
 
-def columns(cells: list[Cell]) -> list[Column]:
+def columns(cells: Sequence[Cell]) -> list[Column]:
     """The matrix's columns for these cells: before the note, the verify column when a cell was verified
     (--verify), the SLO's when a cell had latency targets (--slo)."""
-    cells = [as_result(c) for c in cells]
-    extra = [VERIFY] if verified(cells) else []
-    if any(c.slo for c in cells):
+    results = [as_result(c) for c in cells]
+    extra = [VERIFY] if verified(results) else []
+    if any(c.slo for c in results):
         extra += [SLO, *goodput_columns()]
     return [*COLUMNS[:-1], *extra, COLUMNS[-1]]
 
 
-def verified(cells: list[Cell]) -> bool:
+def verified(cells: Sequence[Cell]) -> bool:
     return any(as_result(c).correctness for c in cells)
 
 
@@ -189,17 +189,17 @@ CANCELLED_LEGEND = "+Nc in ok/fail: N requests cancelled by the client (an inter
 ABANDONED_LEGEND = "+Na in ok/fail: N requests closed on purpose (--cancel-fraction), neither ok nor failed"
 
 
-def footnote(cells: list[Cell]) -> str | None:
+def footnote(cells: Sequence[Cell]) -> str | None:
     """The legends of "*", "+Nc", "+Na" and "±95%", for the marks the rows carry, one a line."""
-    cells = [as_result(c) for c in cells]
+    results = [as_result(c) for c in cells]
     legends = []
-    if any(_few_samples(c, path) for c in cells for path in PERCENTILES):
-        legends.append(few_samples_legend(any(c.noise.repeats for c in cells)))
-    if any(c.requests.requests.get("cancelled") for c in cells):
+    if any(_few_samples(c, path) for c in results for path in PERCENTILES):
+        legends.append(few_samples_legend(any(c.noise.repeats for c in results)))
+    if any(c.requests.requests.get("cancelled") for c in results):
         legends.append(CANCELLED_LEGEND)
-    if any(c.requests.requests.get("abandoned") for c in cells):
+    if any(c.requests.requests.get("abandoned") for c in results):
         legends.append(ABANDONED_LEGEND)
-    if any(c.noise.intervals for c in cells):
+    if any(c.noise.intervals for c in results):
         legends.append("±95%: half-width of the 95 % confidence interval of out tok/s (over the requests, or "
                        "over the runs of --repeat)")
     return "\n".join(legends) or None
@@ -229,7 +229,8 @@ def row_label(cell: CellResult) -> str:
     return f"ctx {tt.context(cell)} conc {_load(cell)}{again}"
 
 
-def _drop_until(columns: list[Column], priorities: dict[str, int], fits) -> list[Column]:
+def _drop_until(columns: list[Column], priorities: dict[str, int],
+                fits: Callable[[list[Column]], bool]) -> list[Column]:
     """`columns` less the lowest priority (the rightmost of a tie) first, until `fits(columns)`."""
     columns = list(columns)
     while len(columns) > 1 and not fits(columns):
@@ -242,18 +243,18 @@ def declared_width(columns: list[Column]) -> int:
     return sum(max(abs(c.width), len(c.header)) + 1 for c in columns) + len("note")
 
 
-def default_columns(cells: list[Cell], width: int = WIDTH, candidates: list[Column] = COLUMNS,
+def default_columns(cells: Sequence[Cell], width: int = WIDTH, candidates: list[Column] = COLUMNS,
                     priorities: dict[str, int] = DEFAULT) -> list[Column]:
     """The default table's columns that fit `width`: the `candidates` named in `priorities`, the lowest
     priority left out first while their declared widths are wider (the same columns for every run of a kind),
     then only while a row whose texts overflow (its note reference included) is still wider."""
-    cells = [as_result(c) for c in cells]
+    results = [as_result(c) for c in cells]
     columns = [c for c in candidates if c.header in priorities and c.header != "note"]
-    refs, _ = note_refs(cells)
+    refs, _ = note_refs(results)
     ref_width = max([len("note"), *(len(r) for r in refs)])
 
     def rows_fit(cols: list[Column]) -> bool:
-        lines = [tt.header(cols), *(tt.line(cols, c) for c in cells)]
+        lines = [tt.header(cols), *(tt.line(cols, c) for c in results)]
         return max(len(line) for line in lines) + 1 + ref_width <= width
     fixed = _drop_until(columns, priorities, lambda cols: declared_width(cols) <= width)
     return _drop_until(fixed, priorities, rows_fit)
@@ -265,19 +266,19 @@ def table(cells: Sequence[Cell], heading: str | None = None, wide: bool = False,
     every column, each note in its row; else the default columns fitted to `width` (`default_columns`), the
     notes below. The candidates default to the matrix's columns (`columns`: the verify column when a cell
     was verified)."""
-    cells = [as_result(c) for c in cells]
-    candidates = candidates if candidates is not None else columns(cells)
+    results = [as_result(c) for c in cells]
+    candidates = candidates if candidates is not None else columns(results)
     if wide:
-        lines = [header(candidates), *(row(c, candidates) for c in cells)]
+        lines = [header(candidates), *(row(c, candidates) for c in results)]
         notes_below: list[str] = []
     else:
-        shown = default_columns(cells, width, candidates, priorities)
-        refs, notes_below = note_refs(cells)
+        shown = default_columns(results, width, candidates, priorities)
+        refs, notes_below = note_refs(results)
         lines = [tt.header([*shown, NOTE_REF])]
-        lines += [tt.join([*shown, NOTE_REF], [*tt.texts(shown, c), ref]) for c, ref in zip(cells, refs)]
+        lines += [tt.join([*shown, NOTE_REF], [*tt.texts(shown, c), ref]) for c, ref in zip(results, refs)]
     lines = [line.rstrip() for line in ([heading] if heading else []) + lines]
     wrapped = [w for n in notes_below for w in wrap_lines(n, width)]
-    legend = (footnote(cells) or "").splitlines()
+    legend = (footnote(results) or "").splitlines()
     legends = [w for line in legend for w in wrap_lines(line, width, "  ")]
     return "\n".join(lines + wrapped + legends)
 
