@@ -4,6 +4,7 @@ everything that went wrong (failed configurations and cells, with reasons and di
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from loadgen.files import read_json
 from loadgen.report.compare import Run
@@ -17,8 +18,10 @@ from loadgen.results.schema import SWEEP_SCHEMA
 
 DIAGNOSTICS_TAIL_CHARS = 6000
 
+Sweep = tuple[dict[str, Any], str]  # a sweep.json document and its folder
 
-def sweep_summaries(paths: list[str]) -> list[tuple[dict, str]]:
+
+def sweep_summaries(paths: list[str]) -> list[Sweep]:
     """(sweep.json document, its folder) of every input that is a sweep folder or sweep.json file."""
     out = []
     for p in paths:
@@ -32,7 +35,7 @@ def sweep_summaries(paths: list[str]) -> list[tuple[dict, str]]:
     return out
 
 
-def _flat(value, prefix: str = "") -> list[tuple[str, str]]:
+def _flat(value: object, prefix: str = "") -> list[tuple[str, str]]:
     """A nested dict as ("a.b", "value") pairs (lists joined), for key/value tables."""
     if isinstance(value, dict):
         return [kv for k, v in value.items() for kv in _flat(v, f"{prefix}{k}.")]
@@ -131,7 +134,7 @@ def _cell_problems(run: Run) -> list[str]:
     return items
 
 
-def _unmeasured_configs(sweeps: list[tuple[dict, str]], measured: set[str]) -> list[str]:
+def _unmeasured_configs(sweeps: list[Sweep], measured: set[str]) -> list[str]:
     items = []
     for doc, base in sweeps:
         for conf in doc.get("configs", []):
@@ -147,7 +150,7 @@ def _unmeasured_configs(sweeps: list[tuple[dict, str]], measured: set[str]) -> l
     return items
 
 
-def problems_section(runs: list[Run], sweeps: list[tuple[dict, str]]) -> tuple[str, int]:
+def problems_section(runs: list[Run], sweeps: list[Sweep]) -> tuple[str, int]:
     """(HTML, number of problems): configurations that measured nothing, then each configuration's failed
     and skipped cells with their reasons and its diagnostics."""
     out, count = [], 0
@@ -165,9 +168,10 @@ def problems_section(runs: list[Run], sweeps: list[tuple[dict, str]]) -> tuple[s
     return "".join(out), count
 
 
-def _sweep_status(run: Run, sweeps: list[tuple[dict, str]]) -> str | None:
+def _sweep_status(run: Run, sweeps: list[Sweep]) -> str | None:
     for doc, _ in sweeps:
         for conf in doc.get("configs", []):
             if conf.get("name") == run.name:
-                return conf.get("status")
+                status: str | None = conf.get("status")
+                return status
     return None

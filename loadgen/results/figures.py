@@ -48,12 +48,13 @@ class WindowNs(TypedDict, total=False):
 
 
 class WallClock(TypedDict, total=False):
-    """The window's edges in calendar time: ISO 8601 UTC and unix s."""
+    """The window's edges in calendar time: ISO 8601 UTC and unix s (`provenance.wall_clock`: all four, or no
+    block)."""
 
-    start: str | None
-    end: str | None
-    start_unix_s: float | None
-    end_unix_s: float | None
+    start: str
+    end: str
+    start_unix_s: float
+    end_unix_s: float
 
 
 class Steady(TypedDict, total=False):
