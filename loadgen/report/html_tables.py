@@ -5,7 +5,10 @@ of the page (the browser test) can check it against the results file."""
 
 from __future__ import annotations
 
-from loadgen.record import cell_key
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from loadgen.record import CellKey, cell_key
 from loadgen.report import compare
 from loadgen.report import table as matrix_table
 from loadgen.report import text_table as tt
@@ -15,6 +18,10 @@ from loadgen.report.plot_axes import config_colors
 from loadgen.results.cell_status import check_names, measured, unmeasured
 from loadgen.results.cell_view import Cell, as_result, figure, results_of
 from loadgen.results.correctness import produced_garbage, verify_text
+from loadgen.results.figures import Figures, RequestCounts
+
+if TYPE_CHECKING:
+    from matplotlib.typing import ColorType
 
 # the matrix of one configuration: (header, results field, format: a spec, "ms" = seconds in ms)
 MATRIX = [
@@ -39,17 +46,18 @@ def prompt_text(ctx: int) -> str:
     return str(ctx) if ctx else "dataset"
 
 
-def load_text(ctx_conc_rate: tuple) -> str:
+def load_text(ctx_conc_rate: tuple[Any, ...]) -> str:
     conc, rate = ctx_conc_rate[1], ctx_conc_rate[2]
     return f"{rate:g}/s" if rate else str(conc)
 
 
-def swatch(color) -> str:
+def swatch(color: ColorType | None) -> str:
     """A small square in the configuration's plot colour (hex colours only; else nothing)."""
     return el("span", "", class_="swatch", style=f"background:{color}") if isinstance(color, str) else ""
 
 
-def _figure_td(value, spec: str, metric: str, best: bool = False, noise: bool = False, checks: str = "") -> str:
+def _figure_td(value: float | None, spec: str, metric: str, best: bool = False, noise: bool = False,
+               checks: str = "") -> str:
     """A figure's cell: marked best (★), within noise (≈), or measured in a cell that failed `checks` (!)."""
     shown = tt.fmt_ms(value) if spec == "ms" else tt.fmt(value, spec)
     checked = bool(checks) and value is not None
@@ -71,7 +79,7 @@ def _row_classes(first: bool, cell: Cell, baseline: bool = False) -> str | None:
     return " ".join(c for c in ("group-start" if first else "", state, "baseline" if baseline else "") if c) or None
 
 
-def _comparison_row(row: dict, cell: Cell, first: bool, color, metrics: list[str]) -> str:
+def _comparison_row(row: compare.Row, cell: Cell, first: bool, color: ColorType | None, metrics: list[str]) -> str:
     key = cell_key(row)
     checks = ", ".join(row["checks"])
     tds = [el("td", text(prompt_text(key[0])) if first else "", class_="num"),
@@ -113,7 +121,7 @@ def comparison_table(runs: list[Run], base: int) -> str:
     return el("div", table, class_="scroll")
 
 
-def _matrix_row(key: tuple, cell: Cell, verify: bool = False) -> str:
+def _matrix_row(key: CellKey, cell: Cell, verify: bool = False) -> str:
     """The cell's figures (marked when a check failed), and below them (full width) its notes when it has any."""
     typed = as_result(cell)
     why = unmeasured(typed)
@@ -149,7 +157,7 @@ def matrix_table_html(run: Run) -> str:
     return el("div", table, class_="scroll")
 
 
-def columns_table(columns: list[tt.Column], items: list[dict], **kw) -> str:
+def columns_table(columns: list[tt.Column], items: Sequence[Any], **kw: object) -> str:
     """Any terminal table (a list of Columns) as HTML, texts as the terminal shows them."""
     head = el("thead", el("tr", "".join(el("th", text(c.header), scope="col") for c in columns)))
     body = "".join(el("tr", "".join(el("td", text(t), class_="num" if c.width > 0 else None)
@@ -162,10 +170,11 @@ CATEGORY = [("output share", "output_share", "pct"), ("out tok/s", "output_tok_s
             ("accept", "accept_length.value", ".2f")]
 
 
-def _category_row(run: Run, key: tuple, name: str, fig: dict, checks: str = "") -> str:
+def _category_row(run: Run, key: CellKey, name: str, fig: Figures, checks: str = "") -> str:
+    requests: RequestCounts = fig.get("requests") or {}
     tds = [el("td", text(run.name)), el("td", text(prompt_text(key[0])), class_="num"),
            el("td", text(load_text(key)), class_="num"), el("td", text(name)),
-           el("td", text(tt.counts_text(fig.get("requests") or {})), class_="num")]
+           el("td", text(tt.counts_text(requests)), class_="num")]
     for _, metric, spec in CATEGORY:
         value = tt.field(fig, metric)
         shown = tt.fmt(None if value is None else value * 100, ".0f") + "%" if spec == "pct" else None
