@@ -109,3 +109,16 @@ def test_ray_nodes_reads_the_listing():
 def test_bad_ray_flags_exit_2_with_one_line(cli, argv, message):
     rc, _, err = cli(*argv, "--concurrency", "2")
     assert rc == 2 and message in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize(("workers", "parts", "per_node"), [(None, 1, 1), ("1", 1, None), ("3", 3, None),
+                                                            ("auto", 1, 1)])
+def test_workers_given_are_the_parts_and_none_given_is_one_per_node(workers, parts, per_node):
+    """`--ray` alone (or --workers auto) puts one part on every node; `--workers 1` given is one part."""
+    import argparse
+
+    from loadgen.cli.ray_options import ray_config
+    from loadgen.config import ParallelConfig
+    a = argparse.Namespace(ray="auto", workers_per_node=None, workers=workers, verify=None)
+    par = ray_config(a, ParallelConfig(workers=int(workers) if workers not in (None, "auto") else 1))
+    assert (par.workers, par.workers_per_node) == (parts, per_node)

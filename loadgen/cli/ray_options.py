@@ -45,7 +45,7 @@ def ray_config(a: argparse.Namespace, par: ParallelConfig) -> ParallelConfig:
         raise UsageError("--ray and --shard are two ways to use several hosts: choose one (docs/distributed.md)")
     if a.verify is not None:
         raise UsageError("--verify runs in one process: leave out --ray")
-    explicit = a.workers not in ("1", "auto")
+    explicit = a.workers not in (None, "auto")  # --workers 1 given: one part, on one node
     if per_node is not None and explicit:
         raise UsageError(f"--workers {a.workers} and --workers-per-node {per_node}: give one of them")
     if per_node is not None and per_node < 1:

@@ -207,7 +207,7 @@ def worker_count(text: str, cfg: RunConfig) -> int:
 
 
 def parallel_config(a: argparse.Namespace, cfg: RunConfig) -> ParallelConfig:
-    workers = worker_count(a.workers, cfg)
+    workers = worker_count(a.workers or str(ParallelConfig.workers), cfg)
     shard = parse_shard(a.shard) if a.shard else None
     if shard and cfg.open_loop.enabled:
         raise UsageError("--shard splits closed-loop cells only; open-loop rates are not split across shards yet")

@@ -223,7 +223,7 @@ def client_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--http-client", choices=values(HttpClient), default=ParallelConfig.http_client,
                    help="HTTP client of the measured streaming request: h1 (default; lean HTTP/1.1 on asyncio "
                         "protocols, see docs/performance.md) or aiohttp")
-    g.add_argument("--workers", default=str(ParallelConfig.workers), metavar="N|auto",
+    g.add_argument("--workers", metavar="N|auto",  # None: 1 here, one per node with --ray
                    help="client processes for closed-loop cells (default 1: this one); auto = one per "
                         f"{AUTO_STREAMS_PER_WORKER} streams of the largest concurrency, at most cores − 1 (1 up to "
                         f"{AUTO_STREAMS_PER_WORKER} streams)")
