@@ -9,14 +9,15 @@ then what was measured where (metadata)."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from loadgen import __version__
 from loadgen.metrics.knee import KNEE_GROWTH
-from loadgen.record import cell_key
+from loadgen.record import CellKey, cell_key
 from loadgen.report import compare, open_table
 from loadgen.report.compare import Run
 from loadgen.report.html_build import CSS, el, image, text
-from loadgen.report.html_meta import metadata_section, mismatch_banner, problems_section, sim_banner
+from loadgen.report.html_meta import Sweep, metadata_section, mismatch_banner, problems_section, sim_banner
 from loadgen.report.html_tables import (
     category_table,
     columns_table,
@@ -29,8 +30,12 @@ from loadgen.report.html_tables import (
 from loadgen.report.knee_text import knee_lines
 from loadgen.report.plot_axes import config_colors
 from loadgen.report.plots import Plot
+from loadgen.results.cell_result import CellResult
 from loadgen.results.cell_status import check_names, measured
 from loadgen.results.cell_view import results_of
+
+if TYPE_CHECKING:
+    from matplotlib.typing import ColorType
 
 WINNER_METRICS = ("out_tok_s", "req_tok_s", "ttft_p50_s", "j_per_token")
 CAPTIONS = {
@@ -59,8 +64,8 @@ CAPTIONS = {
 }
 
 
-def _title(runs: list[Run], sweeps: list) -> str:
-    names = [d.get("name") for d, _ in sweeps if d.get("name")]
+def _title(runs: list[Run], sweeps: list[Sweep]) -> str:
+    names: list[str] = [d["name"] for d, _ in sweeps if d.get("name")]
     return ", ".join(names) if names else ", ".join(r.name for r in runs)
 
 
@@ -75,7 +80,7 @@ def _subtitle(runs: list[Run]) -> str:
             f"{', '.join(urls)} · engine {', '.join(engines)} · model {', '.join(models)}")
 
 
-def _winner(group: list[dict], m: str, colors: dict) -> str:
+def _winner(group: list[compare.Row], m: str, colors: dict[str, ColorType]) -> str:
     """'b32 (+6.7 % vs b16)' as HTML: the best configuration(s) of a cell at metric m (each with its plot
     colour) and the margin over the next."""
     best = [r for r in group if m in r["best"]]
@@ -118,7 +123,7 @@ def winners_table(runs: list[Run], base: int) -> str:
     return el("div", table, class_="scroll")
 
 
-def _why_out(cell: dict) -> str:
+def _why_out(cell: CellResult) -> str:
     """'not measured', 'garbage output, missed SLO' (the checks a measured cell failed), or '' (a contender)."""
     return "not measured" if not measured(cell) else check_names(cell)
 
@@ -133,7 +138,7 @@ def _winners_section(runs: list[Run], base: int) -> str:
                         f"in the comparison below."), class_="sub") + winners_table(runs, base)
 
 
-def _key(row: dict) -> tuple:
+def _key(row: compare.Row) -> CellKey:
     return cell_key(row)
 
 
@@ -148,11 +153,11 @@ def _section(sid: str, title: str, body: str) -> str:
     return el("section", el("h2", text(title)) + body, id=sid)
 
 
-def _matrices(runs: list[Run], colors: dict) -> str:
+def _matrices(runs: list[Run], colors: dict[str, ColorType]) -> str:
     return "".join(el("h3", swatch(colors.get(r.name)) + text(r.name)) + matrix_table_html(r) for r in runs)
 
 
-def _knee_section(runs: list[Run], colors: dict) -> str:
+def _knee_section(runs: list[Run], colors: dict[str, ColorType]) -> str:
     """Per configuration and prompt length, the concurrency past which output tok/s grew < 10 % per doubling."""
     rows = [(r, line) for r in runs for line in knee_lines(list(r.cells.values()))]
     if not rows:
@@ -176,7 +181,7 @@ def _open_loop(runs: list[Run]) -> str:
     return "".join(parts)
 
 
-def render_page(runs: list[Run], sweeps: list, base: int, plots: list[Plot], notes: list[str]) -> str:
+def render_page(runs: list[Run], sweeps: list[Sweep], base: int, plots: list[Plot], notes: list[str]) -> str:
     """The whole page as one string. Configurations that measured no cell appear only under "Failed and
     skipped" (with their reason and diagnostics)."""
     measured = [r for r in runs if r.cells]
