@@ -9,7 +9,7 @@ Closed-loop cells are placed by concurrency, open-loop cells by their scheduled 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from loadgen.names import AcceptSource
 from loadgen.report.compare import Run, comparison
@@ -25,7 +25,7 @@ TOPK_KEYS = ("speculative_eagle_topk",)
 TOPK_PARAMS = ("topk", "top_k")
 
 
-def _number(*candidates):
+def _number(*candidates: object) -> float | None:
     for v in candidates:
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             return float(v)
@@ -66,19 +66,19 @@ def path(*keys: str) -> Getter:
 
 def per_gpu(get: Getter) -> Getter:
     """A power figure of the cell divided by its GPU count (W per GPU)."""
-    def each(cell: CellResult):
+    def each(cell: CellResult) -> float | None:
         total, gpus = get(cell), (cell.telemetry.power or {}).get("gpus")
         return total / gpus if total is not None and gpus else None
     return each
 
 
-def _closed(run: Run):
+def _closed(run: Run) -> Iterator[tuple[int, int, CellResult]]:
     for (ctx, conc, rate, *_), cell in sorted(results_of(run).items()):
         if not rate and measured(cell):
             yield ctx, conc, cell
 
 
-def _open(run: Run):
+def _open(run: Run) -> Iterator[tuple[int, float, CellResult]]:
     for (ctx, _, rate, *_), cell in sorted(results_of(run).items()):
         if rate and measured(cell):
             yield ctx, rate, cell
@@ -116,7 +116,8 @@ def series_vs_rate(runs: list[Run], get: Getter) -> dict[int, dict[str, list[tup
     return out
 
 
-def band_vs_concurrency(runs: list[Run], get: Getter, get_low: Getter) -> dict[int, dict[str, list[tuple]]]:
+def band_vs_concurrency(runs: list[Run], get: Getter,
+                        get_low: Getter) -> dict[int, dict[str, list[tuple[int, float, float | None]]]]:
     """{context: {config: [(concurrency, value, low), …]}}: a line and the lower edge of its band."""
     out: dict[int, dict[str, list[tuple[int, float, float | None]]]] = {}
     for r in runs:
@@ -127,10 +128,10 @@ def band_vs_concurrency(runs: list[Run], get: Getter, get_low: Getter) -> dict[i
     return out
 
 
-def speedup_vs_concurrency(runs: list[Run], base: int, metric: str) -> dict[int, dict[str, list[tuple]]]:
+def speedup_vs_concurrency(runs: list[Run], base: int, metric: str) -> dict[int, dict[str, list[tuple[int, float]]]]:
     """{context: {config: [(concurrency, value / baseline's value), …]}}: `compare.comparison`'s `<metric>_x`
     over closed-loop cells where both were measured."""
-    out: dict[int, dict[str, list[tuple]]] = {}
+    out: dict[int, dict[str, list[tuple[int, float]]]] = {}
     for row in comparison(runs, base):
         x = row[metric + "_x"]
         if x is not None and not row["request_rate"]:
@@ -152,12 +153,12 @@ def accept_by_source(runs: list[Run]) -> dict[int, dict[str, dict[str, tuple[flo
                 continue
             acc = cell.accept.accept_length or {}
             per = dict(acc.get("per_source") or {})
-            if acc.get("value") is not None:
-                per.setdefault(acc.get("source") or "value", acc["value"])
+            if (value := acc.get("value")) is not None:
+                per.setdefault(acc.get("source") or "value", value)
             for source, v in per.items():
                 if isinstance(v, (int, float)):
                     values.setdefault(ctx, {}).setdefault(r.name, {}).setdefault(source, []).append(float(v))
-    order = {s: i for i, s in enumerate(AcceptSource)}
+    order: dict[str, int] = {s: i for i, s in enumerate(AcceptSource)}
     return {ctx: {name: {s: _spread(by[s]) for s in sorted(by, key=lambda s: order.get(s, len(order)))}
                   for name, by in configs.items()}
             for ctx, configs in sorted(values.items())}

@@ -8,6 +8,8 @@ from __future__ import annotations
 import textwrap
 from typing import TYPE_CHECKING
 
+from loadgen.report.plot_data import Marks
+
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.lines import Line2D
@@ -18,8 +20,6 @@ HOLLOW_SIZE = 9.0
 HOLLOW_EDGE = 1.6
 LEGEND_CHARS = 30  # a legend entry's line, so the legend stays within its LEGEND_W_IN
 
-MarkKey = tuple[str, object, float]  # (configuration, context, load) of a marked point
-
 
 def hollow_points(ax: Axes, points: list[tuple[float, float]], marker: str, color: ColorType) -> None:
     """Draw each (x, y) as a hollow marker, white inside: the point's own filled marker disappears under it."""
@@ -29,7 +29,7 @@ def hollow_points(ax: Axes, points: list[tuple[float, float]], marker: str, colo
                 markeredgewidth=HOLLOW_EDGE, zorder=3)
 
 
-def by_check(marks: dict[MarkKey, str]) -> dict[str, dict[str, int]]:
+def by_check(marks: Marks) -> dict[str, dict[str, int]]:
     """{check: {configuration: cells marked}} from marks {(config, context, load): 'garbage output, missed SLO'}."""
     out: dict[str, dict[str, int]] = {}
     for (config, *_), names in marks.items():
@@ -45,7 +45,7 @@ def legend_label(check: str, configs: dict[str, int]) -> str:
     return "\n".join(textwrap.wrap(f"hollow: {check} ({shown})", LEGEND_CHARS))
 
 
-def marks_legend(marks: dict[MarkKey, str]) -> dict[str, Line2D]:
+def marks_legend(marks: Marks) -> dict[str, Line2D]:
     """{legend label: handle}: one hollow grey marker per check that marks some point; {} without marks."""
     from matplotlib.lines import Line2D
     return {legend_label(check, configs): Line2D([], [], color="0.3", linestyle="none", marker="o",
