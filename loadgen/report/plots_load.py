@@ -8,20 +8,30 @@ legend names the checks and the configurations (`plot_marks`)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from loadgen.report import plot_axes as pa
 from loadgen.report.compare import Run
 from loadgen.report.plot_data import Marks, prompt_label
 from loadgen.report.plot_marks import MARKER_SIZE, hollow_points, marks_legend
 
+if TYPE_CHECKING:
+    from matplotlib.artist import Artist
+    from matplotlib.axes import Axes
+    from matplotlib.typing import ColorType, LineStyleType
+
+Series = Mapping[int, Mapping[str, Sequence[tuple[Any, ...]]]]  # {context: {config: [(x, y[, band_low]), …]}}
+Look = tuple[dict[str, "ColorType"], dict[str, str], Marks]  # the colours, markers and marks of the plot
+
 
 @dataclass(frozen=True)
 class Layer:
     """{context: {config: [(x, y) or (x, y, band_low), …]}} drawn in one line style."""
 
-    series: dict
-    style: str = "-"
+    series: Series
+    style: LineStyleType = "-"
     name: str = ""
 
 
@@ -38,9 +48,11 @@ def contexts_of(rows: list[Row]) -> list[int]:
     return sorted({ctx for row in rows for layer in row.layers for ctx in layer.series})
 
 
-def _draw_layer(ax, layer: Layer, ctx: int, look: tuple[dict, dict, Marks], handles: dict) -> tuple[list, list]:
+def _draw_layer(ax: Axes, layer: Layer, ctx: int, look: Look,
+                handles: dict[str, Artist]) -> tuple[list[float], list[float]]:
     colors, markers, marks = look
-    xs_all, ys_all = [], []
+    xs_all: list[float] = []
+    ys_all: list[float] = []
     for name, pts in layer.series.get(ctx, {}).items():
         xs, ys = [p[0] for p in pts], [p[1] for p in pts]
         size = MARKER_SIZE if layer.style == "-" else MARKER_SIZE * 0.7  # p99 and the like: smaller, dashed
@@ -57,8 +69,9 @@ def _draw_layer(ax, layer: Layer, ctx: int, look: tuple[dict, dict, Marks], hand
     return xs_all, ys_all
 
 
-def _draw_panel(ax, row: Row, ctx: int, look: tuple[dict, dict, Marks], handles: dict, x_label: str) -> None:
-    xs, ys = [], []
+def _draw_panel(ax: Axes, row: Row, ctx: int, look: Look, handles: dict[str, Artist], x_label: str) -> None:
+    xs: list[float] = []
+    ys: list[float] = []
     for layer in row.layers:
         lx, ly = _draw_layer(ax, layer, ctx, look, handles)
         xs, ys = xs + lx, ys + ly
@@ -75,9 +88,9 @@ def _draw_panel(ax, row: Row, ctx: int, look: tuple[dict, dict, Marks], handles:
     pa.value_axis(ax, row.ylabel, ys, row.log_ratio)
 
 
-def _style_entries(rows: list[Row]) -> dict:
+def _style_entries(rows: list[Row]) -> dict[str, Artist]:
     from matplotlib.lines import Line2D
-    entries = {}
+    entries: dict[str, Artist] = {}
     for row in rows:
         for layer in row.layers:
             if layer.name:
@@ -96,7 +109,7 @@ def grid(runs: list[Run], rows: list[Row], title: str, x_label: str, marks: Mark
     contexts = contexts_of(rows)
     marks = marks or {}
     fig, axes = pa.figure(len(contexts), len(rows))
-    handles: dict = {}
+    handles: dict[str, Artist] = {}
     for i, row in enumerate(rows):
         for j, ctx in enumerate(contexts):
             _draw_panel(axes[i][j], row, ctx, (colors, pa.config_markers(runs), marks), handles, x_label)
