@@ -15,6 +15,7 @@ writes them. A plot without data is not drawn; a note says which and why.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from loadgen.metrics.bottleneck import SERVER_HOST_UTIL_PERCENT
@@ -23,6 +24,7 @@ from loadgen.report.compare import Run
 from loadgen.report.plots_bars import accept_categories, accept_sources
 from loadgen.report.plots_load import Layer, Row, grid
 from loadgen.report.plots_pareto import pareto
+from loadgen.results.cell_result import CellResult
 from loadgen.results.cell_status import measured
 from loadgen.results.cell_view import results_of, value
 
@@ -39,14 +41,17 @@ class Plot:
 
 
 def _ms(get: pd.Getter) -> pd.Getter:
-    return lambda cell: None if get(cell) is None else get(cell) * 1e3
+    def ms(cell: CellResult) -> float | None:
+        v = get(cell)
+        return None if v is None else v * 1e3
+    return ms
 
 
 def _throughput(runs: list[Run]) -> bytes | None:
     series = pd.series_vs_concurrency(runs, pd.path("output_tok_s"))
-    return series and grid(runs, [Row("output tok/s (all requests)", [Layer(series)])],
-                           "Aggregate output throughput vs concurrency", "concurrency (requests in flight)",
-                           pd.check_marks(runs))
+    return grid(runs, [Row("output tok/s (all requests)", [Layer(series)])],
+                "Aggregate output throughput vs concurrency", "concurrency (requests in flight)",
+                pd.check_marks(runs)) if series else None
 
 
 def _speedup(runs: list[Run], base: int) -> bytes | None:
@@ -57,23 +62,23 @@ def _speedup(runs: list[Run], base: int) -> bytes | None:
     req = pd.speedup_vs_concurrency(runs, base, "req_tok_s")
     rows = [Row(f"output tok/s ÷ {name}'s", [Layer(out)], reference=(1.0, f"{name} = 1")),
             Row(f"per-request tok/s ÷ {name}'s", [Layer(req)], reference=(1.0, f"{name} = 1"))]
-    return out and grid(runs, rows, f"Speed-up against {name} vs concurrency (above 1: faster than {name})",
-                        "concurrency (requests in flight)", pd.check_marks(runs))
+    return grid(runs, rows, f"Speed-up against {name} vs concurrency (above 1: faster than {name})",
+                "concurrency (requests in flight)", pd.check_marks(runs)) if out else None
 
 
 def _per_request(runs: list[Run]) -> bytes | None:
     series = pd.band_vs_concurrency(runs, pd.path("request_tok_s", "mean"), pd.path("request_tok_s", "p10"))
     rows = [Row("tok/s per request", [Layer(series, name="mean")], band_name="band: p10 to mean")]
-    return series and grid(runs, rows, "Per-request decode speed vs concurrency (mean, band down to p10)",
-                           "concurrency (requests in flight)", pd.check_marks(runs))
+    return grid(runs, rows, "Per-request decode speed vs concurrency (mean, band down to p10)",
+                "concurrency (requests in flight)", pd.check_marks(runs)) if series else None
 
 
 def _ttft(runs: list[Run]) -> bytes | None:
     p50 = pd.series_vs_concurrency(runs, _ms(pd.path("ttft_s", "p50")))
     p99 = pd.series_vs_concurrency(runs, _ms(pd.path("ttft_s", "p99")))
     rows = [Row("TTFT (ms)", [Layer(p50, "-", "p50"), Layer(p99, "--", "p99")], log_ratio=30)]
-    return p50 and grid(runs, rows, "Time to first token vs concurrency", "concurrency (requests in flight)",
-                        pd.check_marks(runs))
+    return grid(runs, rows, "Time to first token vs concurrency", "concurrency (requests in flight)",
+                pd.check_marks(runs)) if p50 else None
 
 
 def _power(runs: list[Run]) -> bytes | None:
@@ -83,12 +88,15 @@ def _power(runs: list[Run]) -> bytes | None:
     rows = [Row("mean power per GPU (W)", [Layer(watts)], reference=(limit, f"limit {limit:g} W") if limit else None),
             Row("energy per output token (J)", [Layer(j_tok)])]
     rows = [row for row in rows if row.layers[0].series]
-    return rows and grid(runs, rows, "GPU power against its limit, and energy per token",
-                         "concurrency (requests in flight)", pd.check_marks(runs))
+    return grid(runs, rows, "GPU power against its limit, and energy per token",
+                "concurrency (requests in flight)", pd.check_marks(runs)) if rows else None
 
 
 def _pct(get: pd.Getter) -> pd.Getter:
-    return lambda cell: None if get(cell) is None else 100 * get(cell)
+    def pct(cell: CellResult) -> float | None:
+        v = get(cell)
+        return None if v is None else 100 * v
+    return pct
 
 
 def _gpu(runs: list[Run]) -> bytes | None:
@@ -97,30 +105,33 @@ def _gpu(runs: list[Run]) -> bytes | None:
     rows = [Row("GPU utilization (%)", [Layer(util)], reference=(SERVER_HOST_UTIL_PERCENT, "below: server_host")),
             Row("power (% of the limit)", [Layer(power)], reference=(100.0, "limit"))]
     rows = [row for row in rows if row.layers[0].series]
-    return util and rows and grid(runs, rows, "GPU utilization and power vs concurrency (why is it slow?)",
-                                  "concurrency (requests in flight)", pd.check_marks(runs))
+    return grid(runs, rows, "GPU utilization and power vs concurrency (why is it slow?)",
+                "concurrency (requests in flight)", pd.check_marks(runs)) if util and rows else None
 
 
 def _open_loop(runs: list[Run]) -> bytes | None:
     tput = pd.series_vs_rate(runs, pd.path("output_tok_s"))
     p99 = pd.series_vs_rate(runs, _ms(pd.path("ttft_from_intended_s", "p99")))
     rows = [Row("output tok/s", [Layer(tput)]), Row("TTFT p99 from intended send (ms)", [Layer(p99)], log_ratio=30)]
-    return tput and grid(runs, rows, "Open loop: throughput and latency vs request rate",
-                         "scheduled request rate (requests/s)", pd.check_marks(runs, over_rate=True))
+    return grid(runs, rows, "Open loop: throughput and latency vs request rate",
+                "scheduled request rate (requests/s)", pd.check_marks(runs, over_rate=True)) if tput else None
 
 
 def _accept(runs: list[Run]) -> bytes | None:
     data = pd.accept_by_source(runs)
-    return data and accept_sources(runs, data, pd.chosen_sources(runs))
+    return accept_sources(runs, data, pd.chosen_sources(runs)) if data else None
 
 
 def _categories(runs: list[Run]) -> bytes | None:
     data = pd.accept_by_category(runs)
-    return data and accept_categories(runs, data)
+    return accept_categories(runs, data) if data else None
 
+
+Drawing = Callable[..., bytes | None]  # (runs), or (runs, base) for the speed-up
+WhyMissing = str | Callable[[list[Run]], str] | None
 
 # (file, title, drawing, why it may be missing: None = not worth a note when absent)
-PLOTS = [
+PLOTS: list[tuple[str, str, Drawing, WhyMissing]] = [
     ("output_tok_s.png", "Aggregate output tok/s", _throughput, NO_CLOSED),
     ("speedup.png", "Speed-up against the baseline", _speedup, None),
     ("request_tok_s.png", "Per-request tok/s", _per_request, NO_CLOSED),
