@@ -5,7 +5,7 @@ out. matplotlib is imported inside the functions: `loadgen report` prints its ta
 from __future__ import annotations
 
 import io
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from loadgen.report.compare import Run
@@ -14,6 +14,7 @@ from loadgen.report.plot_data import sim_speed
 if TYPE_CHECKING:
     from matplotlib.artist import Artist
     from matplotlib.axes import Axes
+    from matplotlib.container import Container
     from matplotlib.figure import Figure
     from matplotlib.typing import ColorType
 
@@ -97,13 +98,14 @@ def value_axis(ax: Axes, label: str, found: Iterable[float | None], log_ratio: f
     ax.set_ylim(0, max(values) * 1.15)
 
 
-def legend_outside(fig: Figure, entries: dict[str, Artist], title: str | None = None) -> None:
+def legend_outside(fig: Figure, entries: Mapping[str, Artist | Container], title: str | None = None) -> None:
     """One legend for the whole figure, below every panel, as many entries a row as LEGEND_W_IN fits in the
-    figure's width: {label: handle}."""
+    figure's width: {label: handle} (an artist, or a bar plot's container)."""
     if entries:
         per_row = max(1, int(fig.get_figwidth() // LEGEND_W_IN))
-        fig.legend(list(entries.values()), list(entries), loc="outside lower center", ncols=min(per_row, len(entries)),
-                   fontsize=8, title=title, title_fontsize=8, frameon=False)
+        # matplotlib's stubs name artists only; its legend draws a container (bars) through its default handler map
+        fig.legend(list(entries.values()), list(entries), loc="outside lower center",  # type: ignore[call-overload]
+                   ncols=min(per_row, len(entries)), fontsize=8, title=title, title_fontsize=8, frameon=False)
 
 
 def finish(fig: Figure, title: str, runs: list[Run]) -> bytes:

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 from loadgen.report.plot_data import Marks
 
 if TYPE_CHECKING:
+    from matplotlib.artist import Artist
     from matplotlib.axes import Axes
-    from matplotlib.lines import Line2D
     from matplotlib.typing import ColorType
 
 MARKER_SIZE = 5.0
@@ -45,7 +45,7 @@ def legend_label(check: str, configs: dict[str, int]) -> str:
     return "\n".join(textwrap.wrap(f"hollow: {check} ({shown})", LEGEND_CHARS))
 
 
-def marks_legend(marks: Marks) -> dict[str, Line2D]:
+def marks_legend(marks: Marks) -> dict[str, Artist]:
     """{legend label: handle}: one hollow grey marker per check that marks some point; {} without marks."""
     from matplotlib.lines import Line2D
     return {legend_label(check, configs): Line2D([], [], color="0.3", linestyle="none", marker="o",

@@ -3,9 +3,18 @@ of different heights side by side), and accept length per prompt category."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from loadgen.report import plot_axes as pa
 from loadgen.report.compare import Run
 from loadgen.report.plot_data import prompt_label
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.container import BarContainer
+    from matplotlib.typing import ColorType
+
+Spread = tuple[float, float, float]  # (mean, lowest, highest) over the cells
 
 SOURCE_NAMES = {
     "per_request": "server, per request",
@@ -16,11 +25,12 @@ SOURCE_NAMES = {
 }
 
 
-def _bars(ax, groups: list[str], bars: dict[str, dict[str, tuple]], colors: dict, handles: dict) -> list:
+def _bars(ax: Axes, groups: list[str], bars: dict[str, dict[str, Spread]], colors: dict[str, ColorType],
+          handles: dict[str, BarContainer]) -> list[float]:
     """Draw {bar label: {group: (mean, low, high)}} as bars grouped on the x axis; returns the highs."""
     n = max(len(bars), 1)
     width = 0.8 / n
-    highs = []
+    highs: list[float] = []
     for i, (label, by_group) in enumerate(bars.items()):
         xs = [g + (i - (n - 1) / 2) * width for g, name in enumerate(groups) if name in by_group]
         vals = [by_group[name] for name in groups if name in by_group]
@@ -39,13 +49,13 @@ def _bars(ax, groups: list[str], bars: dict[str, dict[str, tuple]], colors: dict
     return highs
 
 
-def _source_colors(sources: list[str]) -> dict[str, tuple]:
+def _source_colors(sources: list[str]) -> dict[str, ColorType]:
     import matplotlib
     cmap = matplotlib.colormaps["Set2"]
     return {s: cmap(i % cmap.N) for i, s in enumerate(sources)}
 
 
-def accept_sources(runs: list[Run], data: dict, used: list[str]) -> bytes:
+def accept_sources(runs: list[Run], data: dict[int, dict[str, dict[str, Spread]]], used: list[str]) -> bytes:
     """One panel per prompt length: per configuration, one bar per accept-length source (mean over the
     cells, whiskers lowest to highest cell)."""
     contexts = sorted(data)
@@ -54,7 +64,7 @@ def accept_sources(runs: list[Run], data: dict, used: list[str]) -> bytes:
     sources = list(dict.fromkeys(s for by in data.values() for per in by.values() for s in per))
     labels = {s: SOURCE_NAMES.get(s, s) + (" (used)" if s in used else "") for s in sources}
     colors = _source_colors([labels[s] for s in sources])
-    handles: dict = {}
+    handles: dict[str, BarContainer] = {}
     for ax, ctx in zip(axes[0], contexts):
         groups = [c for c in configs if c in data[ctx]]
         bars = {labels[s]: {c: data[ctx][c][s] for c in groups if s in data[ctx][c]} for s in sources}
@@ -67,7 +77,7 @@ def accept_sources(runs: list[Run], data: dict, used: list[str]) -> bytes:
                      "highest cell)", runs)
 
 
-def accept_categories(runs: list[Run], data: dict) -> bytes:
+def accept_categories(runs: list[Run], data: dict[str, dict[str, Spread]]) -> bytes:
     """Per prompt category, one bar per configuration (the configuration's colour from the other plots)."""
     categories = sorted({cat for by in data.values() for cat in by})
     colors = pa.config_colors(runs)
@@ -76,7 +86,7 @@ def accept_categories(runs: list[Run], data: dict) -> bytes:
     width_in = max(pa.PANEL_W_IN, 0.25 * len(categories) * (len(bars) + 1))
     fig.set_size_inches(width_in + pa.LEGEND_W_IN, pa.PANEL_H_IN + 0.9)
     ax = axes[0][0]
-    handles: dict = {}
+    handles: dict[str, BarContainer] = {}
     highs = _bars(ax, categories, bars, colors, handles)
     ax.set_xlabel("prompt category")
     pa.value_axis(ax, "accept length (tokens / verify step)", highs)
