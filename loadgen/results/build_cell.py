@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import cast
 
 from loadgen.config import SloConfig
 from loadgen.metrics import accept_positions
@@ -29,6 +30,7 @@ from loadgen.record import CellKey, Record, cell_key
 from loadgen.results.cell_result import CellResult, typed_parts
 from loadgen.results.cell_status import DEFAULT_MAX_FAILED_FRACTION, failed_fraction, request_incidents
 from loadgen.results.correctness import Verification, correctness_incidents, correctness_part
+from loadgen.results.figures import ClientHealth
 from loadgen.results.findings import NOTHING, CellFindings
 from loadgen.results.incidents import Incident, IncidentKind
 from loadgen.results.slo_part import Slo, first_wave_note
@@ -82,8 +84,8 @@ def build_cell(key: CellKey, records: Sequence[Record], sources: Sequence[Source
     notes = [w for w in warnings if not w.startswith(TELEMETRY_LOST)]
     if parts["workload"].cancellation:
         notes.append(abandoned_note(flat["requests"]))
-    if slo_part is not None and first_wave_note(slo_part):
-        notes.append(first_wave_note(slo_part))
+    if slo_part is not None and (wave := first_wave_note(slo_part)):
+        notes.append(wave)
     seen = [*(Incident(IncidentKind.TELEMETRY_LOST, w) for w in warnings if w.startswith(TELEMETRY_LOST)),
             *request_incidents(flat), *incidents]
     if client and client.get("saturated"):
@@ -95,7 +97,7 @@ def build_cell(key: CellKey, records: Sequence[Record], sources: Sequence[Source
     return amended(result, found)
 
 
-def _slo(key: CellKey, records: Sequence[Record], slo: SloConfig | None, duration_s: float | None,
+def _slo(key: CellKey, records: Sequence[Record], slo: SloConfig | None, duration_s: float,
          not_sent: int) -> Slo | None:
     if slo is None or not slo.enabled:
         return None
@@ -112,7 +114,7 @@ def amended(result: CellResult, found: CellFindings) -> CellResult:
     client = result.telemetry.client
     incidents = [*result.incidents, *found.incidents]
     if found.workers is not None and client is not None:
-        client = merge_client(client, list(found.workers))
+        client = cast(ClientHealth, merge_client(client, list(found.workers)))  # the same block, merged
         if client.get("saturated"):  # judged again on every process's health: a worker may be what fell behind
             incidents = [i for i in incidents if i.kind != IncidentKind.CLIENT_SATURATED]
             incidents.append(Incident(IncidentKind.CLIENT_SATURATED, saturation_note(client, result.key.as_dict())))
