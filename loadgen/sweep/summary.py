@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from loadgen.errors import UsageError
 from loadgen.files import write_json_atomic
 from loadgen.names import ConfigStatus
+from loadgen.record import CellKey
 from loadgen.report.compare import compare_table, load_inputs
 from loadgen.report.search_report import capacity_ranking
 from loadgen.results.cell_result import CellResult
@@ -32,7 +33,7 @@ def lock_dir(out_dir: str):
     return fh
 
 
-def write_summary(spec: SweepSpec, order: list[tuple[int, int]], started_at: str) -> dict:
+def write_summary(spec: SweepSpec, order: list[CellKey], started_at: str) -> dict:
     configs = []
     for cfg in spec.configs:
         paths = state.paths(spec.out_dir, cfg.name)
