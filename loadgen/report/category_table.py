@@ -87,7 +87,7 @@ LENGTH_COLUMNS = [
 ]
 
 
-def lengths_table(cells: list[Cell]) -> str | None:
+def lengths_table(cells: Sequence[Cell]) -> str | None:
     """The achieved prompt and output lengths (server usage counts) of every cell, when they vary within a
     cell (a dataset, or a length spread); None when every request of every cell had the same lengths."""
     typed = [as_result(c) for c in cells]

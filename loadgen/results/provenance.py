@@ -11,6 +11,7 @@ from pathlib import Path
 
 from loadgen import __version__
 from loadgen.record import RunAnchor
+from loadgen.results.figures import WallClock, WindowNs
 
 GIT_TIMEOUT_S = 5.0
 
@@ -57,10 +58,11 @@ def _iso_utc(unix_s: float) -> str:
     return datetime.fromtimestamp(unix_s, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def wall_clock(window_ns: dict | None, anchor: RunAnchor) -> dict | None:
+def wall_clock(window_ns: WindowNs | None, anchor: RunAnchor) -> WallClock | None:
     """A cell's measured window in calendar time: {start, end} as ISO 8601 UTC and {start_unix_s,
     end_unix_s}, from its monotonic edges (`window_ns`: first send, last end) through the run's anchor."""
-    if not window_ns or window_ns.get("start_ns") is None or window_ns.get("end_ns") is None:
+    start_ns, end_ns = (window_ns or {}).get("start_ns"), (window_ns or {}).get("end_ns")
+    if start_ns is None or end_ns is None:
         return None
-    start_s, end_s = anchor.wall_s(window_ns["start_ns"]), anchor.wall_s(window_ns["end_ns"])
+    start_s, end_s = anchor.wall_s(start_ns), anchor.wall_s(end_ns)
     return {"start": _iso_utc(start_s), "end": _iso_utc(end_s), "start_unix_s": start_s, "end_unix_s": end_s}

@@ -35,16 +35,28 @@ from loadgen.schedule.jobs import Inserted, JobList
 from loadgen.schedule.sessions import turns
 from loadgen.sinks.base import Sink
 from loadgen.telemetry.base import TelemetrySource
+from loadgen.workload.dataset import DatasetPrompts
 from loadgen.workload.prompts import PromptBuilder
+from loadgen.workload.sessions import SessionPrompts
+from loadgen.workload.trace_prompts import TracePrompts
+
+Prompts = PromptBuilder | DatasetPrompts | TracePrompts | SessionPrompts  # what `setup.size_prompts` gives a run
 
 DURATION_JOBS = 1_000_000  # a duration-bound cell plans "enough" jobs; JobList builds them on demand
 SourceFactory = Callable[[], TelemetrySource]
 
 
+def prompts_under(prompts: Prompts, run_id: str) -> Prompts:
+    """The same prompts under another run id (its unique prefixes follow it); a session plan's is its rows'."""
+    if isinstance(prompts, SessionPrompts):
+        return dataclasses.replace(prompts, rows=dataclasses.replace(prompts.rows, run_id=run_id))
+    return dataclasses.replace(prompts, run_id=run_id)
+
+
 class CellMeasurer:
     """Measures cells of one run with the parts it is given."""
 
-    def __init__(self, cfg: RunConfig, run_id: str, prompts: PromptBuilder, driver: Driver, transport: Transport,
+    def __init__(self, cfg: RunConfig, run_id: str, prompts: Prompts, driver: Driver, transport: Transport,
                  sinks: list[Sink], telemetry: list[SourceFactory], control: RunControl, progress: Progress,
                  verifier: Verifier | None = None):
         self.cfg = cfg
@@ -61,7 +73,7 @@ class CellMeasurer:
 
     def under(self, run_id: str) -> CellMeasurer:
         """A twin with the run's parts, shared, measuring under another run id (its prompts' prefixes too)."""
-        return CellMeasurer(self.cfg, run_id, dataclasses.replace(self.prompts, run_id=run_id), self.driver,
+        return CellMeasurer(self.cfg, run_id, prompts_under(self.prompts, run_id), self.driver,
                             self.transport, self.sinks, self.telemetry, self.control, self.progress, self.verifier)
 
     async def jobs(self, cell: CellKey) -> JobList | Inserted:

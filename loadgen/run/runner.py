@@ -137,6 +137,12 @@ class Runner:
         self.drift: Drift | None = None
 
     @property
+    def found_target(self) -> Target:
+        """The target `setup` found: every part that runs after it reads this."""
+        assert self.target is not None, "setup() finds the target before any cell"
+        return self.target
+
+    @property
     def cells(self) -> list[CellResult]:
         return self.results.cells
 
@@ -162,7 +168,7 @@ class Runner:
             finished = False
             try:
                 for svc in self.parts.services:
-                    await svc.start(self.target)
+                    await svc.start(self.found_target)
                     started.append(svc)
                 await self.measure_matrix(session, measurer)
                 await self.check_drift(session, measurer)
@@ -261,7 +267,7 @@ class Runner:
         try:
             result = await self.parts.server_down.run_cell(session, cell, attempt,
                                                           self.parts.driver.planned_requests(cell),
-                                                          self.target, self.headers)
+                                                          self.found_target, self.headers)
         except (TimeoutError, ServerError, aiohttp.ClientError) as exc:
             # sizing the cell's prompts failed before any load: this cell fails, the run goes on
             result = unmeasured(cell, IncidentKind.BEFORE_LOAD, f"before load: {exc}"[:300])
