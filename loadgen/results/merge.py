@@ -17,6 +17,8 @@ run a cell at the same time did not load the server together).
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import orjson
 
@@ -33,6 +35,7 @@ from loadgen.record import CellKey, Record, RunAnchor, cell_key
 from loadgen.results.cell_result import CellResult, from_json
 from loadgen.results.cell_status import max_failed_fraction, requests_failed_fraction, requests_incidents
 from loadgen.results.cell_view import Cell, as_result
+from loadgen.results.figures import ClientHealth
 from loadgen.results.provenance import wall_clock
 from loadgen.results.schema import RESULTS_SCHEMA as SCHEMA
 from loadgen.results.slo_part import Slo
@@ -77,13 +80,13 @@ def overlap(windows: list[tuple[int, int]]) -> float | None:
     return max(0.0, common / span) if span > 0 else 1.0
 
 
-def merge_client(blocks: list[dict]) -> dict | None:
+def merge_client(blocks: Sequence[ClientHealth | None]) -> dict | None:
     """The shards' client blocks combined (`client_health.combine`: each shard is its own process), with
     every shard's block under `per_shard`; None when no shard has one."""
-    blocks = [b for b in blocks if b]
-    if not blocks:
+    present = [b for b in blocks if b]
+    if not present:
         return None
-    return combine([(f"shard {i}", b) for i, b in enumerate(blocks)]) | {"per_shard": blocks}
+    return combine([(f"shard {i}", b) for i, b in enumerate(present)]) | {"per_shard": present}
 
 
 def _server_accept(first: CellResult) -> SourceResult:
@@ -94,7 +97,7 @@ def _server_accept(first: CellResult) -> SourceResult:
     return SourceResult("shard-0", "accept_length", bool(others), {"per_source": others, "unavailable": unavailable})
 
 
-def merge_cell(key: CellKey, shards: list[Cell | None], records: list[list[Record]]) -> CellResult:
+def merge_cell(key: CellKey, shards: Sequence[Cell | None], records: list[list[Record]]) -> CellResult:
     """One merged cell from each shard's cell (None where a shard lacks it) and measured records."""
     entries = [None if e is None else as_result(e) for e in shards]
     # in end order, as one process appends them, so even float sums come out the same
@@ -133,10 +136,11 @@ def _merged_slo(slo: Slo | None, measured: list[Record], window_s: float, not_se
     """The shards' targets over the merged requests (every shard's never-sent ones not good)."""
     if slo is None:
         return None
+    assert slo.attainment_required is not None  # a shard's part is built with its --slo-attainment
     return Slo(**slo_figures(measured, slo.targets_s, slo.attainment_required, window_s, not_sent or 0))
 
 
-def _power(block: dict | None, summary: dict) -> dict | None:
+def _power(block: Mapping[str, Any] | None, summary: dict) -> Mapping[str, Any] | None:
     if not block or not block.get("available", True) or "cell_energy_j" not in block:
         return block
     derived = ("cell_energy_j", "j_per_output_token", "output_tokens_per_j")
@@ -211,7 +215,7 @@ def merge(docs: list[dict], rows: list[list[dict]]) -> tuple[dict, list[dict]]:
 def check_shards(docs: list[dict], paths: list[str]) -> list[str]:
     """Warnings about inputs that do not look like the shards of one run."""
     notes = []
-    shards = [d.get("shard") for d in docs]
+    shards: list[Any] = [d.get("shard") for d in docs]  # each a shard's {index, count}, or None
     if all(shards):
         counts = {s["count"] for s in shards}
         indices = sorted(s["index"] for s in shards)
