@@ -15,7 +15,7 @@ import signal
 import traceback
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 import aiohttp
 
@@ -25,7 +25,7 @@ from loadgen.config import RunConfig
 from loadgen.console import log
 from loadgen.errors import UsageError
 from loadgen.files import write_json_atomic
-from loadgen.names import CellStatus, ConfigStatus
+from loadgen.names import Api, CellStatus, ConfigStatus
 from loadgen.record import CellKey
 from loadgen.results.cell_result import CellResult
 from loadgen.results.document import ResultsFile
@@ -114,18 +114,19 @@ async def run_config(spec: SweepSpec, plan: Plan, order: list[CellKey], force: b
     """Measure one configuration; returns its status. Never raises for server or command failures."""
     cfg, paths = plan.cfg, plan.paths
     kept = state.kept_of(plan.doc, order, plan.run_cfg.contexts if spec.search else None)
-    info = {"sweep": spec.name, "config": cfg.name, "params": cfg.params, "settings": spec.settings(cfg),
-            "attempts": list(((plan.doc or {}).get("sweep") or {}).get("attempts", []))}
+    info: dict[str, Any] = {"sweep": spec.name, "config": cfg.name, "params": cfg.params,
+                            "settings": spec.settings(cfg),
+                            "attempts": list(((plan.doc or {}).get("sweep") or {}).get("attempts", []))}
     if state.measured_all(plan.doc, kept, order, bool(spec.search), plan.run_cfg.contexts):
         log(f"[{cfg.name}] all {len(kept)} cells already measured: skipped (--force measures them again)")
         return ConfigStatus.OK
     _resume_note(cfg.name, kept, order)
     _prepare_records(plan, force)
-    attempt = {"started_at": datetime.now(UTC).isoformat(), "cells_before": len(kept)}
+    attempt: dict[str, Any] = {"started_at": datetime.now(UTC).isoformat(), "cells_before": len(kept)}
     info["attempts"].append(attempt)
     log(f"[{cfg.name}] reconfigure: {shlex.join(cfg.reconfigure)}")
     headers = plan.run_cfg.auth_headers()
-    async with make_session(ClientConfig(base_url=cfg.url, api=spec.api, headers=headers)) as session:
+    async with make_session(ClientConfig(base_url=cfg.url, api=Api(spec.api), headers=headers)) as session:
         reason = await reconfigure_and_wait(spec, cfg, session, paths["reconfigure"], headers, attempt)
     runner = None
     if reason is None:
@@ -144,7 +145,7 @@ def _config_runner(plan: Plan, kept: list[CellResult], order: list[CellKey], inf
     # finished cells outside the current matrix (a prompt length dropped from the file) stay in the results
     extra = [c for c in kept_cells(plan.doc, None) if c.key not in order and c.key not in {k.key for k in kept}]
     results = ResultsFile(plan.paths["results"], kept=kept + extra, sections={"sweep": info}, order=order)
-    checks = [ConfigurationCheck(plan.cfg.url, plan.cfg.expect, headers)] if plan.cfg.expect else []
+    checks: list[CellCheck] = [ConfigurationCheck(plan.cfg.url, plan.cfg.expect, headers)] if plan.cfg.expect else []
     sink = JsonlSink(plan.paths["records"], append=True, label=plan.run_cfg.label)
     return runs.runner(plan.run_cfg, plan.cfg.url, sinks=[sink], results=results, checks=checks)
 
@@ -195,6 +196,7 @@ class StopSweep:
             self.signum = sig
             log(f"\n{signal.Signals(sig).name}: stopping the sweep; finished cells are saved, run it again "
                 "to resume")
+            assert self.task is not None  # armed: the handlers are installed by `arm`, which sets it
             self.task.cancel()
 
     def measured(self, rc: int | None) -> None:
@@ -264,7 +266,7 @@ async def run_sweep(spec: SweepSpec, runs: RunBuilder, force: bool = False, only
         else 1
 
 
-async def _run_plans(spec: SweepSpec, plans: list[Plan], order: list[tuple], force: bool, stop: StopSweep,
+async def _run_plans(spec: SweepSpec, plans: list[Plan], order: list[CellKey], force: bool, stop: StopSweep,
                      runs: RunBuilder) -> dict:
     started = datetime.now(UTC).isoformat()
     log(f"sweep {spec.name}: {len(plans)} configurations × {len(order)} cells, results in {spec.out_dir}")
@@ -280,5 +282,7 @@ async def _run_plans(spec: SweepSpec, plans: list[Plan], order: list[tuple], for
     except asyncio.CancelledError:
         if stop.signum is None:
             raise
-        asyncio.current_task().uncancel()
+        task = asyncio.current_task()
+        assert task is not None  # the sweep's own, which the signal cancelled
+        task.uncancel()
     return write_summary(spec, order, started)
