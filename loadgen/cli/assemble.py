@@ -61,7 +61,8 @@ from loadgen.sinks.jsonl import JsonlSink, requests_path
 from loadgen.workload.trace import load_trace
 from loadgen.workload.verify_prompts import load_prompts
 
-TRANSPORTS: dict[HttpClient, type[Transport]] = {HttpClient.H1: H1Transport, HttpClient.AIOHTTP: AiohttpTransport}
+TRANSPORTS: dict[HttpClient, Callable[[ClientConfig], Transport]] = {HttpClient.H1: H1Transport,
+                                                                     HttpClient.AIOHTTP: AiohttpTransport}
 
 
 def make_transport(cfg: RunConfig, url: str, headers: dict) -> Transport:
@@ -76,15 +77,15 @@ def make_transport(cfg: RunConfig, url: str, headers: dict) -> Transport:
 
 def make_driver(cfg: RunConfig, url: str, headers: dict, transport: Transport, guard: ServerGuard,
                 services: list[Service], sections: dict) -> Driver:
-    par = cfg.parallel
-    if cfg.trace.enabled:
-        driver: Driver = TraceReplay(cfg.trace, transport, load_trace(cfg.trace.trace, cfg.workload.max_bad_rows, quiet=True))
+    par, trace = cfg.parallel, cfg.trace.trace  # a trace file: `cfg.trace.enabled`
+    if trace is not None:
+        driver: Driver = TraceReplay(cfg.trace, transport, load_trace(trace, cfg.workload.max_bad_rows, quiet=True))
     elif cfg.workload.sessions:
         driver = SessionLoop(cfg.size, transport)
     elif cfg.open_loop.enabled:
         if par.workers > 1 or par.ray_address:
             log("--workers/--ray: open-loop cells run in the main process")
-        driver: Driver = OpenLoop(cfg.size, cfg.open_loop, cfg.seed, transport)
+        driver = OpenLoop(cfg.size, cfg.open_loop, cfg.seed, transport)
     else:
         rate = cfg.workload.max_request_rate
         driver = ClosedLoop(cfg.size, transport, pause=guard.pause, gate=StartGate(rate) if rate else None,
@@ -137,23 +138,29 @@ class Shape:
     watch: Callable[[SearchWatcher], None] | None = None  # the search's state, to the live exporter
 
 
+def results_path(cfg: RunConfig) -> str:
+    """The run's results file: `--out`, or the name `config_from_args` gave it."""
+    assert cfg.out is not None  # named by config_from_args
+    return cfg.out
+
+
 def build_runner(cfg: RunConfig, url: str, *, sinks: list[Sink] | None = None, results: ResultsFile | None = None,
                  checks: list[CellCheck] | None = None, extra_sinks: list[Sink] | None = None,
                  shape: Shape | None = None, resume_command: list[str] | None = None) -> Runner:
     """The runner of `cfg` against `url`. `sinks` default to the JSONL records beside `cfg.out`; a sweep
     passes its own sinks, results file and checks. `extra_sinks` come first (a test's probes); `shape` makes
     it a search; an interrupt prints `resume_command`, the command that resumes the run."""
-    shape = shape or Shape()
+    shape, out = shape or Shape(), results_path(cfg)
     run_id = cfg.parallel.run_id or new_run_id()
     headers = cfg.auth_headers()
     control = RunControl()
     guard = ServerGuard(url, cfg.faults.server_down_after)
-    sinks = [*(extra_sinks or []), *([JsonlSink(requests_path(cfg.out), label=cfg.label)] if sinks is None else sinks)]
+    sinks = [*(extra_sinks or []), *([JsonlSink(requests_path(out), label=cfg.label)] if sinks is None else sinks)]
     sinks += [guard, *shape.early_stops]
     telemetry = TelemetryPlan(cfg.telemetry)
     services: list[Service] = [telemetry.log_command] if telemetry.log_command else []
     transport = make_transport(cfg, url, headers)
-    results = results or ResultsFile(cfg.out)
+    results = results or ResultsFile(out)
     driver = make_driver(cfg, url, headers, transport, guard, services, results.sections)
     if shape.sized is not None:
         driver = SizedCells(driver, shape.sized)
@@ -175,5 +182,5 @@ def build_runner(cfg: RunConfig, url: str, *, sinks: list[Sink] | None = None, r
         services=services, checks=[*(checks or []), *shape.checks],
         preflight=[TlsPreflight(cfg.tls), TelemetryPreflight(cfg.telemetry),
                    ReadyWait(cfg.wait_ready_s, cfg.api, cfg.model, headers, control, cfg.wait_refused_s)],
-        interrupts=Interrupts(control, cfg.faults.drain_timeout_s, cfg.out, resume_command))
+        interrupts=Interrupts(control, cfg.faults.drain_timeout_s, out, resume_command))
     return Runner(cfg, url, parts, results, run_id, headers)

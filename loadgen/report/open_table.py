@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from loadgen.console import wrap_lines
 from loadgen.metrics.open_loop import MIN_WINDOW_REQUESTS
 from loadgen.names import CellStatus
@@ -89,7 +91,7 @@ def _default_rows(rows: list[CellResult]) -> list[str]:
     return lines + [w for note in notes for w in wrap_lines(note)]
 
 
-def render(cells: list[Cell], wide: bool = False) -> str:
+def render(cells: Sequence[Cell], wide: bool = False) -> str:
     """The open-loop table: latency from the actual send (snd, uncorrected) and from the intended send (int,
     corrected for client queueing), achieved vs scheduled rate, and lateness; then one line per ramp. Wide:
     every column, each note in its row; else `DEFAULT`, the notes numbered below."""

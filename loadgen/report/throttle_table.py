@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from loadgen.report import text_table as tt
 from loadgen.report.text_table import Column, number
 from loadgen.results.cell_result import CellResult
@@ -25,7 +27,7 @@ COLUMNS = [
 ]
 
 
-def throttle_table(cells: list[Cell]) -> str | None:
+def throttle_table(cells: Sequence[Cell]) -> str | None:
     rows = [c for c in map(as_result, cells) if c.load.throttle]
     if not rows:
         return None
