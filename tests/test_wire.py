@@ -15,7 +15,7 @@ RECORD = Record(run_id="r", cell=CellKey(60, 8, None), seq=3, phase="measure", r
                 completion_tokens=4, chunks=2, chunk_tokens=[1, 3], chunk_gaps_ns=[5], worker=2)
 
 MESSAGES = [
-    wire.Setup(url="http://127.0.0.1:1", api="openai-chat", timeout_s=30.0, idle_timeout_s=None,
+    wire.Setup(url="http://127.0.0.1:1", api="openai-chat", timeout_s=30.0, idle_timeout_s=120.0,
                headers={"Authorization": "Bearer x"}, http_client="h1"),
     wire.Ready(),
     wire.CellStart(run_id="r", cell=CellKey(60, 8), attempt=1, slots=4, deadline_ns=None),

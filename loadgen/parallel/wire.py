@@ -43,7 +43,7 @@ class Setup(Message):
     url: str
     api: str
     timeout_s: float
-    idle_timeout_s: float | None
+    idle_timeout_s: float  # RunConfig.idle_timeout_s
     headers: dict
     http_client: str
     ca_cert: str | None = None

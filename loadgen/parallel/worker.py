@@ -13,13 +13,14 @@ import asyncio
 import signal
 import sys
 import time
+from collections.abc import Awaitable, Callable
 
 from loadgen.aio import install_uvloop
 from loadgen.client.aiohttp_sender import make_session
 from loadgen.client.config import ClientConfig
 from loadgen.client.h1_sender import settle_gc
 from loadgen.config import TlsConfig
-from loadgen.names import HttpClient, Outcome
+from loadgen.names import Api, HttpClient, Outcome, Phase
 from loadgen.parallel import wire
 from loadgen.record import Record
 from loadgen.run.monitor import LoopMonitor
@@ -41,7 +42,7 @@ def _nothing() -> None:
 class WorkerCell:
     """This worker's slots of one cell."""
 
-    def __init__(self, msg: wire.CellStart, index: int, send: SendFn, out):
+    def __init__(self, msg: wire.CellStart, index: int, send: SendFn, out: Callable[[wire.Message], None]):
         self.slots = msg.slots
         self.index = index
         self.sender = send
@@ -67,7 +68,7 @@ class WorkerCell:
         if self.failures:
             await asyncio.sleep(backoff_s(self.failures))
 
-    async def main(self, warm) -> None:
+    async def main(self, warm: Callable[[int], Awaitable[None]] | None) -> None:
         settle_gc()
         if warm is not None:
             await warm(self.slots)
@@ -91,24 +92,26 @@ class WorkerMain:
         self.index = index
         self.cell: WorkerCell | None = None
         self.cell_task: asyncio.Task | None = None
-        self.sender = None
-        self.warm = None
-        self.closers: list = []
+        self.sender: SendFn | None = None
+        self.warm: Callable[[int], Awaitable[None]] | None = None
+        self.closers: list[Callable[[], object]] = []
 
     def out(self, msg: wire.Message) -> None:
         self.transport.write(wire.encode(msg))
 
     async def setup(self, msg: wire.Setup) -> None:
-        ccfg = ClientConfig(base_url=msg.url, api=msg.api, timeout_s=msg.timeout_s,
+        ccfg = ClientConfig(base_url=msg.url, api=Api(msg.api), timeout_s=msg.timeout_s,
                             idle_timeout_s=msg.idle_timeout_s, headers=msg.headers or {},
                             tls=TlsConfig(ca_cert=msg.ca_cert, insecure=msg.insecure))
         transport = H1Transport(ccfg) if msg.http_client == HttpClient.H1 else AiohttpTransport(ccfg)
-        session = make_session(ccfg) if isinstance(transport, AiohttpTransport) else None
-        self.sender = transport.sender(session)
+        if isinstance(transport, AiohttpTransport):
+            session = make_session(ccfg)
+            self.sender = transport.sender(session)
+            self.closers += [transport.close, session.close]
+        else:
+            self.sender = transport.sender(None)  # h1 keeps its own connection pool: no session
+            self.closers.append(transport.close)
         self.warm = transport.warm
-        self.closers.append(transport.close)
-        if session is not None:
-            self.closers.append(session.close)
 
     async def main(self) -> None:
         loop = asyncio.get_running_loop()
@@ -135,11 +138,14 @@ class WorkerMain:
         """One message from the parent; False when it says to exit."""
         match msg:
             case wire.JobGiven():
-                self.cell.feed.add(Job(seq=msg.seq, phase=msg.phase, body=msg.body))
+                assert self.cell is not None  # the parent starts a cell before it gives its jobs
+                self.cell.feed.add(Job(seq=msg.seq, phase=Phase(msg.phase), body=msg.body))
             case wire.CellStart():
+                assert self.sender is not None  # the parent sets a worker up before its first cell
                 self.cell = WorkerCell(msg, self.index, self.sender, self.out)
                 self.cell_task = asyncio.ensure_future(self.cell.main(self.warm))
             case wire.End() | wire.Stop():
+                assert self.cell is not None  # the end of a cell that started
                 self.cell.feed.end(drop=isinstance(msg, wire.Stop))
             case wire.Cancel():
                 self.cancel()

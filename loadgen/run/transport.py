@@ -49,8 +49,8 @@ class H1Transport:
                               ssl_context=ssl_context(self.ccfg.base_url, self.ccfg.tls))
         return self._pool
 
-    def sender(self, session: aiohttp.ClientSession) -> SendFn:
-        return Sender(self.pool(), self.ccfg)
+    def sender(self, session: aiohttp.ClientSession | None) -> SendFn:
+        return Sender(self.pool(), self.ccfg)  # its own pool: the session is not used (a worker has none)
 
     async def before_cell(self, session: aiohttp.ClientSession, cell: CellKey, n_jobs: int) -> None:
         # the pool is warmed in `warm`, right before the load; what this step does is settle the garbage
