@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT, CliResult, start_sim
+from tests.conftest import ROOT, CliResult, said_lines, start_sim
 
 KEY = "sk-test-7f3a9c1e5b"
 KEY_VARIABLES = ("OPENAI_API_KEY", "MY_KEY")
@@ -158,7 +158,7 @@ def test_prompts_without_usable_rows(content, sim, tmp_path, loadgen):
            f"{path}:3: invalid JSON (invalid literal, expected 'null')"] if content.startswith(b"{") else []
     named = f", {len(bad)} bad ones named above" if bad else ""
     assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr.splitlines() == [*bad, f"loadgen: error: --prompts {path}: no usable rows{named} (expected "
+    assert said_lines(proc.stderr) == [*bad, f"loadgen: error: --prompts {path}: no usable rows{named} (expected "
                                               "JSONL with a 'text', 'prompt' or 'messages' field, or plain text "
                                               "paragraphs)"]
 
