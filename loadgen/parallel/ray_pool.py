@@ -69,7 +69,7 @@ def connect(address: str) -> ModuleType:
 
     def init() -> None:
         try:
-            ray.init(address=address, log_to_driver=False, logging_level="ERROR", configure_logging=False)
+            ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR, configure_logging=False)
             done.append(None)
         except Exception as exc:  # Ray raises ConnectionError, RuntimeError or its own errors by version
             done.append(exc)
