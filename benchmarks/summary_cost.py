@@ -5,7 +5,7 @@
 The measured records of a real run (its JSONL) are repeated, each copy with new sequence numbers and its times
 moved on by the run's window, until there are N; they go through the cell's bounded keeper
 (`run/chunk_spill.CellRecords.keep`, as the runner keeps them while the load runs), then the summary runs exactly
-as `run/cell.py` runs it after the load: `measured.records()` and `results.build_cell` with the fold and the
+as `run/cell.py` runs it after the load: `results.build_cell` over `measured.table()` with the fold and the
 spill. Reported: its wall and CPU time, and the Python heap it adds at its peak (tracemalloc, in a second pass:
 tracing slows the code it measures) beside the RSS before and after.
 """
@@ -59,9 +59,10 @@ def kept(base: list[Record], n: int) -> CellRecords:
 
 
 def summary(keeper: CellRecords):
-    keeper.finish()
-    records = keeper.columns.records()  # what `keeper.records()` builds on its first call (it keeps the list)
-    return build_cell(records[0].cell, records, (), None, chunks=keeper.fold, arrivals=keeper.spill.arrivals)
+    table = keeper.table()  # what `run/cell.py` summarises: the kept columns, no record rebuilt
+    cell = table.cell()
+    assert cell is not None
+    return build_cell(cell, table, (), None, chunks=keeper.fold, arrivals=keeper.spill.arrivals)
 
 
 def rss_mib() -> float:

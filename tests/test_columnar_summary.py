@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import copy
 
+import numpy as np
 import orjson
 import pytest
 
+from loadgen.metrics.record_table import RecordTable
 from loadgen.record import Record
 from loadgen.results.build_cell import build_cell
 from loadgen.run.chunk_spill import CellRecords
+from loadgen.run.record_columns import INT_FIELDS, SHARED_FIELDS
 from tests.conftest import ROOT
 from tests.summary_cases import cases
 
@@ -74,3 +77,46 @@ def test_a_kept_cell_is_summarised_without_rebuilding_its_records(name, monkeypa
     finally:
         kept.close()
     assert len(built) <= max(8, len(recs) // 10)  # those across the steady window's edges, read back whole
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_kept_columns_are_the_records_columns(name):
+    """Every column the table serves from the kept rows equals the one read from the records themselves."""
+    recs, _ = CASES[name]
+    kept = _kept(recs)
+    try:
+        table, whole = kept.table(), RecordTable.of(recs)
+        order = [r.seq for r in kept.table().records()]
+        assert order == [r.seq for r in recs]  # kept in the order they ended
+        for field in INT_FIELDS:
+            assert table.ints(field).tolist() == whole.ints(field).tolist(), field
+        for field in SHARED_FIELDS:
+            assert table.labels(field).tolist() == whole.labels(field).tolist(), field
+        keys = {k for r in recs if r.spec for k in r.spec}
+        for key in keys:
+            for got, want in zip(table.spec_numbers(key), whole.spec_numbers(key)):
+                assert got.tolist() == want.tolist(), key
+            for got, want in zip(table.spec_lists(key), whole.spec_lists(key)):
+                assert got.tolist() == want.tolist(), key
+        some = np.zeros(len(recs), dtype=bool)
+        some[[0, len(recs) // 2, len(recs) - 1]] = True
+        want = [r for r, chosen in zip(recs, some) if chosen]
+        got = table.records(some)
+        assert [(r.seq, r.spec, r.outcome, r.t_end_ns) for r in got] == \
+            [(r.seq, r.spec, r.outcome, r.t_end_ns) for r in want]
+    finally:
+        kept.close()
+
+
+def test_a_histogram_is_kept_as_a_column_not_as_its_dict():
+    """SGLang's per-request spec (numbers and a list of ints) takes columns, not one dict a record."""
+    recs, _ = CASES["sglang_spec_and_cache"]
+    kept = _kept(recs)
+    try:
+        columns = kept.columns
+        with_list = sum(1 for r in recs if r.spec and "spec_correct_drafts_histogram" in r.spec)
+        assert with_list > 100
+        assert not any("spec_correct_drafts_histogram" in s for s in columns.spec_other.values())
+        assert [r.spec for r in columns.records()] == [r.spec for r in recs]
+    finally:
+        kept.close()

@@ -15,15 +15,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from loadgen.names import Outcome
+from loadgen.metrics.record_table import RecordTable
 from loadgen.record import OUTCOMES, Record
 
 
-def request_counts(recs: Sequence[Record], ok: Sequence[Record]) -> dict:
+def request_counts(recs: Sequence[Record] | RecordTable) -> dict:
     """{ok, failed, cancelled, abandoned, by_outcome}: every measured request counts once, under its outcome;
     failed = every outcome but ok, cancelled and abandoned; abandoned only when some were."""
-    by_outcome: Counter[str] = Counter(r.outcome for r in recs)
-    cancelled, abandoned = by_outcome[Outcome.CANCELLED], by_outcome[Outcome.ABANDONED]
-    counts = {"ok": len(ok), "failed": len(recs) - len(ok) - cancelled - abandoned, "cancelled": cancelled}
+    by_outcome: Counter[str] = Counter(RecordTable.of(recs).labels("outcome").tolist())
+    ok, cancelled, abandoned = by_outcome[Outcome.OK], by_outcome[Outcome.CANCELLED], by_outcome[Outcome.ABANDONED]
+    counts = {"ok": ok, "failed": len(recs) - ok - cancelled - abandoned, "cancelled": cancelled}
     if abandoned:
         counts["abandoned"] = abandoned
     return counts | {"by_outcome": {o: by_outcome[o] for o in OUTCOMES if by_outcome[o]}}

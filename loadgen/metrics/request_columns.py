@@ -15,6 +15,7 @@ from operator import attrgetter
 
 import numpy as np
 
+from loadgen.metrics.record_table import RecordTable
 from loadgen.record import Record
 
 NS = 1e9
@@ -38,8 +39,10 @@ class RequestColumns:
     chunks: np.ndarray
 
     @classmethod
-    def of(cls, recs: Sequence[Record]) -> RequestColumns:
-        """The columns of `recs`: one pass over the records a field, no list of them made."""
+    def of(cls, recs: Sequence[Record] | RecordTable) -> RequestColumns:
+        """The columns of `recs` (a table's own columns; of records: one pass over them a field)."""
+        if isinstance(recs, RecordTable):
+            return cls(*(recs.ints(name) for name in FIELDS))
         return cls(*(_column(recs, name) for name in FIELDS))
 
     def __len__(self) -> int:

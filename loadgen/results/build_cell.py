@@ -20,6 +20,7 @@ from loadgen.metrics import telemetry as cell_telemetry
 from loadgen.metrics.cell import summarize
 from loadgen.metrics.cell_noise import bootstrap_method, cell_intervals
 from loadgen.metrics.chunk_fold import ChunkFold
+from loadgen.metrics.record_table import RecordTable
 from loadgen.metrics.client_health import merge_client, saturation_note
 from loadgen.metrics.counts import scheduled
 from loadgen.metrics.shared_prefix import shared_prefix_figures
@@ -38,29 +39,30 @@ from loadgen.results.slo_part import Slo, first_wave_note
 TELEMETRY_LOST = "TELEMETRY LOST"  # how a requested source that went quiet mid-run opens its warning
 
 
-def figures(key: CellKey, records: Sequence[Record], sources: Sequence[SourceResult], client: dict | None,
+def figures(key: CellKey, records: Sequence[Record] | RecordTable, sources: Sequence[SourceResult], client: dict | None,
             chunks: ChunkFold | None = None, arrivals: Arrivals = token_arrivals) -> dict:
     """The cell's figures as flat JSON: the client-side summary (its per-chunk figures from `chunks` when the
     cell folded them as it ran: `metrics.cell.summarize`), accept length, power, GPU activity and the
     bottleneck verdict, each source's values."""
-    summary = summarize(records, chunks, arrivals) | {"client": client}
+    table = RecordTable.of(records)
+    summary = summarize(table, chunks, arrivals) | {"client": client}
     flat = key.as_dict() | summary
     flat["accept_length"] = cell_telemetry.accept_length(summary, list(sources))
     flat["power"] = cell_telemetry.power(list(sources), summary["output_tokens"], summary["duration_s"],
                                          summary.get("window_ns"))
     flat["accept_by_position"] = accept_positions.from_sources(list(sources)) or \
-        accept_positions.from_histograms([r for r in records if r.ok])
+        accept_positions.from_histograms(table.ok())
     flat["gpu_activity"] = cell_telemetry.gpu_activity(list(sources), summary.get("window_ns"))
     flat |= cell_telemetry.gpu_verdict(summary, flat["gpu_activity"], flat["power"])
     flat["telemetry"] = {r.name: {"available": r.available, "reason": r.reason,
                                   **{k: v for k, v in r.values.items() if k not in cell_telemetry.ACTIVITY_KEYS}}
                          for r in sources}
-    flat["intervals"] = cell_intervals(records, summary["duration_s"], flat["accept_length"].get("source"))
+    flat["intervals"] = cell_intervals(table, summary["duration_s"], flat["accept_length"].get("source"))
     flat["interval_method"] = bootstrap_method(summary["requests"]["ok"])
     return flat
 
 
-def build_cell(key: CellKey, records: Sequence[Record], sources: Sequence[SourceResult] = (),
+def build_cell(key: CellKey, records: Sequence[Record] | RecordTable, sources: Sequence[SourceResult] = (),
                client: dict | None = None, incidents: Sequence[Incident] = (),
                max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION, verification: Verification | None = None,
                slo: SloConfig | None = None, not_sent: int = 0, shared_prefix: tuple[int, int] | None = None,
@@ -72,10 +74,12 @@ def build_cell(key: CellKey, records: Sequence[Record], sources: Sequence[Source
     its attainment and goodput, counting the `not_sent` measured requests as not good; with `shared_prefix`
     (groups, tokens), the prefix cache's share of it (`metrics.shared_prefix`). `chunks`: the fold of the
     records' chunks, when the cell made one as it ran (their lists then read back through `arrivals`).
-    `found`: what the driver learned of the load (its figures, a shard's or the workers' own), applied last."""
+    `found`: what the driver learned of the load (its figures, a shard's or the workers' own), applied last.
+    `records`: a list of them, or the columns a long cell kept (`metrics.record_table.RecordTable`)."""
+    records = RecordTable.of(records)
     flat = figures(key, records, sources, client, chunks, arrivals) | {"max_failed_fraction": max_failed_fraction}
     if shared_prefix:
-        flat["shared_prefix"] = shared_prefix_figures([r for r in records if r.ok], *shared_prefix)
+        flat["shared_prefix"] = shared_prefix_figures(records.ok(), *shared_prefix)
     flat["failed_fraction"] = failed_fraction(flat)
     parts, extra = typed_parts(flat)
     slo_part = _slo(key, records, slo, flat["duration_s"], not_sent)
@@ -97,7 +101,7 @@ def build_cell(key: CellKey, records: Sequence[Record], sources: Sequence[Source
     return amended(result, found)
 
 
-def _slo(key: CellKey, records: Sequence[Record], slo: SloConfig | None, duration_s: float,
+def _slo(key: CellKey, records: RecordTable, slo: SloConfig | None, duration_s: float,
          not_sent: int) -> Slo | None:
     if slo is None or not slo.enabled:
         return None

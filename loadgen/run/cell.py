@@ -143,7 +143,7 @@ class CellMeasurer:
         results, client = await self.measured_window(run, cell, measured)
         outcome = run.cell_outcome()
         not_sent = 0 if self.cfg.duration_per_cell_s else outcome.measured_not_sent
-        records = measured.records()
+        records = measured.table()  # columns: no `Record` rebuilt for the summary
         result = build_cell(cell, records, results, client, max_failed_fraction=self.cfg.max_failed_fraction,
                             verification=self.verifier.verification(verified) if self.verifier else None,
                             slo=self.cfg.slo, not_sent=not_sent, shared_prefix=self.cfg.workload.shared_prefix,
@@ -170,7 +170,7 @@ class CellMeasurer:
             await asyncio.wait([load])
             if not load.cancelled():
                 load.result()
-            lateness_p99 = send_lateness(measured.records()).get("p99") if cell.request_rate is not None else None
+            lateness_p99 = send_lateness(measured.table()).get("p99") if cell.request_rate is not None else None
             client = await monitor.stop(lateness_p99)
         finally:
             drawer.cancel()

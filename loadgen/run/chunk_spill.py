@@ -15,6 +15,7 @@ import tempfile
 from array import array
 
 from loadgen.metrics.chunk_fold import ChunkFold
+from loadgen.metrics.record_table import RecordTable
 from loadgen.metrics.steady import token_arrivals
 from loadgen.record import CHUNKS_ELSEWHERE, Record, chunks_elsewhere
 from loadgen.run.record_columns import RecordColumns
@@ -139,6 +140,12 @@ class CellRecords:
         if self._records is None or len(self._records) != len(self.columns):
             self._records = self.columns.records()
         return self._records
+
+    def table(self) -> RecordTable:
+        """Every kept record (the waiting batch folded first) as a `RecordTable` read from the columns: what the
+        summary reads, no `Record` built but those a figure reads whole."""
+        self.finish()
+        return self.columns.table()
 
     def close(self) -> None:
         self._records = None

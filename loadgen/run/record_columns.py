@@ -21,6 +21,9 @@ from operator import attrgetter, itemgetter
 
 import numpy as np
 
+from loadgen.metrics.record_table import ABSENT, FLOAT, INT, NONE, RecordTable, spec_kind
+
+LIST = 3  # a spec key held as a list of ints, for one record
 from loadgen.record import CHUNKS_ELSEWHERE, Record, request_id_for, request_id_prefix
 
 INT_FIELDS = tuple(f.name for f in fields(Record) if f.type in ("int", "int | None"))  # one int64 each
@@ -29,11 +32,10 @@ SHARED_FIELDS = tuple(f.name for f in fields(Record)
                       if f.name not in INT_FIELDS + CHUNK_FIELDS + ("request_id", "spec"))
 _INTS_OF = attrgetter(*INT_FIELDS)
 _SHARED_OF = attrgetter(*SHARED_FIELDS)
-NONE = -(1 << 63)  # an int field that is None
-ABSENT, INT, FLOAT = 0, 1, 2  # how a spec key is held for one record
 KIND = {int: INT, float: FLOAT}
 ELSEWHERE, ELSEWHERE_NO_COUNTS, OWN = 0, 1, 2  # where a record's chunk lists are
 ROWS_AT_ONCE = 1024  # integer rows held in memory before they are written to the file (176 KiB)
+COLUMN_ROWS = 8192  # rows read back at once to take a column from them (1.4 MiB)
 _K = len(INT_FIELDS)
 # a record's values in `Record` field order, from its int row + the shared fields + (request id, chunk lists, spec)
 _LATER = ("request_id", "chunk_tokens", "chunk_gaps_ns", "spec")
@@ -49,11 +51,65 @@ _SAME_AS = tuple((INT_FIELDS.index(a), INT_FIELDS.index(b)) for a, b in (
 
 
 class _SpecColumn:
+    """A spec key whose values are numbers: one float64 and one kind (ABSENT, INT, FLOAT) a record."""
+
     __slots__ = ("values", "kinds")
 
-    def __init__(self):
-        self.values = array("d")
-        self.kinds = array("b")
+    def __init__(self, rows: int = 0):
+        self.values = array("d", bytes(8 * rows))
+        self.kinds = array("b", bytes(rows))
+
+    @staticmethod
+    def fits(value: object) -> bool:
+        return type(value) in KIND
+
+    def append(self, value: object) -> None:
+        if value is None:
+            self.values.append(0.0)
+            self.kinds.append(ABSENT)
+        else:
+            self.values.append(value)  # type: ignore[arg-type]  # `fits`: an int or a float
+            self.kinds.append(KIND[type(value)])
+
+    def value(self, i: int) -> object:
+        kind = self.kinds[i]
+        return None if kind == ABSENT else int(self.values[i]) if kind == INT else self.values[i]
+
+
+class _ListColumn:
+    """A spec key whose values are lists of ints (SGLang's `spec_correct_drafts_histogram`): the lists one after
+    the other in one int64 array, where each record's list ends, and whether the record has one."""
+
+    __slots__ = ("values", "ends", "kinds")
+
+    def __init__(self, rows: int = 0):
+        self.values = array("q")
+        self.ends = array("q", bytes(8 * rows))
+        self.kinds = array("b", bytes(rows))
+
+    @staticmethod
+    def fits(value: object) -> bool:
+        return type(value) is list and all(type(x) is int for x in value)
+
+    def append(self, value: object) -> None:
+        if value is not None:
+            self.values.extend(value)  # type: ignore[call-overload]  # `fits`: a list of ints
+        self.ends.append(len(self.values))
+        self.kinds.append(ABSENT if value is None else LIST)
+
+    def value(self, i: int) -> object:
+        if self.kinds[i] == ABSENT:
+            return None
+        return self.values[self.ends[i - 1] if i else 0:self.ends[i]].tolist()
+
+
+def _column_for(value: object) -> _SpecColumn | _ListColumn | None:
+    """The kind of column a spec value can be kept in (None: it can't, the spec is kept as it was)."""
+    if _SpecColumn.fits(value):
+        return _SpecColumn
+    if _ListColumn.fits(value):
+        return _ListColumn
+    return None
 
 
 class RecordColumns:
@@ -69,11 +125,11 @@ class RecordColumns:
         self.chunks = bytearray()  # ELSEWHERE | ELSEWHERE_NO_COUNTS | OWN
         self.own_chunks: dict[int, tuple] = {}  # (chunk_tokens, chunk_gaps_ns) of the OWN ones
         self.request_ids: dict[int, str] = {}
-        self.spec_keys: dict[str, _SpecColumn] = {}
+        self.spec_keys: dict[str, _SpecColumn | _ListColumn] = {}
         self.spec_none = array("b")  # 1 where spec is None
         self.spec_other: dict[int, dict] = {}  # a spec with values other than numbers, as it was
         self._spec_order: tuple = ()  # the keys of the spec columns, in order
-        self._spec_columns: list[_SpecColumn] = []
+        self._spec_columns: list[_SpecColumn | _ListColumn] = []
         self._common_prefix: str | None = None
 
     def __len__(self) -> int:
@@ -105,26 +161,23 @@ class RecordColumns:
     def _append_spec(self, i: int, spec: dict | None) -> None:
         self.spec_none.append(spec is None)
         if spec is not None and tuple(spec) == self._spec_order:  # the common case: the keys of every column
-            kinds = [KIND.get(type(v)) for v in spec.values()]
-            if None not in kinds:
-                for column, value, kind in zip(self._spec_columns, spec.values(), kinds):
-                    column.values.append(value)
-                    column.kinds.append(kind)
+            values = spec.values()
+            if all(column.fits(value) for column, value in zip(self._spec_columns, values)):
+                for column, value in zip(self._spec_columns, values):
+                    column.append(value)
                 return
-        numbers = spec is not None and all(type(v) in KIND for v in spec.values())
-        if spec is not None and not numbers:
+        for key, value in (spec or {}).items():
+            kind = _column_for(value)
+            if key not in self.spec_keys and kind is not None:
+                self.spec_keys[key] = kind(i)
+        fits = spec is not None and all(key in self.spec_keys and self.spec_keys[key].fits(value)
+                                        for key, value in spec.items())
+        if spec is not None and not fits:
             self.spec_other[i] = spec
-        for key in spec or ():
-            if key not in self.spec_keys:
-                column = self.spec_keys[key] = _SpecColumn()
-                column.values.extend([0.0] * i)
-                column.kinds.extend([ABSENT] * i)
         self._spec_order = tuple(self.spec_keys)
         self._spec_columns = list(self.spec_keys.values())
         for key, column in self.spec_keys.items():
-            value = spec.get(key) if numbers and spec is not None else None
-            column.values.append(0.0 if value is None else float(value))
-            column.kinds.append(ABSENT if value is None else KIND[type(value)])
+            column.append(spec.get(key) if fits and spec is not None else None)
 
     def _blocks(self) -> Iterator[tuple[int, list[list]]]:
         """(first row, its rows as lists, None for NONE) for every row, ROWS_AT_ONCE rows at a time: from the
@@ -172,24 +225,22 @@ class RecordColumns:
             return None
         if i in self.spec_other:
             return self.spec_other[i]
-        spec = {}
-        for key, column in self.spec_keys.items():
-            kind = column.kinds[i]
-            if kind != ABSENT:
-                spec[key] = int(column.values[i]) if kind == INT else column.values[i]
-        return spec
+        return {key: value for key, column in self.spec_keys.items() if (value := column.value(i)) is not None}
 
     def _specs(self, first: int, count: int) -> list[dict | None]:
         """The specs of records first … first + count − 1: a column at a time where every record of the block
-        holds every key as the same kind of number (the common case), else one by one (`_spec`)."""
+        holds every number key as the same kind of number (the common case), else one by one (`_spec`)."""
         end = first + count
         if self.spec_other or any(self.spec_none[first:end]):
             return [self._spec(i) for i in range(first, end)]
-        columns = []
+        columns: list[list] = []
         for column in self.spec_keys.values():
             kinds = np.array(column.kinds[first:end], dtype=np.int8)
             if kinds[0] == ABSENT or not (kinds == kinds[0]).all():
                 return [self._spec(i) for i in range(first, end)]
+            if isinstance(column, _ListColumn):
+                columns.append([column.value(i) for i in range(first, end)])
+                continue
             values = np.array(column.values[first:end])
             columns.append((values.astype(np.int64) if kinds[0] == INT else values).tolist())
         if not columns:
@@ -209,6 +260,92 @@ class RecordColumns:
 
     def records(self) -> list[Record]:
         return list(self.iter_records())
+
+    # the `metrics.record_table.ColumnSource` of the summary: columns straight from the rows, no record built
+
+    def table(self) -> RecordTable:
+        """The kept records as a `RecordTable` (its columns read from here when a figure first asks)."""
+        return RecordTable(self)
+
+    def int_column(self, name: str) -> np.ndarray:
+        """Integer field `name` of every record (int64, `NONE` for None), read from the rows a block at a time."""
+        k = INT_FIELDS.index(name)
+        out = np.empty(self.n, dtype=np.int64)
+        for first, block in self._int_blocks():
+            out[first:first + len(block)] = block[:, k]
+        return out
+
+    def _int_blocks(self) -> Iterator[tuple[int, np.ndarray]]:
+        """(first row, its rows as an int64 array of len(INT_FIELDS) columns), `COLUMN_ROWS` rows at a time."""
+        self._file.flush()
+        self._file.seek(0)
+        try:
+            for first in range(0, self._on_disk, COLUMN_ROWS):
+                count = min(COLUMN_ROWS, self._on_disk - first)
+                yield first, np.frombuffer(self._file.read(8 * _K * count), dtype=np.int64).reshape(-1, _K)
+        finally:
+            self._file.seek(0, 2)
+        yield self._on_disk, np.frombuffer(self.ints, dtype=np.int64).reshape(-1, _K)
+
+    def label_column(self, name: str) -> np.ndarray:
+        """Shared field `name` of every record, as an object array."""
+        k = SHARED_FIELDS.index(name)
+        out = np.empty(self.n, dtype=object)
+        if self.common is not None:
+            out[:] = [self.common[k]] * self.n
+        for i, shared in self.differ.items():
+            out[i] = shared[k]
+        return out
+
+    def spec_number_column(self, key: str) -> tuple[np.ndarray, np.ndarray]:
+        """(values, kinds) of spec key `key` (`record_table.RecordTable.spec_numbers`)."""
+        column = self.spec_keys.get(key)
+        if isinstance(column, _SpecColumn):
+            values = np.frombuffer(column.values, dtype=np.float64).copy()
+            kinds = np.frombuffer(column.kinds, dtype=np.int8).copy()
+        else:
+            values, kinds = np.zeros(self.n), np.zeros(self.n, dtype=np.int8)
+        for i, spec in self.spec_other.items():
+            value = spec.get(key)
+            kinds[i] = spec_kind(value)
+            if kinds[i] != ABSENT:
+                values[i] = value
+        return values, kinds
+
+    def spec_list_column(self, key: str) -> tuple[np.ndarray, np.ndarray]:
+        """(values, lengths) of the list-valued spec key `key` (`record_table.RecordTable.spec_lists`)."""
+        column = self.spec_keys.get(key)
+        lengths = np.full(self.n, -1, dtype=np.int64)
+        values = np.zeros(0)
+        if isinstance(column, _ListColumn):
+            ends = np.frombuffer(column.ends, dtype=np.int64)
+            has = np.frombuffer(column.kinds, dtype=np.int8) == LIST
+            lengths[has] = np.diff(ends, prepend=0)[has]
+            values = np.frombuffer(column.values, dtype=np.int64).astype(np.float64)
+        others = {i: spec[key] for i, spec in self.spec_other.items() if isinstance(spec.get(key), list)}
+        if not others:
+            return values, lengths
+        rows = [values[e - n:e] if n >= 0 else values[:0]
+                for e, n in zip(np.cumsum(np.maximum(lengths, 0)).tolist(), lengths.tolist())]
+        for i, value in others.items():
+            rows[i] = np.array([x if spec_kind(x) != ABSENT else 0.0 for x in value], dtype=np.float64)
+            lengths[i] = len(value)
+        return (np.concatenate(rows) if rows else values), lengths
+
+    def records_at(self, rows: np.ndarray) -> list[Record]:
+        """The records at `rows` (ascending), whole: only their rows read back."""
+        out = []
+        for i in rows.tolist():
+            if i < self._on_disk:
+                self._file.flush()
+                self._file.seek(8 * _K * i)
+                row = array("q")
+                row.frombytes(self._file.read(8 * _K))
+                self._file.seek(0, 2)
+            else:
+                row = self.ints[(i - self._on_disk) * _K:(i - self._on_disk + 1) * _K]
+            out.append(self._record(i, _rows(row)[0], self._spec(i)))
+        return out
 
     def close(self) -> None:
         self._file.close()
