@@ -12,7 +12,7 @@ over a list of records (a test, a merge, the live exporter's window) read a `Rec
 - `spec_lists(key)`: a list-valued key as (values, lengths): the rows' lists of numbers one after the other
   (float64) and each row's length, −1 where the row holds no such list;
 - `records(rows)`: the records at those rows, whole (for a figure of a few, e.g. those across the steady
-  window's edges);
+  window's edges); `chunks_elsewhere()`: where a row's per-chunk lists were moved out (`record.chunks_elsewhere`);
 - `where(mask)`: the rows where `mask` holds, as a table (`ok()`: the ok ones).
 Columns are read once and kept for the life of the table.
 """
@@ -26,7 +26,7 @@ from typing import Protocol
 import numpy as np
 
 from loadgen.names import Outcome
-from loadgen.record import CellKey, Record
+from loadgen.record import CellKey, Record, chunks_elsewhere
 
 NONE = -(1 << 63)  # an integer field that is None
 ABSENT, INT, FLOAT = 0, 1, 2  # how a spec key is held for one record
@@ -46,6 +46,8 @@ class ColumnSource(Protocol):
     def spec_list_column(self, key: str) -> tuple[np.ndarray, np.ndarray]: ...
 
     def records_at(self, rows: np.ndarray) -> list[Record]: ...
+
+    def chunks_elsewhere_column(self) -> np.ndarray: ...
 
 
 class RecordTable:
@@ -100,6 +102,10 @@ class RecordTable:
                                   or [np.zeros(0, dtype=np.int64)])
             return values[take.astype(np.int64)], picked
         return self._cached("list", key, read)
+
+    def chunks_elsewhere(self) -> np.ndarray:
+        """True where the row's per-chunk lists were moved out (`record.chunks_elsewhere`)."""
+        return self._cached("mask", "elsewhere", lambda: self._pick(self.source.chunks_elsewhere_column()))
 
     def ok_mask(self) -> np.ndarray:
         """True where the request ended ok."""
@@ -181,6 +187,9 @@ class RecordsSource:
 
     def records_at(self, rows: np.ndarray) -> list[Record]:
         return [self.recs[i] for i in rows.tolist()]
+
+    def chunks_elsewhere_column(self) -> np.ndarray:
+        return np.fromiter(map(chunks_elsewhere, self.recs), dtype=bool, count=len(self.recs))
 
 
 def spec_kind(value: object) -> int:

@@ -332,6 +332,10 @@ class RecordColumns:
             lengths[i] = len(value)
         return (np.concatenate(rows) if rows else values), lengths
 
+    def chunks_elsewhere_column(self) -> np.ndarray:
+        """True where the record's chunk lists were moved out (`record.chunks_elsewhere`)."""
+        return np.frombuffer(self.chunks, dtype=np.uint8) != OWN
+
     def records_at(self, rows: np.ndarray) -> list[Record]:
         """The records at `rows` (ascending), whole: only their rows read back."""
         out = []
