@@ -96,11 +96,13 @@ class RecordTable:
             values, lengths = self.source.spec_list_column(key)
             if self.rows is None:
                 return values, lengths
-            starts = np.concatenate(([0], np.cumsum(np.maximum(lengths, 0))[:-1])) if len(lengths) else lengths
+            sizes = np.maximum(lengths, 0)
+            starts = np.cumsum(sizes) - sizes  # where each row's list begins in `values`
             picked = lengths[self.rows]
-            take = np.concatenate([np.arange(s, s + n) for s, n in zip(starts[self.rows], np.maximum(picked, 0))]
-                                  or [np.zeros(0, dtype=np.int64)])
-            return values[take.astype(np.int64)], picked
+            kept = sizes[self.rows]
+            into = np.cumsum(kept) - kept  # where each kept row's list begins in the result
+            take = np.arange(int(kept.sum())) - np.repeat(into, kept) + np.repeat(starts[self.rows], kept)
+            return values[take], picked
         return self._cached("list", key, read)
 
     def chunks_elsewhere(self) -> np.ndarray:
