@@ -120,3 +120,23 @@ def test_a_histogram_is_kept_as_a_column_not_as_its_dict():
         assert [r.spec for r in columns.records()] == [r.spec for r in recs]
     finally:
         kept.close()
+
+
+def test_a_subset_of_a_table_reads_its_own_rows_of_every_column():
+    recs, _ = CASES["sglang_spec_and_cache"]
+    kept = _kept(recs)
+    try:
+        for table in (kept.table(), RecordTable.of(recs)):
+            mask = np.array([i % 3 != 1 for i in range(len(recs))])
+            part = table.where(mask).ok()
+            want = [r for r, chosen in zip(recs, mask) if chosen and r.ok]
+            assert part.ints("t_end_ns").tolist() == [r.t_end_ns for r in want]
+            values, lengths = part.spec_lists("spec_correct_drafts_histogram")
+            lists = [r.spec.get("spec_correct_drafts_histogram") if r.spec else None for r in want]
+            assert lengths.tolist() == [len(x) if isinstance(x, list) else -1 for x in lists]
+            assert values.tolist() == [float(v) for x in lists if isinstance(x, list) for v in x]
+            numbers, kinds = part.spec_numbers("spec_verify_ct")
+            assert [v if k else None for v, k in zip(numbers.tolist(), kinds.tolist())] == \
+                [r.spec.get("spec_verify_ct") if r.spec else None for r in want]
+    finally:
+        kept.close()
