@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from loadgen.metrics.confidence import (
     LEVEL,
     RESAMPLES,
@@ -17,7 +19,8 @@ from loadgen.metrics.confidence import (
     repeat_interval,
     scaled,
 )
-from loadgen.metrics.request import e2e_s, request_tok_s, ttft_s
+from loadgen.metrics.record_table import ABSENT, RecordTable, or_zero
+from loadgen.metrics.request_columns import RequestColumns
 from loadgen.names import AcceptSource
 from loadgen.record import Record
 
@@ -26,37 +29,37 @@ BOOTSTRAP = "bootstrap"
 REPEATS = "t over repeats"
 
 
-def _present(values) -> list:
-    return [x for x in values if x is not None]
-
-
-def accept_spec(ok: Sequence[Record], source: str | None) -> Spec | None:
+def accept_spec(ok: Sequence[Record] | RecordTable, source: str | None) -> Spec | None:
     """What the accept length's interval resamples where it comes from the cell's requests: per_request =
     Σ tokens / Σ spec_verify_ct, chunks = Σ tokens / Σ (chunks − 1), as `metrics.accept`; None for the server's
     counters, gauge or log (one value per cell: nothing to resample)."""
+    t = RecordTable.of(ok)
+    tokens = or_zero(t.ints("completion_tokens"))
     if source == AcceptSource.PER_REQUEST:
-        verified = [(r.completion_tokens or 0, int(r.spec["spec_verify_ct"]))
-                    for r in ok if r.spec and r.spec.get("spec_verify_ct")]
-        return ratio_spec([tokens for tokens, _ in verified], [steps for _, steps in verified])
+        steps, kinds = t.spec_numbers("spec_verify_ct")
+        verified = (kinds != ABSENT) & (steps != 0)  # a spec that gives a (non-zero) number of verify steps
+        return ratio_spec(tokens[verified].tolist(), np.trunc(steps[verified]).tolist())  # int(steps): truncated
     if source == AcceptSource.CHUNKS:
-        multi = [r for r in ok if r.chunks >= 2 and r.completion_tokens]
-        return ratio_spec([r.completion_tokens or 0 for r in multi], [r.chunks - 1 for r in multi])
+        chunks = t.ints("chunks")
+        multi = (chunks >= 2) & (tokens != 0)
+        return ratio_spec(tokens[multi].tolist(), (chunks[multi] - 1).tolist())
     return None
 
 
-def cell_intervals(records: Sequence[Record], window_s: float, accept_source: str | None) -> dict:
+def cell_intervals(records: Sequence[Record] | RecordTable, window_s: float, accept_source: str | None) -> dict:
     """{figure path: [low, high]} for the KEY_FIGURES that have one (bootstrap over the ok requests, one set of
     draws for the figures of as many requests: `confidence.bootstrap_intervals`).
 
     output_tok_s = Σ tokens / window is written as (Σ tokens / Σ e2e) · (Σ e2e / window): the first factor,
     each slot's delivery rate, is bootstrapped over the ok requests; the second, the load the slots carried
     (achieved concurrency of the ok requests), is the cell's design and held fixed."""
-    ok = [r for r in records if r.ok]
-    e2e = [e2e_s(r) for r in ok]
-    specs = {
-        "output_tok_s": ratio_spec([r.completion_tokens or 0 for r in ok], e2e) if window_s > 0 else None,
-        "request_tok_s.mean": ([_present(request_tok_s(r) for r in ok)], STATISTICS["mean"]),
-        "ttft_s.p50": ([_present(ttft_s(r) for r in ok)], STATISTICS["p50"]),
+    ok = RecordTable.of(records).ok()
+    cols = RequestColumns.of(ok)
+    e2e = cols.e2e_s().tolist()  # lists: what `confidence` is given (it reads them as float64 arrays)
+    specs: dict[str, Spec | None] = {
+        "output_tok_s": ratio_spec(or_zero(cols.completion_tokens).tolist(), e2e) if window_s > 0 else None,
+        "request_tok_s.mean": ([cols.request_tok_s().tolist()], STATISTICS["mean"]),
+        "ttft_s.p50": ([cols.ttft_s().tolist()], STATISTICS["p50"]),
         "e2e_s.mean": ([e2e], STATISTICS["mean"]),
         "accept_length.value": accept_spec(ok, accept_source),
     }

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from loadgen.metrics.counts import scheduled
+from loadgen.metrics.record_table import NONE, RecordTable
 from loadgen.metrics.stats import percentile
 from loadgen.record import Record
 
@@ -24,25 +25,27 @@ MIN_WINDOW_REQUESTS = 10  # a ramp window with fewer requests is not judged (its
 MIN_RAMP_REQUESTS = 2 * MIN_WINDOW_REQUESTS
 
 
-def schedule_request_rate(recs: Sequence[Record]) -> float | None:
+def schedule_request_rate(recs: Sequence[Record] | RecordTable) -> float | None:
     """Realised rate of the schedule = (n − 1) / (max t_intended − min t_intended), measured records."""
-    if len(recs) < 2:
+    intended = RecordTable.of(recs).ints("t_intended_ns")
+    if len(intended) < 2:
         return None
-    span = max(r.t_intended_ns for r in recs) - min(r.t_intended_ns for r in recs)
-    return (len(recs) - 1) * NS / span if span > 0 else None
+    span = int(intended.max()) - int(intended.min())
+    return (len(intended) - 1) * NS / span if span > 0 else None
 
 
-def achieved_request_rate(recs: Sequence[Record]) -> float | None:
+def achieved_request_rate(recs: Sequence[Record] | RecordTable) -> float | None:
     """Achieved request rate = (n − 1) / (max t_sent − min t_sent) over the measured records that were sent
     (every outcome counts: a request that failed still arrived at the server).
 
     n − 1 gaps over the span of actual sends, the same estimator as `schedule_request_rate`, so a client that
     keeps up reads the schedule's rate exactly, and one that sends late (cap full, event loop busy) reads
     lower: the sends stretch over a longer span. Completions per second is a different figure (throughput)."""
-    sent = [r.t_sent_ns for r in recs if r.t_sent_ns]
+    sent = RecordTable.of(recs).ints("t_sent_ns")
+    sent = sent[(sent != 0) & (sent != NONE)]
     if len(sent) < 2:
         return None
-    span = max(sent) - min(sent)
+    span = int(sent.max()) - int(sent.min())
     return (len(sent) - 1) * NS / span if span > 0 else None
 
 
@@ -59,11 +62,15 @@ def achieved_request_rate_of(achieved: float | None, requests: Mapping[str, Any]
     return scheduled(requests) / duration_s
 
 
-def corrected_ttft_s(r: Record) -> float:
-    """TTFT from the intended send, for the SLO: t_first_token − t_intended; +inf when no token came."""
-    if not r.ok or r.t_first_token_ns is None:
-        return math.inf
-    return (r.t_first_token_ns - r.t_intended_ns) / NS
+def corrected_ttft_s(recs: Sequence[Record] | RecordTable) -> np.ndarray:
+    """TTFT from the intended send, for the SLO, of every record: t_first_token − t_intended; +inf when the
+    request did not succeed or no token came."""
+    t = RecordTable.of(recs)
+    first, intended = t.ints("t_first_token_ns"), t.ints("t_intended_ns")
+    came = t.ok_mask() & (first != NONE)
+    out = np.full(len(t), math.inf)
+    out[came] = (first[came] - intended[came]) / NS
+    return out
 
 
 # ---- ramp: the sustainable rate -------------------------------------------------------------------------

@@ -24,8 +24,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
+import numpy as np
+
+from loadgen.metrics.record_table import NONE, RecordTable, or_zero
 from loadgen.metrics.request import e2e_s, itl_pairs, tpot_s, ttft_from_intended_s, ttft_s
+from loadgen.metrics.request_columns import NS, RequestColumns
 from loadgen.metrics.stats import weighted_percentile
+from loadgen.metrics.steady import sent_mask
 from loadgen.names import Outcome, SloMetric
 from loadgen.record import Record
 
@@ -95,29 +100,96 @@ class SloTally:
         return planned > 0 and (self.good + max(0, planned - self.ended)) / planned < required
 
 
-def first_wave(recs: Sequence[Record], slots: int) -> list[Record]:
-    """The first `slots` requests by send time (module docstring); none without slots."""
-    return sorted(recs, key=lambda r: r.t_sent_ns)[:slots] if slots > 0 else []
+def row_values_s(recs: Sequence[Record] | RecordTable, metric: str) -> tuple[np.ndarray, np.ndarray]:
+    """(value, has) of `metric` for every row: the value `VALUES[metric]` gives its record (float64, nan where
+    it gives None) and where it gives one. TTFT, TPOT, E2E and TTFT from intended from the rows' columns
+    (`request_columns`, bit-for-bit `request.py`'s); ITL from each request's own chunks, so the ok rows are
+    read whole (a cell with an ITL target keeps its chunks)."""
+    t = RecordTable.of(recs)
+    cols = RequestColumns.of(t)
+    has = np.zeros(len(t), dtype=bool)
+    found = SloMetric(metric)
+    if found in (SloMetric.TTFT, SloMetric.TTFT_FROM_INTENDED):
+        has = cols.t_first_token_ns != NONE
+        values = cols.ttft_s() if found == SloMetric.TTFT else cols.ttft_from_intended_s()
+    elif found == SloMetric.E2E:
+        has[:] = True
+        values = cols.e2e_s()
+    elif found == SloMetric.TPOT:
+        has = _has_decode_rate(cols)
+        values = cols.tpot_s()
+    else:
+        ok = t.ok_mask()
+        itl = [itl_p99_s(r) for r in t.records(ok)]
+        has[np.flatnonzero(ok)[[v is not None for v in itl]]] = True
+        values = np.array([v for v in itl if v is not None], dtype=np.float64)
+    out = np.full(len(t), np.nan)
+    out[has] = values
+    return out, has
 
 
-def slo_figures(recs: Sequence[Record], targets: Targets, required: float, window_s: float,
+def _has_decode_rate(cols: RequestColumns) -> np.ndarray:
+    """Where `RequestColumns.request_tok_s` gives a row a rate: ≥ 2 tokens, a first token, a time span > 0."""
+    tokens, first = cols.completion_tokens, cols.t_first_token_ns
+    last = np.where(np.isin(cols.t_last_token_ns, (0, NONE)), cols.t_end_ns, cols.t_last_token_ns)
+    has = (tokens != NONE) & (tokens >= 2) & (first != NONE)
+    has[has] = (last[has] - first[has]) / NS > 0
+    return has
+
+
+def meets_rows(recs: Sequence[Record] | RecordTable, metric: str, target_s: float) -> np.ndarray:
+    """`meets` of every row, from the rows' values (`row_values_s`): the request succeeded and its value is
+    ≤ `target_s`, or it has none and `metric` gives it no chance to be late."""
+    t = RecordTable.of(recs)
+    values, has = row_values_s(t, metric)
+    with np.errstate(invalid="ignore"):
+        met = np.where(has, values <= target_s, SloMetric(metric) in NO_CHANCE_TO_BE_LATE)
+    return t.ok_mask() & met
+
+
+def good_rows(recs: Sequence[Record] | RecordTable, targets: Targets) -> np.ndarray:
+    """`is_good` of every row: succeeded and met every target."""
+    t = RecordTable.of(recs)
+    good = t.ok_mask().copy()
+    for metric, target_s in targets.items():
+        good &= meets_rows(t, metric, target_s)
+    return good
+
+
+def first_wave_rows(recs: Sequence[Record] | RecordTable, slots: int) -> np.ndarray:
+    """The rows of the first `slots` requests by send time, of those sent (module docstring); none without
+    slots."""
+    t = RecordTable.of(recs)
+    if slots <= 0:
+        return np.zeros(0, dtype=np.int64)
+    sent = np.flatnonzero(sent_mask(t))
+    return sent[np.argsort(t.ints("t_sent_ns")[sent], kind="stable")[:slots]]
+
+
+def slo_figures(recs: Sequence[Record] | RecordTable, targets: Targets, required: float, window_s: float,
                 not_sent: int = 0, slots: int = 0) -> dict:
     """The cell's SLO figures (module docstring): targets, scheduled, good, attainment, per-target attainment,
     goodput requests/s, good output tok/s, met; misses, and those of the first wave of `slots` requests."""
-    recs = [r for r in recs if judged(r)]
-    wave = first_wave([r for r in recs if r.t_sent_ns], slots)
-    scheduled = len(recs) + not_sent
-    good = [r for r in recs if is_good(r, targets)]
-    per_target = {m: _share(sum(meets(r, m, t) for r in recs), scheduled) for m, t in targets.items()}
-    attainment = _share(len(good), scheduled)
+    all_rows = RecordTable.of(recs)
+    t = all_rows.where(all_rows.labels("outcome") != Outcome.ABANDONED)  # the judged requests
+    scheduled = len(t) + not_sent
+    met = {m: meets_rows(t, m, target_s) for m, target_s in targets.items()}
+    good = t.ok_mask().copy()
+    for each in met.values():
+        good &= each
+    n_good = int(good.sum())
+    per_target = {m: _share(int(each.sum()), scheduled) for m, each in met.items()}
+    attainment = _share(n_good, scheduled)
+    wave = first_wave_rows(t, slots)
+    good_tokens = int(or_zero(t.ints("completion_tokens"))[good].sum())
     return {
-        "targets_s": dict(targets), "attainment_required": required, "scheduled": scheduled, "good": len(good),
+        "targets_s": dict(targets), "attainment_required": required, "scheduled": scheduled, "good": n_good,
         "attainment": attainment, "per_target": per_target,
-        "goodput_requests_s": len(good) / window_s if window_s > 0 else None,
-        "good_output_tok_s": sum(r.completion_tokens or 0 for r in good) / window_s if window_s > 0 else None,
+        "goodput_requests_s": n_good / window_s if window_s > 0 else None,
+        "good_output_tok_s": good_tokens / window_s if window_s > 0 else None,
         "met": attainment is not None and attainment >= required,
-        "misses": scheduled - len(good), "first_wave": len(wave),
-        "first_wave_misses": sum(not is_good(r, targets) for r in wave),
+        "misses": scheduled - n_good, "first_wave": len(wave),
+        "first_wave_misses": int((~good[wave]).sum()),
     }
 
 

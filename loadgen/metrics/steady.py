@@ -20,27 +20,30 @@ from itertools import accumulate
 
 import numpy as np
 
-from loadgen.record import Record, chunks_elsewhere
+from loadgen.metrics.record_table import NONE, RecordTable
+from loadgen.record import CHUNKS_ELSEWHERE, Record
 
 NS = 1e9
 Arrivals = Callable[[Record], list[tuple[int, float]]]
+OWN_CHUNKS = 2  # `run.record_columns.OWN`: a kept row that holds its own chunk lists
 
 
-def in_flight_events(recs: Sequence[Record]) -> list[tuple[int, int]]:
-    """(t_ns, +1 at a send | −1 at an end) of every sent request, in time order (ends first at a tie)."""
-    events = [(r.t_sent_ns, 1) for r in recs if r.t_sent_ns] + [(r.t_end_ns, -1) for r in recs if r.t_sent_ns]
-    return sorted(events)
+def sent_mask(t: RecordTable) -> np.ndarray:
+    """True where the request was sent (t_sent_ns set, not 0)."""
+    sent = t.ints("t_sent_ns")
+    return (sent != 0) & (sent != NONE)
 
 
-def steady_window_ns(recs: Sequence[Record], slots: int) -> tuple[int, int] | None:
+def steady_window_ns(recs: Sequence[Record] | RecordTable, slots: int) -> tuple[int, int] | None:
     """(start, end) of the steady window (module docstring), or None when `slots` requests were never in
     flight at once or no request ended after that."""
     if slots <= 0:
         return None
-    sent = [r for r in recs if r.t_sent_ns]
-    times = np.fromiter((t for r in sent for t in (r.t_sent_ns, r.t_end_ns)), dtype=np.int64, count=2 * len(sent))
-    deltas = np.tile(np.array([1, -1], dtype=np.int64), len(sent))
-    order = np.lexsort((deltas, times))  # `in_flight_events`' order: by time, ends first at a tie
+    t = RecordTable.of(recs)
+    sent = sent_mask(t)
+    times = np.column_stack((t.ints("t_sent_ns")[sent], t.ints("t_end_ns")[sent])).ravel()
+    deltas = np.tile(np.array([1, -1], dtype=np.int64), int(sent.sum()))  # +1 at a send, −1 at an end
+    order = np.lexsort((deltas, times))  # by time, ends first at a tie: the count never exceeds what it was
     times, deltas = times[order], deltas[order]
     full = np.flatnonzero(np.cumsum(deltas) >= slots)
     if not full.size:
@@ -51,9 +54,11 @@ def steady_window_ns(recs: Sequence[Record], slots: int) -> tuple[int, int] | No
     return (start, end) if end is not None and end > start else None
 
 
-def overlap_ns(r: Record, start_ns: int, end_ns: int) -> int:
-    """How long request `r` was in flight inside [start, end] (ns)."""
-    return max(0, min(r.t_end_ns, end_ns) - max(r.t_sent_ns, start_ns)) if r.t_sent_ns else 0
+def overlap_ns(recs: Sequence[Record] | RecordTable, start_ns: int, end_ns: int) -> np.ndarray:
+    """How long each request was in flight inside [start, end] (ns; 0 for one never sent), int64."""
+    t = RecordTable.of(recs)
+    inside = np.minimum(t.ints("t_end_ns"), end_ns) - np.maximum(t.ints("t_sent_ns"), start_ns)
+    return np.where(sent_mask(t), np.maximum(inside, 0), 0)
 
 
 def token_arrivals(r: Record) -> list[tuple[int, float]]:
@@ -67,35 +72,46 @@ def token_arrivals(r: Record) -> list[tuple[int, float]]:
     return list(zip(times, tokens))
 
 
-def tokens_in_window(ok: Sequence[Record], start_ns: int, end_ns: int, arrivals: Arrivals = token_arrivals) -> float:
+def chunks_moved_out(t: RecordTable) -> np.ndarray:
+    """True where the row's per-chunk lists were moved out (`record.chunks_elsewhere`)."""
+    try:
+        lists = t.labels("chunk_gaps_ns")
+    except ValueError:  # kept columns serve no list field; their chunk flags, until the table gives them
+        flags = np.frombuffer(t.source.chunks, dtype=np.uint8) != OWN_CHUNKS  # type: ignore[attr-defined]
+        return flags if t.rows is None else flags[t.rows]
+    return np.fromiter((v is CHUNKS_ELSEWHERE for v in lists), dtype=bool, count=len(lists))
+
+
+def tokens_in_window(ok: Sequence[Record] | RecordTable, start_ns: int, end_ns: int,
+                     arrivals: Arrivals = token_arrivals) -> float:
     """Σ tokens of the ok requests' chunks whose arrival falls in (start, end].
 
     A record whose chunks were moved out (`record.CHUNKS_ELSEWHERE`: kept records of a long cell) counts all
     its completion tokens when its first and last chunk lie inside, none when both lie outside on one side,
-    and only a record across an edge is read chunk by chunk through `arrivals` (which can read the spill)."""
-    total = 0.0
-    for r in ok:
-        if chunks_elsewhere(r) and r.t_first_token_ns is not None and r.t_last_token_ns is not None:
-            first, last = r.t_first_token_ns, r.t_last_token_ns
-            if first > start_ns and last <= end_ns:
-                total += r.completion_tokens or 0
-                continue
-            if last <= start_ns or first > end_ns:
-                continue
-        total += sum(n for t, n in arrivals(r) if start_ns < t <= end_ns)
-    return total
+    and only a record across an edge is read chunk by chunk through `arrivals` (which can read the spill);
+    so is a record that holds its own lists. Summed in record order."""
+    t = RecordTable.of(ok)
+    first, last = t.ints("t_first_token_ns"), t.ints("t_last_token_ns")
+    timed = chunks_moved_out(t) & (first != NONE) & (last != NONE)
+    inside = timed & (first > start_ns) & (last <= end_ns)
+    across = ~timed | ~(inside | (last <= start_ns) | (first > end_ns))
+    per_record = np.zeros(len(t))
+    per_record[inside] = np.where(t.ints("completion_tokens") == NONE, 0, t.ints("completion_tokens"))[inside]
+    per_record[across] = [sum(n for at, n in arrivals(r) if start_ns < at <= end_ns) for r in t.records(across)]
+    return float(np.cumsum(per_record)[-1]) if len(per_record) else 0.0  # cumsum: one add after another
 
 
-def measured_edges_ns(recs: Sequence[Record]) -> dict:
+def measured_edges_ns(recs: Sequence[Record] | RecordTable) -> dict:
     """{start_ns, end_ns} of the whole measured window: min(t_sent) and max(t_end) over the sent requests
     (None without one); what energy is cut to and what the wall-clock start and end are read from."""
-    sent = [r for r in recs if r.t_sent_ns]
-    if not sent:
+    t = RecordTable.of(recs)
+    sent = sent_mask(t)
+    if not sent.any():
         return {"start_ns": None, "end_ns": None}
-    return {"start_ns": min(r.t_sent_ns for r in sent), "end_ns": max(r.t_end_ns for r in sent)}
+    return {"start_ns": int(t.ints("t_sent_ns")[sent].min()), "end_ns": int(t.ints("t_end_ns")[sent].max())}
 
 
-def steady_figures(recs: Sequence[Record], arrivals: Arrivals = token_arrivals) -> dict | None:
+def steady_figures(recs: Sequence[Record] | RecordTable, arrivals: Arrivals = token_arrivals) -> dict | None:
     """The steady window of a closed-loop cell, or None (open loop, or no window):
 
     - start_ns, end_ns: the window (module docstring); duration_s = (end − start) / 1e9
@@ -104,23 +120,25 @@ def steady_figures(recs: Sequence[Record], arrivals: Arrivals = token_arrivals) 
     - requests = requests (any outcome) that ended inside the window; ok = those that ended ok
     - ramp_s = the measured window's duration minus duration_s (ramp-up plus ramp-down)
     """
-    if not recs or recs[0].cell.request_rate is not None:
+    t = RecordTable.of(recs)
+    cell = t.cell()
+    if cell is None or cell.request_rate is not None:
         return None
-    window = steady_window_ns(recs, recs[0].cell.concurrency)
+    window = steady_window_ns(t, cell.concurrency)
     if window is None:
         return None
     start, end = window
     duration_s = (end - start) / NS
-    ended = [r for r in recs if start < r.t_end_ns <= end]
-    ok = [r for r in recs if r.ok]
-    whole_s = (max(r.t_end_ns for r in recs) - min(r.t_sent_ns for r in recs if r.t_sent_ns)) / NS
+    ends = t.ints("t_end_ns")
+    ended = (ends > start) & (ends <= end)
+    whole_s = (int(ends.max()) - int(t.ints("t_sent_ns")[sent_mask(t)].min())) / NS
     return {
         "start_ns": start,
         "end_ns": end,
         "duration_s": duration_s,
-        "achieved_concurrency": sum(overlap_ns(r, start, end) for r in recs) / NS / duration_s,
-        "output_tok_s": tokens_in_window(ok, start, end, arrivals) / duration_s,
-        "requests": len(ended),
-        "ok": sum(r.ok for r in ended),
+        "achieved_concurrency": int(overlap_ns(t, start, end).sum()) / NS / duration_s,
+        "output_tok_s": tokens_in_window(t.ok(), start, end, arrivals) / duration_s,
+        "requests": int(ended.sum()),
+        "ok": int((ended & t.ok_mask()).sum()),
         "ramp_s": max(0.0, whole_s - duration_s),
     }

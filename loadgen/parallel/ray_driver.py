@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from loadgen.metrics.record_table import RecordTable
 from loadgen.parallel.ray_pool import RayPool
 from loadgen.parallel.workers import WorkerDriver
 from loadgen.record import CellKey, Record
@@ -38,7 +39,7 @@ class RayDriver(WorkerDriver):
             return
         await super().drive(run, cell)
 
-    def finish(self, cell: CellKey, measured: Sequence[Record]) -> CellFindings:
+    def finish(self, cell: CellKey, measured: Sequence[Record] | RecordTable) -> CellFindings:
         """`WorkerDriver.finish`'s findings, and what the Ray parts add: which ran the cell, the parts lost in
         it (or before it), and a cell no part was left to run."""
         found = super().finish(cell, measured)

@@ -14,6 +14,7 @@ import time
 from collections.abc import Sequence
 
 from loadgen.console import log
+from loadgen.metrics.record_table import RecordTable
 from loadgen.names import Phase
 from loadgen.record import CellKey, Record
 from loadgen.results.findings import CellFindings
@@ -56,7 +57,7 @@ class ShardPart:
             await self.inner.drive(part, self.narrow(cell))
         # else this part has no slot in a cell narrower than the shard count, or no job
 
-    def finish(self, cell: CellKey, measured: Sequence[Record]) -> CellFindings:
+    def finish(self, cell: CellKey, measured: Sequence[Record] | RecordTable) -> CellFindings:
         found = self.inner.finish(cell, measured)
         if self.slots(cell):
             return found
@@ -87,7 +88,7 @@ class AlignedStart:
             await wait_until(self.start_at + k * (self.period_s or 0), k)
         await self.inner.drive(run, cell)
 
-    def finish(self, cell: CellKey, measured: Sequence[Record]) -> CellFindings:
+    def finish(self, cell: CellKey, measured: Sequence[Record] | RecordTable) -> CellFindings:
         return self.inner.finish(cell, measured)
 
 

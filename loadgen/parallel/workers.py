@@ -31,6 +31,7 @@ import time
 from collections.abc import Sequence
 
 from loadgen.config import AUTO_STREAMS_PER_WORKER, RunConfig
+from loadgen.metrics.record_table import RecordTable
 from loadgen.names import Outcome, Phase
 from loadgen.parallel import wire
 from loadgen.parallel.part import Part
@@ -286,7 +287,7 @@ class WorkerDriver:
             return
         self.per_worker[run.cell] = await self.pool.run_cell(run.phase(Phase.MEASURE), cell)
 
-    def finish(self, cell: CellKey, measured: Sequence[Record]) -> CellFindings:
+    def finish(self, cell: CellKey, measured: Sequence[Record] | RecordTable) -> CellFindings:
         """The inner driver's figures, each worker's client health (the builder merges it into the cell's,
         `metrics.client_health.merge_client`) and a worker that died."""
         found = self.inner.finish(cell, measured)

@@ -21,8 +21,11 @@ import time
 from collections.abc import Sequence
 from typing import Protocol
 
+import numpy as np
+
 from loadgen.config import CellSize, OpenLoopConfig, default_requests_per_rate
 from loadgen.metrics.open_loop import Ramp, corrected_ttft_s, ramp_series, sustainable_rate
+from loadgen.metrics.record_table import RecordTable
 from loadgen.metrics.throttle import throttle_figures
 from loadgen.names import Phase
 from loadgen.record import CellKey, Record
@@ -53,7 +56,7 @@ class Driver(Protocol):
         """Send the measured load."""
         ...
 
-    def finish(self, cell: CellKey, measured: Sequence[Record]) -> CellFindings:
+    def finish(self, cell: CellKey, measured: Sequence[Record] | RecordTable) -> CellFindings:
         """The driver's own figures of the cell's load, for the builder."""
         ...
 
@@ -90,12 +93,14 @@ class ClosedLoop:
             self.gate.reset()
         await closed_loop(run, cell.concurrency, self.pause, self.gate, self.slot_ramp_s)
 
-    def finish(self, cell: CellKey, measured: Sequence[Record]) -> CellFindings:
+    def finish(self, cell: CellKey, measured: Sequence[Record] | RecordTable) -> CellFindings:
         g = self.gate
         if g is None:
             return NOTHING
-        span_s = (max((r.t_end_ns for r in measured), default=g.since_ns) - g.since_ns) / 1e9
-        return CellFindings(load={"throttle": throttle_figures(measured, g.rate, g.waited_ns, g.waits,
+        table = RecordTable.of(measured)
+        ends = table.ints("t_end_ns")
+        span_s = ((int(ends.max()) if len(ends) else g.since_ns) - g.since_ns) / 1e9
+        return CellFindings(load={"throttle": throttle_figures(table, g.rate, g.waited_ns, g.waits,
                                                                cell.concurrency, span_s)})
 
 
@@ -142,7 +147,7 @@ class OpenLoop:
         t0 = self.t0_ns[cell] = time.monotonic_ns()
         await open_loop(run.untimed(), [t0 + round(o * NS) for o in self.schedule(cell)], self.opts.max_concurrency)
 
-    def finish(self, cell: CellKey, measured: Sequence[Record]) -> CellFindings:
+    def finish(self, cell: CellKey, measured: Sequence[Record] | RecordTable) -> CellFindings:
         o, ramp = self.opts, self.ramp
         load = {"target_request_rate": ramp.mean_rate if ramp else cell.request_rate,
                 "arrival": {"law": o.arrival, "burstiness": o.burstiness, "max_concurrency": o.max_concurrency}}
@@ -150,14 +155,16 @@ class OpenLoop:
             load |= self.ramp_figures(cell, measured)
         return CellFindings(load=load)
 
-    def ramp_figures(self, cell: CellKey, measured: Sequence[Record]) -> dict:
+    def ramp_figures(self, cell: CellKey, measured: Sequence[Record] | RecordTable) -> dict:
         """--ramp: the sustainable rate and the ramp's windows (`metrics.open_loop.sustainable_rate`)."""
         o, ramp, slo_s = self.opts, self.ramp, self.opts.slo_ttft_s
         assert ramp is not None and slo_s is not None  # --ramp, which run_config gives its --slo-ttft
-        recs = sorted(measured, key=lambda r: r.t_intended_ns)
+        table = RecordTable.of(measured)
+        intended = table.ints("t_intended_ns")
+        order = np.argsort(intended, kind="stable")  # by intended send, ties in record order
         t0 = self.t0_ns.get(cell, 0)
-        t_s = [(r.t_intended_ns - t0) / NS for r in recs]
-        ttft = [corrected_ttft_s(r) for r in recs]
+        t_s = ((intended[order] - t0) / NS).tolist()
+        ttft = corrected_ttft_s(table)[order].tolist()
         window = o.ramp_window_s or ramp.duration_s / 10
         verdict = sustainable_rate(t_s, ttft, ramp, slo_s, window)
         return {"sustainable_request_rate": verdict["sustainable_request_rate"],

@@ -16,6 +16,7 @@ from loadgen.config import SloConfig
 from loadgen.console import log
 from loadgen.metrics.drift import judge_drift
 from loadgen.metrics.oversaturation import Reference
+from loadgen.metrics.record_table import RecordTable
 from loadgen.names import SearchOver
 from loadgen.record import CellKey, Record
 from loadgen.report.search_report import search_section
@@ -143,5 +144,5 @@ class SizedCells:
     async def drive(self, run: CellRun, cell: CellKey) -> None:
         await self.inner.drive(run, cell)
 
-    def finish(self, cell: CellKey, measured: Sequence[Record]) -> CellFindings:
+    def finish(self, cell: CellKey, measured: Sequence[Record] | RecordTable) -> CellFindings:
         return self.inner.finish(cell, measured)

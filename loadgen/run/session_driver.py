@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from loadgen.config import CellSize
+from loadgen.metrics.record_table import RecordTable
 from loadgen.names import Phase
 from loadgen.record import CellKey, Record
 from loadgen.results.findings import NOTHING, CellFindings
@@ -37,6 +38,6 @@ class SessionLoop:
         await self.transport.warm(cell.concurrency)
         await session_loop(run.phase(Phase.MEASURE), cell.concurrency)
 
-    def finish(self, cell: CellKey, measured: Sequence[Record]) -> CellFindings:
+    def finish(self, cell: CellKey, measured: Sequence[Record] | RecordTable) -> CellFindings:
         """Nothing of its own: the session figures come from the records (`metrics.sessions`)."""
         return NOTHING

@@ -11,6 +11,7 @@ import time
 from collections.abc import Sequence
 
 from loadgen.config import TraceConfig
+from loadgen.metrics.record_table import RecordTable
 from loadgen.record import CellKey, Record
 from loadgen.results.findings import CellFindings
 from loadgen.run.transport import Transport
@@ -41,7 +42,7 @@ class TraceReplay:
         t0 = time.monotonic_ns()
         await open_loop(run.untimed(), [t0 + round(o * NS) for o in offsets], self.opts.trace_max_concurrency)
 
-    def finish(self, cell: CellKey, measured: Sequence[Record]) -> CellFindings:
+    def finish(self, cell: CellKey, measured: Sequence[Record] | RecordTable) -> CellFindings:
         t = self.opts
         return CellFindings(load={"target_request_rate": cell.request_rate,
                                   "arrival": {"law": "trace", "trace": t.trace, "speed": t.speed_of(cell.request_rate),
