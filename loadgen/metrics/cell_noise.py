@@ -38,11 +38,11 @@ def accept_spec(ok: Sequence[Record] | RecordTable, source: str | None) -> Spec 
     if source == AcceptSource.PER_REQUEST:
         steps, kinds = t.spec_numbers("spec_verify_ct")
         verified = (kinds != ABSENT) & (steps != 0)  # a spec that gives a (non-zero) number of verify steps
-        return ratio_spec(tokens[verified].tolist(), np.trunc(steps[verified]).tolist())  # int(steps): truncated
+        return ratio_spec(tokens[verified], np.trunc(steps[verified]))  # int(steps): truncated
     if source == AcceptSource.CHUNKS:
         chunks = t.ints("chunks")
         multi = (chunks >= 2) & (tokens != 0)
-        return ratio_spec(tokens[multi].tolist(), (chunks[multi] - 1).tolist())
+        return ratio_spec(tokens[multi], chunks[multi] - 1)
     return None
 
 
@@ -55,17 +55,17 @@ def cell_intervals(records: Sequence[Record] | RecordTable, window_s: float, acc
     (achieved concurrency of the ok requests), is the cell's design and held fixed."""
     ok = RecordTable.of(records).ok()
     cols = RequestColumns.of(ok)
-    e2e = cols.e2e_s().tolist()  # lists: what `confidence` is given (it reads them as float64 arrays)
+    e2e = cols.e2e_s()
     specs: dict[str, Spec | None] = {
-        "output_tok_s": ratio_spec(or_zero(cols.completion_tokens).tolist(), e2e) if window_s > 0 else None,
-        "request_tok_s.mean": ([cols.request_tok_s().tolist()], STATISTICS["mean"]),
-        "ttft_s.p50": ([cols.ttft_s().tolist()], STATISTICS["p50"]),
+        "output_tok_s": ratio_spec(or_zero(cols.completion_tokens), e2e) if window_s > 0 else None,
+        "request_tok_s.mean": ([cols.request_tok_s()], STATISTICS["mean"]),
+        "ttft_s.p50": ([cols.ttft_s()], STATISTICS["p50"]),
         "e2e_s.mean": ([e2e], STATISTICS["mean"]),
         "accept_length.value": accept_spec(ok, accept_source),
     }
     found = bootstrap_intervals({k: spec for k, spec in specs.items() if spec is not None})
     if found.get("output_tok_s") is not None:
-        found["output_tok_s"] = scaled(found["output_tok_s"], sum(e2e) / window_s)
+        found["output_tok_s"] = scaled(found["output_tok_s"], sum(e2e.tolist()) / window_s)  # Python's sum: in order
     return {k: v for k, v in found.items() if v is not None}
 
 

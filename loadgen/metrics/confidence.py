@@ -27,7 +27,8 @@ BOOTSTRAP_MAX = 2048  # samples a resample draws: beyond, the m-out-of-n bootstr
 _BATCH_VALUES = 1 << 18  # resampled indices held at once (2 MiB), whatever the cell's size
 
 Statistic = Callable[..., np.ndarray]  # each column's drawn values (resamples × m) → one value per resample
-Spec = tuple[Sequence[Sequence[float]], Statistic]  # paired columns, and the statistic resampled over them
+Samples = Sequence[float] | np.ndarray  # one quantity per request (read as a float64 array)
+Spec = tuple[Sequence[Samples], Statistic]  # paired columns, and the statistic resampled over them
 
 
 def _mean(draws: np.ndarray) -> np.ndarray:
@@ -95,7 +96,7 @@ def _intervals(n: int, group: list[tuple[str, list[np.ndarray], Statistic]], lev
     return found
 
 
-def bootstrap_interval(columns: Sequence[Sequence[float]], statistic: Callable[..., np.ndarray],
+def bootstrap_interval(columns: Sequence[Samples], statistic: Callable[..., np.ndarray],
                        level: float = LEVEL, resamples: int = RESAMPLES, seed: int = SEED) -> list[float] | None:
     """[low, high]: the percentile bootstrap interval of `statistic` over n paired samples
     (`bootstrap_intervals`, one spec)."""
@@ -112,7 +113,7 @@ def ratio(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return a.sum(axis=1) / b.sum(axis=1)
 
 
-def ratio_spec(numerators: Sequence[float], denominators: Sequence[float]) -> Spec | None:
+def ratio_spec(numerators: Samples, denominators: Samples) -> Spec | None:
     """The `bootstrap_intervals` spec of Σ numerator / Σ denominator (paired per request); None when
     Σ denominator ≤ 0."""
     return None if sum(denominators) <= 0 else ([numerators, denominators], ratio)
