@@ -21,11 +21,10 @@ from itertools import accumulate
 import numpy as np
 
 from loadgen.metrics.record_table import NONE, RecordTable
-from loadgen.record import CHUNKS_ELSEWHERE, Record
+from loadgen.record import Record
 
 NS = 1e9
 Arrivals = Callable[[Record], list[tuple[int, float]]]
-OWN_CHUNKS = 2  # `run.record_columns.OWN`: a kept row that holds its own chunk lists
 
 
 def sent_mask(t: RecordTable) -> np.ndarray:
@@ -62,24 +61,20 @@ def overlap_ns(recs: Sequence[Record] | RecordTable, start_ns: int, end_ns: int)
 
 
 def token_arrivals(r: Record) -> list[tuple[int, float]]:
-    """(t_ns, tokens) of each content chunk of an ok record: chunk i arrives at t_first_token + Σ gaps[:i]
-    and carries chunk_tokens[i] tokens. Without per-chunk counts, the completion tokens are spread evenly
-    over the chunks (an estimate)."""
-    if r.t_first_token_ns is None or not r.completion_tokens or not r.chunks:
+    """(t_ns, tokens) of each content chunk of an ok record (`chunk_arrivals` of its fields and lists)."""
+    return chunk_arrivals(r.t_first_token_ns, r.completion_tokens, r.chunks, r.chunk_gaps_ns, r.chunk_tokens)
+
+
+def chunk_arrivals(first_token_ns: int | None, completion_tokens: int | None, chunks: int,
+                   gaps_ns: Sequence[int], chunk_tokens: Sequence[int] | None) -> list[tuple[int, float]]:
+    """(t_ns, tokens) of each content chunk: chunk i arrives at t_first_token + Σ gaps[:i] and carries
+    chunk_tokens[i] tokens. Without per-chunk counts, the completion tokens are spread evenly over the chunks
+    (an estimate). No chunk without a first token, a completion token or a chunk."""
+    if first_token_ns is None or not completion_tokens or not chunks:
         return []
-    times = accumulate(r.chunk_gaps_ns, initial=r.t_first_token_ns)
-    tokens = list(r.chunk_tokens) if r.chunk_tokens is not None else [r.completion_tokens / r.chunks] * r.chunks
+    times = accumulate(gaps_ns, initial=first_token_ns)
+    tokens = list(chunk_tokens) if chunk_tokens is not None else [completion_tokens / chunks] * chunks
     return list(zip(times, tokens))
-
-
-def chunks_moved_out(t: RecordTable) -> np.ndarray:
-    """True where the row's per-chunk lists were moved out (`record.chunks_elsewhere`)."""
-    try:
-        lists = t.labels("chunk_gaps_ns")
-    except ValueError:  # kept columns serve no list field; their chunk flags, until the table gives them
-        flags = np.frombuffer(t.source.chunks, dtype=np.uint8) != OWN_CHUNKS  # type: ignore[attr-defined]
-        return flags if t.rows is None else flags[t.rows]
-    return np.fromiter((v is CHUNKS_ELSEWHERE for v in lists), dtype=bool, count=len(lists))
 
 
 def tokens_in_window(ok: Sequence[Record] | RecordTable, start_ns: int, end_ns: int,
@@ -92,7 +87,7 @@ def tokens_in_window(ok: Sequence[Record] | RecordTable, start_ns: int, end_ns: 
     so is a record that holds its own lists. Summed in record order."""
     t = RecordTable.of(ok)
     first, last = t.ints("t_first_token_ns"), t.ints("t_last_token_ns")
-    timed = chunks_moved_out(t) & (first != NONE) & (last != NONE)
+    timed = t.chunks_elsewhere() & (first != NONE) & (last != NONE)
     inside = timed & (first > start_ns) & (last <= end_ns)
     across = ~timed | ~(inside | (last <= start_ns) | (first > end_ns))
     per_record = np.zeros(len(t))
