@@ -8,8 +8,10 @@ import asyncio
 import pytest
 
 from loadgen.metrics.accept_positions import acceptance_by_position, from_histograms, from_sources
+from loadgen.metrics.record_table import RecordTable
 from loadgen.names import Outcome
 from loadgen.record import CellKey, Record
+from loadgen.run.record_columns import RecordColumns
 from loadgen.sim.engine import Engine
 from loadgen.sim.metrics import TtftHistogram
 from loadgen.sim.model import SpecConfig
@@ -64,6 +66,24 @@ def test_sglang_per_request_histograms_give_the_same_rates():
     # one plus the rates is the mean tokens a verify step committed: Σ (j + 1)·H[j] / Σ H[j]
     assert 1 + sum(p["rate"] for p in rates) == pytest.approx((2 * 1 + 3 * 2 + 4 * 3 + 1 * 4) / 10)
     assert from_histograms([Record("r", CellKey(60, 1), 0, spec={"spec_verify_ct": 3})]) is None
+
+
+def test_histogram_totals_add_up_in_record_order_from_records_and_kept_columns():
+    """Each position's total is the running sum over the requests in their order (a float sum depends on it):
+    1e16 + 1 + 1 stays 1e16 one addition at a time; a value that is not a number counts 0."""
+    hists = [[0.1, 1e16], [0.2, 1], [0.3, 1, "x"], [5]]
+    recs = [Record("r", CellKey(60, 1), i, spec={"spec_correct_drafts_histogram": h}) for i, h in enumerate(hists)]
+    totals = [((0.1 + 0.2) + 0.3) + 5, (1e16 + 1) + 1, 0.0]
+    drafts = sum(totals)
+    kept = RecordColumns()
+    for r in recs:
+        kept.append(r)
+    try:
+        for given in (recs, RecordTable.of(recs), kept.table()):
+            rates = from_histograms(given)
+            assert [p["rate"] for p in rates] == [(totals[1] + totals[2]) / drafts, totals[2] / drafts]
+    finally:
+        kept.close()
 
 
 def test_the_simulator_counts_each_steps_accepted_positions():

@@ -8,10 +8,19 @@ from pathlib import Path
 
 import pytest
 
+from loadgen.metrics.accept import accept_length_per_request
+from loadgen.metrics.record_table import RecordTable
 from loadgen.metrics.request import prefill_tok_s
-from loadgen.metrics.server_counts import cached_fraction, cached_tokens, draft_tokens, one_event_per_token
+from loadgen.metrics.server_counts import (
+    cached_fraction,
+    cached_tokens,
+    draft_tokens,
+    one_event_per_token,
+    per_token_counts,
+)
 from loadgen.metrics.telemetry import accept_length
 from loadgen.record import CellKey, Record
+from loadgen.run.record_columns import RecordColumns
 from loadgen.telemetry.accept_log import parse_llama_line
 from loadgen.telemetry.engine_metrics import WANTED
 from loadgen.telemetry.promtext import parse_samples
@@ -46,6 +55,32 @@ def test_draft_tokens_of_llamacpp_timings():
           rec(spec={"spec_verify_ct": 4})]
     assert draft_tokens(ok) == {"proposed": 32, "accepted": 26, "accept_rate": 26 / 32, "requests": 2}
     assert draft_tokens([rec()]) is None
+
+
+def test_a_spec_count_is_the_int_of_a_number_and_anything_else_is_not_one():
+    """int() truncates a float count and reads a bool as 0 or 1; a count that is not a number is left out, from
+    the records and from the columns a long cell keeps alike."""
+    ok = [rec(completion=10, spec={"spec_verify_ct": 2.7, "draft_n": 9.9, "draft_n_accepted": 2.5}),
+          rec(completion=6, spec={"spec_verify_ct": True, "draft_n": 4}),
+          rec(completion=50, spec={"spec_verify_ct": "3", "draft_n": "5", "draft_n_accepted": 5}),
+          rec(completion=40, spec={"spec_verify_ct": 0, "draft_n": None}), rec(completion=7, spec=None)]
+    kept = RecordColumns()
+    for r in ok:
+        kept.append(r)
+    try:
+        for given in (ok, RecordTable.of(ok), kept.table()):
+            assert accept_length_per_request(given) == 16 / 3
+            assert draft_tokens(given) == {"proposed": 13, "accepted": 2, "accept_rate": 2 / 13, "requests": 2}
+    finally:
+        kept.close()
+
+
+def test_per_chunk_counts_of_a_table_of_records():
+    ok = [rec(completion=4, chunks=4, chunk_tokens=[1, 1, 1, 1]), rec(completion=9, chunks=3, chunk_tokens=None),
+          rec(completion=1, chunks=1, chunk_tokens=[3])]
+    assert per_token_counts(RecordTable.of(ok)) == per_token_counts(ok) == (1, True)
+    ok.append(rec(completion=5, chunks=2, chunk_tokens=[1, 4]))
+    assert per_token_counts(RecordTable.of(ok)) == (2, False)
 
 
 @pytest.mark.parametrize("ok, per_token", [

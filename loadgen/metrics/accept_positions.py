@@ -15,6 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
+from loadgen.metrics.record_table import RecordTable
 from loadgen.metrics.source_result import SourceResult
 from loadgen.record import Record
 
@@ -34,18 +37,16 @@ def acceptance_by_position(accepted: Sequence[float | None], drafts: float) -> l
     return out
 
 
-def from_histograms(ok: Sequence[Record]) -> list[dict] | None:
-    """The cell's acceptance by draft position from its ok requests' SGLang histograms, or None without them."""
-    total: list[float] = []
-    for r in ok:
-        hist = (r.spec or {}).get("spec_correct_drafts_histogram")
-        if not isinstance(hist, list):
-            continue
-        total += [0.0] * (len(hist) - len(total))
-        for j, n in enumerate(hist):
-            total[j] += n if isinstance(n, (int, float)) else 0
-    if not total:
+def from_histograms(ok: Sequence[Record] | RecordTable) -> list[dict] | None:
+    """The cell's acceptance by draft position from its ok requests' SGLang histograms (a value that is not a
+    number counts 0), or None without them."""
+    values, lengths = RecordTable.of(ok).spec_lists("spec_correct_drafts_histogram")
+    if not values.size:
         return None
+    sizes = np.maximum(lengths, 0)
+    position = np.arange(values.size) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    # each position's total added up in record order, one addition at a time (cumsum), as a running sum would
+    total = [float(np.cumsum(values[position == j])[-1]) for j in range(int(sizes.max()))]
     accepted = [sum(total[i + 1:]) for i in range(len(total) - 1)]
     return acceptance_by_position(accepted, sum(total))
 

@@ -11,26 +11,32 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from loadgen.metrics.request import e2e_s
+import numpy as np
+
+from loadgen.metrics.record_table import NONE, RecordTable
+from loadgen.metrics.request_columns import RequestColumns
 from loadgen.metrics.stats import mean, percentile
 from loadgen.names import Outcome
 from loadgen.record import Record
 
 
-def _spread(values: list[float]) -> dict:
+def _spread(values: list) -> dict:
     return {"mean": mean(values), "p50": percentile(values, 50), "max": max(values) if values else None}
 
 
-def tokens_before_close(r: Record) -> int:
-    """Output tokens an abandoned request had received: completion_tokens (running count), else its chunks."""
-    return r.completion_tokens if r.completion_tokens is not None else r.chunks
+def tokens_before_close(recs: Sequence[Record] | RecordTable) -> np.ndarray:
+    """Output tokens each (abandoned) request had received: completion_tokens (running count), else its chunks."""
+    t = RecordTable.of(recs)
+    tokens = t.ints("completion_tokens")
+    return np.where(tokens != NONE, tokens, t.ints("chunks"))
 
 
-def cancellation_figures(recs: Sequence[Record]) -> dict | None:
+def cancellation_figures(recs: Sequence[Record] | RecordTable) -> dict | None:
     """{abandoned, abandoned_fraction, tokens_before_close, close_after_s}, or None when none was abandoned."""
-    gone = [r for r in recs if r.outcome == Outcome.ABANDONED]
-    if not gone:
+    t = RecordTable.of(recs)
+    gone = t.where(t.labels("outcome") == Outcome.ABANDONED)
+    if not len(gone):
         return None
-    return {"abandoned": len(gone), "abandoned_fraction": len(gone) / len(recs),
-            "tokens_before_close": _spread([tokens_before_close(r) for r in gone]),
-            "close_after_s": _spread([e2e_s(r) for r in gone])}
+    return {"abandoned": len(gone), "abandoned_fraction": len(gone) / len(t),
+            "tokens_before_close": _spread(tokens_before_close(gone).tolist()),
+            "close_after_s": _spread(RequestColumns.of(gone).e2e_s().tolist())}

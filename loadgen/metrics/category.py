@@ -9,8 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from loadgen.metrics.accept import accept_length_best
-from loadgen.metrics.request import request_tok_s, ttft_s
+from loadgen.metrics.record_table import RecordTable, or_zero, present
+from loadgen.metrics.request_columns import RequestColumns
 from loadgen.metrics.stats import distribution, mean
 from loadgen.record import Record
 
@@ -18,48 +21,53 @@ UNCATEGORISED = "(none)"
 LENGTH_QUANTILES = (50, 90)
 
 
-def _present(values) -> list:
-    return [x for x in values if x is not None]
-
-
-def length_distributions(ok: Sequence[Record]) -> dict:
+def length_distributions(ok: Sequence[Record] | RecordTable) -> dict:
     """Achieved prompt and output lengths over ok requests, from the server's usage counts:
     {prompt_tokens, output_tokens} each {mean, p50, p90} (prompt_tokens, completion_tokens of each record)."""
-    return {"prompt_tokens": distribution(_present(r.prompt_tokens for r in ok), LENGTH_QUANTILES),
-            "output_tokens": distribution(_present(r.completion_tokens for r in ok), LENGTH_QUANTILES)}
+    t = RecordTable.of(ok)
+    return {"prompt_tokens": distribution(present(t.ints("prompt_tokens")), LENGTH_QUANTILES),
+            "output_tokens": distribution(present(t.ints("completion_tokens")), LENGTH_QUANTILES)}
 
 
-def category_of(rec: Record) -> str:
-    return rec.category if rec.category is not None else UNCATEGORISED
+def _none(labels: np.ndarray) -> np.ndarray:
+    """True where a label is None."""
+    return np.equal(labels, np.array(None, dtype=object))
 
 
-def one_category(recs: Sequence[Record], window_s: float, cell_output_tokens: int) -> dict:
+def categories(recs: Sequence[Record] | RecordTable) -> np.ndarray:
+    """Each record's category, `UNCATEGORISED` where it has none (an object array)."""
+    labels = RecordTable.of(recs).labels("category")
+    return np.where(_none(labels), UNCATEGORISED, labels)
+
+
+def one_category(recs: Sequence[Record] | RecordTable, window_s: float, cell_output_tokens: int) -> dict:
     """One category's figures over its measured records (all outcomes):
     requests {ok, failed}; output_tokens = Σ completion_tokens(ok); output_tok_s = output_tokens / the cell's
     window; output_share = output_tokens / the cell's output tokens; request_tok_s {mean, p50} and ttft_s
     {mean, p50, p90} as for the cell; accept_length {value, source} (`accept_length_best`)."""
-    ok = [r for r in recs if r.ok]
-    tokens = sum(r.completion_tokens or 0 for r in ok)
-    rates = _present(request_tok_s(r) for r in ok)
+    t = RecordTable.of(recs)
+    ok = t.ok()
+    cols = RequestColumns.of(ok)
+    tokens = cols.total("completion_tokens")
+    rates = cols.request_tok_s()
     return {
-        "requests": {"ok": len(ok), "failed": len(recs) - len(ok)},
+        "requests": {"ok": len(ok), "failed": len(t) - len(ok)},
         "output_tokens": tokens,
         "output_tok_s": tokens / window_s if window_s > 0 else None,
         "output_share": tokens / cell_output_tokens if cell_output_tokens else None,
         "request_tok_s": {"mean": mean(rates), **{k: v for k, v in distribution(rates, (50,)).items() if k != "mean"}},
-        "ttft_s": distribution(_present(ttft_s(r) for r in ok), LENGTH_QUANTILES),
+        "ttft_s": distribution(cols.ttft_s(), LENGTH_QUANTILES),
         "accept_length": accept_length_best(ok),
         "lengths": length_distributions(ok),
     }
 
 
-def category_figures(recs: Sequence[Record], window_s: float) -> dict | None:
+def category_figures(recs: Sequence[Record] | RecordTable, window_s: float) -> dict | None:
     """{category: figures (`one_category`)} in sorted order, when any measured record has a category; else
     None (a synthetic cell has no categories)."""
-    if not any(r.category is not None for r in recs):
+    t = RecordTable.of(recs)
+    if _none(t.labels("category")).all():
         return None
-    groups: dict[str, list[Record]] = {}
-    for r in recs:
-        groups.setdefault(category_of(r), []).append(r)
-    total = sum(r.completion_tokens or 0 for r in recs if r.ok)
-    return {name: one_category(groups[name], window_s, total) for name in sorted(groups)}
+    names = categories(t)
+    total = int(or_zero(t.ok().ints("completion_tokens")).sum())
+    return {name: one_category(t.where(names == name), window_s, total) for name in sorted(set(names.tolist()))}

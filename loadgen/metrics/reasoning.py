@@ -11,36 +11,48 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from loadgen.metrics.stats import distribution
+import numpy as np
+
+from loadgen.metrics.record_table import NONE, RecordTable, or_zero
+from loadgen.metrics.stats import Values, distribution
 from loadgen.record import Record
 
 NS = 1e9
 
 
-def time_to_first_reasoning_s(r: Record) -> float | None:
-    """t_first_reasoning − t_sent, None without reasoning."""
-    return (r.t_first_reasoning_ns - r.t_sent_ns) / NS if r.t_first_reasoning_ns is not None else None
+def time_to_first_reasoning_s(recs: Sequence[Record] | RecordTable) -> np.ndarray:
+    """t_first_reasoning − t_sent of the records that reasoned, in record order."""
+    return _since_sent(RecordTable.of(recs), "t_first_reasoning_ns")
 
 
-def time_to_first_answer_s(r: Record) -> float | None:
-    """t_first_answer − t_sent, None when no answer content arrived."""
-    return (r.t_first_answer_ns - r.t_sent_ns) / NS if r.t_first_answer_ns is not None else None
+def time_to_first_answer_s(recs: Sequence[Record] | RecordTable) -> np.ndarray:
+    """t_first_answer − t_sent of the records where answer content arrived, in record order."""
+    return _since_sent(RecordTable.of(recs), "t_first_answer_ns")
 
 
-def _three(values: Sequence[float]) -> dict:
+def _since_sent(t: RecordTable, name: str) -> np.ndarray:
+    """(time `name` − t_sent) / 1e9 of the rows where `name` is not None."""
+    stamp = t.ints(name)
+    has = stamp != NONE
+    return (stamp[has] - t.ints("t_sent_ns")[has]) / NS
+
+
+def _three(values: Values) -> dict:
     d = distribution(values, (50, 90))
     return {"mean": d["mean"], "p50": d["p50"], "p90": d["p90"]}
 
 
-def reasoning_figures(ok: Sequence[Record]) -> dict | None:
+def reasoning_figures(ok: Sequence[Record] | RecordTable) -> dict | None:
     """{requests, time_to_first_reasoning_s, time_to_first_answer_s, reasoning_tokens, reasoning_share}, or
     None when no ok request reasoned."""
-    thought = [r for r in ok if r.t_first_reasoning_ns is not None]
-    if not thought:
+    t = RecordTable.of(ok)
+    thought = t.where(t.ints("t_first_reasoning_ns") != NONE)
+    if not len(thought):
         return None
-    tokens = [r.reasoning_tokens or 0 for r in thought]
-    completion = sum(r.completion_tokens or 0 for r in thought)
+    tokens = or_zero(thought.ints("reasoning_tokens"))
+    completion = int(or_zero(thought.ints("completion_tokens")).sum())
     return {"requests": len(thought),
-            "time_to_first_reasoning_s": _three([t for r in thought if (t := time_to_first_reasoning_s(r)) is not None]),
-            "time_to_first_answer_s": _three([t for r in thought if (t := time_to_first_answer_s(r)) is not None]),
-            "reasoning_tokens": _three(tokens), "reasoning_share": sum(tokens) / completion if completion else None}
+            "time_to_first_reasoning_s": _three(time_to_first_reasoning_s(thought)),
+            "time_to_first_answer_s": _three(time_to_first_answer_s(thought)),
+            "reasoning_tokens": _three(tokens),
+            "reasoning_share": int(tokens.sum()) / completion if completion else None}

@@ -11,39 +11,43 @@
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
 from collections.abc import Sequence
 
-from loadgen.metrics.request import ttft_s
+import numpy as np
+
+from loadgen.metrics.record_table import NONE, RecordTable, present
+from loadgen.metrics.request_columns import RequestColumns
 from loadgen.metrics.server_counts import cached_fraction, cached_tokens
 from loadgen.metrics.stats import distribution, mean
 from loadgen.record import Record
 
 
-def session_figures(recs: Sequence[Record]) -> dict | None:
+def session_figures(recs: Sequence[Record] | RecordTable) -> dict | None:
     """{sessions, turns_mean, turns_max, ok_fraction}, or None when no record is a session's turn."""
-    turns = [r for r in recs if r.session is not None]
+    t = RecordTable.of(recs)
+    is_turn = t.ints("session") != NONE
+    turns = int(is_turn.sum())
     if not turns:
         return None
-    per = Counter(r.session for r in turns)
-    return {"sessions": len(per), "turns_mean": len(turns) / len(per), "turns_max": max(per.values()),
-            "ok_fraction": sum(r.ok for r in turns) / len(turns)}
+    _, per = np.unique(t.ints("session")[is_turn], return_counts=True)
+    return {"sessions": len(per), "turns_mean": turns / len(per), "turns_max": int(per.max()),
+            "ok_fraction": int(t.ok_mask()[is_turn].sum()) / turns}
 
 
-def turn_figures(recs: Sequence[Record]) -> list[dict] | None:
+def turn_figures(recs: Sequence[Record] | RecordTable) -> list[dict] | None:
     """One entry per turn index, in order; None when no record is a session's turn."""
-    by_turn: dict[int, list[Record]] = defaultdict(list)
-    for r in recs:
-        if r.turn is not None:
-            by_turn[r.turn].append(r)
-    if not by_turn:
+    t = RecordTable.of(recs)
+    turn = t.ints("turn")
+    indices = np.unique(turn[turn != NONE]).tolist()
+    if not indices:
         return None
     out = []
-    for k in sorted(by_turn):
-        ok = [r for r in by_turn[k] if r.ok]
-        ttft = distribution([t for r in ok if (t := ttft_s(r)) is not None], (50, 90))
-        out.append({"turn": k, "requests": len(by_turn[k]), "ok": len(ok),
+    for k in indices:
+        group = t.where(turn == k)
+        ok = group.ok()
+        ttft = distribution(RequestColumns.of(ok).ttft_s(), (50, 90))
+        out.append({"turn": k, "requests": len(group), "ok": len(ok),
                     "ttft_s": {q: ttft[q] for q in ("mean", "p50", "p90")},
-                    "prompt_tokens_mean": mean([r.prompt_tokens for r in ok if r.prompt_tokens is not None]),
+                    "prompt_tokens_mean": mean(present(ok.ints("prompt_tokens"))),
                     "cached_tokens": cached_tokens(ok), "cached_fraction": cached_fraction(ok)})
     return out

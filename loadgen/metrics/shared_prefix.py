@@ -16,14 +16,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from loadgen.metrics.record_table import RecordTable, or_zero
 from loadgen.metrics.server_counts import cached_tokens
 from loadgen.record import Record
 
 
-def shared_prefix_figures(ok: Sequence[Record], groups: int, tokens: int) -> dict:
-    cacheable = tokens * sum(1 for r in ok if r.seq >= groups)
-    prompt = sum(r.prompt_tokens or 0 for r in ok)
-    cached = cached_tokens(ok)
+def shared_prefix_figures(ok: Sequence[Record] | RecordTable, groups: int, tokens: int) -> dict:
+    """{groups, tokens, cacheable_tokens, cacheable_fraction, cached_tokens, cached_of_cacheable} of the ok
+    requests (module docstring)."""
+    t = RecordTable.of(ok)
+    cacheable = tokens * int((t.ints("seq") >= groups).sum())
+    prompt = int(or_zero(t.ints("prompt_tokens")).sum())
+    cached = cached_tokens(t)
     return {"groups": groups, "tokens": tokens, "cacheable_tokens": cacheable,
             "cacheable_fraction": cacheable / prompt if prompt else None, "cached_tokens": cached,
             "cached_of_cacheable": cached / cacheable if cached is not None and cacheable else None}
