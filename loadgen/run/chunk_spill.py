@@ -10,13 +10,12 @@ its total, and a failed one, keeps its lists (compact), as before.
 
 from __future__ import annotations
 
-import dataclasses
 import tempfile
 from array import array
 
 from loadgen.metrics.chunk_fold import ChunkFold
 from loadgen.metrics.record_table import RecordTable
-from loadgen.metrics.steady import token_arrivals
+from loadgen.metrics.steady import chunk_arrivals, token_arrivals
 from loadgen.record import CHUNKS_ELSEWHERE, Record, chunks_elsewhere
 from loadgen.run.record_columns import RecordColumns
 
@@ -89,7 +88,7 @@ class ChunkSpill:
         if not chunks_elsewhere(r):
             return token_arrivals(r)
         gaps, tokens = self.lists(r.seq)
-        return token_arrivals(dataclasses.replace(r, chunk_gaps_ns=gaps, chunk_tokens=tokens))
+        return chunk_arrivals(r.t_first_token_ns, r.completion_tokens, r.chunks, gaps, tokens)
 
     def close(self) -> None:
         self._file.close()
