@@ -53,9 +53,11 @@ class ColumnSource(Protocol):
 class RecordTable:
     """Columns of a cell's records (module docstring); `rows`: the source's rows this table holds (all: None)."""
 
-    def __init__(self, source: ColumnSource, rows: np.ndarray | None = None):
+    def __init__(self, source: ColumnSource, rows: np.ndarray | None = None,
+                 whole: RecordTable | None = None):
         self.source = source
         self.rows = rows
+        self._whole = whole  # the table of every row of `source`, whose columns a subset picks from
         self._cache: dict[tuple[str, str], object] = {}
 
     @classmethod
@@ -77,23 +79,31 @@ class RecordTable:
 
     def ints(self, name: str) -> np.ndarray:
         """Integer field `name` of every row (int64, `NONE` for None)."""
-        return self._cached("int", name, lambda: self._pick(self.source.int_column(name)))
+        whole = self._whole
+        if whole is not None:  # a subset: its rows of the whole table's column (read from the source once)
+            return self._cached("int", name, lambda: self._pick(whole.ints(name)))
+        return self._cached("int", name, lambda: self.source.int_column(name))
 
     def labels(self, name: str) -> np.ndarray:
         """Field `name` of every row as an object array."""
-        return self._cached("label", name, lambda: self._pick(self.source.label_column(name)))
+        whole = self._whole
+        if whole is not None:
+            return self._cached("label", name, lambda: self._pick(whole.labels(name)))
+        return self._cached("label", name, lambda: self.source.label_column(name))
 
     def spec_numbers(self, key: str) -> tuple[np.ndarray, np.ndarray]:
         """(values, kinds) of spec key `key` (module docstring)."""
         def read():
-            values, kinds = self.source.spec_number_column(key)
+            values, kinds = self._whole.spec_numbers(key) if self._whole is not None else \
+                self.source.spec_number_column(key)
             return self._pick(values), self._pick(kinds)
         return self._cached("spec", key, read)
 
     def spec_lists(self, key: str) -> tuple[np.ndarray, np.ndarray]:
         """(values, lengths) of the list-valued spec key `key` (module docstring)."""
         def read():
-            values, lengths = self.source.spec_list_column(key)
+            values, lengths = self._whole.spec_lists(key) if self._whole is not None else \
+                self.source.spec_list_column(key)
             if self.rows is None:
                 return values, lengths
             sizes = np.maximum(lengths, 0)
@@ -107,16 +117,23 @@ class RecordTable:
 
     def chunks_elsewhere(self) -> np.ndarray:
         """True where the row's per-chunk lists were moved out (`record.chunks_elsewhere`)."""
-        return self._cached("mask", "elsewhere", lambda: self._pick(self.source.chunks_elsewhere_column()))
+        whole = self._whole
+        if whole is not None:
+            return self._cached("mask", "elsewhere", lambda: self._pick(whole.chunks_elsewhere()))
+        return self._cached("mask", "elsewhere", lambda: self.source.chunks_elsewhere_column())
 
     def ok_mask(self) -> np.ndarray:
         """True where the request ended ok."""
         return self._cached("mask", "ok", lambda: self.labels("outcome") == Outcome.OK)
 
     def where(self, mask: np.ndarray) -> RecordTable:
-        """The rows where the bool array `mask` holds, as a table of the same source."""
+        """The rows where the bool array `mask` holds, as a table of the same source (this table itself when
+        the mask holds everywhere: its columns are not copied)."""
+        if mask.all():
+            return self
         chosen = np.flatnonzero(mask)
-        return RecordTable(self.source, chosen if self.rows is None else self.rows[chosen])
+        return RecordTable(self.source, chosen if self.rows is None else self.rows[chosen],
+                           self if self._whole is None else self._whole)
 
     def ok(self) -> RecordTable:
         """The ok rows (`where(ok_mask())`), made once."""
