@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
 from loadgen.metrics.accept import accept_length_chunks, accept_length_per_request
 from loadgen.metrics.cancel import cancellation_figures
 from loadgen.metrics.category import category_figures, length_distributions

@@ -24,7 +24,7 @@ RESAMPLES = 1000
 SEED = 0
 MIN_SAMPLES = 2  # fewer requests than this: no interval
 BOOTSTRAP_MAX = 2048  # samples a resample draws: beyond, the m-out-of-n bootstrap (`bootstrap_intervals`)
-_BATCH_VALUES = 1 << 18  # resampled indices held at once (2 MiB), whatever the cell's size
+_BATCH_VALUES = 1 << 16  # resampled indices held at once (512 KiB), whatever the cell's size
 
 Statistic = Callable[..., np.ndarray]  # each column's drawn values (resamples × m) → one value per resample
 Samples = Sequence[float] | np.ndarray  # one quantity per request (read as a float64 array)

@@ -14,8 +14,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from loadgen.names import Outcome
 from loadgen.metrics.record_table import RecordTable
+from loadgen.names import Outcome
 from loadgen.record import OUTCOMES, Record
 
 

@@ -10,16 +10,18 @@ over a list of records (a test, a merge, the live exporter's window) read a `Rec
 - `spec_numbers(key)`: a key of the server's per-request `spec` as (float64 values, int8 kinds: `ABSENT`
   where the record's spec lacks the key or holds something other than a number there, `INT`, `FLOAT`);
 - `spec_lists(key)`: a list-valued key as (values, lengths): the rows' lists of numbers one after the other
-  (float64) and each row's length, −1 where the row holds no such list;
+  (int64 where every one is an int, else float64) and each row's length, −1 where the row holds no such list;
 - `records(rows)`: the records at those rows, whole (for a figure of a few, e.g. those across the steady
   window's edges); `chunks_elsewhere()`: where a row's per-chunk lists were moved out (`record.chunks_elsewhere`);
-- `where(mask)`: the rows where `mask` holds, as a table (`ok()`: the ok ones).
+- `where(mask)`: the rows where `mask` holds, as a table (`ok()`: the ok ones); `any_value(name)`: whether any
+  row holds a value in a field, its column not kept.
 Columns are read once and kept for the life of the table.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import fields
 from operator import attrgetter
 from typing import Protocol
 
@@ -29,6 +31,7 @@ from loadgen.names import Outcome
 from loadgen.record import CellKey, Record, chunks_elsewhere
 
 NONE = -(1 << 63)  # an integer field that is None
+INT_NAMES = frozenset(f.name for f in fields(Record) if f.type in ("int", "int | None"))  # `ints` reads these
 ABSENT, INT, FLOAT = 0, 1, 2  # how a spec key is held for one record
 
 
@@ -46,6 +49,8 @@ class ColumnSource(Protocol):
     def spec_list_column(self, key: str) -> tuple[np.ndarray, np.ndarray]: ...
 
     def records_at(self, rows: np.ndarray) -> list[Record]: ...
+
+    def label_at(self, name: str, row: int) -> object: ...
 
     def chunks_elsewhere_column(self) -> np.ndarray: ...
 
@@ -149,7 +154,20 @@ class RecordTable:
         """The cell of the first row (None: no rows)."""
         if not len(self):
             return None
-        return self.labels("cell")[0]
+        first = 0 if self.rows is None else int(self.rows[0])
+        return self.source.label_at("cell", first)  # type: ignore[return-value]
+
+    def any_value(self, name: str) -> bool:
+        """Whether any row holds a value (not None) in field `name`, its column read but not kept: a figure that
+        exists only for some workloads (sessions, reasoning, categories) asks first, and a cell without them
+        keeps no column of Nones through its summary."""
+        if ("int", name) in self._cache:
+            return bool((self.ints(name) != NONE).any())
+        if ("label", name) in self._cache:
+            return any(v is not None for v in self.labels(name).tolist())
+        if name in INT_NAMES:
+            return bool((self._pick(self.source.int_column(name)) != NONE).any())
+        return any(v is not None for v in self._pick(self.source.label_column(name)).tolist())
 
 
 def present(column: np.ndarray) -> np.ndarray:
@@ -206,6 +224,9 @@ class RecordsSource:
 
     def records_at(self, rows: np.ndarray) -> list[Record]:
         return [self.recs[i] for i in rows.tolist()]
+
+    def label_at(self, name: str, row: int) -> object:
+        return getattr(self.recs[row], name)
 
     def chunks_elsewhere_column(self) -> np.ndarray:
         return np.fromiter(map(chunks_elsewhere, self.recs), dtype=bool, count=len(self.recs))

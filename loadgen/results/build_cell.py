@@ -20,9 +20,9 @@ from loadgen.metrics import telemetry as cell_telemetry
 from loadgen.metrics.cell import summarize
 from loadgen.metrics.cell_noise import bootstrap_method, cell_intervals
 from loadgen.metrics.chunk_fold import ChunkFold
-from loadgen.metrics.record_table import RecordTable
 from loadgen.metrics.client_health import merge_client, saturation_note
 from loadgen.metrics.counts import scheduled
+from loadgen.metrics.record_table import RecordTable
 from loadgen.metrics.shared_prefix import shared_prefix_figures
 from loadgen.metrics.slo import slo_figures
 from loadgen.metrics.source_result import SourceResult

@@ -22,9 +22,9 @@ from operator import attrgetter, itemgetter
 import numpy as np
 
 from loadgen.metrics.record_table import ABSENT, FLOAT, INT, NONE, RecordTable, spec_kind
+from loadgen.record import CHUNKS_ELSEWHERE, Record, request_id_for, request_id_prefix
 
 LIST = 3  # a spec key held as a list of ints, for one record
-from loadgen.record import CHUNKS_ELSEWHERE, Record, request_id_for, request_id_prefix
 
 INT_FIELDS = tuple(f.name for f in fields(Record) if f.type in ("int", "int | None"))  # one int64 each
 CHUNK_FIELDS = ("chunk_tokens", "chunk_gaps_ns")
@@ -63,12 +63,13 @@ class _SpecColumn:
     def fits(value: object) -> bool:
         return type(value) in KIND
 
-    def append(self, value: object) -> None:
+    def append(self, value: float | None) -> None:
+        """One record's value (`fits` it, or None: absent)."""
         if value is None:
             self.values.append(0.0)
             self.kinds.append(ABSENT)
         else:
-            self.values.append(value)  # type: ignore[arg-type]  # `fits`: an int or a float
+            self.values.append(value)
             self.kinds.append(KIND[type(value)])
 
     def value(self, i: int) -> object:
@@ -91,9 +92,10 @@ class _ListColumn:
     def fits(value: object) -> bool:
         return type(value) is list and all(type(x) is int for x in value)
 
-    def append(self, value: object) -> None:
+    def append(self, value: list[int] | None) -> None:
+        """One record's list (`fits` it, or None: absent)."""
         if value is not None:
-            self.values.extend(value)  # type: ignore[call-overload]  # `fits`: a list of ints
+            self.values.extend(value)
         self.ends.append(len(self.values))
         self.kinds.append(ABSENT if value is None else LIST)
 
@@ -103,7 +105,7 @@ class _ListColumn:
         return self.values[self.ends[i - 1] if i else 0:self.ends[i]].tolist()
 
 
-def _column_for(value: object) -> _SpecColumn | _ListColumn | None:
+def _column_for(value: object) -> type[_SpecColumn] | type[_ListColumn] | None:
     """The kind of column a spec value can be kept in (None: it can't, the spec is kept as it was)."""
     if _SpecColumn.fits(value):
         return _SpecColumn
@@ -264,7 +266,8 @@ class RecordColumns:
     # the `metrics.record_table.ColumnSource` of the summary: columns straight from the rows, no record built
 
     def table(self) -> RecordTable:
-        """The kept records as a `RecordTable` (its columns read from here when a figure first asks)."""
+        """The kept records as a `RecordTable` (its columns read from here when a figure first asks), for reading
+        while no record is added (a list column is served as a view of the rows' own array)."""
         return RecordTable(self)
 
     def int_column(self, name: str) -> np.ndarray:
@@ -321,16 +324,23 @@ class RecordColumns:
             ends = np.frombuffer(column.ends, dtype=np.int64)
             has = np.frombuffer(column.kinds, dtype=np.int8) == LIST
             lengths[has] = np.diff(ends, prepend=0)[has]
-            values = np.frombuffer(column.values, dtype=np.int64).astype(np.float64)
+            values = np.frombuffer(column.values, dtype=np.int64)  # a view: no record is added while it is read
         others = {i: spec[key] for i, spec in self.spec_other.items() if isinstance(spec.get(key), list)}
         if not others:
             return values, lengths
+        values = values.astype(np.float64)
         rows = [values[e - n:e] if n >= 0 else values[:0]
                 for e, n in zip(np.cumsum(np.maximum(lengths, 0)).tolist(), lengths.tolist())]
         for i, value in others.items():
             rows[i] = np.array([x if spec_kind(x) != ABSENT else 0.0 for x in value], dtype=np.float64)
             lengths[i] = len(value)
         return (np.concatenate(rows) if rows else values), lengths
+
+    def label_at(self, name: str, row: int) -> object:
+        """Shared field `name` of record `row`."""
+        shared = self.differ.get(row, self.common)
+        assert shared is not None  # set by the first record added
+        return shared[SHARED_FIELDS.index(name)]
 
     def chunks_elsewhere_column(self) -> np.ndarray:
         """True where the record's chunk lists were moved out (`record.chunks_elsewhere`)."""
