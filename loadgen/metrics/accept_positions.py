@@ -44,9 +44,9 @@ def from_histograms(ok: Sequence[Record] | RecordTable) -> list[dict] | None:
     if not values.size:
         return None
     sizes = np.maximum(lengths, 0)
-    position = np.arange(values.size) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    starts = np.cumsum(sizes) - sizes  # where each row's list begins in `values`
     # each position's total added up in record order, one addition at a time (cumsum), as a running sum would
-    total = [float(np.cumsum(values[position == j])[-1]) for j in range(int(sizes.max()))]
+    total = [float(np.cumsum(values[starts[sizes > j] + j])[-1]) for j in range(int(sizes.max()))]
     accepted = [sum(total[i + 1:]) for i in range(len(total) - 1)]
     return acceptance_by_position(accepted, sum(total))
 

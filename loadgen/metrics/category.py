@@ -34,12 +34,6 @@ def _none(labels: np.ndarray) -> np.ndarray:
     return np.equal(labels, np.array(None, dtype=object))
 
 
-def categories(recs: Sequence[Record] | RecordTable) -> np.ndarray:
-    """Each record's category, `UNCATEGORISED` where it has none (an object array)."""
-    labels = RecordTable.of(recs).labels("category")
-    return np.where(_none(labels), UNCATEGORISED, labels)
-
-
 def one_category(recs: Sequence[Record] | RecordTable, window_s: float, cell_output_tokens: int) -> dict:
     """One category's figures over its measured records (all outcomes):
     requests {ok, failed}; output_tokens = Σ completion_tokens(ok); output_tok_s = output_tokens / the cell's
@@ -66,8 +60,14 @@ def category_figures(recs: Sequence[Record] | RecordTable, window_s: float) -> d
     """{category: figures (`one_category`)} in sorted order, when any measured record has a category; else
     None (a synthetic cell has no categories)."""
     t = RecordTable.of(recs)
-    if _none(t.labels("category")).all():
+    labels = t.labels("category")
+    none = _none(labels)
+    if none.all():
         return None
-    names = categories(t)
+    names = np.where(none, UNCATEGORISED, labels).tolist()
+    order = sorted(set(names))
+    # each row's category as its index in `order`: one pass, however many categories a dataset has
+    index = {name: i for i, name in enumerate(order)}
+    codes = np.fromiter(map(index.__getitem__, names), dtype=np.int64, count=len(names))
     total = int(or_zero(t.ok().ints("completion_tokens")).sum())
-    return {name: one_category(t.where(names == name), window_s, total) for name in sorted(set(names.tolist()))}
+    return {name: one_category(t.where(codes == i), window_s, total) for i, name in enumerate(order)}
