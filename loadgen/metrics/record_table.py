@@ -40,7 +40,7 @@ class ColumnSource(Protocol):
 
     def __len__(self) -> int: ...
 
-    def int_column(self, name: str) -> np.ndarray: ...
+    def int_columns(self, names: Sequence[str]) -> list[np.ndarray]: ...
 
     def label_column(self, name: str) -> np.ndarray: ...
 
@@ -87,7 +87,18 @@ class RecordTable:
         whole = self._whole
         if whole is not None:  # a subset: its rows of the whole table's column (read from the source once)
             return self._cached("int", name, lambda: self._pick(whole.ints(name)))
-        return self._cached("int", name, lambda: self.source.int_column(name))
+        return self._cached("int", name, lambda: self.source.int_columns([name])[0])
+
+    def ints_of(self, names: Sequence[str]) -> list[np.ndarray]:
+        """`ints` of each name, the ones not read yet read together (one pass over the kept rows)."""
+        whole = self._whole
+        if whole is not None:
+            whole.ints_of(names)
+        else:
+            missing = [name for name in names if ("int", name) not in self._cache]
+            for name, column in zip(missing, self.source.int_columns(missing) if missing else []):
+                self._cache[("int", name)] = column
+        return [self.ints(name) for name in names]
 
     def labels(self, name: str) -> np.ndarray:
         """Field `name` of every row as an object array."""
@@ -166,7 +177,7 @@ class RecordTable:
         if ("label", name) in self._cache:
             return any(v is not None for v in self.labels(name).tolist())
         if name in INT_NAMES:
-            return bool((self._pick(self.source.int_column(name)) != NONE).any())
+            return bool((self._pick(self.source.int_columns([name])[0]) != NONE).any())
         return any(v is not None for v in self._pick(self.source.label_column(name)).tolist())
 
 
@@ -189,7 +200,10 @@ class RecordsSource:
     def __len__(self) -> int:
         return len(self.recs)
 
-    def int_column(self, name: str) -> np.ndarray:
+    def int_columns(self, names: Sequence[str]) -> list[np.ndarray]:
+        return [self._int_column(name) for name in names]
+
+    def _int_column(self, name: str) -> np.ndarray:
         get = attrgetter(name)
         try:
             return np.fromiter(map(get, self.recs), dtype=np.int64, count=len(self.recs))

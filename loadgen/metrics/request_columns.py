@@ -42,7 +42,7 @@ class RequestColumns:
     def of(cls, recs: Sequence[Record] | RecordTable) -> RequestColumns:
         """The columns of `recs` (a table's own columns; of records: one pass over them a field)."""
         if isinstance(recs, RecordTable):
-            return cls(*(recs.ints(name) for name in FIELDS))
+            return cls(*recs.ints_of(FIELDS))
         return cls(*(_column(recs, name) for name in FIELDS))
 
     def __len__(self) -> int:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import tempfile
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import fields
 from operator import attrgetter, itemgetter
 
@@ -270,12 +270,14 @@ class RecordColumns:
         while no record is added (a list column is served as a view of the rows' own array)."""
         return RecordTable(self)
 
-    def int_column(self, name: str) -> np.ndarray:
-        """Integer field `name` of every record (int64, `NONE` for None), read from the rows a block at a time."""
-        k = INT_FIELDS.index(name)
-        out = np.empty(self.n, dtype=np.int64)
+    def int_columns(self, names: Sequence[str]) -> list[np.ndarray]:
+        """Integer fields `names` of every record (int64, `NONE` for None), read from the rows together, a block at
+        a time."""
+        ks = [INT_FIELDS.index(name) for name in names]
+        out = [np.empty(self.n, dtype=np.int64) for _ in names]
         for first, block in self._int_blocks():
-            out[first:first + len(block)] = block[:, k]
+            for column, k in zip(out, ks):
+                column[first:first + len(block)] = block[:, k]
         return out
 
     def _int_blocks(self) -> Iterator[tuple[int, np.ndarray]]:
