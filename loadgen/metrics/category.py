@@ -60,6 +60,8 @@ def category_figures(recs: Sequence[Record] | RecordTable, window_s: float) -> d
     """{category: figures (`one_category`)} in sorted order, when any measured record has a category; else
     None (a synthetic cell has no categories)."""
     t = RecordTable.of(recs)
+    if not t.any_value("category"):  # asked first: a synthetic cell keeps no column of Nones
+        return None
     labels = t.labels("category")
     none = _none(labels)
     if none.all():

@@ -46,6 +46,8 @@ def reasoning_figures(ok: Sequence[Record] | RecordTable) -> dict | None:
     """{requests, time_to_first_reasoning_s, time_to_first_answer_s, reasoning_tokens, reasoning_share}, or
     None when no ok request reasoned."""
     t = RecordTable.of(ok)
+    if not t.any_value("t_first_reasoning_ns"):  # asked first: a cell that did not reason keeps no column of Nones
+        return None
     thought = t.where(t.ints("t_first_reasoning_ns") != NONE)
     if not len(thought):
         return None

@@ -25,6 +25,8 @@ from loadgen.record import Record
 def session_figures(recs: Sequence[Record] | RecordTable) -> dict | None:
     """{sessions, turns_mean, turns_max, ok_fraction}, or None when no record is a session's turn."""
     t = RecordTable.of(recs)
+    if not t.any_value("session"):  # asked first: a cell of single requests keeps no column of Nones
+        return None
     is_turn = t.ints("session") != NONE
     turns = int(is_turn.sum())
     if not turns:
@@ -37,6 +39,8 @@ def session_figures(recs: Sequence[Record] | RecordTable) -> dict | None:
 def turn_figures(recs: Sequence[Record] | RecordTable) -> list[dict] | None:
     """One entry per turn index, in order; None when no record is a session's turn."""
     t = RecordTable.of(recs)
+    if not t.any_value("turn"):
+        return None
     turn = t.ints("turn")
     indices = np.unique(turn[turn != NONE]).tolist()
     if not indices:
