@@ -114,7 +114,7 @@ def test_a_histogram_is_kept_as_a_column_not_as_its_dict():
         columns = kept.columns
         with_list = sum(1 for r in recs if r.spec and "spec_correct_drafts_histogram" in r.spec)
         assert with_list > 100
-        assert not any("spec_correct_drafts_histogram" in s for s in columns.spec_other.values())
+        assert not any("spec_correct_drafts_histogram" in s for s in columns.specs.other.values())
         assert [r.spec for r in columns.records()] == [r.spec for r in recs]
     finally:
         kept.close()

@@ -44,8 +44,8 @@ def test_memory_per_kept_request_is_a_few_bytes():
                 r.request_id = request_id_for(r.run_id, r.cell, r.seq, r.attempt)
                 r.chunk_gaps_ns = r.chunk_tokens = CHUNKS_ELSEWHERE  # as a cell keeps an ok one: moved to the spill
                 columns.append(r)
-        in_memory = (sys.getsizeof(columns.ints) + sys.getsizeof(columns.chunks) + sys.getsizeof(columns.spec_none)
-                     + sum(sys.getsizeof(c.values) + sys.getsizeof(c.kinds) for c in columns.spec_keys.values()))
+        in_memory = (sys.getsizeof(columns.ints) + sys.getsizeof(columns.chunks) + sys.getsizeof(columns.specs.none)
+                     + sum(sys.getsizeof(c.values) + sys.getsizeof(c.kinds) for c in columns.specs.keys.values()))
         assert columns._on_disk >= 3 * record_columns.ROWS_AT_ONCE
         assert not columns.request_ids and not columns.differ and not columns.own_chunks
         assert sys.getsizeof(columns.ints) <= 8 * len(record_columns.INT_FIELDS) * record_columns.ROWS_AT_ONCE + 4096

@@ -132,6 +132,19 @@ def request_rate_figures(ok: Rows) -> dict:
             "p90": percentile(rates, 90), "samples": len(rates)}
 
 
+def server_figures(ok: RecordTable, chunks: ChunkFold) -> dict:
+    """What the server said of the ok requests beyond their tokens: accept length (its per-request counts, and
+    the chunk estimate), whether it streamed one event per token, prefix-cache and draft counts."""
+    return {
+        "accept_length_per_request": accept_length_per_request(ok),
+        "accept_length_chunks": accept_length_chunks(ok),
+        "one_event_per_token": one_event_per_token(ok, (chunks.counted, chunks.counted_per_token)),
+        "cached_tokens": cached_tokens(ok),
+        "cached_fraction": cached_fraction(ok),
+        "draft_tokens": draft_tokens(ok),
+    }
+
+
 def summarize(recs: Sequence[Record] | RecordTable, chunks: ChunkFold | None = None,
               arrivals: Arrivals = token_arrivals) -> dict:
     """The cell's client-side figures (DESIGN.md §4), from its measure-phase records (a list of them, or the
@@ -156,12 +169,7 @@ def summarize(recs: Sequence[Record] | RecordTable, chunks: ChunkFold | None = N
         "retried_on_new_connection": retried_on_new_connection(table),
         **prefill_figures(ok_cols),
         "tokens_per_chunk_mean": tokens_per_chunk(ok_cols),
-        "accept_length_per_request": accept_length_per_request(ok),
-        "accept_length_chunks": accept_length_chunks(ok),
-        "one_event_per_token": one_event_per_token(ok, (chunks.counted, chunks.counted_per_token)),
-        "cached_tokens": cached_tokens(ok),
-        "cached_fraction": cached_fraction(ok),
-        "draft_tokens": draft_tokens(ok),
+        **server_figures(ok, chunks),
         "send_lateness_s": send_lateness(every),
         "achieved_concurrency": achieved_concurrency(every, window),
         "lengths": length_distributions(ok),

@@ -288,8 +288,7 @@ class WorkerDriver:
         self.per_worker[run.cell] = await self.pool.run_cell(run.phase(Phase.MEASURE), cell)
 
     def finish(self, cell: CellKey, measured: Sequence[Record] | RecordTable) -> CellFindings:
-        """The inner driver's figures, each worker's client health (the builder merges it into the cell's,
-        `metrics.client_health.merge_client`) and a worker that died."""
+        """The inner driver's figures, each worker's client health (`client_health.merge_client`), a death."""
         found = self.inner.finish(cell, measured)
         per_worker = self.per_worker.pop(cell, None)
         if per_worker is not None:

@@ -5,10 +5,11 @@ a record costs its slots, an int object per time stamp, its request id and its `
 field (22 of them) is one int64 of a row-major array, the fields that most records share (run, cell, phase,
 outcome, error, category, …) are stored once with the records that differ, the chunks as a flag, the request
 id only where it is not the one its cell, sequence number and attempt give (`record.request_id_for`), and the
-server's `spec` numbers in one float column per key (ints stay ints). The integer rows go to a temporary file
+server's `spec` as columns (`spec_columns.SpecColumns`). The integer rows go to a temporary file
 `ROWS_AT_ONCE` at a time (176 bytes a request on disk; in memory only the last rows, and ~20 bytes a request
-for the flags and the spec columns). `records()` gives back equal `Record` objects for the summary, reading
-the rows back a block at a time.
+for the flags and the spec columns). The summary reads them as a `metrics.record_table.RecordTable` (`table()`:
+columns read from the rows, only the few records a figure reads whole built); `records()` gives back equal
+`Record` objects, reading the rows back a block at a time.
 """
 
 from __future__ import annotations
@@ -21,10 +22,9 @@ from operator import attrgetter, itemgetter
 
 import numpy as np
 
-from loadgen.metrics.record_table import ABSENT, FLOAT, INT, NONE, RecordTable, spec_kind
+from loadgen.metrics.record_table import NONE, RecordTable
 from loadgen.record import CHUNKS_ELSEWHERE, Record, request_id_for, request_id_prefix
-
-LIST = 3  # a spec key held as a list of ints, for one record
+from loadgen.run.spec_columns import SpecColumns
 
 INT_FIELDS = tuple(f.name for f in fields(Record) if f.type in ("int", "int | None"))  # one int64 each
 CHUNK_FIELDS = ("chunk_tokens", "chunk_gaps_ns")
@@ -32,7 +32,6 @@ SHARED_FIELDS = tuple(f.name for f in fields(Record)
                       if f.name not in INT_FIELDS + CHUNK_FIELDS + ("request_id", "spec"))
 _INTS_OF = attrgetter(*INT_FIELDS)
 _SHARED_OF = attrgetter(*SHARED_FIELDS)
-KIND = {int: INT, float: FLOAT}
 ELSEWHERE, ELSEWHERE_NO_COUNTS, OWN = 0, 1, 2  # where a record's chunk lists are
 ROWS_AT_ONCE = 1024  # integer rows held in memory before they are written to the file (176 KiB)
 COLUMN_ROWS = 8192  # rows read back at once to take a column from them (1.4 MiB)
@@ -50,70 +49,6 @@ _SAME_AS = tuple((INT_FIELDS.index(a), INT_FIELDS.index(b)) for a, b in (
     ("t_last_token_ns", "t_end_ns"), ("t_first_reasoning_ns", "t_first_token_ns")))
 
 
-class _SpecColumn:
-    """A spec key whose values are numbers: one float64 and one kind (ABSENT, INT, FLOAT) a record."""
-
-    __slots__ = ("values", "kinds")
-
-    def __init__(self, rows: int = 0):
-        self.values = array("d", bytes(8 * rows))
-        self.kinds = array("b", bytes(rows))
-
-    @staticmethod
-    def fits(value: object) -> bool:
-        return type(value) in KIND
-
-    def append(self, value: float | None) -> None:
-        """One record's value (`fits` it, or None: absent)."""
-        if value is None:
-            self.values.append(0.0)
-            self.kinds.append(ABSENT)
-        else:
-            self.values.append(value)
-            self.kinds.append(KIND[type(value)])
-
-    def value(self, i: int) -> object:
-        kind = self.kinds[i]
-        return None if kind == ABSENT else int(self.values[i]) if kind == INT else self.values[i]
-
-
-class _ListColumn:
-    """A spec key whose values are lists of ints (SGLang's `spec_correct_drafts_histogram`): the lists one after
-    the other in one int64 array, where each record's list ends, and whether the record has one."""
-
-    __slots__ = ("values", "ends", "kinds")
-
-    def __init__(self, rows: int = 0):
-        self.values = array("q")
-        self.ends = array("q", bytes(8 * rows))
-        self.kinds = array("b", bytes(rows))
-
-    @staticmethod
-    def fits(value: object) -> bool:
-        return type(value) is list and all(type(x) is int for x in value)
-
-    def append(self, value: list[int] | None) -> None:
-        """One record's list (`fits` it, or None: absent)."""
-        if value is not None:
-            self.values.extend(value)
-        self.ends.append(len(self.values))
-        self.kinds.append(ABSENT if value is None else LIST)
-
-    def value(self, i: int) -> object:
-        if self.kinds[i] == ABSENT:
-            return None
-        return self.values[self.ends[i - 1] if i else 0:self.ends[i]].tolist()
-
-
-def _column_for(value: object) -> type[_SpecColumn] | type[_ListColumn] | None:
-    """The kind of column a spec value can be kept in (None: it can't, the spec is kept as it was)."""
-    if _SpecColumn.fits(value):
-        return _SpecColumn
-    if _ListColumn.fits(value):
-        return _ListColumn
-    return None
-
-
 class RecordColumns:
     """Records appended one by one, held as columns, their integer rows on disk (module docstring)."""
 
@@ -127,11 +62,7 @@ class RecordColumns:
         self.chunks = bytearray()  # ELSEWHERE | ELSEWHERE_NO_COUNTS | OWN
         self.own_chunks: dict[int, tuple] = {}  # (chunk_tokens, chunk_gaps_ns) of the OWN ones
         self.request_ids: dict[int, str] = {}
-        self.spec_keys: dict[str, _SpecColumn | _ListColumn] = {}
-        self.spec_none = array("b")  # 1 where spec is None
-        self.spec_other: dict[int, dict] = {}  # a spec with values other than numbers, as it was
-        self._spec_order: tuple = ()  # the keys of the spec columns, in order
-        self._spec_columns: list[_SpecColumn | _ListColumn] = []
+        self.specs = SpecColumns()  # the records' `spec` dicts
         self._common_prefix: str | None = None
 
     def __len__(self) -> int:
@@ -157,29 +88,8 @@ class RecordColumns:
             self.own_chunks[i] = (r.chunk_tokens, r.chunk_gaps_ns)
         if r.request_id != request_id_for(r.run_id, r.cell, r.seq, r.attempt):
             self.request_ids[i] = r.request_id
-        self._append_spec(i, r.spec)
+        self.specs.append(i, r.spec)
         self.n += 1
-
-    def _append_spec(self, i: int, spec: dict | None) -> None:
-        self.spec_none.append(spec is None)
-        if spec is not None and tuple(spec) == self._spec_order:  # the common case: the keys of every column
-            values = spec.values()
-            if all(column.fits(value) for column, value in zip(self._spec_columns, values)):
-                for column, value in zip(self._spec_columns, values):
-                    column.append(value)
-                return
-        for key, value in (spec or {}).items():
-            kind = _column_for(value)
-            if key not in self.spec_keys and kind is not None:
-                self.spec_keys[key] = kind(i)
-        fits = spec is not None and all(key in self.spec_keys and self.spec_keys[key].fits(value)
-                                        for key, value in spec.items())
-        if spec is not None and not fits:
-            self.spec_other[i] = spec
-        self._spec_order = tuple(self.spec_keys)
-        self._spec_columns = list(self.spec_keys.values())
-        for key, column in self.spec_keys.items():
-            column.append(spec.get(key) if fits and spec is not None else None)
 
     def _blocks(self) -> Iterator[tuple[int, list[list]]]:
         """(first row, its rows as lists, None for NONE) for every row, ROWS_AT_ONCE rows at a time: from the
@@ -222,41 +132,13 @@ class RecordColumns:
         """Record `i` as it was appended."""
         return next(self.iter_records(i, i + 1))
 
-    def _spec(self, i: int) -> dict | None:
-        if self.spec_none[i]:
-            return None
-        if i in self.spec_other:
-            return self.spec_other[i]
-        return {key: value for key, column in self.spec_keys.items() if (value := column.value(i)) is not None}
-
-    def _specs(self, first: int, count: int) -> list[dict | None]:
-        """The specs of records first … first + count − 1: a column at a time where every record of the block
-        holds every number key as the same kind of number (the common case), else one by one (`_spec`)."""
-        end = first + count
-        if self.spec_other or any(self.spec_none[first:end]):
-            return [self._spec(i) for i in range(first, end)]
-        columns: list[list] = []
-        for column in self.spec_keys.values():
-            kinds = np.array(column.kinds[first:end], dtype=np.int8)
-            if kinds[0] == ABSENT or not (kinds == kinds[0]).all():
-                return [self._spec(i) for i in range(first, end)]
-            if isinstance(column, _ListColumn):
-                columns.append([column.value(i) for i in range(first, end)])
-                continue
-            values = np.array(column.values[first:end])
-            columns.append((values.astype(np.int64) if kinds[0] == INT else values).tolist())
-        if not columns:
-            return [{} for _ in range(count)]
-        keys = tuple(self.spec_keys)
-        return [dict(zip(keys, row)) for row in zip(*columns)]
-
     def iter_records(self, start: int = 0, stop: int | None = None) -> Iterator[Record]:
         """Records start…stop − 1 (all by default) as they were appended, one block of rows read at a time."""
         stop = self.n if stop is None else stop
         for first, rows in self._blocks():
             lo, hi = max(start - first, 0), min(stop - first, len(rows))
             if lo < hi:
-                specs = self._specs(first + lo, hi - lo)
+                specs = self.specs.block(first + lo, hi - lo)
                 for j in range(lo, hi):
                     yield self._record(first + j, rows[j], specs[j - lo])
 
@@ -304,39 +186,11 @@ class RecordColumns:
 
     def spec_number_column(self, key: str) -> tuple[np.ndarray, np.ndarray]:
         """(values, kinds) of spec key `key` (`record_table.RecordTable.spec_numbers`)."""
-        column = self.spec_keys.get(key)
-        if isinstance(column, _SpecColumn):
-            values = np.frombuffer(column.values, dtype=np.float64).copy()
-            kinds = np.frombuffer(column.kinds, dtype=np.int8).copy()
-        else:
-            values, kinds = np.zeros(self.n), np.zeros(self.n, dtype=np.int8)
-        for i, spec in self.spec_other.items():
-            value = spec.get(key)
-            kinds[i] = spec_kind(value)
-            if kinds[i] != ABSENT:
-                values[i] = value
-        return values, kinds
+        return self.specs.number_column(key, self.n)
 
     def spec_list_column(self, key: str) -> tuple[np.ndarray, np.ndarray]:
         """(values, lengths) of the list-valued spec key `key` (`record_table.RecordTable.spec_lists`)."""
-        column = self.spec_keys.get(key)
-        lengths = np.full(self.n, -1, dtype=np.int64)
-        values = np.zeros(0)
-        if isinstance(column, _ListColumn):
-            ends = np.frombuffer(column.ends, dtype=np.int64)
-            has = np.frombuffer(column.kinds, dtype=np.int8) == LIST
-            lengths[has] = np.diff(ends, prepend=0)[has]
-            values = np.frombuffer(column.values, dtype=np.int64)  # a view: no record is added while it is read
-        others = {i: spec[key] for i, spec in self.spec_other.items() if isinstance(spec.get(key), list)}
-        if not others:
-            return values, lengths
-        values = values.astype(np.float64)
-        rows = [values[e - n:e] if n >= 0 else values[:0]
-                for e, n in zip(np.cumsum(np.maximum(lengths, 0)).tolist(), lengths.tolist())]
-        for i, value in others.items():
-            rows[i] = np.array([x if spec_kind(x) != ABSENT else 0.0 for x in value], dtype=np.float64)
-            lengths[i] = len(value)
-        return (np.concatenate(rows) if rows else values), lengths
+        return self.specs.list_column(key, self.n)
 
     def label_at(self, name: str, row: int) -> object:
         """Shared field `name` of record `row`."""
@@ -360,7 +214,7 @@ class RecordColumns:
                 self._file.seek(0, 2)
             else:
                 row = self.ints[(i - self._on_disk) * _K:(i - self._on_disk + 1) * _K]
-            out.append(self._record(i, _rows(row)[0], self._spec(i)))
+            out.append(self._record(i, _rows(row)[0], self.specs.spec(i)))
         return out
 
     def close(self) -> None:
