@@ -19,6 +19,8 @@ from loadgen.record import CellKey, Record, request_id_for
 MS = 1_000_000
 T0 = 7_300_000_000_000
 
+Case = tuple[str, list[Record], dict]
+
 
 def _record(rng: random.Random, cell: CellKey, seq: int, t_sent: int, counts: bool = True) -> Record:
     n = rng.randint(1, 9)
@@ -63,13 +65,8 @@ def sglang_spec(rng: random.Random, r: Record) -> dict:
             "spec_verify_ct": steps, "spec_correct_drafts_histogram": hist}
 
 
-def cases() -> list[tuple[str, list[Record], dict]]:
-    """Every case (module docstring)."""
-    out = []
-    rng = random.Random(5)
-
-    cell = CellKey(context_tokens=60, concurrency=8)
-    plain = closed_loop(cell, 300, 1)
+def _mixed_outcomes(rng: random.Random) -> Case:
+    plain = closed_loop(CellKey(context_tokens=60, concurrency=8), 300, 1)
     for i, r in enumerate(plain):
         if i % 13 == 5:
             _fail(r, Outcome.HTTP_ERROR, "HTTP 500: boom")
@@ -82,10 +79,11 @@ def cases() -> list[tuple[str, list[Record], dict]]:
             r.t_last_token_ns = None
         if i % 29 == 4:
             r.retried_on_new_connection = 1
-    out.append(("closed_loop_mixed_outcomes", plain, {}))
+    return "closed_loop_mixed_outcomes", plain, {}
 
-    cell = CellKey(context_tokens=1024, concurrency=4)
-    spec = closed_loop(cell, 160, 2)
+
+def _sglang(rng: random.Random) -> Case:
+    spec = closed_loop(CellKey(context_tokens=1024, concurrency=4), 160, 2)
     for i, r in enumerate(spec):
         r.spec = sglang_spec(rng, r) if i % 11 else None
         if i % 23 == 1:
@@ -93,14 +91,18 @@ def cases() -> list[tuple[str, list[Record], dict]]:
         if i % 31 == 2:
             r.spec = {}
         r.cached_tokens = rng.randint(0, 512) if i % 3 else None
-    out.append(("sglang_spec_and_cache", spec, {}))
+    return "sglang_spec_and_cache", spec, {}
 
+
+def _llamacpp(rng: random.Random) -> Case:
     llama = closed_loop(CellKey(context_tokens=60, concurrency=2), 80, 3)
     for i, r in enumerate(llama):
         r.spec = {"draft_n": rng.randint(4, 40), "draft_n_accepted": rng.randint(0, 4)} if i % 5 else \
             {"draft_n": None}
-    out.append(("llamacpp_drafts", llama, {}))
+    return "llamacpp_drafts", llama, {}
 
+
+def _categories(rng: random.Random) -> Case:
     cat = closed_loop(CellKey(context_tokens=60, concurrency=6), 200, 4)
     for i, r in enumerate(cat):
         r.category = ("code", "chat", None)[i % 3]
@@ -108,8 +110,10 @@ def cases() -> list[tuple[str, list[Record], dict]]:
             _fail(r, Outcome.HTTP_ERROR, "HTTP 503")
         if i % 4 == 0:
             r.spec = {"spec_verify_ct": rng.randint(1, 9)}
-    out.append(("categories", cat, {}))
+    return "categories", cat, {}
 
+
+def _sessions(rng: random.Random) -> Case:
     sess = closed_loop(CellKey(context_tokens=60, concurrency=4), 120, 5)
     for i, r in enumerate(sess):
         r.session, r.turn = i // 4, i % 4
@@ -117,24 +121,30 @@ def cases() -> list[tuple[str, list[Record], dict]]:
         r.answer = f"answer {i}"
         if i % 21 == 3:
             _fail(r, Outcome.HTTP_ERROR, "HTTP 500")
-    out.append(("sessions", sess, {}))
+    return "sessions", sess, {}
 
+
+def _abandoned(rng: random.Random) -> Case:
     cancel = closed_loop(CellKey(context_tokens=60, concurrency=4), 120, 6)
     for i, r in enumerate(cancel):
         if i % 4 == 1:
             r.outcome, r.abandon_after_tokens = Outcome.ABANDONED, 8
             if i % 8 == 1:
                 r.completion_tokens = None
-    out.append(("abandoned", cancel, {}))
+    return "abandoned", cancel, {}
 
+
+def _reasoning(rng: random.Random) -> Case:
     think = closed_loop(CellKey(context_tokens=60, concurrency=3), 90, 7)
     for i, r in enumerate(think):
         if i % 3:
             r.t_first_reasoning_ns = r.t_first_token_ns
             r.t_first_answer_ns = None if i % 10 == 1 else (r.t_first_token_ns or 0) + 40 * MS
             r.reasoning_tokens = None if i % 7 == 2 else rng.randint(1, 20)
-    out.append(("reasoning", think, {}))
+    return "reasoning", think, {}
 
+
+def _open_loop(rng: random.Random) -> Case:
     open_cell = CellKey(context_tokens=60, concurrency=0, request_rate=20.0)
     opened = []
     for seq in range(150):
@@ -146,20 +156,35 @@ def cases() -> list[tuple[str, list[Record], dict]]:
     opened[10].t_first_token_ns = opened[10].t_last_token_ns = opened[10].t_first_byte_ns = None
     _fail(opened[10], Outcome.CONNECTION_ERROR, "refused")
     opened.sort(key=lambda r: r.t_end_ns)
-    out.append(("open_loop", opened, {}))
+    return "open_loop", opened, {}
 
+
+def _shared_prefix(rng: random.Random) -> Case:
     prefix = closed_loop(CellKey(context_tokens=1024, concurrency=4), 100, 8)
     for r in prefix:
         r.cached_tokens = 0 if r.seq < 4 else 512
-    out.append(("shared_prefix", prefix, {"shared_prefix": (4, 512)}))
+    return "shared_prefix", prefix, {"shared_prefix": (4, 512)}
 
+
+def _latency_targets(rng: random.Random) -> Case:
     slo = closed_loop(CellKey(context_tokens=60, concurrency=8), 200, 9)
     for i, r in enumerate(slo):
         if i % 15 == 3:
             _fail(r, Outcome.HTTP_ERROR, "HTTP 500")
     targets = SloConfig(slo_targets={"ttft": 0.25, "e2e": 0.4}, slo_attainment=0.9)
-    out.append(("latency_targets", slo, {"slo": targets, "not_sent": 3}))
+    return "latency_targets", slo, {"slo": targets, "not_sent": 3}
 
-    few = closed_loop(CellKey(context_tokens=60, concurrency=1), 3, 10)
-    out.append(("three_requests", few, {}))
-    return out
+
+def _three_requests(rng: random.Random) -> Case:
+    return "three_requests", closed_loop(CellKey(context_tokens=60, concurrency=1), 3, 10), {}
+
+
+# In this order: the cases share one seeded generator, so each draws what it drew when the golden file was made.
+_CASES = (_mixed_outcomes, _sglang, _llamacpp, _categories, _sessions, _abandoned, _reasoning, _open_loop,
+          _shared_prefix, _latency_targets, _three_requests)
+
+
+def cases() -> list[Case]:
+    """Every case (module docstring)."""
+    rng = random.Random(5)
+    return [make(rng) for make in _CASES]
