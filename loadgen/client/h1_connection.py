@@ -16,16 +16,15 @@ import asyncio
 import time
 
 from loadgen.client.h1_parse import (
-    HEX_DIGITS,
+    CHUNK_SIZES,
     MAX_HEAD,
-    MAX_SIZE_DIGITS,
     MAX_SIZE_LINE,
     HttpFormatError,
     body_framing,
-    chunk_size,
     keep_alive_limits,
     parse_fields,
     parse_head,
+    remember_chunk_size,
 )
 from loadgen.names import Outcome
 
@@ -189,7 +188,7 @@ class Connection(asyncio.Protocol):
         if self.buf:
             data, self.buf = self.buf + data, b""
         pieces: list[bytes] = []
-        pos, n, find = 0, len(data), data.find
+        pos, n, find, sizes = 0, len(data), data.find, CHUNK_SIZES
         if self.chunk_left >= 0:
             pos = self._chunk_rest(data, pieces)
         while pos < n:
@@ -198,10 +197,10 @@ class Connection(asyncio.Protocol):
                 self._hold_size_line(data[pos:])
                 break
             line = data[pos:nl]
-            if line and len(line) <= MAX_SIZE_DIGITS and not line.lstrip(HEX_DIGITS):
-                size = int(line, 16)  # hex digits only: int() alone would take "0x10", "+10", "1_0"
-            else:
-                size = chunk_size(line)
+            try:
+                size = sizes[line]  # a size line read before; a new one is checked (hex digits only, …)
+            except KeyError:
+                size = remember_chunk_size(line)
             pos = nl + 2
             if size == 0:
                 self._last_chunk(data[pos:], pieces, now)

@@ -17,6 +17,7 @@ MAX_SIZE_LINE = 1024
 MAX_SIZE_DIGITS = 16  # 2**64 - 1 bytes: a larger chunk size is a bug or an attack, not a body
 MAX_LENGTH_DIGITS = 20  # Content-Length digits (h11's limit)
 HEX_DIGITS = b"0123456789abcdefABCDEF"
+MAX_KNOWN_SIZES = 4096  # distinct size lines remembered (`CHUNK_SIZES`)
 NO_BODY = (204, 304)  # with 1xx and answers to HEAD: the body ends at the head's blank line (RFC 9112 6.3)
 
 # RFC 9112 4: HTTP-version SP 3DIGIT SP reason; an absent reason (with its space) is accepted as h11 does, and
@@ -135,3 +136,17 @@ def chunk_size(line: bytes) -> int:
     if len(size.lstrip(b"0")) > MAX_SIZE_DIGITS:
         raise HttpFormatError(f"chunk size too large {line[:40]!r}")
     return int(size, 16)
+
+
+CHUNK_SIZES: dict[bytes, int] = {}
+"""Size lines already read by `chunk_size`, to their size: a stream's chunks repeat a few sizes, and one dict
+lookup costs less than the hex-digits check and `int()`. Only lines that `chunk_size` accepted are in it, up to
+`MAX_KNOWN_SIZES` of at most `MAX_SIZE_DIGITS` bytes; `remember_chunk_size` reads the others."""
+
+
+def remember_chunk_size(line: bytes) -> int:
+    """`chunk_size(line)`, kept in `CHUNK_SIZES` when there is room and the line is short."""
+    size = chunk_size(line)
+    if len(line) <= MAX_SIZE_DIGITS and len(CHUNK_SIZES) < MAX_KNOWN_SIZES:
+        CHUNK_SIZES[line] = size
+    return size

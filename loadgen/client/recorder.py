@@ -68,19 +68,16 @@ class StreamRecorder:
         rec = self.rec
         if rec.t_first_byte_ns is None:
             rec.t_first_byte_ns = now
-        state, feed, gap = self.state, self.state.feed, rec.chunk_gaps_ns.append
-        chunk_tokens, last, chunks, said = self.chunk_tokens, self.last_token_ns, 0, MORE
+        state, feed = self.state, self.state.feed
+        chunk_tokens, chunks, said = self.chunk_tokens, 0, MORE
+        answered = rec.t_first_answer_ns is not None
         try:
             for event in self.parser.feed(data):
                 if feed(event):
-                    if last:
-                        gap(now - last)
-                    else:
-                        rec.t_first_token_ns = now
-                    last = now
                     chunks += 1
-                    if state.reasoning_event or rec.t_first_answer_ns is None:
+                    if state.reasoning_event or not answered:
                         self._kind(now)
+                        answered = rec.t_first_answer_ns is not None
                     if chunk_tokens is not None:
                         n = state.new_tokens
                         if n is None:
@@ -95,8 +92,22 @@ class StreamRecorder:
                     said = END if state.done else STOP
                     break
         finally:
-            self.last_token_ns, rec.chunks = last, rec.chunks + chunks
+            if chunks:
+                self._stamp(now, chunks)
         return said if self.abandon_at is None else self._abandon(said, self.abandon_at)
+
+    def _stamp(self, now: int, chunks: int) -> None:
+        """The times of `chunks` content chunks that arrived in one read at `now`: the first one's gap to the
+        chunk before (or the first token's time), then a gap of 0 for each of the others."""
+        rec, last = self.rec, self.last_token_ns
+        gaps = rec.chunk_gaps_ns
+        if last:
+            gaps.append(now - last)
+        else:
+            rec.t_first_token_ns = now
+        if chunks > 1:
+            gaps.extend([0] * (chunks - 1))
+        self.last_token_ns, rec.chunks = now, rec.chunks + chunks
 
     def _kind(self, now: int) -> None:
         """A reasoning chunk (its time if first, its tokens), or the answer's first chunk."""

@@ -34,9 +34,52 @@ class SseParser:
             chunk = head[3:] if head.startswith(BOM) else head
         chunk = self._lf_only(chunk)
         buf = self._buf + chunk if self._buf else chunk
+        if not self._data:
+            events = self._whole_events(buf)
+            if events is not None:
+                return events
         # one split, no copy of the buffer; the last piece is the unfinished line (b"" after a line break)
         lines = buf.split(b"\n")
         self._buf = lines.pop()
+        return self._lines(lines)
+
+    def _whole_events(self, buf: bytes) -> list[bytes] | None:
+        """The events of `buf` in one split when it is a run of one-line `data: ` events, each ended by a
+        blank line (what servers send), then the start of the next; else None, `buf` untouched. Called with no
+        data held from earlier lines.
+
+        The shape is checked over the bytes, not line by line: split at each `\\n\\ndata: `, every LF before
+        the last piece must be one of those (no event of two lines, no blank line of its own, no comment),
+        and in the last piece the first LF must begin the event's blank line (what follows is the next event's
+        start, whole lines included)."""
+        if not buf.startswith(b"data: "):
+            return None
+        events = buf.split(b"\n\ndata: ")
+        last = events[-1]
+        head = len(buf) - len(last)  # where the last piece starts
+        if buf.count(b"\n", 0, head) != 2 * (len(events) - 1):
+            return None
+        end = last.rfind(b"\n\n")
+        if end >= 0:  # the last piece holds an event and its blank line
+            if last.find(b"\n") != end:
+                return None
+            events[-1], rest = last[:end], last[end + 2:]
+        elif len(events) > 1:  # the next event began with `data: `: the split took its prefix
+            events.pop()
+            rest = buf[head - 6:]
+        else:
+            return None
+        events[0] = events[0][6:]
+        if b"\n" in rest:  # whole lines of the next event already: its data is held for the next read
+            lines = rest.split(b"\n")
+            self._buf = lines.pop()
+            events += self._lines(lines)
+        else:
+            self._buf = rest
+        return events
+
+    def _lines(self, lines: list[bytes]) -> list[bytes]:
+        """The events that whole `lines` end, by the standard's steps; the data of one they leave open is held."""
         events: list[bytes] = []
         data = self._data
         for line in lines:
