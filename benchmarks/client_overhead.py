@@ -337,7 +337,7 @@ def scaling(workers: list[int], concurrency: int, server_procs: int, seconds: fl
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--mode", default="burst,paced", help="burst, paced or both (default both)")
+    p.add_argument("--mode", default="burst,paced", help="burst, paced, burst,paced or both (default both)")
     p.add_argument("--concurrency", default="1,32,128,512,1024")
     p.add_argument("--paced-concurrency", default="1,128,512", help="concurrencies of the paced mode")
     p.add_argument("--reps", type=int, default=3)
@@ -369,10 +369,11 @@ def main() -> int:
         pass
     out = {"command": sys.argv, "machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
            "rows": [], "scaling": []}
-    modes = a.mode.split(",")
+    modes = ["burst", "paced"] if a.mode == "both" else a.mode.split(",")
+    if not set(modes) <= {"burst", "paced"}:
+        print(f"error: --mode {a.mode!r}: give burst, paced, burst,paced or both", file=sys.stderr)
+        sys.exit(2)
     for mode in modes:
-        if mode not in ("burst", "paced"):
-            continue
         if mode == "burst":
             args = ["--mode", "burst", "--events", str(a.events)]
             concs, seconds = a.concurrency, a.seconds

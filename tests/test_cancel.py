@@ -117,8 +117,10 @@ def test_abandoned_requests_are_counted_apart_and_never_fail_the_cell():
 
 @pytest.mark.sim
 def test_a_quarter_closed_after_tokens_the_server_stops_them(sim_factory, tmp_path):
-    # the same run shows --shared-prefix against the simulator's prefix cache (one run for both: test time)
-    sim = sim_factory("--speed", "20", "--cache-report")
+    # the same run shows --shared-prefix against the simulator's prefix cache (one run for both: test time).
+    # --speed 2: the 40 tokens after the close take ~85 ms to generate, longer than a busy machine takes to
+    # close; at --speed 20 (~8 ms) a late close let the engine finish a stream before it saw the reset
+    sim = sim_factory("--speed", "2", "--cache-report")
     out = tmp_path / "r.json"
     proc = run_loadgen("--url", sim.url, "--concurrency", "8", "--contexts", "100", "--max-tokens", "48",
                        "--requests-per-cell", "80", "--cancel-fraction", "0.25", "--cancel-after-tokens", "8",
