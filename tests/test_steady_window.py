@@ -4,6 +4,8 @@ over worker processes; the whole-window figures kept beside it; the window's rul
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from loadgen.config import default_requests_per_cell
 from loadgen.files import read_json, read_jsonl
@@ -33,6 +35,32 @@ def _rec(seq: int, sent: int, end: int, c: int = 2) -> Record:
 def test_window_rule(spans, window):
     got = steady_window_ns([_rec(i, s, e) for i, (s, e) in enumerate(spans)], 2)
     assert got == (window and (T0 + window[0], T0 + window[1]))
+
+
+def _walked(spans: list[tuple[int, int]], slots: int) -> tuple[int, int] | None:
+    """The window's rule read off the events one by one: (time, +1 a send / −1 an end), ends first at a tie."""
+    events = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans])
+    count, full = 0, []
+    for i, (_, delta) in enumerate(events):
+        count += delta
+        if count >= slots:
+            full.append(i)
+    if not full:
+        return None
+    end = next((at for at, delta in events[full[-1] + 1:] if delta < 0), None)
+    start = events[full[0]][0]
+    return (start, end) if end is not None and end > start else None
+
+
+@pytest.mark.unit
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 12)), min_size=1, max_size=30), st.integers(1, 6))
+def test_window_rule_against_the_event_walk(spans, slots):
+    # small times: many ties between sends and ends, where the order of the walk matters
+    spans = [(s, s + d) for s, d in spans]
+    got = steady_window_ns([_rec(i, s, e) for i, (s, e) in enumerate(spans)], slots)
+    want = _walked([(T0 + s, T0 + e) for s, e in spans], slots)
+    assert got == want
 
 
 @pytest.mark.unit

@@ -19,7 +19,7 @@ from loadgen.metrics.confidence import (
     repeat_interval,
     scaled,
 )
-from loadgen.metrics.record_table import ABSENT, RecordTable, or_zero
+from loadgen.metrics.record_table import ABSENT, INT, RecordTable, or_zero
 from loadgen.metrics.request_columns import RequestColumns
 from loadgen.names import AcceptSource
 from loadgen.record import Record
@@ -38,7 +38,9 @@ def accept_spec(ok: Sequence[Record] | RecordTable, source: str | None) -> Spec 
     if source == AcceptSource.PER_REQUEST:
         steps, kinds = t.spec_numbers("spec_verify_ct")
         verified = (kinds != ABSENT) & (steps != 0)  # a spec that gives a (non-zero) number of verify steps
-        return ratio_spec(tokens[verified], np.trunc(steps[verified]))  # int(steps): truncated
+        if not verified.all():  # the usual cell: every request's steps, used in place (no copies at the peak)
+            tokens, steps, kinds = tokens[verified], steps[verified], kinds[verified]
+        return ratio_spec(tokens, steps if (kinds == INT).all() else np.trunc(steps))  # int(steps): truncated
     if source == AcceptSource.CHUNKS:
         chunks = t.ints("chunks")
         multi = (chunks >= 2) & (tokens != 0)

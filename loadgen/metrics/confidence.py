@@ -42,6 +42,13 @@ def _median(draws: np.ndarray) -> np.ndarray:
 STATISTICS: dict[str, Statistic] = {"mean": _mean, "p50": _median}
 
 
+def _samples(column: Samples) -> np.ndarray:
+    """A column as an array: an integer array as it is (its sums are exact either way, and a float copy of
+    every column is a cell's size more at the summary's peak), anything else as float64."""
+    array = np.asarray(column)
+    return array if array.dtype.kind in "iuf" and array.dtype.itemsize == 8 else array.astype(float)
+
+
 def _draws(n: int, m: int, resamples: int, seed: int) -> Iterator[np.ndarray]:
     """The resamples' indices, `resamples` rows of m draws from 0..n − 1, in batches of ≤ _BATCH_VALUES (one
     generator seeded with `seed`: the same rows whatever the batch size)."""
@@ -68,7 +75,7 @@ def bootstrap_intervals(specs: dict[str, Spec], level: float = LEVEL,
     found: dict[str, list[float] | None] = {name: None for name in specs}
     by_n: dict[int, list[tuple[str, list[np.ndarray], Statistic]]] = {}
     for name, (columns, statistic) in specs.items():
-        arrays = [np.asarray(c, dtype=float) for c in columns]
+        arrays = [_samples(c) for c in columns]
         if len(arrays[0]) >= MIN_SAMPLES:
             by_n.setdefault(len(arrays[0]), []).append((name, arrays, statistic))
     for n, group in by_n.items():

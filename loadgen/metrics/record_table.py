@@ -15,7 +15,8 @@ over a list of records (a test, a merge, the live exporter's window) read a `Rec
   window's edges); `chunks_elsewhere()`: where a row's per-chunk lists were moved out (`record.chunks_elsewhere`);
 - `where(mask)`: the rows where `mask` holds, as a table (`ok()`: the ok ones); `any_value(name)`: whether any
   row holds a value in a field, its column not kept.
-Columns are read once and kept for the life of the table.
+Columns are read once and kept for the life of the table; they are read, never written: a column may be a
+read-only view (of one value seen n times, of the rows' own array).
 """
 
 from __future__ import annotations
@@ -187,8 +188,9 @@ def present(column: np.ndarray) -> np.ndarray:
 
 
 def or_zero(column: np.ndarray) -> np.ndarray:
-    """An integer column with None counted as 0."""
-    return np.where(column == NONE, 0, column)
+    """An integer column with None counted as 0 (the column itself where it holds no None: not to be written)."""
+    none = column == NONE
+    return np.where(none, 0, column) if none.any() else column
 
 
 class RecordsSource:

@@ -15,7 +15,7 @@ from operator import attrgetter
 
 import numpy as np
 
-from loadgen.metrics.record_table import RecordTable
+from loadgen.metrics.record_table import RecordTable, or_zero
 from loadgen.record import Record
 
 NS = 1e9
@@ -97,13 +97,13 @@ class RequestColumns:
         """`request.prefill_tok_s`, (prompt_tokens − cached_tokens) / TTFT, where both are > 0."""
         has = self.t_first_token_ns != NONE
         t = (self.t_first_token_ns[has] - self.t_sent_ns[has]) / NS
-        computed = _or_zero(self.prompt_tokens[has]) - _or_zero(self.cached_tokens[has])
+        computed = or_zero(self.prompt_tokens[has]) - or_zero(self.cached_tokens[has])
         keep = (computed > 0) & (t > 0)
         return (computed[keep] / t[keep])
 
     def total(self, name: str) -> int:
         """Σ of a count column, None counted as 0."""
-        return int(_or_zero(getattr(self, name)).sum())
+        return int(or_zero(getattr(self, name)).sum())
 
     def present(self, name: str) -> list[int]:
         """The values of a column where they are not None, in record order."""
@@ -119,6 +119,3 @@ def _column(recs: Sequence[Record], name: str) -> np.ndarray:
         values = (NONE if v is None else v for v in map(attrgetter(name), recs))
         return np.fromiter(values, dtype=np.int64, count=len(recs))
 
-
-def _or_zero(column: np.ndarray) -> np.ndarray:
-    return np.where(column == NONE, 0, column)

@@ -40,16 +40,25 @@ def steady_window_ns(recs: Sequence[Record] | RecordTable, slots: int) -> tuple[
         return None
     t = RecordTable.of(recs)
     sent = sent_mask(t)
-    times = np.column_stack((t.ints("t_sent_ns")[sent], t.ints("t_end_ns")[sent])).ravel()
-    deltas = np.tile(np.array([1, -1], dtype=np.int64), int(sent.sum()))  # +1 at a send, −1 at an end
-    order = np.lexsort((deltas, times))  # by time, ends first at a tie: the count never exceeds what it was
-    times, deltas = times[order], deltas[order]
-    full = np.flatnonzero(np.cumsum(deltas) >= slots)
-    if not full.size:
+    # the sends and the ends each in time order, walked as one sequence with the ends first at a tie (the count
+    # never exceeds what it was): two sorted columns, not one of both with its order (a third of the memory)
+    sends, ends = np.sort(t.ints("t_sent_ns")[sent]), np.sort(t.ints("t_end_ns")[sent])
+    counted = np.arange(1, len(sends) + 1)
+    ended_before_send = np.searchsorted(ends, sends, side="right")
+    full_sends = np.flatnonzero(counted - ended_before_send >= slots)  # in flight just after send k
+    if not full_sends.size:
         return None
-    start = int(times[full[0]])
-    ends_after = np.flatnonzero(deltas[full[-1] + 1:] < 0)
-    end = int(times[full[-1] + 1 + ends_after[0]]) if ends_after.size else None
+    start = int(sends[full_sends[0]])
+    sent_before_end = np.searchsorted(sends, ends, side="left")
+    full_ends = np.flatnonzero(sent_before_end - counted >= slots)  # in flight just after end j
+    # the last event with `slots` in flight is followed by an end (a send would leave as many): the end after
+    # the last such end, or the first end after the last such send, whichever of the two events came later
+    k = int(full_sends[-1])
+    if full_ends.size and full_ends[-1] + sent_before_end[full_ends[-1]] > k + ended_before_send[k]:
+        after = int(full_ends[-1]) + 1
+    else:
+        after = int(ended_before_send[k])
+    end = int(ends[after]) if after < len(ends) else None
     return (start, end) if end is not None and end > start else None
 
 

@@ -160,7 +160,7 @@ class RecordColumns:
         for first, block in self._int_blocks():
             for column, k in zip(out, ks):
                 column[first:first + len(block)] = block[:, k]
-        return out
+        return [_one_value(c) for c in out]
 
     def _int_blocks(self) -> Iterator[tuple[int, np.ndarray]]:
         """(first row, its rows as an int64 array of len(INT_FIELDS) columns), `COLUMN_ROWS` rows at a time."""
@@ -177,9 +177,12 @@ class RecordColumns:
     def label_column(self, name: str) -> np.ndarray:
         """Shared field `name` of every record, as an object array."""
         k = SHARED_FIELDS.index(name)
+        one = np.empty(1, dtype=object)  # the value itself, whatever it is (a tuple is not spread over rows)
+        one[0] = None if self.common is None else self.common[k]
+        if not self.differ:
+            return np.broadcast_to(one, (self.n,))  # one value seen n times, as `_one_value`
         out = np.empty(self.n, dtype=object)
-        if self.common is not None:
-            out[:] = [self.common[k]] * self.n
+        out[:] = one
         for i, shared in self.differ.items():
             out[i] = shared[k]
         return out
@@ -238,3 +241,12 @@ def _rows(ints: array) -> list[list]:
         values[same, k] = values[same, like]
     values[table == NONE] = None
     return values.tolist()
+
+
+def _one_value(column: np.ndarray) -> np.ndarray:
+    """A column whose rows all hold one value (a count no record has: cached_tokens of a server that does not
+    say; the attempt, the repeat, a fixed max_tokens) as that value seen n times, a read-only view: the summary
+    holds its columns to the end, and most of a cell's fields are constant."""
+    if len(column) and (column == column[0]).all():
+        return np.broadcast_to(column[:1].copy(), column.shape)  # a copy: a view would hold the whole column
+    return column

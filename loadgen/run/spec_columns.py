@@ -147,6 +147,10 @@ class SpecColumns:
     def number_column(self, key: str, n: int) -> tuple[np.ndarray, np.ndarray]:
         """(values, kinds) of spec key `key` (`record_table.RecordTable.spec_numbers`)."""
         column = self.keys.get(key)
+        if not self.other:  # nothing to write over them: views of the kept columns, or of one zero (absent)
+            if isinstance(column, _SpecColumn):
+                return _read_only(column.values, np.float64), _read_only(column.kinds, np.int8)
+            return np.broadcast_to(np.float64(0), (n,)), np.broadcast_to(np.int8(ABSENT), (n,))
         if isinstance(column, _SpecColumn):
             values = np.frombuffer(column.values, dtype=np.float64).copy()
             kinds = np.frombuffer(column.kinds, dtype=np.int8).copy()
@@ -180,3 +184,9 @@ class SpecColumns:
             lengths[i] = len(value)
         return (np.concatenate(rows) if rows else values), lengths
 
+
+def _read_only(buffer: array, dtype) -> np.ndarray:
+    """A view of a kept column, for reading while no record is added (`RecordColumns.table`)."""
+    view = np.frombuffer(buffer, dtype=dtype)
+    view.flags.writeable = False
+    return view
