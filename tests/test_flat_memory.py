@@ -68,3 +68,31 @@ def test_the_kept_records_are_rebuilt_once_while_none_is_added():
         assert again is not first and again[:-1] == first and again[-1].request_id == "late"
     finally:
         kept.close()
+
+
+def test_a_constant_column_is_one_value_and_spec_numbers_are_views():
+    # what the summary holds to its end: a field no record has, a fixed count and one outcome cost no memory a
+    # request, and a column that varies is whole; the views of one value and of the kept arrays are read-only
+    recs = [r for r in _closed_loop(60) if r.ok][:50]
+    for r in recs:
+        r.cached_tokens, r.spec = None, {"spec_verify_ct": r.seq + 1}
+    columns = RecordColumns()
+    try:
+        for r in copy.deepcopy(recs):
+            columns.append(r)
+        table = columns.table()
+        cached, seq = table.ints("cached_tokens"), table.ints("seq")
+        assert cached.strides == (0,) and set(cached.tolist()) == {record_columns.NONE}
+        assert seq.strides == (8,) and seq.tolist() == [r.seq for r in recs]
+        outcome = table.labels("outcome")
+        assert outcome.strides == (0,) and outcome.tolist() == ["ok"] * len(recs)
+        steps, kinds = table.spec_numbers("spec_verify_ct")
+        assert steps.base is not None and steps.tolist() == [r.seq + 1 for r in recs]
+        absent, absent_kinds = table.spec_numbers("draft_n")
+        assert absent.strides == (0,) and not absent_kinds.any()
+        for column in (cached, outcome, steps, absent):
+            with pytest.raises(ValueError):
+                column[0] = column[1]
+        assert table.where(table.ints("seq") % 2 == 0).ints("cached_tokens").tolist() == [record_columns.NONE] * 25
+    finally:
+        columns.close()
