@@ -145,6 +145,9 @@ class EngineAdapter:
     metric_prefix: str | None = None  # the prefix of its metric names, the last detection step
     metrics: tuple[Metric, ...] = ()
     spec_keys: tuple[str, ...] = ()  # the server-info keys that are speculative-decoding settings
+    # server-info keys of settings beyond the speculative ones that change the server's speed (CUDA graphs,
+    # scheduling, parallelism, quantisation): named as confounders when they differ between compared configurations
+    speed_keys: tuple[str, ...] = ()
     volatile_keys: tuple[str, ...] = ()  # server-info keys left out of the fingerprint
     volatile_prefixes: tuple[str, ...] = ()
     identity_routes: tuple[str, ...] = ()  # routes whose whole answer is the server's settings

@@ -173,6 +173,7 @@ class LlamaCpp(EngineAdapter):
     metrics = METRICS
     spec_keys = ("speculative_draft_model_path", "speculative_type", "speculative_draft_n_max",
                  "speculative_draft_n_min", "speculative_draft_p_min")
+    speed_keys = ("parallel_slots", "model_ftype", "build_info")
     volatile_keys = HOW_KNOWN
     volatile_prefixes = ("last_",)
     tokenize = (

@@ -63,6 +63,10 @@ class SGLang(EngineAdapter):
     spec_keys = ("speculative_algorithm", "speculative_ddtree_budget", "speculative_num_draft_tokens",
                  "speculative_eagle_topk", "speculative_dflash_block_size", "speculative_num_steps",
                  "speculative_draft_model_path")
+    speed_keys = ("disable_cuda_graph", "cuda_graph_max_bs", "disable_overlap_schedule", "enable_torch_compile",
+                  "max_running_requests", "tp_size", "dp_size", "ep_size", "enable_dp_attention", "quantization",
+                  "kv_cache_dtype", "dtype", "attention_backend", "chunked_prefill_size", "page_size",
+                  "schedule_policy", "stream_interval", "mem_fraction_static")
     volatile_keys = ("internal_states", "sim_started_at")
     volatile_prefixes = ("last_",)
     identity_routes = INFO_ROUTES

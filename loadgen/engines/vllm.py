@@ -37,6 +37,8 @@ class VLLM(EngineAdapter):
         Metric(MetricRole.RUNNING, "vllm:num_requests_running", "requests being decoded"),
         Metric(MetricRole.QUEUED, "vllm:num_requests_waiting", "requests waiting for the scheduler"),
     )
+    speed_keys = ("enforce_eager", "max_num_seqs", "max_num_batched_tokens", "tensor_parallel_size", "quantization",
+                  "kv_cache_dtype", "version")
     volatile_prefixes = ("last_",)
     tokenize = (TokenizeRoute("/tokenize", TokenizeStyle.COUNT,
                               "as SGLang; `max_model_len` is the context limit when `/v1/models` has none"),)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import csv
 import io
 import textwrap
+
+import orjson
 from collections.abc import Callable
 from enum import StrEnum
 from typing import Any
@@ -16,7 +18,7 @@ from loadgen.names import CellStatus
 from loadgen.record import CellKey, cell_key
 from loadgen.report import category_compare
 from loadgen.report import text_table as tt
-from loadgen.report.goodput_rank import goodput_ranking
+from loadgen.report.verdict_text import verdict_lines
 from loadgen.report.knee_text import knee_summary
 from loadgen.report.text_table import Column
 from loadgen.results.best import mark_best
@@ -24,7 +26,11 @@ from loadgen.results.cell_result import CellResult
 from loadgen.results.cell_status import failed_checks, not_best, unmeasured
 from loadgen.results.cell_view import number
 from loadgen.results.compare_inputs import Run, load_inputs, pick_baseline
+from loadgen.results.objectives import SPECS, Objective
 from loadgen.results.slo_part import attainment_text
+from loadgen.results.verdict import RESOLUTION, configurations, verdicts
+
+COMPARE_SCHEMA = "loadgen.compare/v1"
 
 __all__ = ["Run", "TableFormat", "comparison", "compare_table", "load_inputs", "pick_baseline", "render_text"]
 
@@ -49,6 +55,8 @@ SPEEDUPS = ("out_tok_s", "req_tok_s")
 # metric → the path of its confidence interval in the cell's `intervals` (metrics without one: power, energy)
 INTERVALS = {"out_tok_s": "output_tok_s", "req_tok_s": "request_tok_s.mean", "ttft_p50_s": "ttft_s.p50",
              "accept": "accept_length.value"}
+# metrics whose interval is the verdict's objective's (a proxy's, scaled: `objectives.ObjectiveSpec.interval_of`)
+OBJECTIVE_INTERVALS = {"good_tok_s": SPECS[Objective.GOOD_TOK_S], "j_per_token": SPECS[Objective.J_PER_TOKEN]}
 SLO_METRICS = ("good_tok_s",)  # shown only where some cell was measured with --slo
 
 
@@ -73,6 +81,8 @@ def cell_row(r: Run, key: CellKey, cell: CellResult, base: Run) -> Row:
         row[m] = get(cell) if ok else None
         if ok and m in INTERVALS:
             row["intervals"][m] = (cell.noise.intervals or {}).get(INTERVALS[m])
+        elif ok and m in OBJECTIVE_INTERVALS and row[m] is not None:
+            row["intervals"][m] = OBJECTIVE_INTERVALS[m].interval_of(cell)
     base_cell = base.cells.get(key)
     for m in SPEEDUPS:
         b = METRICS[m][1](base_cell) if base_cell and unmeasured(base_cell) is None else None
@@ -229,9 +239,9 @@ def legend(rows: list[Row], mark: str) -> list[str]:
     """The lines under the comparison: what the marks mean and, when some figure is within noise, how many."""
     slo = any(r["slo"] for r in rows)
     lines = [f"{mark} best of the cell beyond noise (highest tok/s{', good tok/s' if slo else ''} and accept length; "
-             "lowest TTFT, W and J/token; its 95 % interval clear of every other's"
-             f"{'; a cell that missed its SLO is never best' if slo else ''}); ~ within noise of the cell's leader: "
-             "no best named; vs base = value / the baseline's"]
+             f"lowest TTFT, W and J/token; its margin over every other's 95 % interval clear of 0 and ≥ {RESOLUTION:.0%}"
+             f"{'; a cell that missed its SLO is never best' if slo else ''}); ~ tied for the lead (within noise or "
+             f"below {RESOLUTION:.0%}): no best named; vs base = value / the baseline's"]
     cells = {(cell_key(r), m) for r in rows for m in r["noise"]}
     named = {(cell_key(r), m) for r in rows for m in r["best"]}
     checked = sorted({c for r in rows for c in r["checks"]})
@@ -239,8 +249,8 @@ def legend(rows: list[Row], mark: str) -> list[str]:
         lines.append(f"{CHECK_MARK} measured, but the cell failed a check ({', '.join(checked)}): its figures are "
                      "shown and never best; the note says why")
     if cells:
-        lines.append(f"within noise: {len(cells)} of {len(cells) + len(named)} compared figures are tied or differ "
-                     "less than their 95 % intervals, so no best is named for them")
+        lines.append(f"tied: {len(cells)} of {len(cells) + len(named)} compared figures have no leader beyond noise "
+                     f"and {RESOLUTION:.0%}, so no best is named for them")
     if any(any(r["intervals"].values()) and not r["repeated"] for r in rows):
         lines.append("one measurement per cell: its intervals hold the noise between requests, not between runs "
                      "(server state, a busy machine); --repeat 3 measures that too")
@@ -276,17 +286,32 @@ class TableFormat(StrEnum):
     TEXT = "text"
     MD = "md"
     CSV = "csv"
+    JSON = "json"
 
 
-def compare_table(runs: list[Run], baseline: str | None, fmt: str = TableFormat.TEXT) -> str:
+def render_json(runs: list[Run], rows: list[Row], resolution: float) -> str:
+    """{schema, configurations, resolution, verdict: [`Verdict.to_json`], rows: the comparison's rows} for a CI
+    job (docs/results.md#verdict)."""
+    shown = [row | {"slo": row["slo"].to_json() if row["slo"] else None,
+                    "intervals": {m: list(iv) if iv else None for m, iv in row["intervals"].items()}} for row in rows]
+    doc = {"schema": COMPARE_SCHEMA, "configurations": [r.name for r in configurations(runs)],
+           "resolution": resolution, "verdict": [v.to_json() for v in verdicts(runs, resolution)], "rows": shown}
+    return orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode()
+
+
+def compare_table(runs: list[Run], baseline: str | None, fmt: str = TableFormat.TEXT,
+                  resolution: float = RESOLUTION) -> str:
+    """The comparison in `fmt`; text and Markdown end with the verdict across configurations."""
     rows = comparison(runs, pick_baseline(runs, baseline))
     fmt = TableFormat(fmt)
+    if fmt is TableFormat.JSON:
+        return render_json(runs, rows, resolution)
     text = {TableFormat.TEXT: render_text, TableFormat.MD: render_markdown, TableFormat.CSV: render_csv}[fmt](rows)
     by_category = category_compare.render(runs, pick_baseline(runs, baseline)) if fmt is TableFormat.TEXT else None
-    ranking = goodput_ranking(runs) if fmt is TableFormat.TEXT else None
     knee = [line for r in runs if (line := knee_summary(list(r.cells.values()), r.name))]
+    answer = "\n".join(verdict_lines(verdicts(runs, resolution), WIDTH)) if len(configurations(runs)) > 1 else ""
     if fmt is TableFormat.CSV:
         return text
     if fmt is TableFormat.MD:
-        return "\n\n".join(t for t in (text, *knee) if t)
-    return "\n".join(t for t in (text, by_category, ranking, *knee) if t)
+        return "\n\n".join(t for t in (text, *knee, answer) if t)
+    return "\n".join(t for t in (text, by_category, *knee, "", answer) if t is not None).rstrip()

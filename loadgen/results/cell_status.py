@@ -217,10 +217,19 @@ def check_names(cell: Cell) -> str:
     return ", ".join(dict.fromkeys(f.kind.value for f in failed_checks(cell)))
 
 
+def cut_short(cell: Cell) -> str | None:
+    """'cut short: stopped early: 35 measured requests not sent' for a cell an interrupt or a server that went
+    away stopped before every measured request was sent (its figures cover part of the cell), or None."""
+    c = as_result(cell)
+    found = next((i.reason for i in c.incidents if i.kind is IncidentKind.INTERRUPTED), None)
+    return None if found is None else f"cut short: {found}"
+
+
 def not_best(cell: Cell) -> str | None:
     """Why this cell may not be named best in compare and the report, or None when it may: it was not measured
     (`unmeasured`), or it failed a check (`failed_checks`: its outputs were garbage or differed under --verify
-    exact, it missed its latency targets, its client fell behind and its latencies are partly the client's)."""
+    exact, it missed its latency targets, its client fell behind and its latencies are partly the client's), or
+    it was cut short (`cut_short`: part of the cell, not a measurement of it)."""
     cell = as_result(cell)
     checks = failed_checks(cell)
-    return unmeasured(cell) or (checks[0].reason if checks else None)
+    return unmeasured(cell) or (checks[0].reason if checks else None) or cut_short(cell)

@@ -14,7 +14,6 @@ from collections.abc import Collection
 import orjson
 
 from loadgen.files import read_jsonl, write_atomic
-from loadgen.names import CellStatus
 from loadgen.record import CellKey, cell_key
 from loadgen.results.cell_result import CellResult, from_json
 
@@ -31,7 +30,9 @@ def kept_cells(doc: dict | None, wanted: Collection[CellKey] | None) -> list[Cel
 
 
 def ok_keys(cells: list[CellResult]) -> set[CellKey]:
-    return {c.key for c in cells if c.status is CellStatus.OK}
+    """The cells that stand as done: judged ok and not cut short (`incidents.finished`; a cell an interrupt
+    stopped early is measured again on resume, so it is no ok cell of a summary either)."""
+    return {c.key for c in cells if c.finished}
 
 
 def prune_records(path: str, kept: list[CellResult]) -> int:

@@ -9,15 +9,18 @@ from datetime import UTC, datetime
 
 from loadgen.errors import UsageError
 from loadgen.files import write_json_atomic
-from loadgen.names import ConfigStatus
+from loadgen.names import CellStatus, ConfigStatus
 from loadgen.record import CellKey
-from loadgen.report.compare import compare_table, load_inputs
+from loadgen.console import WIDTH
+from loadgen.report.compare import Run, compare_table, load_inputs
+from loadgen.report.verdict_text import verdict_lines
 from loadgen.report.search_report import capacity_ranking
 from loadgen.results.cell_result import CellResult
 from loadgen.results.cell_status import check_names, measured
 from loadgen.results.correctness import produced_garbage
 from loadgen.results.schema import SWEEP_SCHEMA
 from loadgen.results.stored import ok_keys, stored_cells
+from loadgen.results.verdict import verdicts
 from loadgen.sweep import state
 from loadgen.sweep.spec import SweepSpec
 
@@ -54,14 +57,26 @@ def write_summary(spec: SweepSpec, order: list[CellKey], started_at: str) -> dic
             "diagnostics": (os.path.basename(paths["diagnostics"]) if os.path.exists(paths["diagnostics"])
                             else None),
             "garbage_cells": [c.key.label() for c in cells if produced_garbage(c)],
+            "cells_cut_short": [c.key.label() for c in cells if c.status is CellStatus.OK and not c.finished],
             "drift": doc.get("drift"),  # the control measured again and the verdict (docs/drift.md); None: not checked
             **_checked(cells),
         })
     summary = {"schema": SWEEP_SCHEMA, "name": spec.name, "file": os.path.abspath(spec.path),
                "source": spec.text, "started_at": started_at,
-               "updated_at": datetime.now(UTC).isoformat(), "matrix": spec.matrix, "configs": configs}
+               "updated_at": datetime.now(UTC).isoformat(), "matrix": spec.matrix, "configs": configs,
+               "verdict": [v.to_json() for v in verdicts(_results(spec, configs))]}
     write_json_atomic(os.path.join(spec.out_dir, "sweep.json"), summary)
     return summary
+
+
+def _results(spec: SweepSpec, configs: list[dict]) -> list[Run]:
+    """Each configuration's results as compare reads them, from the files the summary lists."""
+    out = []
+    for c in configs:
+        path = os.path.join(spec.out_dir, c["results"])
+        if doc := state.load_doc(path):
+            out.append(Run(c["name"], path, doc, {x.key: x for x in stored_cells(doc)}))
+    return out
 
 
 def _checked(cells: list[CellResult]) -> dict:
@@ -85,13 +100,18 @@ def print_summary(spec: SweepSpec, summary: dict) -> None:
     for c in summary["configs"]:
         note = f"  {c['reason']}" if c["status"] != ConfigStatus.OK and c["reason"] else ""
         cells = f"{c['cells_ok']}/{c['cells_total']} cells ok{_measured_note(c)}"
-        print(f"  {c['name']:<20} {c['status']:<8} {cells}{note}")
+        cut = f", {len(c['cells_cut_short'])} cut short" if c.get("cells_cut_short") else ""
+        print(f"  {c['name']:<20} {c['status']:<8} {cells}{cut}{note}")
         if c.get("garbage_cells"):
             print(f"  {'':<20} GARBAGE OUTPUT in {', '.join(c['garbage_cells'])} (--verify): never best")
     runs = load_inputs([spec.out_dir])
     if any(r.cells for r in runs):
         print()
         print(compare_table(runs, baseline=None))
+    lines = verdict_lines(verdicts(runs), WIDTH)
+    if lines:
+        print()
+        print("\n".join(lines))
     capacity = capacity_ranking(runs)
     if capacity:
         print()

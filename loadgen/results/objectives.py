@@ -1,0 +1,62 @@
+"""What a verdict across configurations can be asked to decide: each objective's figure, its direction and unit,
+and where its 95 % interval comes from (definitions.md#verdict)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from loadgen.results.cell_result import CellResult
+from loadgen.results.cell_view import number
+
+
+class Objective(StrEnum):
+    OUTPUT_TOK_S = "output_tok_s"
+    REQUEST_TOK_S = "request_tok_s"
+    TTFT_P50_S = "ttft_p50_s"
+    GOOD_TOK_S = "good_tok_s"
+    J_PER_TOKEN = "j_per_token"
+
+
+@dataclass(frozen=True)
+class ObjectiveSpec:
+    """One objective: the cell figure it reads (by its JSON path), whether higher is better, and its interval:
+    the cell's own (`noise.intervals[interval]`), or, for a figure without one, the relative interval of
+    `proxy` (good tok/s and J/token move with the tokens delivered, whose noise is output tok/s's)."""
+
+    objective: Objective
+    title: str
+    path: str
+    higher_is_better: bool
+    unit: str
+    interval: str | None = None
+    proxy: str | None = None
+    proxy_inverse: bool = False  # the figure falls as the proxy rises (J/token against tokens delivered)
+
+    def value(self, cell: CellResult) -> float | None:
+        return number(cell, self.path)
+
+    def interval_of(self, cell: CellResult) -> tuple[float, float] | None:
+        """The 95 % interval of the cell's figure: its own, else the proxy's scaled to this figure's value."""
+        intervals = cell.noise.intervals or {}
+        own = intervals.get(self.interval) if self.interval else None
+        if own is not None:
+            return float(own[0]), float(own[1])
+        proxy = intervals.get(self.proxy) if self.proxy else None
+        value, centre = self.value(cell), number(cell, self.proxy) if self.proxy else None
+        if proxy is None or value is None or not centre:
+            return None
+        if self.proxy_inverse:
+            return value * centre / proxy[1], value * centre / proxy[0]
+        return value * proxy[0] / centre, value * proxy[1] / centre
+
+
+SPECS = {s.objective: s for s in (
+    ObjectiveSpec(Objective.OUTPUT_TOK_S, "output tok/s", "output_tok_s", True, "tok/s", "output_tok_s"),
+    ObjectiveSpec(Objective.REQUEST_TOK_S, "per-request tok/s", "request_tok_s.mean", True, "tok/s",
+                  "request_tok_s.mean"),
+    ObjectiveSpec(Objective.TTFT_P50_S, "TTFT p50", "ttft_s.p50", False, "s", "ttft_s.p50"),
+    ObjectiveSpec(Objective.GOOD_TOK_S, "goodput", "slo.good_output_tok_s", True, "tok/s", proxy="output_tok_s"),
+    ObjectiveSpec(Objective.J_PER_TOKEN, "J/token", "power.j_per_output_token", False, "J/token",
+                  proxy="output_tok_s", proxy_inverse=True),
+)}

@@ -1,0 +1,258 @@
+"""The verdict across configurations (definitions.md#verdict): at each load (prompt length × concurrency or
+rate) and for each objective, which configuration serves best, by how much beyond noise, or which are tied.
+
+Per configuration and load an `Estimate`: the figure and its 95 % interval. One measurement: the cell's own
+interval (a bootstrap over its requests, or Student's t over `--repeat`). Several (the same configuration in
+several results, a search's `again` cells): their mean, and an interval as wide as the wider of the
+measurements' own noise (their intervals, combined as a mean's) and the spread between them (Student's t over
+the values): a configuration whose measurements drifted apart is that much less certain.
+
+The margin of a leader L over another configuration O: m = L/O − 1 (higher is better) or O/L − 1 (lower is
+better), ≥ 0 for the leader; its interval from the log ratio, ln(1 + m) ± 1.96·√(s_L² + s_O²), where s is
+each estimate's standard error on the log scale, (ln high − ln low) / (2·1.96). L beats O when the interval's
+low end is above 0 and m is at least the resolution (`RESOLUTION`, 2 %: a difference too small to be worth a
+restart of the server is a tie, whatever the noise). The configurations L does not beat are tied with it;
+`decision` is *wins* when L beats every other eligible configuration, else *tied* (the tied set named,
+never ranked), *alone* with one eligible configuration, *none* with none.
+
+Eligible: measured, every check passed, and not cut short (`cell_status.not_best`, `cut_short`); the others
+are listed apart with their reason, so a margin is never taken against a configuration that could not win.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import NamedTuple
+
+from loadgen.metrics.confidence import repeat_interval
+from loadgen.record import CellKey
+from loadgen.results.cell_result import CellResult
+from loadgen.results.cell_status import cut_short, not_best
+from loadgen.results.compare_inputs import Run
+from loadgen.results.objectives import SPECS, Objective, ObjectiveSpec
+from loadgen.results.verdict_why import Why, explain
+
+RESOLUTION = 0.02
+Z95 = 1.96
+
+
+class Load(NamedTuple):
+    """A load the verdict is given at: a cell's key less `again` (every measurement of it counts)."""
+
+    context_tokens: int
+    concurrency: int
+    request_rate: float | None
+
+    @classmethod
+    def of(cls, key: CellKey) -> Load:
+        return cls(key.context_tokens, key.concurrency, key.request_rate)
+
+    def text(self) -> str:
+        return f"rate {self.request_rate:g}/s" if self.request_rate is not None else f"c={self.concurrency}"
+
+
+@dataclass
+class Configuration:
+    """One configuration's results: every input that carries its name (a repeated input's `#2` suffix
+    dropped), its cells grouped by load."""
+
+    name: str
+    runs: list[Run] = field(default_factory=list)
+
+    def cells(self, load: Load) -> list[CellResult]:
+        return [c for r in self.runs for key, c in sorted(r.cells.items()) if Load.of(key) == load]
+
+
+def configurations(runs: Sequence[Run]) -> list[Configuration]:
+    """The inputs grouped by configuration name, in the order first given."""
+    found: dict[str, Configuration] = {}
+    for r in runs:
+        name = re.sub(r"#\d+$", "", r.name)
+        found.setdefault(name, Configuration(name)).runs.append(r)
+    return list(found.values())
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A configuration's figure at one load: the value, its 95 % interval, each measurement's value."""
+
+    config: str
+    value: float
+    interval: tuple[float, float] | None
+    measurements: tuple[float, ...]
+
+    def log_se(self) -> float | None:
+        """Standard error of ln(value), from the interval: (ln high − ln low) / (2·1.96)."""
+        if self.interval is None:
+            return None
+        low, high = self.interval
+        if low > 0:
+            return (math.log(high) - math.log(low)) / (2 * Z95)
+        return (high - low) / (2 * Z95 * self.value)
+
+
+def estimate(config: str, cells: Sequence[CellResult], spec: ObjectiveSpec) -> Estimate | None:
+    """The configuration's estimate from its eligible cells at one load (None when none has the figure)."""
+    pairs = [(v, spec.interval_of(c)) for c in cells if (v := spec.value(c)) is not None and v > 0]
+    if not pairs:
+        return None
+    values = tuple(v for v, _ in pairs)
+    mean = sum(values) / len(values)
+    if len(pairs) == 1:
+        return Estimate(config, mean, pairs[0][1], values)
+    own = [(iv[1] - iv[0]) / (2 * Z95) for _, iv in pairs if iv is not None]
+    within = math.sqrt(sum(s * s for s in own)) / len(own) * Z95 if len(own) == len(pairs) else 0.0
+    spread = repeat_interval(list(values))
+    between = (spread[1] - spread[0]) / 2 if spread else 0.0
+    half = max(within, between)
+    return Estimate(config, mean, (mean - half, mean + half) if half else None, values)
+
+
+@dataclass(frozen=True)
+class Margin:
+    """How much better the leader is than another configuration (a fraction ≥ 0) and its 95 % interval."""
+
+    value: float
+    interval: tuple[float, float] | None
+
+    def beats(self, resolution: float) -> bool:
+        return self.interval is not None and self.interval[0] > 0 and self.value >= resolution
+
+    def half_width(self) -> float | None:
+        return None if self.interval is None else (self.interval[1] - self.interval[0]) / 2
+
+
+def margin(leader: Estimate, other: Estimate, higher_is_better: bool) -> Margin:
+    """`leader`'s margin over `other` (module docstring)."""
+    d = math.log(leader.value / other.value) if higher_is_better else math.log(other.value / leader.value)
+    a, b = leader.log_se(), other.log_se()
+    if a is None or b is None:
+        return Margin(math.expm1(d), None)
+    se = math.hypot(a, b)
+    return Margin(math.expm1(d), (math.expm1(d - Z95 * se), math.expm1(d + Z95 * se)))
+
+
+class Decision(StrEnum):
+    WINS = "wins"
+    TIED = "tied"
+    ALONE = "alone"
+    NONE = "none"
+
+
+@dataclass
+class Verdict:
+    """The answer at one load for one objective."""
+
+    load: Load
+    objective: Objective
+    decision: Decision
+    ranked: list[Estimate]  # the eligible configurations with the figure, best first
+    tied: list[str]  # with TIED: the leader and every configuration it does not beat
+    runner_up: str | None
+    margin: Margin | None  # the leader's over the runner-up
+    ineligible: list[tuple[str, str]]  # (configuration, why it could not win here)
+    why: Why | None = None
+
+    @property
+    def winner(self) -> str | None:
+        return self.ranked[0].config if self.decision in (Decision.WINS, Decision.ALONE) else None
+
+    @property
+    def tie_reason(self) -> str | None:
+        """With TIED: 'within noise' when some tied configuration's margin interval reaches 0, else 'below the
+        resolution' (every difference is beyond noise, and smaller than `RESOLUTION`)."""
+        if self.decision is not Decision.TIED or not self.ranked:
+            return None
+        others = [e for e in self.ranked[1:] if e.config in self.tied]
+        noisy = any(not (m := margin(self.ranked[0], e, SPECS[self.objective].higher_is_better)).interval
+                    or m.interval[0] <= 0 for e in others)
+        return "within noise" if noisy else "below the resolution"
+
+    @property
+    def leader(self) -> str | None:
+        return self.ranked[0].config if self.ranked else None
+
+    def to_json(self) -> dict:
+        """The `verdict[]` entry of docs/results.md."""
+        m = self.margin
+        return {"context": self.load.context_tokens,
+                "concurrency": self.load.concurrency if self.load.request_rate is None else None,
+                "rate": self.load.request_rate, "objective": self.objective.value, "decision": self.decision.value,
+                "winner": self.winner, "tied": self.tied,
+                "tie_reason": self.tie_reason, "runner_up": self.runner_up,
+                "margin": None if m is None else m.value,
+                "margin_interval": None if m is None or m.interval is None else list(m.interval),
+                "estimates": [{"config": e.config, "value": e.value,
+                               "interval": None if e.interval is None else list(e.interval),
+                               "measurements": list(e.measurements)} for e in self.ranked],
+                "ineligible": [{"config": c, "reason": r} for c, r in self.ineligible],
+                "why": None if self.why is None else self.why.to_json()}
+
+
+def decide(ranked: list[Estimate], higher_is_better: bool, resolution: float) -> tuple[Decision, list[str],
+                                                                                      str | None, Margin | None]:
+    """(decision, tied set, runner-up, the leader's margin over it) of estimates ranked best first."""
+    if not ranked:
+        return Decision.NONE, [], None, None
+    if len(ranked) == 1:
+        return Decision.ALONE, [], None, None
+    leader = ranked[0]
+    margins = {e.config: margin(leader, e, higher_is_better) for e in ranked[1:]}
+    tied = [leader.config] + [c for c, m in margins.items() if not m.beats(resolution)]
+    runner = tied[1] if len(tied) > 1 else ranked[1].config
+    return (Decision.TIED if len(tied) > 1 else Decision.WINS), (tied if len(tied) > 1 else []), runner, \
+        margins[runner]
+
+
+def ineligible_reason(cell: CellResult) -> str | None:
+    """Why a cell cannot stand in a verdict: not measured, a failed check, or cut short; None when it can."""
+    return not_best(cell) or cut_short(cell)
+
+
+def verdict_at(configs: Sequence[Configuration], load: Load, spec: ObjectiveSpec,
+               resolution: float = RESOLUTION) -> Verdict | None:
+    """The verdict at `load` for `spec`'s objective; None when no eligible configuration has the figure."""
+    estimates, ineligible, eligible_cells = [], [], {}
+    for conf in configs:
+        cells = conf.cells(load)
+        if not cells:
+            if any(r.cells for r in conf.runs):
+                ineligible.append((conf.name, "not measured at this load"))
+            continue
+        ok = [c for c in cells if ineligible_reason(c) is None]
+        if not ok:
+            ineligible.append((conf.name, ineligible_reason(cells[-1]) or ""))
+            continue
+        found = estimate(conf.name, ok, spec)
+        if found is not None:
+            estimates.append(found)
+            eligible_cells[conf.name] = ok
+    if not estimates:
+        return None
+    ranked = sorted(estimates, key=lambda e: e.value, reverse=spec.higher_is_better)
+    decision, tied, runner, m = decide(ranked, spec.higher_is_better, resolution)
+    verdict = Verdict(load, spec.objective, decision, ranked, tied, runner, m, ineligible)
+    if runner is not None:
+        by_name = {c.name: c for c in configs}
+        verdict.why = explain(by_name[ranked[0].config], eligible_cells[ranked[0].config],
+                              by_name[runner], eligible_cells[runner])
+    return verdict
+
+
+def verdicts(runs: Sequence[Run], resolution: float = RESOLUTION,
+             objectives: Sequence[Objective] | None = None) -> list[Verdict]:
+    """Every load's verdict for every objective some cell has a figure of, loads in cell order, objectives
+    in `Objective` order."""
+    configs = configurations(runs)
+    loads = sorted({Load.of(k) for r in runs for k in r.cells}, key=lambda ld: CellKey(*ld))
+    out = []
+    for objective in objectives or list(Objective):
+        for load in loads:
+            found = verdict_at(configs, load, SPECS[objective], resolution)
+            if found is not None:
+                out.append(found)
+    return out

@@ -1,0 +1,177 @@
+"""Why the leader of a verdict out-serves its runner-up, from measured figures only (definitions.md#verdict-why).
+
+Output tok/s = accept length × verify steps/s (`metrics/verify_steps.py`), so the ratio of two configurations'
+output tok/s is the accept-length ratio times the verify-steps/s ratio: "accept length ×3.5, verify steps/s
+×0.45: net ×1.6". Beside it, what limits the leader's accept length (its full-draft share), the GPU's side
+(power against its limit, the bottleneck verdict) where telemetry was taken, and the settings beyond the
+speculative ones that differ between the two (confounders: CUDA graphs, overlap scheduling, max running
+requests, parallelism, quantisation — each engine adapter's `speed_keys`, read from the server info the
+results hold; a setting that is itself a swept parameter is no confounder).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from loadgen.engines.registry import adapter
+from loadgen.metrics import verify_steps as vs
+from loadgen.results.cell_result import CellResult
+from loadgen.results.cell_view import figure, number
+
+if TYPE_CHECKING:
+    from loadgen.results.verdict import Configuration
+
+
+@dataclass(frozen=True)
+class SpecFigures:
+    """One configuration's speculative figures at a load (the mean over its eligible measurements)."""
+
+    output_tok_s: float | None
+    accept_length: float | None
+    accept_source: str | None
+    verify_steps_per_s: float | None
+    step_ms: float | None
+    full_draft_share: float | None
+    draft_positions: int | None
+    power_fraction_of_limit: float | None
+    bottleneck: str | None
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return sum(present) / len(present) if present else None
+
+
+def spec_figures(cells: Sequence[CellResult]) -> SpecFigures:
+    """The figures of `SpecFigures` over a configuration's eligible cells at one load."""
+    out = _mean([number(c, "output_tok_s") for c in cells])
+    accept = _mean([number(c, "accept_length.value") for c in cells])
+    positions = [figure(c, "accept_by_position") for c in cells]
+    share = _mean([vs.full_draft_share(p) for p in positions])
+    return SpecFigures(
+        output_tok_s=out, accept_length=accept, accept_source=figure(cells[-1], "accept_length.source"),
+        verify_steps_per_s=vs.verify_steps_per_s(out, accept),
+        step_ms=_mean([vs.step_ms(number(c, "steps.step_itl_s.mean")) for c in cells]),
+        full_draft_share=share, draft_positions=max((len(p) for p in positions if p), default=None),
+        power_fraction_of_limit=_mean([number(c, "power.power_fraction_of_limit") for c in cells]),
+        bottleneck=cells[-1].gpu.bottleneck)
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def _settings(conf: Configuration) -> tuple[dict[str, Any], set[str]]:
+    """(the speed settings of the configuration's server info, the names of its swept parameters)."""
+    doc = conf.runs[-1].doc
+    target = doc.get("target") or {}
+    info = target.get("server_info") or {}
+    keys = adapter(str(target.get("engine"))).speed_keys
+    swept = {k for r in conf.runs for k in r.params}
+    return {k: info[k] for k in keys if k in info}, swept
+
+
+def confounders(a: Configuration, b: Configuration) -> list[str]:
+    """'disable_cuda_graph: b64t8=True, b16t8=False' for each speed setting the two servers report differently
+    that neither swept."""
+    (sa, swept_a), (sb, swept_b) = _settings(a), _settings(b)
+    swept = swept_a | swept_b
+    return [f"{k}: {a.name}={sa.get(k)}, {b.name}={sb.get(k)}" for k in dict.fromkeys([*sa, *sb])
+            if k not in swept and repr(sa.get(k)) != repr(sb.get(k))]
+
+
+@dataclass(frozen=True)
+class Why:
+    """The leader against the runner-up: their figures, the ratios (leader / runner-up), the leader's draft
+    limit, confounders."""
+
+    leader: str
+    runner_up: str
+    configs: dict[str, SpecFigures]
+    accept_ratio: float | None
+    steps_ratio: float | None
+    net_ratio: float | None
+    limit: vs.DraftLimit
+    confounders: list[str]
+
+    def to_json(self) -> dict:
+        return {"leader": self.leader, "runner_up": self.runner_up,
+                "configs": {name: asdict(f) for name, f in self.configs.items()},
+                "accept_ratio": self.accept_ratio, "steps_ratio": self.steps_ratio, "net_ratio": self.net_ratio,
+                "limit": self.limit.value, "confounders": self.confounders, "text": why_text(self)}
+
+
+def explain(leader: Configuration, leader_cells: Sequence[CellResult], runner: Configuration,
+            runner_cells: Sequence[CellResult]) -> Why:
+    a, b = spec_figures(leader_cells), spec_figures(runner_cells)
+    accept, steps = _ratio(a.accept_length, b.accept_length), _ratio(a.verify_steps_per_s, b.verify_steps_per_s)
+    return Why(leader.name, runner.name, {leader.name: a, runner.name: b}, accept, steps,
+               _ratio(a.output_tok_s, b.output_tok_s), vs.draft_limit(a.full_draft_share),
+               confounders(leader, runner))
+
+
+def _n(x: float | None, spec: str = ".1f") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def decomposition_text(w: Why) -> str:
+    """'accept length 12.9 vs 3.7 (×3.49), verify steps/s 1920 vs 4250 (×0.45; 15.2 vs 6.9 ms a step): net
+    ×1.58'; without accept lengths, what is missing."""
+    a, b = w.configs[w.leader], w.configs[w.runner_up]
+    if w.accept_ratio is None or w.steps_ratio is None:
+        return "no accept length reported for both: no decomposition"
+    step = f"; {_n(a.step_ms)} vs {_n(b.step_ms)} ms a step" if a.step_ms and b.step_ms else ""
+    return (f"accept length {_n(a.accept_length, '.2f')} vs {_n(b.accept_length, '.2f')} (×{w.accept_ratio:.2f}), "
+            f"verify steps/s {_n(a.verify_steps_per_s, '.0f')} vs {_n(b.verify_steps_per_s, '.0f')} "
+            f"(×{w.steps_ratio:.2f}{step}): net ×{_n(w.net_ratio, '.2f')}")
+
+
+SAME = 0.01  # ratios within 1 % of 1 read as "the same"
+
+
+def reason_text(w: Why) -> str:
+    """Which side of the product decided it, in words."""
+    a, s = w.accept_ratio, w.steps_ratio
+    if a is None or s is None:
+        return ""
+    if abs(a - 1) < SAME and abs(s - 1) < SAME:
+        return "the same accept length and verify speed"
+    if abs(a - 1) < SAME:
+        return f"the same accept length; {w.leader}'s verify steps are {'faster' if s > 1 else 'slower'}"
+    if a > 1 and s <= 1:
+        return f"{w.leader}'s longer accepted drafts outweigh its slower verify steps"
+    if s > 1 and a <= 1:
+        return (f"{w.leader}'s faster verify steps outweigh {w.runner_up}'s longer accepted drafts: the larger "
+                "draft costs more than its extra tokens")
+    return f"{w.leader} is ahead on both: longer accepted drafts and faster verify steps"
+
+
+def limit_text(w: Why) -> str:
+    """What limits the leader's accept length, from its full-draft share."""
+    f = w.configs[w.leader]
+    if w.limit is vs.DraftLimit.UNKNOWN:
+        return f"{w.leader}'s full-draft share: not reported by the server"
+    share = f"{f.full_draft_share:.0%} of {w.leader}'s verify steps accepted the whole draft"
+    if w.limit is vs.DraftLimit.DRAFT_SIZE:
+        return f"{share}: the draft's size binds its accept length, a larger budget or depth has room"
+    if w.limit is vs.DraftLimit.DRAFTER:
+        return f"{share}: the drafter limits its accept length, a larger budget mostly adds verify cost"
+    return f"{share}: both the draft's size and the drafter limit its accept length"
+
+
+def gpu_text(w: Why) -> str:
+    f = w.configs[w.leader]
+    power = "" if f.power_fraction_of_limit is None else f"GPU power {f.power_fraction_of_limit:.0%} of its limit"
+    neck = f"bottleneck {f.bottleneck}" if f.bottleneck and f.bottleneck != "unknown" else ""
+    return ", ".join(p for p in (power, neck) if p)
+
+
+def why_text(w: Why) -> str:
+    """The why in one paragraph: decomposition, reason, draft limit, GPU, confounders."""
+    parts = [f"{w.leader} against {w.runner_up}: {decomposition_text(w)}", reason_text(w), limit_text(w),
+             gpu_text(w)]
+    if w.confounders:
+        parts.append("confounders (settings beyond the swept ones differ): " + "; ".join(w.confounders))
+    return ". ".join(p for p in parts if p) + "."
