@@ -7,20 +7,20 @@ from __future__ import annotations
 import csv
 import io
 import textwrap
-
-import orjson
 from collections.abc import Callable
 from enum import StrEnum
 from typing import Any
+
+import orjson
 
 from loadgen.console import WIDTH
 from loadgen.names import CellStatus
 from loadgen.record import CellKey, cell_key
 from loadgen.report import category_compare
 from loadgen.report import text_table as tt
-from loadgen.report.verdict_text import verdict_lines
 from loadgen.report.knee_text import knee_summary
 from loadgen.report.text_table import Column
+from loadgen.report.verdict_text import verdict_lines
 from loadgen.results.best import mark_best
 from loadgen.results.cell_result import CellResult
 from loadgen.results.cell_status import failed_checks, not_best, unmeasured

@@ -3,7 +3,7 @@ style sheet is inline, there is no script and nothing to fetch: the file can be 
 offline and reads the same.
 
 Order, for the question "which budget wins, where, and at what power": the simulator banner and problems
-first, who wins each cell, the plots, the full comparison, each configuration's matrix, what failed and why,
+first, the answer (per load and objective the winner beyond noise or the tied set, and why), the plots, the full comparison, each configuration's matrix, what failed and why,
 then what was measured where (metadata)."""
 
 from __future__ import annotations
@@ -22,17 +22,15 @@ from loadgen.report.html_tables import (
     category_table,
     columns_table,
     comparison_table,
-    load_text,
     matrix_table_html,
-    prompt_text,
     swatch,
 )
+from loadgen.report.html_verdict import answer_section
 from loadgen.report.knee_text import knee_lines
 from loadgen.report.plot_axes import config_colors
 from loadgen.report.plots import Plot
-from loadgen.results.cell_result import CellResult
-from loadgen.results.cell_status import check_names, measured
 from loadgen.results.cell_view import results_of
+from loadgen.results.verdict import verdicts
 
 if TYPE_CHECKING:
     from matplotlib.typing import ColorType
@@ -78,64 +76,6 @@ def _subtitle(runs: list[Run]) -> str:
     when = f"measured {starts[0][:16].replace('T', ' ')} UTC" if starts else "date unknown"
     return (f"{len(runs)} configuration{'s' * (len(runs) != 1)} × {cells} cells · {when} · "
             f"{', '.join(urls)} · engine {', '.join(engines)} · model {', '.join(models)}")
-
-
-def _winner(group: list[compare.Row], m: str, colors: dict[str, ColorType]) -> str:
-    """'b32 (+6.7 % vs b16)' as HTML: the best configuration(s) of a cell at metric m (each with its plot
-    colour) and the margin over the next."""
-    best = [r for r in group if m in r["best"]]
-    if not best:
-        close = [r["config"] for r in group if m in r["noise"]]
-        return text(f"within noise: {', '.join(close)}") if close else "-"
-    others = sorted((r for r in group if r[m] is not None and m not in r["best"]), key=lambda r: r[m],
-                    reverse=compare.METRICS[m][2] == "high")
-    names = ", ".join(el("span", swatch(colors.get(r["config"])) + text(r["config"]), class_="who") for r in best)
-    if not others or not others[0][m]:
-        return names
-    margin = best[0][m] / others[0][m] - 1
-    shown = f"{margin:+.1%}" if abs(margin) >= 0.0005 else f"{margin:+.2%}"
-    return names + " " + el("span", text(f"({shown} vs {others[0]['config']})"), class_="margin")
-
-
-def winners_table(runs: list[Run], base: int) -> str:
-    """Per cell, the configuration best at each headline figure (from compare.comparison's marks), its margin
-    over the runner-up, and the configurations that could not be best there and why (`_why_out`)."""
-    rows = compare.comparison(runs, base)
-    keys = list(dict.fromkeys(_key(r) for r in rows))
-    cells = {(r.name, k): c for r in runs for k, c in r.cells.items()}
-    any_failed = any(_why_out(c) for c in cells.values())
-    shown = compare.shown_metrics(rows)
-    metrics = [m for m in ("good_tok_s", *WINNER_METRICS) if m in shown]  # with --slo, goodput first
-    head = el("thead", el("tr", el("th", "prompt") + el("th", "load") + "".join(
-        el("th", text(compare.METRICS[m][0] + (" (high)" if compare.METRICS[m][2] == "high" else " (low)")))
-        for m in metrics) + (el("th", "never best here") if any_failed else "")))
-    colors = config_colors(runs)
-    body = []
-    for key in keys:
-        group = [r for r in rows if _key(r) == key]
-        tds = [el("td", text(prompt_text(key[0])), class_="num"), el("td", text(load_text(key)), class_="num")]
-        tds += [el("td", _winner(group, m, colors), data_metric=m) for m in metrics]
-        if any_failed:
-            out = [f"{r['config']} ({why})" for r in group if (why := _why_out(cells[(r["config"], key)]))]
-            tds.append(el("td", text(", ".join(out)), class_="note"))
-        body.append(el("tr", "".join(tds), data_ctx=key[0], data_concurrency=key[1], data_rate=key[2] or None))
-    table = el("table", head + el("tbody", "".join(body)), class_="data winners", data_table="winners")
-    return el("div", table, class_="scroll")
-
-
-def _why_out(cell: CellResult) -> str:
-    """'not measured', 'garbage output, missed SLO' (the checks a measured cell failed), or '' (a contender)."""
-    return "not measured" if not measured(cell) else check_names(cell)
-
-
-def _winners_section(runs: list[Run], base: int) -> str:
-    if not any(row["best"] or row["noise"] for row in compare.comparison(runs, base)):
-        return el("p", text("No cell was measured usably by two or more configurations: nothing to rank. The "
-                            "figures are in the matrices below."), class_="sub")
-    return el("p", text(f"Best of each cell beyond noise (its 95 % interval clear of every other's) among the "
-                        f"measured cells that passed their checks; \"within noise\" names the configurations no "
-                        f"measurement tells apart. The full figures and speed-ups against {runs[base].name} are "
-                        f"in the comparison below."), class_="sub") + winners_table(runs, base)
 
 
 def _key(row: compare.Row) -> CellKey:
@@ -189,7 +129,8 @@ def render_page(runs: list[Run], sweeps: list[Sweep], base: int, plots: list[Plo
     open_loop = _open_loop(runs)
     categories = category_table(runs)
     sections = [
-        ("winners", "Which configuration wins where", _winners_section(runs, base)),
+        ("answer", "The answer: which configuration wins where, and why",
+         answer_section(verdicts(runs), config_colors(runs))),
         ("plots", "Plots", _plots_section(plots, notes)),
         ("knee", "Where throughput stops growing", _knee_section(measured, config_colors(runs))),
         ("comparison", "Comparison", el("p", text(

@@ -7,14 +7,14 @@ import fcntl
 import os
 from datetime import UTC, datetime
 
+from loadgen.console import WIDTH
 from loadgen.errors import UsageError
 from loadgen.files import write_json_atomic
 from loadgen.names import CellStatus, ConfigStatus
 from loadgen.record import CellKey
-from loadgen.console import WIDTH
 from loadgen.report.compare import Run, compare_table, load_inputs
-from loadgen.report.verdict_text import verdict_lines
 from loadgen.report.search_report import capacity_ranking
+from loadgen.report.verdict_text import verdict_lines
 from loadgen.results.cell_result import CellResult
 from loadgen.results.cell_status import check_names, measured
 from loadgen.results.correctness import produced_garbage
