@@ -95,8 +95,9 @@ def _runs():
 
 def test_compare_text_and_markdown():
     # the flaky configuration's 9999 tok/s is not the best: too many of its requests failed, so it is marked;
-    # the other's 5000 tok/s is not either: its client was saturated (measured: shown, marked !); equal figures
-    # are a tie, never a win; notes are numbered under the rows
+    # the other's 5000 tok/s is not either: its client was saturated (measured: shown, marked !); no margin is
+    # taken against either, so base, the one configuration left, is alone and marked nothing; notes are
+    # numbered under the rows
     runs = _runs()
     runs[0].cells[compare.cell_key(CLOSED)] = from_json(dict(CLOSED, client=None))
     rows = compare.comparison(runs, 0)
@@ -107,8 +108,8 @@ def test_compare_text_and_markdown():
         '    60  40/s other-configuration-name          -        -              -        -            -      '
         ' -       - n1',
         '',
-        '  1024    32 base (base)                 4723.2*    1.00x         147.6~    1.00x       200.0~   3.9'
-        '1~  0.765~',
+        '  1024    32 base (base)                 4723.2     1.00x         147.6     1.00x       200.0    3.9'
+        '1   0.765',
         '             other-configuration-name    5000.0!    1.06x         147.6!    1.00x       200.0!   3.9'
         '1!  0.765! n2',
         '             flaky                             -        -              -        -            -      '
@@ -117,18 +118,17 @@ def test_compare_text_and_markdown():
         'n2 ctx 1024 conc 32 other-configuration-name: never best: client saturated: client CPU 95% > 90%',
         'n3 ctx 1024 conc 32 flaky: FAILED: 10 of 64 requests failed (15.6% > 0.05 --max-failed-fraction): 10 '
         'http_error',
-        '* best of the cell beyond noise (highest tok/s and accept length; lowest TTFT, W and J/token; its 95 %'
-        ' interval clear of',
-        "every other's); ~ within noise of the cell's leader: no best named; vs base = value / the baseline's",
+        '* best of the cell beyond noise (highest tok/s and accept length; lowest TTFT, W and J/token; its margi'
+        'n over every',
+        "other's 95 % interval clear of 0 and ≥ 2%); ~ tied for the lead (within noise or below 2%): no best nam"
+        "ed; vs base =",
+        "value / the baseline's",
         '! measured, but the cell failed a check (client saturated): its figures are shown and never best; th'
         'e note says why',
-        'within noise: 5 of 6 compared figures are tied or differ less than their 95 % intervals, so no best '
-        'is named for them',
     ])
     md = compare.render_markdown(rows).splitlines()
-    assert md[3] == ('| 1024 | 32 | base (base) | **4723.2** | 1.00x | 147.6~ | 1.00x | 200.0~ | 3.91~ | 3612~ | '
-                     '0.765~ |  |')
-    assert md[-3].startswith("**bold**: best of the cell beyond noise") and md[-2].startswith("! measured, but")
+    assert md[3] == '| 1024 | 32 | base (base) | 4723.2 | 1.00x | 147.6 | 1.00x | 200.0 | 3.91 | 3612 | 0.765 |  |'
+    assert md[-2].startswith("**bold**: best of the cell beyond noise") and md[-1].startswith("! measured, but")
 
 
 def test_alignment_and_missing_fields():

@@ -4,20 +4,17 @@ which stand for their configurations in sweep order. Pure functions from documen
 
 from __future__ import annotations
 
-import csv
-import io
 import textwrap
 from collections.abc import Callable
 from enum import StrEnum
 from typing import Any
-
-import orjson
 
 from loadgen.console import WIDTH
 from loadgen.names import CellStatus
 from loadgen.record import CellKey, cell_key
 from loadgen.report import category_compare
 from loadgen.report import text_table as tt
+from loadgen.report.compare_machine import render_csv, render_json
 from loadgen.report.knee_text import knee_summary
 from loadgen.report.text_table import Column
 from loadgen.report.verdict_text import verdict_lines
@@ -29,8 +26,6 @@ from loadgen.results.compare_inputs import Run, load_inputs, pick_baseline
 from loadgen.results.objectives import SPECS, Objective
 from loadgen.results.slo_part import attainment_text
 from loadgen.results.verdict import RESOLUTION, configurations, verdicts
-
-COMPARE_SCHEMA = "loadgen.compare/v1"
 
 __all__ = ["Run", "TableFormat", "comparison", "compare_table", "load_inputs", "pick_baseline", "render_text"]
 
@@ -268,16 +263,8 @@ def render_markdown(rows: list[Row]) -> str:
     return "\n".join(out)
 
 
-def render_csv(rows: list[Row]) -> str:
-    fields = ["context_tokens", "concurrency", "config", "status", "measured", *METRICS,
-              *(m + "_x" for m in SPEEDUPS), "best", "noise", "checks", "error"]
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
-    w.writeheader()
-    for row in rows:
-        w.writerow(row | {"best": " ".join(row["best"]), "noise": " ".join(row["noise"]),
-                          "checks": "; ".join(row["checks"])})
-    return buf.getvalue()
+def _csv(rows: list[Row]) -> str:
+    return render_csv(rows, list(METRICS), SPEEDUPS)
 
 
 class TableFormat(StrEnum):
@@ -289,16 +276,6 @@ class TableFormat(StrEnum):
     JSON = "json"
 
 
-def render_json(runs: list[Run], rows: list[Row], resolution: float) -> str:
-    """{schema, configurations, resolution, verdict: [`Verdict.to_json`], rows: the comparison's rows} for a CI
-    job (docs/results.md#verdict)."""
-    shown = [row | {"slo": row["slo"].to_json() if row["slo"] else None,
-                    "intervals": {m: list(iv) if iv else None for m, iv in row["intervals"].items()}} for row in rows]
-    doc = {"schema": COMPARE_SCHEMA, "configurations": [r.name for r in configurations(runs)],
-           "resolution": resolution, "verdict": [v.to_json() for v in verdicts(runs, resolution)], "rows": shown}
-    return orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode()
-
-
 def compare_table(runs: list[Run], baseline: str | None, fmt: str = TableFormat.TEXT,
                   resolution: float = RESOLUTION) -> str:
     """The comparison in `fmt`; text and Markdown end with the verdict across configurations."""
@@ -306,7 +283,7 @@ def compare_table(runs: list[Run], baseline: str | None, fmt: str = TableFormat.
     fmt = TableFormat(fmt)
     if fmt is TableFormat.JSON:
         return render_json(runs, rows, resolution)
-    text = {TableFormat.TEXT: render_text, TableFormat.MD: render_markdown, TableFormat.CSV: render_csv}[fmt](rows)
+    text = {TableFormat.TEXT: render_text, TableFormat.MD: render_markdown, TableFormat.CSV: _csv}[fmt](rows)
     by_category = category_compare.render(runs, pick_baseline(runs, baseline)) if fmt is TableFormat.TEXT else None
     knee = [line for r in runs if (line := knee_summary(list(r.cells.values()), r.name))]
     answer = "\n".join(verdict_lines(verdicts(runs, resolution), WIDTH)) if len(configurations(runs)) > 1 else ""
