@@ -5,20 +5,42 @@
 It imports nothing of loadgen (aiohttp and orjson only), so a check run against it is not loadgen agreeing with
 itself. It serves `GET /v1/models`, `GET /health`, `POST /v1/chat/completions` and `POST /v1/completions`
 (streamed as SSE with `stream_options.include_usage`, or unary with `logprobs` token lists) and nothing else:
-no `/metrics`, no tokenizer, no engine's info route, so loadgen sees a generic OpenAI server (`engine=openai`).
+no `/metrics`, no tokenizer, no engine's info route, so loadgen sees a generic OpenAI server (`engine=openai`),
+unless `--info KEY=VALUE` (repeatable) is given: then `GET /server_info` answers an object of those keys (a value
+that parses as JSON is that value, else the string), as SGLang declares its settings (`disable_cuda_graph=true`),
+and loadgen takes it for SGLang.
 
 The model (one engine task, one event loop):
 - `--slots N` (64) requests are decoded at once; the others wait in arrival order and join at a step boundary.
-- One iteration lasts `(step_ms + Σ prefill_ms of the requests it admits) × slow factor`, where
-  `prefill_ms = prefill_ms_per_1k_tokens × prompt_tokens / 1000` (`--step-ms` 5, `--prefill-ms-per-1k-tokens`
-  5 by default: a lone request of 1,000 prompt tokens has its first token after 10 ms); at its end every running
-  request has one more token (an admitted request's first token comes from the iteration that prefilled it).
+- One iteration lasts `(step_ms + step_ms_per_slot × running + Σ prefill_ms of the requests it admits) × slow
+  factor`, where `running` counts the requests it decodes (those it admits included) and `prefill_ms =
+  prefill_ms_per_1k_tokens × prompt_tokens / 1000` (`--step-ms` 5, `--step-ms-per-slot` 0,
+  `--prefill-ms-per-1k-tokens` 5 by default: a lone request of 1,000 prompt tokens has its first token after
+  10 ms); at its end every running request has one more token (an admitted request's first token comes from the
+  iteration that prefilled it).
 - Outputs are greedy words of a fixed vocabulary, a function of the prompt text only (`temperature` is ignored):
   word k of prompt p is drawn by `random.Random(blake2b(p))`. A quarter of prompts (by the same hash) end by
   themselves after 16–256 words (`finish_reason: "stop"`) unless the request sets `ignore_eos`; the others
   and every request past `max_tokens` (or `max_completion_tokens`) end with `"length"`.
 - `usage.prompt_tokens = ceil(UTF-8 bytes of the prompt / 4)` (chat: the messages' contents joined by a newline,
   no template); `completion_tokens` is the number of words written. One word is one token and one SSE event.
+
+Speculative mode (off by default; `--accept-length A --draft-cap K`), as SGLang's verify steps:
+- The iteration that admits a request prefills it and gives it its first token; that is not a verify step. Every
+  later iteration is one verify step of the request: it commits `k = 1 + Binomial(K − 1, (A − 1)/(K − 1))` tokens
+  (the accepted drafts and the bonus token; drawn per request per step from one `random.Random(--seed)`, so the
+  mean is exactly A), cut to what the request still may write (`max_tokens`, or its natural end): the last
+  step may commit fewer.
+- The step's k tokens are ONE SSE event (SGLang streams a verify step at once).
+- Per request: `spec_verify_ct` n = its verify steps; `spec_correct_drafts_histogram` H, K entries, H[j] = its
+  verify steps that committed j + 1 tokens (accepted j drafts), so Σ_j H[j] = n and
+  `completion_tokens = 1 + Σ_j (j + 1)·H[j]`; `spec_accept_length = completion_tokens / n` (the prefill's token
+  counted, as SGLang's is; 0 when n = 0); `spec_num_correct_drafts = Σ_j j·H[j]`, `spec_num_proposed_drafts =
+  n·(K − 1)`, `spec_accept_rate` = their ratio. A body with `"return_spec_tokens_details": true` gets them as
+  `{"choices": [], "sglext": {"spec_tokens_details": {...}}}`: a stream's event after the finish chunk and
+  before the usage chunk, a unary answer's `sglext` key.
+- Steady state at concurrency c, all slots full: c·A / (step_ms + step_ms_per_slot·c) × 1000 output tok/s
+  (tests/spec_truth.py, with what that leaves out).
 
 Faults (each off by default); "the N-th request" counts every POST to a generation route since the start:
 - `--fffd-fraction F`: that fraction of prompts (by hash) hold U+FFFD as tokens 3, 35, 67, … at every batch size.
@@ -34,7 +56,8 @@ Faults (each off by default); "the N-th request" counts every POST to a generati
 `--events FILE` writes one JSON line per event, stamped on CLOCK_MONOTONIC (`time.monotonic_ns()`, the clock of
 loadgen's records): `{"event": "pause", "t_ns", "until_ns", "after_request"}`, `{"event": "slow", "t_ns",
 "from_request", "factor"}`, and per finished request `{"event": "request", "n", "received_ns", "first_token_ns",
-"end_ns", "tokens", "finish", "looped", "fffd", "nondeterministic", "cancelled"}`.
+"end_ns", "tokens", "finish", "looped", "fffd", "nondeterministic", "cancelled", "rid"}` (`rid`: the request's
+`X-Request-Id` header, or null), and in speculative mode `"verify_ct"` and `"correct_drafts"` (the histogram).
 
 In tests: `url, proc = start(tmp_path, "--slots", "4")` or `with running(tmp_path, ...) as url:`.
 """
@@ -88,6 +111,20 @@ class Faults:
 
 
 @dataclass(frozen=True)
+class Spec:
+    """Speculative mode: each verify step commits 1 + Binomial(draft_cap − 1, p) tokens, p = (A − 1)/(K − 1)."""
+
+    accept_length: float  # A: mean tokens a verify step commits, ≥ 1
+    draft_cap: int  # K: the most tokens one verify step commits (the histogram's entries)
+
+    def draw(self, rng: random.Random) -> int:
+        if self.draft_cap == 1:
+            return 1
+        p = (self.accept_length - 1) / (self.draft_cap - 1)
+        return 1 + sum(rng.random() < p for _ in range(self.draft_cap - 1))
+
+
+@dataclass(frozen=True)
 class Prompt:
     """What the hash of a prompt decides: its word stream's seed, its faults and its natural end."""
 
@@ -122,6 +159,9 @@ class Generation:
     cancelled: bool = False
     received_ns: int = field(default_factory=time.monotonic_ns)
     first_token_ns: int | None = None
+    rid: str | None = None  # the client's X-Request-Id
+    verify_ct: int = 0  # speculative mode: verify steps so far
+    correct_drafts: list[int] = field(default_factory=list)  # speculative mode: [j] = steps that accepted j drafts
     _rng: random.Random | None = None
 
     def next_word(self, batch: int, loop_above: int | None) -> str:
@@ -157,9 +197,13 @@ class Generation:
 class Engine:
     """Continuous batching: `slots` running generations, one token each per iteration; the rest wait."""
 
-    def __init__(self, slots: int, step_ms: float, prefill_ms_per_1k: float, faults: Faults, events=None):
+    def __init__(self, slots: int, step_ms: float, prefill_ms_per_1k: float, faults: Faults, events=None,
+                 step_ms_per_slot: float = 0.0, spec: Spec | None = None, seed: int = 0):
         self.slots = slots
         self.step_s = step_ms / 1000
+        self.step_s_per_slot = step_ms_per_slot / 1000
+        self.spec = spec
+        self.rng = random.Random(seed)  # the verify steps' draws
         self.prefill_ms_per_1k = prefill_ms_per_1k
         self.faults = faults
         self.waiting: deque[Generation] = deque()
@@ -176,12 +220,14 @@ class Engine:
             self.events.write(orjson.dumps({"event": event, **fields}).decode() + "\n")
 
     def log_end(self, gen: Generation) -> None:
+        spec = {"verify_ct": gen.verify_ct, "correct_drafts": gen.correct_drafts} if self.spec else {}
         self.log("request", n=gen.call_no, received_ns=gen.received_ns, first_token_ns=gen.first_token_ns,
                  end_ns=time.monotonic_ns(), tokens=len(gen.words), finish=gen.finish_reason,
                  looped=gen.loop_word is not None, fffd=gen.prompt.fffd, nondeterministic=gen.prompt.nondeterministic,
-                 cancelled=gen.cancelled)
+                 cancelled=gen.cancelled, rid=gen.rid, **spec)
 
-    def submit(self, text: str, prompt_tokens: int, max_tokens: int, ignore_eos: bool) -> Generation:
+    def submit(self, text: str, prompt_tokens: int, max_tokens: int, ignore_eos: bool,
+               rid: str | None = None) -> Generation:
         self.received += 1
         f = self.faults
         if f.slow_after is not None and self.received >= f.slow_after and self.factor != f.slow_factor:
@@ -190,7 +236,9 @@ class Engine:
         if f.pause_once_after is not None and self.received >= f.pause_once_after and not self.paused:
             self.pause_pending = self.paused = True
         gen = Generation(Prompt.of(text, f), prompt_tokens, max_tokens, ignore_eos, self.received,
-                         self.prefill_ms_per_1k * prompt_tokens / 1000)
+                         self.prefill_ms_per_1k * prompt_tokens / 1000, rid=rid)
+        if self.spec is not None:
+            gen.correct_drafts = [0] * self.spec.draft_cap
         self.waiting.append(gen)
         self.wake.set()
         return gen
@@ -211,8 +259,8 @@ class Engine:
                 t_end = loop.time()
             admitted = self._admit()
             # An absolute schedule: a late wake-up shortens the next wait instead of slowing every step after it.
-            t_end = max(t_end + (self.step_s + sum(g.prefill_ms for g in admitted) / 1000) * self.factor,
-                        loop.time())
+            busy_s = self.step_s + self.step_s_per_slot * len(self.running) + sum(g.prefill_ms for g in admitted) / 1000
+            t_end = max(t_end + busy_s * self.factor, loop.time())
             await asyncio.sleep(t_end - loop.time())
             self._step()
 
@@ -236,11 +284,19 @@ class Engine:
         for gen in self.running:
             if gen.cancelled:
                 continue
-            word = gen.next_word(batch, self.faults.loop_above)
-            gen.words.append(word)
+            verify = self.spec is not None and bool(gen.words)  # the prefill's token is no verify step
+            words = []
+            for _ in range(self.spec.draw(self.rng) if verify else 1):
+                words.append(gen.next_word(batch, self.faults.loop_above))
+                gen.words.append(words[-1])
+                gen.finish_reason = gen.ended()
+                if gen.finish_reason is not None:
+                    break  # the last step commits only what the request may still write
+            if verify:
+                gen.verify_ct += 1
+                gen.correct_drafts[len(words) - 1] += 1
             gen.first_token_ns = gen.first_token_ns or time.monotonic_ns()
-            gen.finish_reason = gen.ended()
-            gen.queue.put_nowait(word)
+            gen.queue.put_nowait("".join(words))  # one item, one SSE event: a step's tokens
             if gen.finish_reason is None:
                 still.append(gen)
             else:
@@ -299,10 +355,14 @@ def error_response(status: int, message: str) -> web.Response:
 class Api:
     """The HTTP side: parses a body, submits it to the engine, writes its tokens as they come."""
 
-    def __init__(self, engine: Engine, model: str):
+    def __init__(self, engine: Engine, model: str, info: dict | None = None):
         self.engine = engine
         self.model = model
+        self.info = info  # what GET /server_info answers (--info), or None: no such route
         self.created = int(time.time())
+
+    async def server_info(self, _request: web.Request) -> web.Response:
+        return web.Response(body=orjson.dumps(self.info), content_type="application/json")
 
     async def models(self, _request: web.Request) -> web.Response:
         data = [{"id": self.model, "object": "model", "created": self.created, "owned_by": "reference"}]
@@ -330,13 +390,15 @@ class Api:
             return error_response(400, "the body is not JSON")
         except BadRequest as exc:
             return error_response(400, str(exc))
-        gen = self.engine.submit(text, count_prompt_tokens(text), max_tokens, body.get("ignore_eos") is True)
+        gen = self.engine.submit(text, count_prompt_tokens(text), max_tokens, body.get("ignore_eos") is True,
+                                 request.headers.get("X-Request-Id"))
         shape = Shape(chat, self.model, f"{'chatcmpl' if chat else 'cmpl'}-{gen.call_no}", self.created)
+        spec = self.engine.spec if body.get("return_spec_tokens_details") is True else None
         try:
             if body.get("stream"):
                 usage = isinstance(body.get("stream_options"), dict) and body["stream_options"].get("include_usage")
-                return await stream(request, gen, shape, bool(usage))
-            return await unary(gen, shape, bool(body.get("logprobs")))
+                return await stream(request, gen, shape, bool(usage), spec)
+            return await unary(gen, shape, bool(body.get("logprobs")), spec)
         finally:
             gen.cancelled = True  # a client that went away frees its slot at the next step
 
@@ -366,8 +428,21 @@ def usage_of(gen: Generation) -> dict:
     return {"prompt_tokens": gen.prompt_tokens, "completion_tokens": n, "total_tokens": gen.prompt_tokens + n}
 
 
-async def stream(request: web.Request, gen: Generation, shape: Shape, include_usage: bool) -> web.StreamResponse:
-    """SSE: a role chunk (chat), one chunk per token, a finish chunk, the usage chunk when asked, [DONE]."""
+def spec_details(gen: Generation, spec: Spec) -> dict:
+    """SGLang's `sglext.spec_tokens_details` of a finished request (the module's docstring gives each formula)."""
+    n, completion = gen.verify_ct, len(gen.words)
+    correct = sum(j * h for j, h in enumerate(gen.correct_drafts))
+    proposed = n * (spec.draft_cap - 1)
+    return {"spec_verify_ct": n, "spec_accept_length": completion / n if n else 0.0,
+            "spec_accept_rate": correct / proposed if proposed else 0.0,
+            "spec_correct_drafts_histogram": list(gen.correct_drafts), "spec_num_correct_drafts": correct,
+            "spec_num_proposed_drafts": proposed}
+
+
+async def stream(request: web.Request, gen: Generation, shape: Shape, include_usage: bool,
+                 spec: Spec | None = None) -> web.StreamResponse:
+    """SSE: a role chunk (chat), one chunk per token (per verify step in speculative mode), a finish chunk, the
+    spec details when asked (`spec`), the usage chunk when asked, [DONE]."""
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await resp.prepare(request)
     if shape.chat:
@@ -381,17 +456,20 @@ async def stream(request: web.Request, gen: Generation, shape: Shape, include_us
         if word is None:
             break
     tail = shape.chunk(shape.text_choice("", gen.finish_reason))
+    head = {"id": shape.id, "object": "chat.completion.chunk" if shape.chat else "text_completion",
+            "created": shape.created, "model": shape.model, "choices": []}
+    if spec is not None:
+        tail += b"data: " + orjson.dumps(head | {"sglext": {"spec_tokens_details": spec_details(gen, spec)}}) + b"\n\n"
     if include_usage:
-        tail += b"data: " + orjson.dumps({"id": shape.id, "object": "chat.completion.chunk" if shape.chat
-                                          else "text_completion", "created": shape.created, "model": shape.model,
-                                          "choices": [], "usage": usage_of(gen)}) + b"\n\n"
+        tail += b"data: " + orjson.dumps(head | {"usage": usage_of(gen)}) + b"\n\n"
     await resp.write(tail + b"data: [DONE]\n\n")
     await resp.write_eof()
     return resp
 
 
-async def unary(gen: Generation, shape: Shape, logprobs: bool) -> web.Response:
-    """The whole answer once the output is complete; with `logprobs`, its token list."""
+async def unary(gen: Generation, shape: Shape, logprobs: bool, spec: Spec | None = None) -> web.Response:
+    """The whole answer once the output is complete; with `logprobs`, its token list; with `spec`, its
+    `sglext.spec_tokens_details`."""
     while await gen.queue.get() is not None:
         pass
     text = "".join(gen.words)
@@ -411,14 +489,18 @@ async def unary(gen: Generation, shape: Shape, logprobs: bool) -> web.Response:
                                   "top_logprobs": None, "text_offset": offsets}
     obj = {"id": shape.id, "object": "chat.completion" if shape.chat else "text_completion",
            "created": shape.created, "model": shape.model, "choices": [choice], "usage": usage_of(gen)}
+    if spec is not None:
+        obj["sglext"] = {"spec_tokens_details": spec_details(gen, spec)}
     return web.Response(body=orjson.dumps(obj), content_type="application/json")
 
 
-def make_app(engine: Engine, model: str) -> web.Application:
-    api = Api(engine, model)
+def make_app(engine: Engine, model: str, info: dict | None = None) -> web.Application:
+    api = Api(engine, model, info)
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app.router.add_get("/v1/models", api.models)
     app.router.add_get("/health", api.health)
+    if info is not None:
+        app.router.add_get("/server_info", api.server_info)
     app.router.add_post("/v1/chat/completions", api.chat)
     app.router.add_post("/v1/completions", api.completions)
     return app
@@ -440,18 +522,47 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--slow-factor", type=float, default=1.0)
     p.add_argument("--nondeterministic-fraction", type=float, default=0.0)
     p.add_argument("--events", type=Path, help="a JSONL file of the faults and of every finished request")
+    p.add_argument("--step-ms-per-slot", type=float, default=0.0, help="ms an iteration adds per running request")
+    p.add_argument("--accept-length", type=float, help="speculative mode: mean tokens committed per verify step")
+    p.add_argument("--draft-cap", type=int, help="speculative mode: the most tokens one verify step commits")
+    p.add_argument("--seed", type=int, default=0, help="seed of the verify steps' draws")
+    p.add_argument("--info", action="append", default=[], metavar="KEY=VALUE",
+                   help="serve GET /server_info with this key (repeatable; VALUE read as JSON where it parses)")
     args = p.parse_args(argv)
-    if args.slots < 1 or args.step_ms <= 0 or args.slow_factor <= 0 or args.pause_s < 0:
-        p.error("--slots must be ≥ 1, --step-ms and --slow-factor > 0, --pause-s ≥ 0")
+    if args.slots < 1 or args.step_ms <= 0 or args.slow_factor <= 0 or args.pause_s < 0 or args.step_ms_per_slot < 0:
+        p.error("--slots must be ≥ 1, --step-ms and --slow-factor > 0, --pause-s and --step-ms-per-slot ≥ 0")
+    if (args.accept_length is None) != (args.draft_cap is None):
+        p.error("--accept-length and --draft-cap go together")
+    if args.draft_cap is not None and not (args.draft_cap >= 1 and 1 <= args.accept_length <= args.draft_cap):
+        p.error("speculative mode needs 1 ≤ --accept-length ≤ --draft-cap")
+    if any("=" not in item for item in args.info):
+        p.error("--info takes KEY=VALUE")
     return args
+
+
+def info_of(items: list[str]) -> dict | None:
+    """--info KEY=VALUE items as /server_info's object (a value that parses as JSON is that value, else the
+    string), or None without any."""
+    if not items:
+        return None
+    info = {}
+    for item in items:
+        key, text = item.split("=", 1)
+        try:
+            info[key] = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            info[key] = text
+    return info
 
 
 async def serve(args: argparse.Namespace) -> None:
     faults = Faults(args.fffd_fraction, args.loop_above, args.pause_once_after, args.pause_s, args.slow_after,
                     args.slow_factor, args.nondeterministic_fraction)
     events = open(args.events, "a", buffering=1) if args.events else None  # one line per write: a test reads it live
-    engine = Engine(args.slots, args.step_ms, args.prefill_ms_per_1k_tokens, faults, events)
-    runner = web.AppRunner(make_app(engine, args.model), access_log=None, shutdown_timeout=0.5)
+    spec = None if args.accept_length is None else Spec(args.accept_length, args.draft_cap)
+    engine = Engine(args.slots, args.step_ms, args.prefill_ms_per_1k_tokens, faults, events, args.step_ms_per_slot,
+                    spec, args.seed)
+    runner = web.AppRunner(make_app(engine, args.model, info_of(args.info)), access_log=None, shutdown_timeout=0.5)
     await runner.setup()
     sock = socket.create_server((args.host, args.port), backlog=1024)
     await web.SockSite(runner, sock).start()

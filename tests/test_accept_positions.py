@@ -96,3 +96,25 @@ def test_the_simulator_counts_each_steps_accepted_positions():
     assert engine.accepted_at_position(4) == [5, 2, 2, 0]
     (per_pos,) = [f for f in fams if f.name == "vllm:spec_decode_num_accepted_tokens_per_pos"]
     assert [(s.labels["position"], s.value) for s in per_pos.samples] == [("0", 5), ("1", 2), ("2", 2), ("3", 0)]
+
+
+def test_the_simulators_histogram_has_one_entry_per_draft_position():
+    """SGLang's `spec_correct_drafts_histogram` is as long as the draft's positions, min(block_size, budget + 1),
+    whatever the steps drew: a request whose steps never committed more than one token still has every entry."""
+    from loadgen.sim.engine import SimRequest
+
+    async def main(spec: SpecConfig, accept: float) -> SimRequest:
+        engine = Engine(spec)
+        engine.kind_means = dict.fromkeys(engine.kind_means, accept)
+        req = SimRequest("r", 10, 30, 0)
+        engine.submit(req)
+        engine._step([req], [])  # the prefill's token: no verify step
+        while not req.finished:
+            engine._step([], [req])
+        return req
+
+    for spec, accept, positions in ((SpecConfig(budget=4), 1.0, 5), (SpecConfig(budget=16, block_size=8), 6.0, 8)):
+        req = asyncio.run(main(spec, accept))
+        assert len(req.correct_drafts) == positions and sum(req.correct_drafts) == req.verify_ct
+        assert 1 + sum((j + 1) * n for j, n in enumerate(req.correct_drafts)) == req.generated == 30
+    assert req.correct_drafts[0] < req.verify_ct  # accept 6 of 8: most steps kept drafts

@@ -236,6 +236,82 @@ def test_nondeterministic_prompts_change_from_call_to_call(tmp_path):
     assert outs[0] == outs[1] == outs[2]
 
 
+async def raw_events(session: aiohttp.ClientSession, url: str, prompt: str, max_tokens: int, **extra) -> list[dict]:
+    """Every `data:` object of one chat stream, in order ([DONE] left out)."""
+    body = {"messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens, "stream": True,
+            "stream_options": {"include_usage": True}, **extra}
+    async with session.post(url + "/v1/chat/completions", json=body, headers={"X-Request-Id": prompt}) as resp:
+        assert resp.status == 200
+        return [orjson.loads(line[6:]) for line in (await resp.read()).split(b"\n\n")
+                if line.startswith(b"data: ") and line != b"data: [DONE]"]
+
+
+def test_speculative_mode_streams_one_event_per_verify_step_and_sglangs_details(tmp_path):
+    """--accept-length 3 --draft-cap 4: after the prefill's token, each event is one verify step of 1 to 4 tokens;
+    the details event comes after the finish chunk and before usage, and its histogram (4 entries) adds up to the
+    verify steps and, weighted by tokens per step, to the completion tokens less the prefill's."""
+    async def check(session, url):
+        spec = await raw_events(session, url, "spec one", 400, ignore_eos=True, return_spec_tokens_details=True)
+        plain = await raw_events(session, url, "spec two", 40, ignore_eos=True)
+        answer = await unary(session, url, "spec three", 30, ignore_eos=True, return_spec_tokens_details=True)
+        return spec, plain, answer
+
+    events = tmp_path / "events.jsonl"
+    with running(tmp_path, "--accept-length", "3", "--draft-cap", "4", "--step-ms", "1", "--events",
+                 str(events)) as url:
+        spec, plain, answer = call(check, url)
+    contents = [e["choices"][0]["delta"]["content"] for e in spec if e["choices"] and e["choices"][0]["delta"].get(
+        "content")]
+    kinds = ["content" if e["choices"] and e["choices"][0]["delta"].get("content") else
+             "finish" if e["choices"] and e["choices"][0]["finish_reason"] else
+             "spec" if "sglext" in e else "usage" if "usage" in e else "role" for e in spec]
+    assert kinds == ["role"] + ["content"] * len(contents) + ["finish", "spec", "usage"]
+    words_per_event = [len(c.split()) for c in contents]
+    assert words_per_event[0] == 1 and all(1 <= n <= 4 for n in words_per_event)
+    details = spec[-2]["sglext"]["spec_tokens_details"]
+    hist, n = details["spec_correct_drafts_histogram"], details["spec_verify_ct"]
+    assert n == len(contents) - 1 and len(hist) == 4 and sum(hist) == n
+    assert hist == [words_per_event[1:].count(j + 1) for j in range(4)]
+    completion = spec[-1]["usage"]["completion_tokens"]
+    assert completion == 400 == sum(words_per_event) == 1 + sum((j + 1) * h for j, h in enumerate(hist))
+    assert details["spec_accept_length"] == completion / n
+    assert details["spec_num_correct_drafts"] == completion - 1 - n and details["spec_num_proposed_drafts"] == 3 * n
+    assert 2.7 <= (completion - 1) / n <= 3.3  # 133 draws of mean 3, sd 0.82: ±0.3 is 4 standard errors
+    assert not any("sglext" in e for e in plain)  # only when asked
+    assert len(answer["sglext"]["spec_tokens_details"]["spec_correct_drafts_histogram"]) == 4
+    rows = {r["rid"]: r for r in map(json.loads, events.read_text().splitlines())}
+    assert rows["spec one"]["verify_ct"] == n and rows["spec one"]["correct_drafts"] == hist
+
+
+def test_a_step_lasts_longer_per_running_request(tmp_path):
+    """--step-ms 4 --step-ms-per-slot 4: a lone stream's step lasts 8 ms, each of 8 streams together 36 ms."""
+    async def check(session, url):
+        alone = await stream(session, url, "alone", 30, ignore_eos=True)
+        together = await asyncio.gather(*(stream(session, url, f"eight {i}", 30, ignore_eos=True) for i in range(8)))
+        return alone, together
+
+    with running(tmp_path, "--step-ms", "4", "--step-ms-per-slot", "4") as url:
+        alone, together = call(check, url)
+    ratio = min(s.mean_step_s for s in together) / alone.mean_step_s
+    assert 36 / 8 * 0.8 <= ratio <= 36 / 8 * 1.2, ratio
+
+
+def test_info_serves_server_info_and_loadgen_takes_it_for_sglang(tmp_path):
+    async def check(session, url):
+        async with session.get(url + "/server_info") as resp:
+            return await resp.json()
+
+    out = tmp_path / "info.json"
+    with running(tmp_path, "--info", "disable_cuda_graph=true", "--info", "tp_size=2", "--info", "note=a b",
+                 "--accept-length", "2", "--draft-cap", "3") as url:
+        assert call(check, url) == {"disable_cuda_graph": True, "tp_size": 2, "note": "a b"}
+        res = run_loadgen("--url", url, "--concurrency", "2", "--contexts", "60", "--max-tokens", "20",
+                          "--requests-per-cell", "4", "--out", str(out))
+    assert res.returncode == 0 and "engine=sglang" in res.stderr, res.stdout + res.stderr
+    cell = json.loads(out.read_text())["cells"][0]
+    assert cell["status"] == "ok" and cell["accept_length"]["source"] == "per_request"
+
+
 @side_by_side.background("reference-server-verified")
 def build_verified(tmp, cleanups):
     """loadgen's run with --verify against the server; counts and contents only, so it is built beside the other

@@ -42,6 +42,8 @@ def sim_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the accept-length draws")
     p.add_argument("--truth", metavar="FILE", help="write one ground-truth JSONL line per request")
     p.add_argument("--api-key-env", metavar="VAR", help="require 'Authorization: Bearer $VAR' on API routes")
+    p.add_argument("--disable-cuda-graph", action="store_true",
+                   help="report disable_cuda_graph=true in /server_info (as SGLang started so); changes no timing")
     fault_options(p)
     output_fault_options(p)
     service_options(p)

@@ -24,3 +24,4 @@ class SimConfig:
     per_token_events: bool = False  # one SSE event per token, a step's events back to back (sim/per_token.py)
     reasoning_tokens: int = 0  # a chat answer's first tokens streamed as reasoning_content (--reasoning-tokens)
     cache_report: bool = False  # a prefix cache whose served tokens each answer reports (sim/prefix_cache.py)
+    disable_cuda_graph: bool = False  # only reported in /server_info (SGLang's server arg); changes no timing

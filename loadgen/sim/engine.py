@@ -38,7 +38,8 @@ class SimRequest:
     count_prompt: Callable[[], int] | None = None  # deferred tokenization (see Generations.prompt_size)
     cached_tokens: int = 0  # prompt tokens the prefix cache served (the llama.cpp imitation has one)
     reasoning_chunks: int = 0  # content chunks streamed as reasoning (--reasoning-tokens): the first ones
-    correct_drafts: list[int] = field(default_factory=list)  # [j] = verify steps that accepted j drafts
+    # [j] = verify steps that accepted j drafts; as long as the draft's positions (Engine.submit sets it)
+    correct_drafts: list[int] = field(default_factory=list)
     output: Output | None = None  # the tokens produced so far (sim/outputs.py), made at the first one
 
     def tokens(self, start: int, k: int) -> list[int]:
@@ -71,6 +72,8 @@ class Engine:
         self.max_running = max_running
         self.rng = random.Random(seed)
         self.accept_mean = mean_accept_length(spec)
+        # tokens one verify step commits at most: SGLang's per-request histogram has this many entries
+        self.draft_positions = max(1, min(spec.block_size, spec.budget + 1))
         self.kind_means = {kind: kind_accept_mean(self.accept_mean, kind) for kind in FACTORS}
         self.decode_log_interval = decode_log_interval
         self.waiting: deque[SimRequest] = deque()
@@ -100,6 +103,8 @@ class Engine:
         await cancel_and_wait(self._task)
 
     def submit(self, req: SimRequest) -> None:
+        if not req.correct_drafts:
+            req.correct_drafts = [0] * self.draft_positions
         self.waiting.append(req)
         self._wake.set()
 
@@ -152,8 +157,6 @@ class Engine:
             k = min(draw_accept(self.rng, self.spec, self.kind_means[r.kind]), r.max_tokens - r.generated)
             r.verify_ct += 1
             self.steps_by_tokens[k] += 1
-            while len(r.correct_drafts) < k:
-                r.correct_drafts.append(0)
             r.correct_drafts[k - 1] += 1
             accepted += k
             self._emit(r, k, running)

@@ -127,7 +127,8 @@ class Generations:
 
     def _end(self, truth: dict, req: SimRequest, outcome: str) -> None:
         """`outcome`: Outcome.OK, or the truth's word for a request the client left (client_disconnected)."""
-        truth.update(t_end_ns=time.monotonic_ns(), verify_ct=req.verify_ct, completion_tokens=req.generated,
+        truth.update(t_end_ns=time.monotonic_ns(), verify_ct=req.verify_ct, correct_drafts=list(req.correct_drafts),
+                     completion_tokens=req.generated,
                      prompt_tokens=req.prompt_tokens, cached_tokens=req.cached_tokens,
                      reasoning_chunks=req.reasoning_chunks,
                      outcome=outcome, budget=self.engine.spec.budget, prompt_kind=req.kind, prompt=req.prompt,

@@ -53,6 +53,7 @@ class InfoRoutes:
             "tp_size": 8, "dp_size": 1, "context_length": self.cfg.context_length,
             "max_running_requests": e.max_running, "stream_interval": 1,
             "decode_log_interval": e.decode_log_interval, "enable_metrics": True,
+            "disable_cuda_graph": self.cfg.disable_cuda_graph,
             "speculative_algorithm": spec.algorithm, "speculative_draft_model_path": model + "-draft",
             "speculative_num_steps": 1, "speculative_eagle_topk": spec.topk,
             "speculative_num_draft_tokens": spec.budget + 1, "speculative_dflash_block_size": spec.block_size,

@@ -77,7 +77,8 @@ def _sim_config(args: argparse.Namespace) -> SimConfig:
     api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
     return SimConfig(model=args.model, context_length=args.context_length, api_key=api_key,
                      engine_name=EngineName(args.engine), per_token_events=args.per_token_events, log_file=args.log_file,
-                     cache_report=args.cache_report, reasoning_tokens=args.reasoning_tokens)
+                     cache_report=args.cache_report, reasoning_tokens=args.reasoning_tokens,
+                     disable_cuda_graph=args.disable_cuda_graph)
 
 
 def _decode_log(engine: Engine, path: str | None):
