@@ -13,7 +13,8 @@ from loadgen.record import CellKey
 from loadgen.report.compare import Run
 from loadgen.report.verdict_text import region_text, regions, verdict_lines
 from loadgen.results.objectives import Objective
-from loadgen.results.verdict import Decision, Estimate, decide, margin, verdicts
+from loadgen.results.schema_doc import VERDICT_FIELDS
+from loadgen.results.verdict import BetweenRuns, Decision, Estimate, decide, margin, verdicts
 from loadgen.results.verdict_why import why_text
 
 pytestmark = pytest.mark.unit
@@ -159,7 +160,26 @@ def test_engine_settings_that_differ_beyond_the_swept_ones_are_confounders():
 def test_json_entry_has_the_documented_keys():
     (v,) = output(verdicts([run("a", cell(8, 1200, 12)), run("b", cell(8, 1000, 10))]))
     entry = v.to_json()
-    assert {"context", "concurrency", "rate", "objective", "decision", "winner", "tied", "tie_reason", "runner_up",
-            "margin", "margin_interval", "estimates", "ineligible", "why"} <= set(entry)
+    assert set(entry) == set(VERDICT_FIELDS)  # docs/results.md documents every key
     assert (entry["context"], entry["concurrency"], entry["rate"], entry["objective"]) == (60, 8, None, "output_tok_s")
     assert entry["winner"] == "a" and entry["margin_interval"][0] > 0
+
+
+def test_the_drift_controls_noise_between_runs_widens_one_measurement_intervals():
+    """Two configurations 5 % apart, each cell's own interval ±1 %: a win; with drift controls that moved 6 % and
+    4 % between runs, s_run = √((ln 1.06² + ln 1.04²) / 4) ≈ 3.6 %, and the same 5 % is a tie."""
+    a, b = cell(8, 1050, 10.5), cell(8, 1000, 10)
+    (v,) = output(verdicts([run("a", a), run("b", b)]))
+    assert v.decision is Decision.WINS and v.to_json()["between_runs"] == {"relative_se": None, "controls": 0}
+    runs = [run("a", a), run("b", b)]
+    runs[0].doc["drift"] = {"first": {"output_tok_s": 1060}, "again": {"output_tok_s": 1000}}
+    runs[1].doc["drift"] = {"first": {"output_tok_s": 1000}, "again": {"output_tok_s": 1040}}
+    between = BetweenRuns.of(runs, "output_tok_s")
+    assert between.controls == 2
+    assert between.relative_se == pytest.approx(math.sqrt((math.log(1.06) ** 2 + math.log(1 / 1.04) ** 2) / 4))
+    (v,) = output(verdicts(runs))
+    assert v.decision is Decision.TIED and v.tie_reason == "within noise"
+    low, high = v.ranked[0].interval or (0, 0)
+    assert math.log(high / low) / (2 * 1.96) == pytest.approx(math.hypot(math.log(1060.5 / 1039.5) / 3.92,
+                                                                        between.relative_se), rel=1e-6)
+    assert "Noise between runs: ±" in "\n".join(verdict_lines(verdicts(runs)))

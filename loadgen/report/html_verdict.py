@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from loadgen.report.html_build import el, text
 from loadgen.report.html_tables import swatch
-from loadgen.report.verdict_text import HEAD, margin_text, region_text, regions
+from loadgen.report.verdict_text import HEAD, margin_text, noise_text, region_text, regions
 from loadgen.results.objectives import SPECS, Objective
 from loadgen.results.verdict import Decision, Load, Verdict
 from loadgen.results.verdict_why import decomposition_text, gpu_text, limit_text, reason_text
@@ -82,7 +82,7 @@ def answer_section(verdicts: list[Verdict], colors: dict[str, ColorType]) -> str
     if not verdicts:
         return el("p", text("No load was measured usably by two or more configurations: nothing to decide. The "
                             "figures are in the matrices below."), class_="sub")
-    parts = [el("p", text(HEAD), class_="sub")]
+    parts = [el("p", text(HEAD + " " + noise_text(verdicts)), class_="sub")]
     for ctx in dict.fromkeys(v.load.context_tokens for v in verdicts):
         here = [v for v in verdicts if v.load.context_tokens == ctx]
         parts.append(el("h3", text(f"prompt {ctx} tokens" if ctx else "dataset rows")))

@@ -96,12 +96,22 @@ HEAD = (f"The answer: which configuration serves best at each load. A difference
         f"below {RESOLUTION:.0%} is a tie, never a ranking; margins are the leader's over the runner-up.")
 
 
+def noise_text(verdicts: list[Verdict]) -> str:
+    """What the intervals hold beyond the requests' own noise: the drift controls' noise between runs."""
+    b = next((v.between for v in verdicts if v.objective is Objective.OUTPUT_TOK_S), None)
+    if b is None or b.relative_se is None:
+        return ("Noise between runs: not measured (no drift control in these results): one-measurement intervals "
+                "hold the noise between requests only; --repeat 3 or --drift-check measures it.")
+    return (f"Noise between runs: ±{1.96 * b.relative_se:.1%} (95 %) from {b.controls} drift control"
+            f"{'s' * (b.controls != 1)}, added to every one-measurement interval.")
+
+
 def verdict_lines(verdicts: list[Verdict], width: int = 120) -> list[str]:
     """The verdict as console lines: per prompt length, each objective's regions in one sentence, the why of
     each output tok/s region (at its first load), then who could not compete where."""
     if not verdicts:
         return []
-    out = textwrap.wrap(HEAD, width)
+    out = textwrap.wrap(HEAD + " " + noise_text(verdicts), width)
     for ctx in dict.fromkeys(v.load.context_tokens for v in verdicts):
         here = [v for v in verdicts if v.load.context_tokens == ctx]
         out.append(_context(ctx) + ":")

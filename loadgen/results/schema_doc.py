@@ -63,6 +63,34 @@ CELL_FIELDS = {
 }
 
 
+VERDICT_FIELDS = {
+    "context": "the load's prompt length (0: a dataset's own lengths)",
+    "concurrency": "closed loop: the load's concurrency; null for a rate",
+    "rate": "open loop: the load's request rate (requests/s); null for a concurrency",
+    "objective": "output_tok_s | request_tok_s | ttft_p50_s | good_tok_s | j_per_token",
+    "decision": "wins | tied (no leader beyond noise and the resolution) | alone (one eligible configuration) | "
+                "none (no eligible configuration has the figure)",
+    "winner": "the configuration that wins (or is alone); null when tied",
+    "tied": "with tied: the leader and every configuration it does not beat, the leader first; else []",
+    "tie_reason": "with tied: `within noise` (a tied margin's interval reaches 0) or `below the resolution`",
+    "runner_up": "the configuration the margin is taken against: the best beaten one, or the second of a tie",
+    "margin": "how much better the leader is than the runner-up, a fraction ≥ 0: leader/runner − 1 (higher is "
+              "better) or runner/leader − 1 (lower is better)",
+    "margin_interval": "[low, high]: its 95 % interval (definitions.md#verdict); null without intervals",
+    "estimates": "[{config, value, interval, measurements}]: each eligible configuration's figure, best first "
+                 "(measurements: each result's value where it was measured more than once)",
+    "ineligible": "[{config, reason}]: configurations that could not compete at this load (not measured, a failed "
+                  "check, a saturated client, cut short)",
+    "between_runs": "{relative_se, controls}: the noise between runs from the drift controls, s = √(Σ ln(first/"
+                    "again)² / 2n) over n controls, added to every one-measurement interval; null se without one",
+    "why": "null without a runner-up; else {leader, runner_up, configs {name: {output_tok_s, accept_length, "
+           "accept_source, verify_steps_per_s, step_ms, full_draft_share, draft_positions, "
+           "power_fraction_of_limit, bottleneck}}, accept_ratio, steps_ratio, net_ratio (leader / runner-up: "
+           "net = accept × steps), limit (what limits the leader's accept length: the draft's size | the drafter | "
+           "both | not reported), confounders [\"setting: a=x, b=y\"], text} (definitions.md#verdict-why)",
+}
+
+
 def _row(name: str, unit: str, text: str) -> str:
     return f"| `{name}` | {unit} | {text} |"
 
@@ -95,6 +123,11 @@ def render() -> str:
               "check: measured, and a check failed it (the cell fails; its figures are shown, marked, never best); "
               "note: a note beside the figures.", "", "| kind | effect on the cell |", "|---|---|"]
     lines += [f"| `{kind}` | {effect} |" for kind, effect in EFFECTS.items()]
+    lines += ["", "## The verdict across configurations", "",
+              "`verdict[]` in a sweep's `sweep.json` and in `loadgen compare --format json` (schema "
+              "`loadgen.compare/v1`: {schema, configurations, resolution, verdict, rows}): one entry per load and "
+              "objective (`loadgen/results/verdict.py`).", "", "| field | meaning |", "|---|---|"]
+    lines += [f"| `{k}` | {v} |" for k, v in VERDICT_FIELDS.items()]
     return "\n".join(lines) + "\n"
 
 

@@ -7,6 +7,13 @@ several results, a search's `again` cells): their mean, and an interval as wide 
 measurements' own noise (their intervals, combined as a mean's) and the spread between them (Student's t over
 the values): a configuration whose measurements drifted apart is that much less certain.
 
+A configuration measured once at a load has only the noise between its requests in its interval; what moves
+from one run to the next (the server's state, a busy client) is measured by the drift controls the results
+hold (each run's first cell measured again after its last: `drift.first` and `drift.again`): with d = ln(first
+/ again) of each of n controls, the relative standard error between runs is s_run = √(Σ d² / 2n), and every
+one-measurement estimate's log-scale standard error is √(s_own² + s_run²) (`BetweenRuns`). Without controls
+the intervals hold the noise between requests only, and the answer says so.
+
 The margin of a leader L over another configuration O: m = L/O − 1 (higher is better) or O/L − 1 (lower is
 better), ≥ 0 for the leader; its interval from the log ratio, ln(1 + m) ± 1.96·√(s_L² + s_O²), where s is
 each estimate's standard error on the log scale, (ln high − ln low) / (2·1.96). L beats O when the interval's
@@ -77,6 +84,33 @@ def configurations(runs: Sequence[Run]) -> list[Configuration]:
 
 
 @dataclass(frozen=True)
+class BetweenRuns:
+    """The noise between runs, from the drift controls: the relative standard error and how many controls."""
+
+    relative_se: float | None
+    controls: int
+
+    @classmethod
+    def of(cls, runs: Sequence[Run], figure: str) -> BetweenRuns:
+        logs = []
+        for r in runs:
+            drift = r.doc.get("drift") or {}
+            first, again = (drift.get("first") or {}).get(figure), (drift.get("again") or {}).get(figure)
+            if isinstance(first, (int, float)) and isinstance(again, (int, float)) and first > 0 and again > 0:
+                logs.append(math.log(first / again))
+        se = math.sqrt(sum(d * d for d in logs) / (2 * len(logs))) if logs else None
+        return cls(se, len(logs))
+
+    def widen(self, value: float, interval: tuple[float, float] | None) -> tuple[float, float] | None:
+        """A one-measurement interval with the noise between runs added on the log scale."""
+        if not self.relative_se:
+            return interval
+        own = 0.0 if interval is None else Estimate("", value, interval, (value,)).log_se() or 0.0
+        se = math.hypot(own, self.relative_se)
+        return value * math.exp(-Z95 * se), value * math.exp(Z95 * se)
+
+
+@dataclass(frozen=True)
 class Estimate:
     """A configuration's figure at one load: the value, its 95 % interval, each measurement's value."""
 
@@ -95,7 +129,8 @@ class Estimate:
         return (high - low) / (2 * Z95 * self.value)
 
 
-def estimate(config: str, cells: Sequence[CellResult], spec: ObjectiveSpec) -> Estimate | None:
+def estimate(config: str, cells: Sequence[CellResult], spec: ObjectiveSpec,
+             between: BetweenRuns = BetweenRuns(None, 0)) -> Estimate | None:
     """The configuration's estimate from its eligible cells at one load (None when none has the figure)."""
     pairs = [(v, spec.interval_of(c)) for c in cells if (v := spec.value(c)) is not None and v > 0]
     if not pairs:
@@ -103,12 +138,12 @@ def estimate(config: str, cells: Sequence[CellResult], spec: ObjectiveSpec) -> E
     values = tuple(v for v, _ in pairs)
     mean = sum(values) / len(values)
     if len(pairs) == 1:
-        return Estimate(config, mean, pairs[0][1], values)
+        return Estimate(config, mean, between.widen(mean, pairs[0][1]), values)
     own = [(iv[1] - iv[0]) / (2 * Z95) for _, iv in pairs if iv is not None]
     within = math.sqrt(sum(s * s for s in own)) / len(own) * Z95 if len(own) == len(pairs) else 0.0
     spread = repeat_interval(list(values))
-    between = (spread[1] - spread[0]) / 2 if spread else 0.0
-    half = max(within, between)
+    apart = (spread[1] - spread[0]) / 2 if spread else 0.0
+    half = max(within, apart)
     return Estimate(config, mean, (mean - half, mean + half) if half else None, values)
 
 
@@ -156,6 +191,7 @@ class Verdict:
     margin: Margin | None  # the leader's over the runner-up
     ineligible: list[tuple[str, str]]  # (configuration, why it could not win here)
     why: Why | None = None
+    between: BetweenRuns = BetweenRuns(None, 0)
 
     @property
     def winner(self) -> str | None:
@@ -190,6 +226,7 @@ class Verdict:
                                "interval": None if e.interval is None else list(e.interval),
                                "measurements": list(e.measurements)} for e in self.ranked],
                 "ineligible": [{"config": c, "reason": r} for c, r in self.ineligible],
+                "between_runs": {"relative_se": self.between.relative_se, "controls": self.between.controls},
                 "why": None if self.why is None else self.why.to_json()}
 
 
@@ -214,7 +251,7 @@ def ineligible_reason(cell: CellResult) -> str | None:
 
 
 def verdict_at(configs: Sequence[Configuration], load: Load, spec: ObjectiveSpec,
-               resolution: float = RESOLUTION) -> Verdict | None:
+               resolution: float = RESOLUTION, between: BetweenRuns = BetweenRuns(None, 0)) -> Verdict | None:
     """The verdict at `load` for `spec`'s objective; None when no eligible configuration has the figure."""
     estimates, ineligible, eligible_cells = [], [], {}
     for conf in configs:
@@ -227,7 +264,7 @@ def verdict_at(configs: Sequence[Configuration], load: Load, spec: ObjectiveSpec
         if not ok:
             ineligible.append((conf.name, ineligible_reason(cells[-1]) or ""))
             continue
-        found = estimate(conf.name, ok, spec)
+        found = estimate(conf.name, ok, spec, between)
         if found is not None:
             estimates.append(found)
             eligible_cells[conf.name] = ok
@@ -235,7 +272,7 @@ def verdict_at(configs: Sequence[Configuration], load: Load, spec: ObjectiveSpec
         return None
     ranked = sorted(estimates, key=lambda e: e.value, reverse=spec.higher_is_better)
     decision, tied, runner, m = decide(ranked, spec.higher_is_better, resolution)
-    verdict = Verdict(load, spec.objective, decision, ranked, tied, runner, m, ineligible)
+    verdict = Verdict(load, spec.objective, decision, ranked, tied, runner, m, ineligible, between=between)
     if runner is not None:
         by_name = {c.name: c for c in configs}
         verdict.why = explain(by_name[ranked[0].config], eligible_cells[ranked[0].config],
@@ -251,8 +288,9 @@ def verdicts(runs: Sequence[Run], resolution: float = RESOLUTION,
     loads = sorted({Load.of(k) for r in runs for k in r.cells}, key=lambda ld: CellKey(*ld))
     out = []
     for objective in objectives or list(Objective):
+        between = BetweenRuns.of(runs, SPECS[objective].drift)
         for load in loads:
-            found = verdict_at(configs, load, SPECS[objective], resolution)
+            found = verdict_at(configs, load, SPECS[objective], resolution, between)
             if found is not None:
                 out.append(found)
     return out
