@@ -17,7 +17,6 @@ import pytest
 
 from loadgen.report import plot_data as pd
 from loadgen.report.compare import comparison, load_inputs
-from loadgen.report.goodput_rank import goodput_ranking, no_peak
 from loadgen.report.plot_marks import by_check, legend_label
 from loadgen.results.cell_status import (
     CHECK_INCIDENTS,
@@ -29,12 +28,13 @@ from loadgen.results.cell_status import (
     problem,
     unmeasured,
 )
-from loadgen.results.cell_view import results_of
 from loadgen.results.incidents import EFFECTS, Effect
+from loadgen.results.objectives import Objective
+from loadgen.results.verdict import Decision, verdicts
 from tests.conftest import run_loadgen, start_sim
 
 GARBAGE = "GARBAGE OUTPUT: 8 of 8 verification outputs (100% > 0 --max-garbage-fraction): 8 repetition_loop"
-SLO = ("--slo", "ttft=2s,tpot=1s")  # lenient: every cell meets it, so only the garbage keeps it out of the ranking
+SLO = ("--slo", "ttft=2s,tpot=1s")  # lenient: every cell meets it, so only the garbage keeps it out of the verdict
 
 
 # ---- the model: measured vs passed its checks (pure) ------------------------------------------------------------
@@ -92,20 +92,18 @@ def _run(name: str, *cells: dict):
 
 
 @pytest.mark.unit
-def test_goodput_ranking_says_why_a_configuration_has_no_answer():
+def test_the_goodput_verdict_says_why_a_configuration_could_not_compete():
     met = {"met": True, "attainment": 1.0, "attainment_required": 0.9, "good_output_tok_s": 400.0}
     garbage = [cell("failed", [inc("garbage_output", GARBAGE)], slo=met, concurrency=c) for c in (1, 4, 8)]
     missed = cell(slo={"met": False, "attainment": 0.2, "attainment_required": 0.9, "good_output_tok_s": 10.0})
     down = cell("failed", [inc("server_down", "the server went away")], slo=met)
     plain = cell()
     runs = [_run("b0", *garbage), _run("b4", missed), _run("b8", down), _run("b16", cell(slo=met)), _run("b32", plain)]
-    assert no_peak(results_of(runs[0])) == "3 cells met the SLO but produced garbage"
-    assert no_peak(results_of(runs[1])) == "no cell met the SLO"
-    assert no_peak(results_of(runs[2])) == "no cell was measured (1 failed or skipped)"
-    assert no_peak(results_of(runs[4])) == "measured without latency targets (--slo)"
-    lines = goodput_ranking(runs).splitlines()
-    assert lines[1].startswith("  1. b16") and "400.0 good tok/s" in lines[1]
-    assert f"  -  {'b0':<24} 3 cells met the SLO but produced garbage" in lines
+    at_4 = next(v for v in verdicts(runs) if v.objective is Objective.GOOD_TOK_S and v.load.concurrency == 4)
+    assert (at_4.decision, at_4.winner) == (Decision.ALONE, "b16")  # b32 has no goodput: measured without --slo
+    reasons = dict(at_4.ineligible)
+    assert reasons["b0"] == GARBAGE and reasons["b8"] == "the server went away"
+    assert reasons["b4"] == "missed its SLO (attainment 20% < 90%)" and "b32" not in reasons
 
 
 @pytest.mark.unit
@@ -149,7 +147,7 @@ def test_every_cell_fails_its_garbage_check_and_the_run_exits_1(garbled):
 
 
 @pytest.mark.sim
-def test_compare_prints_their_figures_marked_and_the_ranking_says_why(garbled):
+def test_compare_prints_their_figures_marked_and_the_verdict_says_why(garbled):
     tmp, doc, _ = garbled
     res = run_loadgen("compare", str(tmp / "garbled.json"), str(tmp / "clean.json"))
     assert res.returncode == 0, res.stderr
@@ -160,8 +158,10 @@ def test_compare_prints_their_figures_marked_and_the_ranking_says_why(garbled):
         assert "*" not in row  # never best
     assert "! measured, but the cell failed a check (garbage output" in res.stdout
     assert "garbled: FAILED CHECK, never best: GARBAGE OUTPUT: 8 of 8" in " ".join(res.stdout.split())  # wrapped
-    assert f"  -  {'garbled':<24} 4 cells met the SLO but produced garbage" in lines
-    assert "no cell met the SLO" not in res.stdout
+    joined = " ".join(res.stdout.split())
+    loads = ", ".join(dict.fromkeys(f"c={c['concurrency']}" for c in doc["cells"]))  # per prompt length
+    assert f"could not compete: garbled at {loads}: GARBAGE OUTPUT: 8 of 8" in joined  # the verdict says why
+    assert "garbled wins" not in joined
     assert all(len(line) <= 120 for line in lines), max(lines, key=len)
 
 

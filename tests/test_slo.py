@@ -16,11 +16,12 @@ from loadgen.metrics.slo import SloTally, is_good, itl_p99_s, meets, slo_figures
 from loadgen.names import Outcome, Phase
 from loadgen.record import CellKey, Record
 from loadgen.report import compare
-from loadgen.report.goodput_rank import goodput_ranking
 from loadgen.report.pareto import Point, frontier
 from loadgen.results.build_cell import build_cell
 from loadgen.results.cell_result import from_json
 from loadgen.results.cell_status import not_best
+from loadgen.results.objectives import Objective
+from loadgen.results.verdict import Decision, verdicts
 from loadgen.sweep.spec import parse_spec
 
 pytestmark = pytest.mark.unit
@@ -136,7 +137,7 @@ def cell_with(tok_s: float, met: bool | None, good_tok_s: float) -> dict:
             "output_tok_s": tok_s, "slo": slo}
 
 
-def test_a_cell_that_missed_its_slo_is_never_best_and_configurations_rank_by_goodput():
+def test_a_cell_that_missed_its_slo_is_never_best_nor_in_the_goodput_verdict():
     fast_but_late = cell_with(9000.0, False, 3000.0)
     steady = cell_with(5000.0, True, 4900.0)
     assert not_best(fast_but_late) == "missed its SLO (attainment 50% < 90%)" and not_best(steady) is None
@@ -148,11 +149,10 @@ def test_a_cell_that_missed_its_slo_is_never_best_and_configurations_rank_by_goo
     assert [r["best"] for r in rows] == [[], ["out_tok_s", "good_tok_s"], []]
     text = compare.compare_table(runs, None)
     assert "good tok/s" in text and "50% MISS" in text and "never best: missed its SLO" in text
-    ranking = goodput_ranking(runs)
-    assert ranking.splitlines()[1].split()[:3] == ["1.", "steady", "4900.0"]
-    assert ranking.splitlines()[2].split()[:2] == ["2.", "slower"]
-    assert "late" in ranking.splitlines()[3] and "no cell met the SLO" in ranking.splitlines()[3]
-    assert goodput_ranking([compare.Run("x", "c.json", {}, {CellKey(60, 32): cell_with(1.0, None, 0)})]) is None
+    (goodput,) = [v for v in verdicts(runs) if v.objective is Objective.GOOD_TOK_S]
+    assert (goodput.decision, goodput.winner, goodput.runner_up) == (Decision.WINS, "steady", "slower")
+    assert dict(goodput.ineligible) == {"late": "missed its SLO (attainment 50% < 90%)"}
+    assert "goodput (higher is better): steady wins at c=32" in text  # the verdict under the table
 
 
 def test_oversaturated_needs_latency_climbing_and_throughput_flat_against_the_probe_below():

@@ -6,10 +6,10 @@ A figure term (`compare_terms.FigureTerm`) judges each cell both runs hold, matc
 - worse = (B − A) · d, where d = +1 when a rise is a regression and −1 when a drop is; relative terms divide it
   by |A| (`worse_by`);
 - beyond the limit: worse > limit;
-- beyond noise: the two 95 % intervals of the figure (a bootstrap over one measurement's requests, or Student's
-  t over `--repeat N`'s measurements: `metrics/cell_noise.py`) are disjoint, B's on the worse side: B's best
-  bound is worse than A's worst (`beyond_noise`), the rule compare's `*`/`~` marks use. A figure without an
-  interval (power, J/token, good tok/s) is judged by the limit alone;
+- beyond noise: the 95 % interval of B's change against A, from the two figures' intervals (a bootstrap over
+  one measurement's requests, or Student's t over `--repeat N`'s measurements: `metrics/cell_noise.py`), lies
+  wholly on the worse side (`beyond_noise`: the verdict's margin, `results/verdict.margin`, the rule compare's
+  `*`/`~` marks use). A figure without an interval (power, J/token, good tok/s) is judged by the limit alone;
 - a change beyond the limit and beyond noise is REGRESSED (exit 1); beyond the limit but inside noise, WITHIN_NOISE
   (exit 0); a figure A has and B lacks (B's cell not measured, or not there) is NOT_MEASURED (exit 1).
 A check term (`CheckTerm`) fails on every cell of B that fails the check, whether or not A passed it: garbage
@@ -27,6 +27,7 @@ from loadgen.metrics.confidence import overlap
 from loadgen.record import CellKey
 from loadgen.report.compare import Row, Run, cell_row
 from loadgen.report.compare_terms import CHECK_KINDS, Better, CheckTerm, FigureTerm, GateCheck, Term
+from loadgen.results.verdict import Estimate, margin
 
 
 class Verdict(StrEnum):
@@ -55,14 +56,21 @@ def worse_by(term: FigureTerm, a: float, b: float) -> float:
     return 0.0 if not worse else (float("inf") if worse > 0 else float("-inf"))
 
 
-def beyond_noise(term: FigureTerm, a_interval: Interval, b_interval: Interval) -> bool | None:
-    """Whether B's interval lies wholly on the worse side of A's (disjoint 95 % intervals); None when either
-    figure has no interval."""
+def beyond_noise(term: FigureTerm, a_interval: Interval, b_interval: Interval, a: float | None = None,
+                 b: float | None = None) -> bool | None:
+    """Whether B is worse than A beyond noise: the 95 % interval of A's margin over B (`verdict.margin`, with A
+    as the leader and the term's better direction) lies above 0; None when either figure has no interval or a
+    value ≤ 0. Without `a`, `b`: each interval's midpoint."""
     if a_interval is None or b_interval is None:
         return None
-    if overlap(a_interval, b_interval):
-        return False
-    return b_interval[0] > a_interval[1] if term.worse is Better.HIGH else b_interval[1] < a_interval[0]
+    a = (a_interval[0] + a_interval[1]) / 2 if a is None else a
+    b = (b_interval[0] + b_interval[1]) / 2 if b is None else b
+    if a <= 0 or b <= 0 or a_interval[0] <= 0 or b_interval[0] <= 0:
+        return None if overlap(a_interval, b_interval) else (
+            b_interval[0] > a_interval[1] if term.worse is Better.HIGH else b_interval[1] < a_interval[0])
+    m = margin(Estimate("A", a, (a_interval[0], a_interval[1]), (a,)), Estimate("B", b, (b_interval[0], b_interval[1]),
+                                                                                (b,)), term.worse is not Better.HIGH)
+    return m.interval is not None and m.interval[0] > 0
 
 
 def judge(term: FigureTerm, a: float | None, b: float | None, a_interval: Interval = None,
@@ -74,7 +82,7 @@ def judge(term: FigureTerm, a: float | None, b: float | None, a_interval: Interv
         return Verdict.NOT_MEASURED
     if worse_by(term, a, b) <= term.limit:
         return Verdict.WITHIN_LIMIT
-    return Verdict.WITHIN_NOISE if beyond_noise(term, a_interval, b_interval) is False else Verdict.REGRESSED
+    return Verdict.WITHIN_NOISE if beyond_noise(term, a_interval, b_interval, a, b) is False else Verdict.REGRESSED
 
 
 @dataclass(frozen=True, slots=True)

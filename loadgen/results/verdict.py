@@ -55,8 +55,10 @@ class Load(NamedTuple):
     request_rate: float | None
 
     @classmethod
-    def of(cls, key: CellKey) -> Load:
-        return cls(key.context_tokens, key.concurrency, key.request_rate)
+    def of(cls, key: tuple) -> Load:
+        """The load of a cell key (a `CellKey`, or a plain tuple of its fields as a caller's own run holds it)."""
+        full = CellKey(*key)
+        return cls(full.context_tokens, full.concurrency, full.request_rate)
 
     def text(self) -> str:
         return f"rate {self.request_rate:g}/s" if self.request_rate is not None else f"c={self.concurrency}"
@@ -71,7 +73,8 @@ class Configuration:
     runs: list[Run] = field(default_factory=list)
 
     def cells(self, load: Load) -> list[CellResult]:
-        return [c for r in self.runs for key, c in sorted(r.cells.items()) if Load.of(key) == load]
+        return [c for r in self.runs for key, c in sorted(r.cells.items(), key=lambda kc: CellKey(*kc[0]))
+                if Load.of(key) == load]
 
 
 def configurations(runs: Sequence[Run]) -> list[Configuration]:
@@ -137,14 +140,14 @@ def estimate(config: str, cells: Sequence[CellResult], spec: ObjectiveSpec,
         return None
     values = tuple(v for v, _ in pairs)
     mean = sum(values) / len(values)
-    if len(pairs) == 1:
-        return Estimate(config, mean, between.widen(mean, pairs[0][1]), values)
-    own = [(iv[1] - iv[0]) / (2 * Z95) for _, iv in pairs if iv is not None]
-    within = math.sqrt(sum(s * s for s in own)) / len(own) * Z95 if len(own) == len(pairs) else 0.0
+    if len(pairs) == 1:  # a figure with no interval at all (one request, a hand-made file) is taken as exact
+        return Estimate(config, mean, between.widen(mean, pairs[0][1] or (mean, mean)), values)
+    own = [(iv[1] - iv[0]) / (2 * Z95) if iv is not None else 0.0 for _, iv in pairs]
+    within = math.sqrt(sum(s * s for s in own)) / len(own) * Z95
     spread = repeat_interval(list(values))
     apart = (spread[1] - spread[0]) / 2 if spread else 0.0
     half = max(within, apart)
-    return Estimate(config, mean, (mean - half, mean + half) if half else None, values)
+    return Estimate(config, mean, (mean - half, mean + half), values)
 
 
 @dataclass(frozen=True)
