@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import math
 import os
 import re
 import subprocess
@@ -28,25 +29,42 @@ FIXTURE = str(ROOT / "tests" / "fixtures" / "sim_reconfigure.py")
 ARTIFACTS = Path(os.environ.get("LOADGEN_TEST_ARTIFACTS", ROOT / "build" / "test-artifacts")) / "report-html"
 SPEED = 20
 # the comparison's figures: results field, and whether higher is better
-def _true_best(group: list, path: str, higher: bool) -> set:
-    """The configuration best at `path` in one cell: the best value among measured cells that passed their
-    checks (a client that kept up, no garbage, the SLO met), alone there and with its 95 % interval clear of
-    every other measured cell's (no interval: the values differ)."""
-    usable = {name: cell for name, _, cell in group if measured(cell) and field(cell, path) is not None}
-    allowed = {name: cell for name, cell in usable.items() if not_best(cell) is None}
-    if len(usable) < 2 or not allowed:
+def _interval(cell: dict, path: str, s_run: float) -> tuple[float, float]:
+    """The figure's 95 % interval as the verdict takes it, written out again: its own (J/token: output tok/s's
+    relative interval, inverted; none: exact), widened on the log scale by the noise between runs `s_run`."""
+    v, own = field(cell, path), (cell.get("intervals") or {}).get(path)
+    if path == "power.j_per_output_token":
+        out, iv = cell["output_tok_s"], (cell.get("intervals") or {}).get("output_tok_s")
+        own = None if iv is None else [v * out / iv[1], v * out / iv[0]]
+    low, high = own or (v, v)
+    s = math.hypot((math.log(high) - math.log(low)) / 3.92, s_run)
+    return v * math.exp(-1.96 * s), v * math.exp(1.96 * s)
+
+
+def _true_best(group: list, path: str, higher: bool, s_run: float) -> set:
+    """The configuration best at `path` in one cell by the verdict's rule: among the measured cells that may be
+    best (checks passed, not cut short), the leader's margin over every other has a 95 % interval above 0
+    (log ratio ± 1.96·√(s_a² + s_b²)) and is ≥ 2 %; no margin is taken against a cell that may not be best."""
+    allowed = {name: cell for name, _, cell in group
+               if measured(cell) and not_best(cell) is None and (field(cell, path) or 0) > 0}
+    if len(allowed) < 2:
         return set()
-    top = (max if higher else min)(field(c, path) for c in allowed.values())
-    leaders = [name for name, c in allowed.items() if field(c, path) == top]
-    lead = (allowed[leaders[0]].get("intervals") or {}).get(path)
-    for name, cell in usable.items():
-        other = (cell.get("intervals") or {}).get(path)
-        if name in leaders:
-            continue
-        apart = field(cell, path) != top if lead is None or other is None else lead[1] < other[0] or other[1] < lead[0]
-        if not apart:
+    ranked = sorted(allowed, key=lambda n: field(allowed[n], path), reverse=higher)
+    lead = ranked[0]
+    for other in ranked[1:]:
+        (la, ha), (lo, ho) = _interval(allowed[lead], path, s_run), _interval(allowed[other], path, s_run)
+        d = math.log(field(allowed[lead], path) / field(allowed[other], path)) * (1 if higher else -1)
+        se = math.hypot(math.log(ha / la), math.log(ho / lo)) / 3.92
+        if d - 1.96 * se <= 0 or math.expm1(d) < 0.02:
             return set()
-    return set(leaders) if len(leaders) == 1 else set()
+    return {lead}
+
+
+def _between_runs(docs: dict, key: str) -> float:
+    """s_run of the sweep's drift controls for `key` (output_tok_s, ttft_p50_s): √(Σ ln(first/again)² / 2n)."""
+    logs = [math.log(d["drift"]["first"][key] / d["drift"]["again"][key]) for d in docs.values()
+            if (d.get("drift") or {}).get("first") and (d["drift"].get("again") or {}).get(key)]
+    return math.sqrt(sum(x * x for x in logs) / (2 * len(logs))) if logs else 0.0
 
 
 FIELDS = {"out_tok_s": ("output_tok_s", True), "req_tok_s": ("request_tok_s.mean", True),
@@ -232,22 +250,30 @@ def check_comparison(table: dict, docs: dict, base: str) -> dict[tuple, set[str]
     true_best = {}
     for key, group in groups.items():
         for m, (path, higher) in FIELDS.items():
-            best = _true_best(group, path, higher)
+            drift = {"ttft_p50_s": "ttft_p50_s", "accept": None, "power_w": None}.get(m, "output_tok_s")
+            best = _true_best(group, path, higher, _between_runs(docs, drift) if drift else 0.0)
             marked = {name for name, row, _ in group for td in row["cells"] if td["metric"] == m and td["best"]}
             assert marked == best, (key, m, best)
             true_best[(*key, m)] = best
     return true_best
 
 
-def check_winners(table: dict, true_best: dict) -> None:
-    """Each cell's winner at each headline figure is the true best (names before the margin)."""
+def check_verdict(table: dict, compared: dict, true_best: dict) -> None:
+    """Each load's answer on the page is `loadgen compare --format json`'s verdict, and its output tok/s,
+    per-request tok/s and TTFT winners are the comparison's true best (one rule)."""
     assert table["rows"]
+    by = {(v["context"], v["concurrency"], v["objective"]): v for v in compared["verdict"]}
+    metric = {"output_tok_s": "out_tok_s", "request_tok_s": "req_tok_s", "ttft_p50_s": "ttft_p50_s"}
     for row in table["rows"]:
         for td in row["cells"]:
-            key = (row["data"]["ctx"], row["data"]["concurrency"], row["data"].get("rate"), td["metric"])
-            shown = td["text"]
-            names = set() if shown == "-" or shown.startswith("within noise") else set(shown.split(" (")[0].split(", "))
-            assert names == true_best[key], (key, td["text"])
+            v = by[(int(row["data"]["ctx"]), int(row["data"]["concurrency"]), td["metric"])]
+            if v["decision"] == "wins":
+                assert td["text"].startswith(v["winner"]) and f"over {v['runner_up']}" in td["text"], (v, td)
+            elif v["decision"] == "tied":
+                assert td["text"].startswith("tied: " + ", ".join(v["tied"])), (v, td)
+            if td["metric"] in metric:
+                key = (row["data"]["ctx"], row["data"]["concurrency"], row["data"].get("rate"), metric[td["metric"]])
+                assert ({v["winner"]} if v["decision"] == "wins" else set()) == true_best[key], (key, v, td)
 
 
 def check_matrix(table: dict, docs: dict) -> None:
@@ -285,7 +311,9 @@ def test_report_page_in_a_real_browser(report, tmp_path):
     kinds = [t["kind"] for t in content["tables"]]
     assert kinds.count("comparison") == 1 and kinds.count("matrix") == 3
     true_best = check_comparison(next(t for t in content["tables"] if t["kind"] == "comparison"), docs, "b8")
-    check_winners(next(t for t in content["tables"] if t["kind"] == "winners"), true_best)
+    compared = json.loads(subprocess.run([sys.executable, "-m", "loadgen", "compare", str(out), "--format", "json"],
+                                         check=True, capture_output=True, text=True, cwd=ROOT).stdout)
+    check_verdict(next(t for t in content["tables"] if t["kind"] == "verdict"), compared, true_best)
     for table in content["tables"]:
         if table["kind"] == "matrix":
             check_matrix(table, docs)

@@ -25,7 +25,7 @@ from loadgen.results.cell_view import number
 from loadgen.results.compare_inputs import Run, load_inputs, pick_baseline
 from loadgen.results.objectives import SPECS, Objective
 from loadgen.results.slo_part import attainment_text
-from loadgen.results.verdict import RESOLUTION, configurations, verdicts
+from loadgen.results.verdict import RESOLUTION, BetweenRuns, configurations, verdicts
 
 __all__ = ["Run", "TableFormat", "comparison", "compare_table", "load_inputs", "pick_baseline", "render_text"]
 
@@ -52,6 +52,10 @@ INTERVALS = {"out_tok_s": "output_tok_s", "req_tok_s": "request_tok_s.mean", "tt
              "accept": "accept_length.value"}
 # metrics whose interval is the verdict's objective's (a proxy's, scaled: `objectives.ObjectiveSpec.interval_of`)
 OBJECTIVE_INTERVALS = {"good_tok_s": SPECS[Objective.GOOD_TOK_S], "j_per_token": SPECS[Objective.J_PER_TOKEN]}
+# metric → the verdict's objective, whose noise between runs (`verdict.BetweenRuns`) its marks add
+OBJECTIVE_OF = {"out_tok_s": Objective.OUTPUT_TOK_S, "good_tok_s": Objective.GOOD_TOK_S,
+                "req_tok_s": Objective.REQUEST_TOK_S, "ttft_p50_s": Objective.TTFT_P50_S,
+                "j_per_token": Objective.J_PER_TOKEN}
 SLO_METRICS = ("good_tok_s",)  # shown only where some cell was measured with --slo
 
 
@@ -96,10 +100,11 @@ def comparison(runs: list[Run], base: int = 0) -> list[Row]:
     `best`: the metrics in which this configuration is the best of the cell beyond noise, and `noise`: those
     in which it is within noise of the cell's leader (no best named; `mark_best`)."""
     keys = sorted({k for r in runs for k in r.cells})
+    between = {m: BetweenRuns.of(runs, SPECS[o].drift) for m, o in OBJECTIVE_OF.items()}
     rows = []
     for key in keys:
         group = [cell_row(r, key, r.cells[key], runs[base]) for r in runs if key in r.cells]
-        mark_best(group, {m: better for m, (_, _, better) in METRICS.items()})
+        mark_best(group, {m: better for m, (_, _, better) in METRICS.items()}, between=between)
         rows += group
     return rows
 

@@ -29,17 +29,17 @@ def answer_cell(v: Verdict | None, colors: dict[str, ColorType]) -> str:
     if v.decision is Decision.WINS:
         body = _who([v.ranked[0].config], colors) + el("span", text(f"{margin_text(v)} over {v.runner_up}"),
                                                        class_="margin")
-        return el("td", body, class_="win", data_objective=v.objective.value, data_decision=v.decision.value,
+        return el("td", body, class_="win", data_metric=v.objective.value, data_decision=v.decision.value,
                   data_winner=v.winner)
     if v.decision is Decision.TIED:
         body = text("tied: ") + _who(v.tied, colors) + el("span", text(f"{margin_text(v)}, {v.tie_reason}"),
                                                            class_="margin")
-        return el("td", body, class_="tie", data_objective=v.objective.value, data_decision=v.decision.value,
+        return el("td", body, class_="tie", data_metric=v.objective.value, data_decision=v.decision.value,
                   data_tied=" ".join(v.tied))
     if v.decision is Decision.ALONE:
-        return el("td", text("only ") + _who([v.ranked[0].config], colors), data_objective=v.objective.value,
+        return el("td", text("only ") + _who([v.ranked[0].config], colors), data_metric=v.objective.value,
                   data_decision=v.decision.value, data_winner=v.winner)
-    return el("td", text("none eligible"), data_objective=v.objective.value, data_decision=v.decision.value)
+    return el("td", text("none eligible"), data_metric=v.objective.value, data_decision=v.decision.value)
 
 
 def why_cell(v: Verdict | None) -> str:

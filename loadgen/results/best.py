@@ -5,24 +5,32 @@ best that the verdict calls a tie."""
 
 from __future__ import annotations
 
-from loadgen.results.verdict import RESOLUTION, Decision, Estimate, decide
+from collections.abc import Mapping
+
+from loadgen.results.verdict import RESOLUTION, BetweenRuns, Decision, Estimate, decide
+
+NO_CONTROLS = BetweenRuns(None, 0)
 
 
-def _estimate(row: dict, m: str) -> Estimate:
-    """The row's figure `m` as an estimate; a figure no row has an interval for (power) is taken as exact."""
+def _estimate(row: dict, m: str, between: BetweenRuns) -> Estimate:
+    """The row's figure `m` as the verdict's estimate: its interval (a figure no row has an interval for, power,
+    taken as exact) widened by the noise between runs."""
     interval = row["intervals"].get(m) or (row[m], row[m])
-    return Estimate(row["config"], row[m], (interval[0], interval[1]), (row[m],))
+    return Estimate(row["config"], row[m], between.widen(row[m], (interval[0], interval[1])), (row[m],))
 
 
-def mark_best(group: list[dict], metrics: dict[str, str], resolution: float = RESOLUTION) -> None:
+def mark_best(group: list[dict], metrics: dict[str, str], resolution: float = RESOLUTION,
+              between: Mapping[str, BetweenRuns] | None = None) -> None:
     """Mark, per metric (`metrics`: its name → "high" or "low", which is better), the rows of one cell: `best`
-    for the winner, `noise` for every row of a tie; rows that may not be best are left unmarked."""
+    for the winner, `noise` for every row of a tie; rows that may not be best are left unmarked. `between`: the
+    noise between runs of each metric (`verdict.BetweenRuns`), as the verdict adds it."""
     for m, better in metrics.items():
         allowed = [r for r in group if r[m] is not None and r[m] > 0 and not r["not_best"]]
         if len(allowed) < 2:
             continue
         ranked = sorted(allowed, key=lambda r: r[m], reverse=better == "high")
-        decision, tied, _, _ = decide([_estimate(r, m) for r in ranked], better == "high", resolution)
+        noise = (between or {}).get(m, NO_CONTROLS)
+        decision, tied, _, _ = decide([_estimate(r, m, noise) for r in ranked], better == "high", resolution)
         if decision is Decision.WINS:
             ranked[0]["best"].append(m)
         for r in ranked:
