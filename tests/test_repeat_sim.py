@@ -1,6 +1,6 @@
 """`--repeat N` against the simulator: each cell measured N times (every repeat's requests in the JSONL, under
 its number), the cell's key figures the mean over the repeats with an interval; the final matrix printed once
-and within 120 columns; the run compared with itself names no best (a tie is within noise)."""
+and within 120 columns; the run compared with itself names no best (exact equals are tied)."""
 
 from __future__ import annotations
 
@@ -32,5 +32,5 @@ def test_repeat_measures_each_cell_n_times_with_an_interval(sim_factory, tmp_pat
     assert res.stdout.count("run ") == 1 and max(len(line) for line in res.stdout.splitlines()) <= 120
     assert res.stderr.count("run 3/3") == 1 and "(mean)" in res.stderr
     compared = cli("compare", str(out), str(out))
-    within = re.search(r"within noise: (\d+) of (\d+) compared figures", compared.stdout)
+    within = re.search(r"tied: (\d+) of (\d+) compared figures", compared.stdout)
     assert compared.returncode == 0 and within and within[1] == within[2] != "0", compared.stdout

@@ -397,6 +397,9 @@ def test_interrupt_while_measuring_keeps_the_cells_and_stops(bench):
     assert doc["sweep"]["attempts"][-1]["reason"] == "interrupted by SIGINT"
     status = {c["name"]: c["status"] for c in bench.summary()["configs"]}
     assert status == {"budget8_topk4": "partial", "budget16_topk4": "pending"}
+    cut = [c for c in doc["cells"] if c["status"] == "ok" and "interrupted" in [i["kind"] for i in c["incidents"]]]
+    first = bench.summary()["configs"][0]  # a cut-short cell is no ok cell of the summary: it is measured again
+    assert first["cells_ok"] == len(done) and len(first["cells_cut_short"]) == len(cut)
     again = bench.sweep(path)
     assert again.returncode == 0, again.stderr[-2000:]
     assert f"[budget8_topk4] resuming: {len(done)} of 3 cells already measured" in again.stderr
