@@ -145,7 +145,7 @@ def test_three_configurations_measured_on_the_right_servers(bench):
         accept.append(doc["cells"][0]["accept_length"]["value"])
     assert accept[0] < accept[1] < accept[2]
     # the sweep's closing table: one row per configuration per cell, values from the results
-    table = res.stdout[res.stdout.index(" ctx  conc configuration"):]
+    table = res.stdout[res.stdout.index(" ctx  conc configuration"):res.stdout.index("The answer")]
     assert sum(line.strip().startswith(("60", "budget")) for line in table.splitlines()) == 6
     b16 = bench.doc("budget16_topk4")["cells"][1]["output_tok_s"]
     assert f"{b16:.1f}" in table

@@ -32,16 +32,16 @@ def test_matrix_table():
     # table has every column, each note in its row
     assert table.header() == (
         '   ctx  conc   ok/fail runs  out tok/s    ±95% steady tok/s req tok/s mean    ±req  req p10 TTFT mean ms'
-        '  TTFT p50    ±p50  TTFT p99  pp tok/s  E2E s tok/chk accept source           W   J/tok     GPU% SM clk '
+        '  TTFT p50    ±p50  TTFT p99  pp tok/s  E2E s tok/chk accept source      ms/step      W   J/tok     GPU% SM clk '
         ' DRAM tensor pwr cap bottleneck           note')
     assert table.row(CLOSED) == (
         '  1024    32      63/1    1     4723.2       -       4790.0          147.6       -   120.0*        251.4'
-        '    200.0*       -   1037.5*      4073   1.90    3.86   3.91 counters      3612   0.765        -      - '
+        '    200.0*       -   1037.5*      4073   1.90    3.86   3.91 counters          -   3612   0.765        -      - '
         '    -      -       - -                    sources disagree: counters=3.91 vs log=4.50 | CLIENT SATURATED'
         ' (client CPU 95% > 90%): add --workers auto (client processes share the load) | w')
     assert table.row({"context_tokens": 60, "concurrency": 1}) == (
         '    60     1       0/0    1          -       -            -              -       -        -            -'
-        '         -       -         -         -      -       -      - -                -       -        -      - '
+        '         -       -         -         -      -       -      - -                 -      -       -        -      - '
         '    -      -       - -                    ')
     wide = table.table([CLOSED], wide=True).splitlines()
     assert wide[:2] == [table.header(), table.row(CLOSED).rstrip()]  # the wide rows: every column, each note

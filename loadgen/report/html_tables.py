@@ -36,6 +36,7 @@ MATRIX = [
     ("E2E mean ms", "e2e_s.mean", "ms"),
     ("tok/chunk", "tokens_per_chunk_mean", ".2f"),
     ("accept", "accept_length.value", ".2f"),
+    ("verify step ms", "steps.step_itl_s.mean", "ms"),  # metrics/verify_steps.step_ms
     ("W (all GPUs)", "power.mean_w_total", ".0f"),
     ("J/tok", "power.j_per_output_token", ".3f"),
 ]

@@ -138,6 +138,7 @@ COLUMNS = [
     Column("tok/chk", 7, number("tokens_per_chunk_mean", ".2f")),
     Column("accept", 6, _accept),
     Column("source", -11, lambda c: (c.accept.accept_length or {}).get("source") or tt.MISSING),
+    Column("ms/step", 7, millis("steps.step_itl_s.mean")),  # a verify step as a request sees it (verify_steps)
     Column("W", 6, number("power.mean_w_total", ".0f")),
     Column("J/tok", 7, number("power.j_per_output_token", ".3f")),
     gpu_columns.DEFAULT_COLUMN,
