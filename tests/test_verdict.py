@@ -148,8 +148,9 @@ def test_engine_settings_that_differ_beyond_the_swept_ones_are_confounders():
             params={"budget": 64})
     b = run("b16", cell(1, 200, 2), info={"disable_cuda_graph": False, "tp_size": 8, "speculative_ddtree_budget": 16},
             params={"budget": 16})
-    (v,) = output(verdicts([a, b]))
-    assert v.why is not None and v.why.confounders == ["disable_cuda_graph: b64=True, b16=False"]
+    c = run("b32", cell(1, 100, 2), info={"disable_cuda_graph": False, "tp_size": 8}, params={"budget": 32})
+    (v,) = output(verdicts([c, a, b]))
+    assert v.why is not None and v.why.confounders == ["disable_cuda_graph: True for b64; False for b16, b32"]  # ranked order
     assert "confounders" in why_text(v.why)
     swept = run("m256", cell(1, 150, 2), info={"max_running_requests": 256}, params={"max_running_requests": 256})
     other = run("m64", cell(1, 100, 2), info={"max_running_requests": 64}, params={"max_running_requests": 64})

@@ -49,7 +49,7 @@ def why_cell(v: Verdict | None) -> str:
     lines = [f"{w.leader} against {w.runner_up}: {decomposition_text(w)}", reason_text(w), limit_text(w),
              gpu_text(w)]
     if w.confounders:
-        lines.append("confounders: " + "; ".join(w.confounders))
+        lines.append("confounders: " + " | ".join(w.confounders))
     body = "".join(el("div", text(line)) for line in lines if line)
     return el("td", body, class_="note why", data_why=v.load.text())
 

@@ -73,19 +73,26 @@ def _settings(conf: Configuration) -> tuple[dict[str, Any], set[str]]:
     return {k: info[k] for k in keys if k in info}, swept
 
 
-def confounders(a: Configuration, b: Configuration) -> list[str]:
-    """'disable_cuda_graph: b64t8=True, b16t8=False' for each speed setting the two servers report differently
-    that neither swept."""
-    (sa, swept_a), (sb, swept_b) = _settings(a), _settings(b)
-    swept = swept_a | swept_b
-    return [f"{k}: {a.name}={sa.get(k)}, {b.name}={sb.get(k)}" for k in dict.fromkeys([*sa, *sb])
-            if k not in swept and repr(sa.get(k)) != repr(sb.get(k))]
+def confounders(configs: Sequence[Configuration]) -> list[str]:
+    """'disable_cuda_graph: True for b64t8; False for b8t4, b16t8' for each speed setting the compared servers
+    report differently that none of them swept."""
+    settings = [(c.name, *_settings(c)) for c in configs]
+    swept = {k for _, _, sw in settings for k in sw}
+    out = []
+    for key in dict.fromkeys(k for _, found, _ in settings for k in found):
+        groups: dict[str, list[str]] = {}
+        for name, found, _ in settings:
+            groups.setdefault(repr(found.get(key)) if key in found else "not reported", []).append(name)
+        if key not in swept and len(groups) > 1:
+            shown = [f"{v.strip(chr(39))} for {', '.join(names)}" for v, names in groups.items()]
+            out.append(f"{key}: {'; '.join(shown)}")
+    return out
 
 
 @dataclass(frozen=True)
 class Why:
     """The leader against the runner-up: their figures, the ratios (leader / runner-up), the leader's draft
-    limit, confounders."""
+    limit, and the confounders among the configurations compared at the load."""
 
     leader: str
     runner_up: str
@@ -104,12 +111,13 @@ class Why:
 
 
 def explain(leader: Configuration, leader_cells: Sequence[CellResult], runner: Configuration,
-            runner_cells: Sequence[CellResult]) -> Why:
+            runner_cells: Sequence[CellResult], compared: Sequence[Configuration]) -> Why:
+    """The leader against the runner-up; confounders over every configuration `compared` at the load."""
     a, b = spec_figures(leader_cells), spec_figures(runner_cells)
     accept, steps = _ratio(a.accept_length, b.accept_length), _ratio(a.verify_steps_per_s, b.verify_steps_per_s)
     return Why(leader.name, runner.name, {leader.name: a, runner.name: b}, accept, steps,
                _ratio(a.output_tok_s, b.output_tok_s), vs.draft_limit(a.full_draft_share),
-               confounders(leader, runner))
+               confounders(compared))
 
 
 def _n(x: float | None, spec: str = ".1f") -> str:
@@ -173,5 +181,5 @@ def why_text(w: Why) -> str:
     parts = [f"{w.leader} against {w.runner_up}: {decomposition_text(w)}", reason_text(w), limit_text(w),
              gpu_text(w)]
     if w.confounders:
-        parts.append("confounders (settings beyond the swept ones differ): " + "; ".join(w.confounders))
+        parts.append("confounders (engine settings beyond the swept ones differ): " + " | ".join(w.confounders))
     return ". ".join(p for p in parts if p) + "."
