@@ -19,12 +19,13 @@ iterations for M tokens, where E[N] is the mean verify steps to commit M − 1 t
 (`verify_steps_mean`, exact over the binomial draws); a slot is busy 1 + E[N] of them, so the mean iteration
 lasts S + X·c·(1 + E[N])/L + P·c/L ms (P the prefill ms of one request) and the output is c·M / (L × that)
 × 1000 tok/s. At c = 1 the engine idles between requests instead of running an empty iteration: a cycle is
-(S + X + P) + E[N]·(S + X) ms. It leaves out the client's turnaround (a fraction of a ms at c = 1; within the
-empty iteration at c > 1 as long as it is shorter) and a cell's ramps (its first wave admitted at once, its
+(S + X + P) + E[N]·(S + X) ms. It leaves out the client's turnaround (about 1 ms a request at c = 1; within
+the empty iteration at c > 1 as long as it is shorter) and a cell's ramps (its first wave admitted at once, its
 last draining): read it against a cell's steady window. Measured as above, a run is 1.0-2.1 % below it at c = 1
-(the client's turnaround, about 1 ms a request, and the sample's verify steps) and 0.6-2.8 % below (+0.1 % once)
-at c = 32 in the steady window; the whole window, ramps included, is 0.6-6.1 % below, most where S outweighs X·c
-(a draining batch still pays S per iteration).
+(per request: its prefill iteration ~1.5 ms past the nominal, a timer woken after an idle engine; ~1 ms idle,
+the client's turnaround; the sample's verify steps) and 0.6-2.8 % below (+0.1 % once) at c = 32 in the steady
+window; the whole window, ramps included, is 0.6-6.1 % below, most where S outweighs X·c (a draining batch still
+pays S per iteration). `lone_tok_s` takes the c = 1 overheads as a server measured them.
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ def closed_loop_tok_s(cfg: SpecServer, concurrency: int, max_tokens: int, prompt
     n = verify_steps_mean(cfg, max_tokens - 1)
     prefill_ms = cfg.prefill_ms_per_1k_tokens * prompt_tokens / 1000
     if c == 1:
-        return max_tokens / ((s + x + prefill_ms) + n * (s + x)) * 1000
+        return lone_tok_s(cfg, max_tokens, s + x + prefill_ms, s + x, 0.0)
     cycle = n + 2
     iteration_ms = s + x * c * (n + 1) / cycle + prefill_ms * c / cycle
     return c * max_tokens / (cycle * iteration_ms) * 1000
@@ -95,3 +96,14 @@ def accept_length_mean(cfg: SpecServer, max_tokens: int) -> float:
     """Σ completion / Σ verify steps over requests of `max_tokens` tokens: M / E[N] (the prefill's token counted,
     as SGLang's `spec_accept_length` counts it), a little below A."""
     return max_tokens / verify_steps_mean(cfg, max_tokens - 1)
+
+
+def lone_tok_s(cfg: SpecServer, max_tokens: int, first_ms: float, step_ms: float, idle_ms: float) -> float:
+    """Output tok/s at c = 1 given what each request's life costs: its prefill iteration (`first_ms`, received →
+    first token), E[N] verify iterations of `step_ms` each, and `idle_ms` before the next request arrives (the
+    client's turnaround): M / (first + E[N]·step + idle) × 1000. With the nominal S + X + P, S + X and 0 it is
+    `closed_loop_tok_s` at c = 1; with the means a server measured (its `--events` stamps), it is that server's
+    expected speed with the overheads the run met (timers that wake late, a client that takes a ms to send the
+    next request), only the draws taken at their mean: what a margin's interval, a bootstrap over the requests,
+    is to cover."""
+    return max_tokens / (first_ms + verify_steps_mean(cfg, max_tokens - 1) * step_ms + idle_ms) * 1000
