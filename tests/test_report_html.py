@@ -29,12 +29,23 @@ FIXTURE = str(ROOT / "tests" / "fixtures" / "sim_reconfigure.py")
 ARTIFACTS = Path(os.environ.get("LOADGEN_TEST_ARTIFACTS", ROOT / "build" / "test-artifacts")) / "report-html"
 SPEED = 20
 # the comparison's figures: results field, and whether higher is better
+def _judged(cell: dict, path: str) -> float:
+    """The figure the verdict judges: output tok/s is the steady window's where that covers half the window."""
+    steady = cell.get("steady") or {}
+    if path == "output_tok_s" and steady.get("output_tok_s") and steady["duration_s"] >= 0.5 * cell["duration_s"]:
+        return steady["output_tok_s"]
+    return field(cell, path)
+
+
 def _interval(cell: dict, path: str, s_run: float) -> tuple[float, float]:
-    """The figure's 95 % interval as the verdict takes it, written out again: its own (J/token: output tok/s's
-    relative interval, inverted; none: exact), widened on the log scale by the noise between runs `s_run`."""
-    v, own = field(cell, path), (cell.get("intervals") or {}).get(path)
+    """The figure's 95 % interval as the verdict takes it, written out again: its own (output tok/s: its interval
+    scaled to the steady figure; J/token: output tok/s's relative interval, inverted; none: exact), widened on the
+    log scale by the noise between runs `s_run`."""
+    v, own = _judged(cell, path), (cell.get("intervals") or {}).get(path)
+    out, iv = cell["output_tok_s"], (cell.get("intervals") or {}).get("output_tok_s")
+    if path == "output_tok_s" and iv:
+        own = [v * iv[0] / out, v * iv[1] / out]
     if path == "power.j_per_output_token":
-        out, iv = cell["output_tok_s"], (cell.get("intervals") or {}).get("output_tok_s")
         own = None if iv is None else [v * out / iv[1], v * out / iv[0]]
     low, high = own or (v, v)
     s = math.hypot((math.log(high) - math.log(low)) / 3.92, s_run)
@@ -46,14 +57,14 @@ def _true_best(group: list, path: str, higher: bool, s_run: float) -> set:
     best (checks passed, not cut short), the leader's margin over every other has a 95 % interval above 0
     (log ratio ± 1.96·√(s_a² + s_b²)) and is ≥ 2 %; no margin is taken against a cell that may not be best."""
     allowed = {name: cell for name, _, cell in group
-               if measured(cell) and not_best(cell) is None and (field(cell, path) or 0) > 0}
+               if measured(cell) and not_best(cell) is None and (_judged(cell, path) or 0) > 0}
     if len(allowed) < 2:
         return set()
-    ranked = sorted(allowed, key=lambda n: field(allowed[n], path), reverse=higher)
+    ranked = sorted(allowed, key=lambda n: _judged(allowed[n], path), reverse=higher)
     lead = ranked[0]
     for other in ranked[1:]:
         (la, ha), (lo, ho) = _interval(allowed[lead], path, s_run), _interval(allowed[other], path, s_run)
-        d = math.log(field(allowed[lead], path) / field(allowed[other], path)) * (1 if higher else -1)
+        d = math.log(_judged(allowed[lead], path) / _judged(allowed[other], path)) * (1 if higher else -1)
         se = math.hypot(math.log(ha / la), math.log(ho / lo)) / 3.92
         if d - 1.96 * se <= 0 or math.expm1(d) < 0.02:
             return set()

@@ -50,9 +50,8 @@ SPEEDUPS = ("out_tok_s", "req_tok_s")
 # metric → the path of its confidence interval in the cell's `intervals` (metrics without one: power, energy)
 INTERVALS = {"out_tok_s": "output_tok_s", "req_tok_s": "request_tok_s.mean", "ttft_p50_s": "ttft_s.p50",
              "accept": "accept_length.value"}
-# metrics whose interval is the verdict's objective's (a proxy's, scaled: `objectives.ObjectiveSpec.interval_of`)
-OBJECTIVE_INTERVALS = {"good_tok_s": SPECS[Objective.GOOD_TOK_S], "j_per_token": SPECS[Objective.J_PER_TOKEN]}
-# metric → the verdict's objective, whose noise between runs (`verdict.BetweenRuns`) its marks add
+# metric → the verdict's objective: its marks judge the objective's figure (out tok/s: sustained) and interval, with
+# the noise between runs (`verdict.BetweenRuns`) added
 OBJECTIVE_OF = {"out_tok_s": Objective.OUTPUT_TOK_S, "good_tok_s": Objective.GOOD_TOK_S,
                 "req_tok_s": Objective.REQUEST_TOK_S, "ttft_p50_s": Objective.TTFT_P50_S,
                 "j_per_token": Objective.J_PER_TOKEN}
@@ -75,13 +74,14 @@ def cell_row(r: Run, key: CellKey, cell: CellResult, base: Run) -> Row:
            "status": "failed" if failed else "ok", "measured": ok, "error": why or cell.error,
            "checks": [c.kind.value for c in checks], "check_reasons": [c.reason for c in checks],
            "not_best": not_best(cell), "slo": cell.slo, "baseline": r is base, "best": [], "noise": [],
-           "intervals": {}, "repeated": bool(cell.noise.repeats)}
+           "intervals": {}, "repeated": bool(cell.noise.repeats), "judged": {}}
     for m, (_, get, _) in METRICS.items():
         row[m] = get(cell) if ok else None
         if ok and m in INTERVALS:
             row["intervals"][m] = (cell.noise.intervals or {}).get(INTERVALS[m])
-        elif ok and m in OBJECTIVE_INTERVALS and row[m] is not None:
-            row["intervals"][m] = OBJECTIVE_INTERVALS[m].interval_of(cell)
+        if ok and row[m] is not None and m in OBJECTIVE_OF:
+            spec = SPECS[OBJECTIVE_OF[m]]
+            row["judged"][m] = (spec.value(cell), spec.interval_of(cell))
     base_cell = base.cells.get(key)
     for m in SPEEDUPS:
         b = METRICS[m][1](base_cell) if base_cell and unmeasured(base_cell) is None else None

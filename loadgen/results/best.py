@@ -12,11 +12,17 @@ from loadgen.results.verdict import RESOLUTION, BetweenRuns, Decision, Estimate,
 NO_CONTROLS = BetweenRuns(None, 0)
 
 
+def _judged(row: dict, m: str) -> tuple[float, tuple[float, float] | None]:
+    """The figure `m` as the verdict judges it (`judged`: output tok/s sustained) and its interval."""
+    value, interval = row.get("judged", {}).get(m) or (row[m], row["intervals"].get(m))
+    return value, None if interval is None else (float(interval[0]), float(interval[1]))
+
+
 def _estimate(row: dict, m: str, between: BetweenRuns) -> Estimate:
     """The row's figure `m` as the verdict's estimate: its interval (a figure no row has an interval for, power,
     taken as exact) widened by the noise between runs."""
-    interval = row["intervals"].get(m) or (row[m], row[m])
-    return Estimate(row["config"], row[m], between.widen(row[m], (interval[0], interval[1])), (row[m],))
+    value, interval = _judged(row, m)
+    return Estimate(row["config"], value, between.widen(value, interval or (value, value)), (value,))
 
 
 def mark_best(group: list[dict], metrics: dict[str, str], resolution: float = RESOLUTION,
@@ -25,10 +31,10 @@ def mark_best(group: list[dict], metrics: dict[str, str], resolution: float = RE
     for the winner, `noise` for every row of a tie; rows that may not be best are left unmarked. `between`: the
     noise between runs of each metric (`verdict.BetweenRuns`), as the verdict adds it."""
     for m, better in metrics.items():
-        allowed = [r for r in group if r[m] is not None and r[m] > 0 and not r["not_best"]]
+        allowed = [r for r in group if r[m] is not None and (_judged(r, m)[0] or 0) > 0 and not r["not_best"]]
         if len(allowed) < 2:
             continue
-        ranked = sorted(allowed, key=lambda r: r[m], reverse=better == "high")
+        ranked = sorted(allowed, key=lambda r: _judged(r, m)[0], reverse=better == "high")
         noise = (between or {}).get(m, NO_CONTROLS)
         decision, tied, _, _ = decide([_estimate(r, m, noise) for r in ranked], better == "high", resolution)
         if decision is Decision.WINS:

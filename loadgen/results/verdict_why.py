@@ -19,6 +19,7 @@ from loadgen.engines.registry import adapter
 from loadgen.metrics import verify_steps as vs
 from loadgen.results.cell_result import CellResult
 from loadgen.results.cell_view import figure, number
+from loadgen.results.objectives import sustained_output_tok_s
 
 if TYPE_CHECKING:
     from loadgen.results.verdict import Configuration
@@ -46,7 +47,7 @@ def _mean(values: Sequence[float | None]) -> float | None:
 
 def spec_figures(cells: Sequence[CellResult]) -> SpecFigures:
     """The figures of `SpecFigures` over a configuration's eligible cells at one load."""
-    out = _mean([number(c, "output_tok_s") for c in cells])
+    out = _mean([sustained_output_tok_s(c) for c in cells])
     accept = _mean([number(c, "accept_length.value") for c in cells])
     positions = [figure(c, "accept_by_position") for c in cells]
     share = _mean([vs.full_draft_share(p) for p in positions])
