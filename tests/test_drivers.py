@@ -232,3 +232,18 @@ def test_a_worker_cell_runs_its_slots_through_the_closed_loop_over_a_feed():
         assert sorted(r.seq for r in records) == list(range(5)) and outcome.sent == 5 and not outcome.unsent
 
     asyncio.run(scenario())
+
+
+def test_a_duration_bound_cell_counts_its_duration_from_the_measured_load_start():
+    """A measured load that waited (an aligned start, a long warmup) still sends for its whole duration: the
+    deadline moves to when the measured jobs start; the warmup keeps the deadline set when the cell began."""
+    jobs = JobList([{"i": i} for i in range(10)], 10, 2)
+    start = time.monotonic_ns()
+    run = CellRun("r", CELL, jobs, _ok, lambda: None, lambda rec: None, start + 1, warmup=2, duration_ns=10**12)
+    assert run.phase(Phase.WARMUP).deadline_ns == start + 1  # set when the cell began
+    time.sleep(0.01)  # the wait: without the move, the measured load would start past its deadline
+    measured = run.phase(Phase.MEASURE)
+    assert measured.deadline_ns is not None and measured.deadline_ns >= start + 10**12
+    assert measured.take() is not None
+    plain = _run(deadline_ns=start + 1)  # no duration: the deadline as given
+    assert plain.phase(Phase.MEASURE).deadline_ns == start + 1

@@ -107,14 +107,15 @@ class CellMeasurer:
             for s in self.sinks:
                 s.request_sent(cell)
 
-        deadline = None
+        deadline = duration = None
         if self.cfg.duration_per_cell_s:
-            deadline = time.monotonic_ns() + int(self.cfg.duration_per_cell_s * 1e9)
+            duration = int(self.cfg.duration_per_cell_s * 1e9)
+            deadline = time.monotonic_ns() + duration
         send = self.transport.sender(session)
         if self.verifier is not None:
             send = VerifyingSender(send, self.verifier, session)
         return CellRun(self.run_id, cell, jobs, send, on_sent, on_record, deadline,
-                       attempt=attempt, warmup=self.cfg.warmup, stop=stop)
+                       attempt=attempt, warmup=self.cfg.warmup, stop=stop, duration_ns=duration)
 
     async def measure(self, session: aiohttp.ClientSession, cell: CellKey, attempt: int = 0,
                       stop: StopToken | None = None, repeat: int = 0) -> tuple[CellResult, LoadOutcome]:

@@ -76,17 +76,21 @@ class _Shared:
         self.sent = 0
         self.in_flight = 0
         self.measured: CellRun | None = None  # the last view made of the measured jobs: the cell's measured load
+        self.duration_ns: int | None = None  # a duration-bound cell's measured load, counted from its start
 
 
 class CellRun:
     """One cell's load. `jobs` are its jobs in order (the first `warmup` of them warmup), or a `JobFeed` that
-    receives them one by one (a worker process); `deadline_ns` (monotonic) ends a duration-bound cell."""
+    receives them one by one (a worker process); `deadline_ns` (monotonic) ends a duration-bound cell, and
+    `duration_ns` moves it when the measured jobs start (`phase`): a measured load that waited (for an aligned
+    start, behind its warmup) still sends for its whole duration."""
 
     def __init__(self, run_id: str, cell: CellKey, jobs: Sequence[Job] | JobFeed, send: SendFn,
                  on_sent: Callable[[], None], on_record: Callable[[Record], None],
                  deadline_ns: int | None = None, attempt: int = 0, *, warmup: int = 0,
-                 stop: StopToken | None = None):
+                 stop: StopToken | None = None, duration_ns: int | None = None):
         shared = _Shared(run_id, cell, attempt, send, on_sent, on_record, stop or StopToken())
+        shared.duration_ns = duration_ns
         if isinstance(jobs, JobFeed):
             self._init(shared, ((), ()), deadline_ns, jobs)
         else:
@@ -112,11 +116,12 @@ class CellRun:
 
     # ---- views: the jobs a driver sends ------------------------------------------------------------------
     def phase(self, phase: Phase) -> CellRun:
-        """The warmup jobs, or the measured ones."""
+        """The warmup jobs, or the measured ones (a duration-bound cell's deadline counted from now)."""
         warm, measure = self._phases
         if phase == Phase.WARMUP:
             return self._view((warm, ()), self._deadline_ns, measured=False)
-        return self._view(((), measure), self._deadline_ns)
+        duration = self._shared.duration_ns
+        return self._view(((), measure), self._deadline_ns if duration is None else time.monotonic_ns() + duration)
 
     def split(self, part: Callable[[Sequence[Job]], Sequence[Job]]) -> CellRun:
         """Each phase's jobs through `part` (this process's share of them, `--shard`)."""
