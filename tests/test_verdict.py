@@ -89,8 +89,13 @@ def test_regions_merge_loads_with_the_same_answer_and_name_the_ties():
     found = output(verdicts(runs))
     texts = [region_text(r) for r in regions(found)]
     assert texts[0].startswith("b64t8 wins from c=1 to c=8 (+20% to +25%)")
-    assert texts[1].startswith("b16t8 wins at c=32 (+10% ±")
-    assert texts[2].startswith("at c=64 b16t8 and b64t8 are tied (+0.6% ±") and texts[2].endswith("within noise)")
+    assert texts[1] == "b16t8 wins at c=32 (3300.0 vs 3000.0 tok/s: +10% [+7.1%, +13%])"  # checkable by hand
+    assert texts[2].startswith("at c=64 b16t8 and b64t8 are tied (+0.6% [-") and \
+        texts[2].endswith("within noise), ahead of b8t4 by +17% [+14%, +21%]")  # how far the tie leads the rest
+    ties = [run("n2", cell(1, 57.5, 2), cell(2, 90, 3)), run("n4", cell(1, 56.7, 2), cell(2, 89, 3)),
+            run("none", cell(1, 45.8, 1.5), cell(2, 70, 2))]
+    (tie,) = regions(output(verdicts(ties)))
+    assert region_text(tie).startswith("from c=1 to c=2 n2 and n4 are tied (within noise), ahead of the rest by +")
     lines = verdict_lines(verdicts(runs))
     assert lines[0].startswith("The answer") and "prompt 60 tokens:" in lines
 
@@ -184,3 +189,50 @@ def test_the_drift_controls_noise_between_runs_widens_one_measurement_intervals(
     assert math.log(high / low) / (2 * 1.96) == pytest.approx(math.hypot(math.log(1060.5 / 1039.5) / 3.92,
                                                                         between.relative_se), rel=1e-6)
     assert "Noise between runs: ±" in "\n".join(verdict_lines(verdicts(runs)))
+
+
+def test_a_configuration_without_a_draft_decodes_one_token_a_step():
+    """llama-server without -md reports no accept length: it is 1 by definition, so the why still decomposes."""
+    none = run("no_draft", cell(4, 96.8, 2, step_s=0.0344))
+    draft = run("n_max2", cell(4, 80.0, 2, accept=2.15, step_s=0.0786))
+    draft.doc["target"]["spec"] = {"speculative_draft_n_max": 2}
+    (v,) = output(verdicts([none, draft]))
+    w = v.why
+    assert w is not None and w.configs["no_draft"].accept_length == 1.0 and w.limit is vs.DraftLimit.NO_DRAFT
+    assert w.accept_ratio == pytest.approx(1 / 2.15) and w.net_ratio == pytest.approx(96.8 / 80.0)
+    text = why_text(w)
+    assert "no_draft decodes without a draft" in text and "faster verify steps outweigh" in text
+    assert "drafting and verifying" in text
+
+
+def test_a_leader_that_delivers_less_output_is_not_said_to_outweigh_anything():
+    slow = cell(2, 90, 2, accept=2.9, request_tok_s={"mean": 50.0}, intervals={
+        "output_tok_s": [88, 92], "request_tok_s.mean": [49, 51]})
+    fast = cell(2, 95, 2, accept=2.1, request_tok_s={"mean": 40.0}, intervals={
+        "output_tok_s": [93, 97], "request_tok_s.mean": [39, 41]})
+    (v,) = [x for x in verdicts([run("a", slow), run("b", fast)]) if x.objective is Objective.REQUEST_TOK_S]
+    assert v.winner == "a" and v.why is not None
+    assert "delivers ×0.95 the output tok/s of b: it leads here, not by throughput" in why_text(v.why)
+    assert "outweigh" not in why_text(v.why)
+    (ttft,) = [x for x in verdicts([run("a", slow), run("b", fast)]) if x.objective is Objective.TTFT_P50_S] or [None]
+    assert ttft is None or ttft.why is None  # TTFT's answer carries no throughput decomposition
+
+
+def test_ineligible_reasons_per_load_and_a_busy_machine_named():
+    busy = {"saturated": True, "reasons": ["event-loop lag p99 13.1 ms > 10 ms"], "lag_total_s": 5.0,
+            "runqueue_wait_s": 4.0}
+    runs = [run("x", cell(1, 10, 1, client=busy), cell(2, 20, 1, client=busy | {"reasons": ["event-loop lag p99 "
+                                                                                          "16.5 ms > 10 ms"]})),
+            run("y", cell(1, 12, 1), cell(2, 22, 1)), run("z", cell(1, 11, 1), cell(2, 21, 1))]
+    lines = [line for line in verdict_lines(output(verdicts(runs)), 400) if "could not compete" in line]
+    assert lines == ["  could not compete: x: at c=1: client saturated: event-loop lag p99 13.1 ms > 10 ms (the machine "
+                     "was busy: other processes kept the client's loop waiting 4.0 s for a core); at c=2: client "
+                     "saturated: event-loop lag p99 16.5 ms > 10 ms (the machine was busy: other processes kept the "
+                     "client's loop waiting 4.0 s for a core)"]
+
+
+def test_repeated_configurations_serialise_to_json():
+    """Pooled measurements' intervals come from numpy (t over the values): the JSON is plain floats."""
+    import orjson
+    (v,) = output(verdicts([run("a", cell(8, 1000, 10)), run("a#2", cell(8, 990, 10)), run("b", cell(8, 700, 9))]))
+    assert orjson.loads(orjson.dumps(v.to_json()))["estimates"][0]["interval"][0] > 0

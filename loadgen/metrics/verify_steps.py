@@ -53,6 +53,7 @@ class DraftLimit(StrEnum):
     DRAFTER = "the drafter"  # < FREE_SHARE accepted it: the drafter's guesses end the accepted run first
     BOTH = "both"
     UNKNOWN = "not reported"
+    NO_DRAFT = "no draft"  # the configuration decodes one token a step
 
 
 def draft_limit(share: float | None) -> DraftLimit:

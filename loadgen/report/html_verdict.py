@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from loadgen.report.html_build import el, text
 from loadgen.report.html_tables import swatch
-from loadgen.report.verdict_text import HEAD, margin_text, noise_text, region_text, regions
+from loadgen.report.verdict_text import RULE, interval_text, margin_text, noise_text, region_text, regions
 from loadgen.results.objectives import SPECS, Objective
 from loadgen.results.verdict import Decision, Load, Verdict
 from loadgen.results.verdict_why import decomposition_text, gpu_text, limit_text, reason_text
@@ -32,7 +32,8 @@ def answer_cell(v: Verdict | None, colors: dict[str, ColorType]) -> str:
         return el("td", body, class_="win", data_metric=v.objective.value, data_decision=v.decision.value,
                   data_winner=v.winner)
     if v.decision is Decision.TIED:
-        body = text("tied: ") + _who(v.tied, colors) + el("span", text(f"{margin_text(v)}, {v.tie_reason}"),
+        ahead = "" if v.rest is None else f"; ahead of {v.rest[0]} by {interval_text(v.rest[1])}"
+        body = text("tied: ") + _who(v.tied, colors) + el("span", text(f"{margin_text(v)}, {v.tie_reason}{ahead}"),
                                                            class_="margin")
         return el("td", body, class_="tie", data_metric=v.objective.value, data_decision=v.decision.value,
                   data_tied=" ".join(v.tied))
@@ -82,7 +83,7 @@ def answer_section(verdicts: list[Verdict], colors: dict[str, ColorType]) -> str
     if not verdicts:
         return el("p", text("No load was measured usably by two or more configurations: nothing to decide. The "
                             "figures are in the matrices below."), class_="sub")
-    parts = [el("p", text(HEAD + " " + noise_text(verdicts)), class_="sub")]
+    parts = [el("p", text(RULE + " " + noise_text(verdicts)), class_="sub")]
     for ctx in dict.fromkeys(v.load.context_tokens for v in verdicts):
         here = [v for v in verdicts if v.load.context_tokens == ctx]
         parts.append(el("h3", text(f"prompt {ctx} tokens" if ctx else "dataset rows")))

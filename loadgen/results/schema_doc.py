@@ -45,8 +45,12 @@ DOCUMENT_FIELDS = {
              "ttft_p50_s_interval, ok_requests, run_id (again: `<run id>-control`, its records' id)}, moved "
              "(the figures beyond noise and by more than min_change: a note), min_change, drift_factor (drifted: a "
              "moved figure changed this many times or more)}; absent when the check was off or skipped",
-    "search": "`loadgen search`: its settings, the SLO, and per prompt length the bracket found {met, missed, "
-              "probes, ended, complete} (docs/search.md)",
+    "search": "`loadgen search`: its settings (drift_check: the control probe measured again at the end; "
+              "drift_every: also after every N probes, 0: at the end only), the SLO, and per prompt length the bracket "
+              "found {met, missed, probes, ended, complete, met_parts, missed_parts, again, control_checks, drift, "
+              "capped, caveats [{end (met | missed), load, kind (disagreed: the end's latest measurement disagreed "
+              "with the one before it; client_saturated: a cell of it whose client fell behind), reason}]} "
+              "(docs/search.md)",
 }
 CELL_FIELDS = {
     "context_tokens": ("tokens", "the cell's prompt length (0 for a dataset's own lengths)"),
@@ -83,7 +87,9 @@ VERDICT_FIELDS = {
                   "check, a saturated client, cut short)",
     "between_runs": "{relative_se, controls}: the noise between runs from the drift controls, s = √(Σ ln(first/"
                     "again)² / 2n) over n controls, added to every one-measurement interval; null se without one",
-    "why": "null without a runner-up; else {leader, runner_up, configs {name: {output_tok_s, accept_length, "
+    "ahead_of_rest": "with tied: {config, margin, margin_interval}: the leader's margin over the best configuration "
+                     "it beats (how far the tie is ahead of the rest); else null",
+    "why": "output tok/s, per-request tok/s and goodput only (null for TTFT, J/token, and without a runner-up); else {leader, runner_up, configs {name: {output_tok_s, accept_length, "
            "accept_source, verify_steps_per_s, step_ms, full_draft_share, draft_positions, "
            "power_fraction_of_limit, bottleneck}}, accept_ratio, steps_ratio, net_ratio (leader / runner-up: "
            "net = accept × steps), limit (what limits the leader's accept length: the draft's size | the drafter | "

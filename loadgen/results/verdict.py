@@ -28,23 +28,27 @@ are listed apart with their reason, so a margin is never taken against a configu
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import NamedTuple
 
-from loadgen.metrics.confidence import repeat_interval
+from loadgen.metrics.client_health import machine_busy
 from loadgen.record import CellKey
 from loadgen.results.cell_result import CellResult
 from loadgen.results.cell_status import cut_short, not_best
 from loadgen.results.compare_inputs import Run
 from loadgen.results.objectives import SPECS, Objective, ObjectiveSpec
+from loadgen.results.verdict_noise import Z95, BetweenRuns, Estimate, Margin, estimate, margin
 from loadgen.results.verdict_why import Why, explain
 
+__all__ = ["RESOLUTION", "THROUGHPUT", "Z95", "BetweenRuns", "Configuration", "Decision", "Estimate", "Load", "Margin",
+           "Verdict", "configurations", "decide", "estimate", "ineligible_reason", "margin", "verdict_at", "verdicts"]
+
 RESOLUTION = 0.02
-Z95 = 1.96
+# the objectives whose leader's why is the output decomposition (accept length × verify steps/s)
+THROUGHPUT = (Objective.OUTPUT_TOK_S, Objective.REQUEST_TOK_S, Objective.GOOD_TOK_S)
 
 
 class Load(NamedTuple):
@@ -86,94 +90,6 @@ def configurations(runs: Sequence[Run]) -> list[Configuration]:
     return list(found.values())
 
 
-@dataclass(frozen=True)
-class BetweenRuns:
-    """The noise between runs, from the drift controls: the relative standard error and how many controls."""
-
-    relative_se: float | None
-    controls: int
-
-    @classmethod
-    def of(cls, runs: Sequence[Run], figure: str) -> BetweenRuns:
-        logs = []
-        for r in runs:
-            drift = r.doc.get("drift") or {}
-            first, again = (drift.get("first") or {}).get(figure), (drift.get("again") or {}).get(figure)
-            if isinstance(first, (int, float)) and isinstance(again, (int, float)) and first > 0 and again > 0:
-                logs.append(math.log(first / again))
-        se = math.sqrt(sum(d * d for d in logs) / (2 * len(logs))) if logs else None
-        return cls(se, len(logs))
-
-    def widen(self, value: float, interval: tuple[float, float] | None) -> tuple[float, float] | None:
-        """A one-measurement interval with the noise between runs added on the log scale."""
-        if not self.relative_se:
-            return interval
-        own = 0.0 if interval is None else Estimate("", value, interval, (value,)).log_se() or 0.0
-        se = math.hypot(own, self.relative_se)
-        return value * math.exp(-Z95 * se), value * math.exp(Z95 * se)
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """A configuration's figure at one load: the value, its 95 % interval, each measurement's value."""
-
-    config: str
-    value: float
-    interval: tuple[float, float] | None
-    measurements: tuple[float, ...]
-
-    def log_se(self) -> float | None:
-        """Standard error of ln(value), from the interval: (ln high − ln low) / (2·1.96)."""
-        if self.interval is None:
-            return None
-        low, high = self.interval
-        if low > 0:
-            return (math.log(high) - math.log(low)) / (2 * Z95)
-        return (high - low) / (2 * Z95 * self.value)
-
-
-def estimate(config: str, cells: Sequence[CellResult], spec: ObjectiveSpec,
-             between: BetweenRuns = BetweenRuns(None, 0)) -> Estimate | None:
-    """The configuration's estimate from its eligible cells at one load (None when none has the figure)."""
-    pairs = [(v, spec.interval_of(c)) for c in cells if (v := spec.value(c)) is not None and v > 0]
-    if not pairs:
-        return None
-    values = tuple(v for v, _ in pairs)
-    mean = sum(values) / len(values)
-    if len(pairs) == 1:  # a figure with no interval at all (one request, a hand-made file) is taken as exact
-        return Estimate(config, mean, between.widen(mean, pairs[0][1] or (mean, mean)), values)
-    own = [(iv[1] - iv[0]) / (2 * Z95) if iv is not None else 0.0 for _, iv in pairs]
-    within = math.sqrt(sum(s * s for s in own)) / len(own) * Z95
-    spread = repeat_interval(list(values))
-    apart = (spread[1] - spread[0]) / 2 if spread else 0.0
-    half = max(within, apart)
-    return Estimate(config, mean, (mean - half, mean + half), values)
-
-
-@dataclass(frozen=True)
-class Margin:
-    """How much better the leader is than another configuration (a fraction ≥ 0) and its 95 % interval."""
-
-    value: float
-    interval: tuple[float, float] | None
-
-    def beats(self, resolution: float) -> bool:
-        return self.interval is not None and self.interval[0] > 0 and self.value >= resolution
-
-    def half_width(self) -> float | None:
-        return None if self.interval is None else (self.interval[1] - self.interval[0]) / 2
-
-
-def margin(leader: Estimate, other: Estimate, higher_is_better: bool) -> Margin:
-    """`leader`'s margin over `other` (module docstring)."""
-    d = math.log(leader.value / other.value) if higher_is_better else math.log(other.value / leader.value)
-    a, b = leader.log_se(), other.log_se()
-    if a is None or b is None:
-        return Margin(math.expm1(d), None)
-    se = math.hypot(a, b)
-    return Margin(math.expm1(d), (math.expm1(d - Z95 * se), math.expm1(d + Z95 * se)))
-
-
 class Decision(StrEnum):
     WINS = "wins"
     TIED = "tied"
@@ -195,6 +111,7 @@ class Verdict:
     ineligible: list[tuple[str, str]]  # (configuration, why it could not win here)
     why: Why | None = None
     between: BetweenRuns = BetweenRuns(None, 0)
+    rest: tuple[str, Margin] | None = None  # with TIED: the leader's margin over the best configuration it beats
 
     @property
     def winner(self) -> str | None:
@@ -230,6 +147,9 @@ class Verdict:
                                "measurements": list(e.measurements)} for e in self.ranked],
                 "ineligible": [{"config": c, "reason": r} for c, r in self.ineligible],
                 "between_runs": {"relative_se": self.between.relative_se, "controls": self.between.controls},
+                "ahead_of_rest": None if self.rest is None else {
+                    "config": self.rest[0], "margin": self.rest[1].value,
+                    "margin_interval": None if self.rest[1].interval is None else list(self.rest[1].interval)},
                 "why": None if self.why is None else self.why.to_json()}
 
 
@@ -249,8 +169,14 @@ def decide(ranked: list[Estimate], higher_is_better: bool, resolution: float) ->
 
 
 def ineligible_reason(cell: CellResult) -> str | None:
-    """Why a cell cannot stand in a verdict: not measured, a failed check, or cut short; None when it can."""
-    return not_best(cell) or cut_short(cell)
+    """Why a cell cannot stand in a verdict: not measured, a failed check, or cut short; None when it can. A
+    client that fell behind because other processes held the cores says so (`client_health.machine_busy`)."""
+    why = not_best(cell) or cut_short(cell)
+    client: dict = dict(cell.telemetry.client or {})
+    if why and why.startswith("client saturated") and machine_busy(client):
+        why += (f" (the machine was busy: other processes kept the client's loop waiting "
+                f"{client['runqueue_wait_s']:.1f} s for a core)")
+    return why
 
 
 def verdict_at(configs: Sequence[Configuration], load: Load, spec: ObjectiveSpec,
@@ -276,7 +202,10 @@ def verdict_at(configs: Sequence[Configuration], load: Load, spec: ObjectiveSpec
     ranked = sorted(estimates, key=lambda e: e.value, reverse=spec.higher_is_better)
     decision, tied, runner, m = decide(ranked, spec.higher_is_better, resolution)
     verdict = Verdict(load, spec.objective, decision, ranked, tied, runner, m, ineligible, between=between)
-    if runner is not None:
+    beaten = [e for e in ranked if e.config not in tied]
+    if decision is Decision.TIED and beaten:
+        verdict.rest = beaten[0].config, margin(ranked[0], beaten[0], spec.higher_is_better)
+    if runner is not None and spec.objective in THROUGHPUT:
         by_name = {c.name: c for c in configs}
         verdict.why = explain(by_name[ranked[0].config], eligible_cells[ranked[0].config],
                               by_name[runner], eligible_cells[runner], [by_name[e.config] for e in ranked])

@@ -45,14 +45,26 @@ def _mean(values: Sequence[float | None]) -> float | None:
     return sum(present) / len(present) if present else None
 
 
-def spec_figures(cells: Sequence[CellResult]) -> SpecFigures:
-    """The figures of `SpecFigures` over a configuration's eligible cells at one load."""
+NO_DRAFT = "no speculative decoding"  # the accept source of a configuration that decodes one token a step
+
+
+def speculates(conf: Configuration) -> bool:
+    """Whether the configuration's server drafts: speculative settings in its server info (`target.spec`), or
+    an accept length in some cell."""
+    return any((r.doc.get("target") or {}).get("spec") for r in conf.runs) or any(
+        number(c, "accept_length.value") is not None for r in conf.runs for c in r.cells.values())
+
+
+def spec_figures(cells: Sequence[CellResult], drafts: bool = True) -> SpecFigures:
+    """The figures of `SpecFigures` over a configuration's eligible cells at one load; a configuration that does
+    not draft (`drafts` False) commits exactly one token a step: accept length 1."""
     out = _mean([sustained_output_tok_s(c) for c in cells])
-    accept = _mean([number(c, "accept_length.value") for c in cells])
+    accept = _mean([number(c, "accept_length.value") for c in cells]) if drafts else 1.0
     positions = [figure(c, "accept_by_position") for c in cells]
-    share = _mean([vs.full_draft_share(p) for p in positions])
+    share = _mean([vs.full_draft_share(p) for p in positions]) if drafts else None
     return SpecFigures(
-        output_tok_s=out, accept_length=accept, accept_source=figure(cells[-1], "accept_length.source"),
+        output_tok_s=out, accept_length=accept,
+        accept_source=figure(cells[-1], "accept_length.source") if drafts else NO_DRAFT,
         verify_steps_per_s=vs.verify_steps_per_s(out, accept),
         step_ms=_mean([vs.step_ms(number(c, "steps.step_itl_s.mean")) for c in cells]),
         full_draft_share=share, draft_positions=max((len(p) for p in positions if p), default=None),
@@ -114,10 +126,11 @@ class Why:
 def explain(leader: Configuration, leader_cells: Sequence[CellResult], runner: Configuration,
             runner_cells: Sequence[CellResult], compared: Sequence[Configuration]) -> Why:
     """The leader against the runner-up; confounders over every configuration `compared` at the load."""
-    a, b = spec_figures(leader_cells), spec_figures(runner_cells)
+    a, b = spec_figures(leader_cells, speculates(leader)), spec_figures(runner_cells, speculates(runner))
     accept, steps = _ratio(a.accept_length, b.accept_length), _ratio(a.verify_steps_per_s, b.verify_steps_per_s)
     return Why(leader.name, runner.name, {leader.name: a, runner.name: b}, accept, steps,
-               _ratio(a.output_tok_s, b.output_tok_s), vs.draft_limit(a.full_draft_share),
+               _ratio(a.output_tok_s, b.output_tok_s),
+               vs.DraftLimit.NO_DRAFT if a.accept_source == NO_DRAFT else vs.draft_limit(a.full_draft_share),
                confounders(compared))
 
 
@@ -126,32 +139,36 @@ def _n(x: float | None, spec: str = ".1f") -> str:
 
 
 def decomposition_text(w: Why) -> str:
-    """'accept length 12.9 vs 3.7 (×3.49), verify steps/s 1920 vs 4250 (×0.45; 15.2 vs 6.9 ms a step): net
-    ×1.58'; without accept lengths, what is missing."""
+    """'accept length 12.9 vs 3.7 (×3.49), verify steps/s 1920 vs 4250 (×0.45; 15.2 vs 6.9 ms a step, drafting
+    and verifying): net ×1.58'; without an accept length, whose is missing."""
     a, b = w.configs[w.leader], w.configs[w.runner_up]
     if w.accept_ratio is None or w.steps_ratio is None:
-        return "no accept length reported for both: no decomposition"
-    step = f"; {_n(a.step_ms)} vs {_n(b.step_ms)} ms a step" if a.step_ms and b.step_ms else ""
+        missing = [n for n, f in w.configs.items() if f.accept_length is None]
+        return f"no accept length reported for {' and '.join(missing) or 'either'}: no decomposition"
+    step = f"; {_n(a.step_ms)} vs {_n(b.step_ms)} ms a step, drafting and verifying" if a.step_ms and b.step_ms else ""
     return (f"accept length {_n(a.accept_length, '.2f')} vs {_n(b.accept_length, '.2f')} (×{w.accept_ratio:.2f}), "
             f"verify steps/s {_n(a.verify_steps_per_s, '.0f')} vs {_n(b.verify_steps_per_s, '.0f')} "
-            f"(×{w.steps_ratio:.2f}{step}): net ×{_n(w.net_ratio, '.2f')}")
+            f"(×{w.steps_ratio:.2f}{step}): net ×{_n(w.net_ratio, '.2f')} output tok/s")
 
 
 SAME = 0.01  # ratios within 1 % of 1 read as "the same"
 
 
 def reason_text(w: Why) -> str:
-    """Which side of the product decided it, in words."""
-    a, s = w.accept_ratio, w.steps_ratio
-    if a is None or s is None:
+    """Which side of the product decided the output tok/s, in words, read from the net first: a leader that
+    delivers less output (it leads by per-request speed or goodput) is not said to outweigh anything."""
+    a, s, net = w.accept_ratio, w.steps_ratio, w.net_ratio
+    if a is None or s is None or net is None:
         return ""
-    if abs(a - 1) < SAME and abs(s - 1) < SAME:
-        return "the same accept length and verify speed"
+    if abs(net - 1) < SAME:
+        return "the same output tok/s: the longer accepted drafts and the faster verify steps cancel out"
+    if net < 1:
+        return f"{w.leader} delivers ×{net:.2f} the output tok/s of {w.runner_up}: it leads here, not by throughput"
     if abs(a - 1) < SAME:
-        return f"the same accept length; {w.leader}'s verify steps are {'faster' if s > 1 else 'slower'}"
-    if a > 1 and s <= 1:
+        return f"the same accept length; {w.leader}'s verify steps are faster"
+    if a > 1 > s:
         return f"{w.leader}'s longer accepted drafts outweigh its slower verify steps"
-    if s > 1 and a <= 1:
+    if s > 1 > a:
         return (f"{w.leader}'s faster verify steps outweigh {w.runner_up}'s longer accepted drafts: the larger "
                 "draft costs more than its extra tokens")
     return f"{w.leader} is ahead on both: longer accepted drafts and faster verify steps"
@@ -160,6 +177,8 @@ def reason_text(w: Why) -> str:
 def limit_text(w: Why) -> str:
     """What limits the leader's accept length, from its full-draft share."""
     f = w.configs[w.leader]
+    if w.limit is vs.DraftLimit.NO_DRAFT:
+        return f"{w.leader} decodes without a draft"
     if w.limit is vs.DraftLimit.UNKNOWN:
         return f"{w.leader}'s full-draft share: not reported by the server"
     share = f"{f.full_draft_share:.0%} of {w.leader}'s verify steps accepted the whole draft"
