@@ -95,7 +95,7 @@ def test_regions_merge_loads_with_the_same_answer_and_name_the_ties():
     ties = [run("n2", cell(1, 57.5, 2), cell(2, 90, 3)), run("n4", cell(1, 56.7, 2), cell(2, 89, 3)),
             run("none", cell(1, 45.8, 1.5), cell(2, 70, 2))]
     (tie,) = regions(output(verdicts(ties)))
-    assert region_text(tie).startswith("from c=1 to c=2 n2 and n4 are tied (within noise), ahead of the rest by +")
+    assert region_text(tie) == "from c=1 to c=2 n2 and n4 are tied (within noise), ahead of none by +26% to +29%"
     lines = verdict_lines(verdicts(runs))
     assert lines[0].startswith("The answer") and "prompt 60 tokens:" in lines
 

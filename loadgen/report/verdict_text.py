@@ -85,7 +85,8 @@ def _ahead(region: Region) -> str:
     if len(region.verdicts) == 1:
         return f", ahead of {rests[0][0]} by {interval_text(rests[0][1])}"
     values = [m.value for _, m in rests]
-    return f", ahead of the rest by {_pct(min(values))} to {_pct(max(values))}"
+    names = {name for name, _ in rests}
+    return f", ahead of {names.pop() if len(names) == 1 else 'the rest'} by {_pct(min(values))} to {_pct(max(values))}"
 
 
 def region_text(region: Region) -> str:
@@ -166,7 +167,7 @@ def verdict_lines(verdicts: list[Verdict], width: int = 120) -> list[str]:
             out += textwrap.wrap(sentence, width, initial_indent="  ", subsequent_indent="      ")
             if objective is Objective.OUTPUT_TOK_S:
                 for r in found:
-                    if r.verdicts[0].why is not None and r.verdicts[0].decision is Decision.WINS:
+                    if r.verdicts[0].why is not None:
                         why = f"why {r.verdicts[0].load.text()}: {why_text(r.verdicts[0].why)}"
                         out += textwrap.wrap(why, width, initial_indent="    ", subsequent_indent="      ")
         for line in ineligible_lines(here):

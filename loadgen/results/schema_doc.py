@@ -93,7 +93,8 @@ VERDICT_FIELDS = {
            "accept_source, verify_steps_per_s, step_ms, full_draft_share, draft_positions, "
            "power_fraction_of_limit, bottleneck}}, accept_ratio, steps_ratio, net_ratio (leader / runner-up: "
            "net = accept × steps), limit (what limits the leader's accept length: the draft's size | the drafter | "
-           "both | not reported), confounders [\"setting: a=x, b=y\"], text} (definitions.md#verdict-why)",
+           "both | not reported | no draft), confounders [\"setting: x for a; y for b\"], tied (the two "
+           "within noise: no side outweighs), text} (definitions.md#verdict-why)",
 }
 
 

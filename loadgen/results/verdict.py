@@ -208,7 +208,8 @@ def verdict_at(configs: Sequence[Configuration], load: Load, spec: ObjectiveSpec
     if runner is not None and spec.objective in THROUGHPUT:
         by_name = {c.name: c for c in configs}
         verdict.why = explain(by_name[ranked[0].config], eligible_cells[ranked[0].config],
-                              by_name[runner], eligible_cells[runner], [by_name[e.config] for e in ranked])
+                              by_name[runner], eligible_cells[runner], [by_name[e.config] for e in ranked],
+                              tied=decision is Decision.TIED)
     return verdict
 
 

@@ -115,23 +115,25 @@ class Why:
     net_ratio: float | None
     limit: vs.DraftLimit
     confounders: list[str]
+    tied: bool = False  # the verdict found the two within noise (or the resolution): no side "outweighs"
 
     def to_json(self) -> dict:
         return {"leader": self.leader, "runner_up": self.runner_up,
                 "configs": {name: asdict(f) for name, f in self.configs.items()},
                 "accept_ratio": self.accept_ratio, "steps_ratio": self.steps_ratio, "net_ratio": self.net_ratio,
-                "limit": self.limit.value, "confounders": self.confounders, "text": why_text(self)}
+                "limit": self.limit.value, "confounders": self.confounders, "tied": self.tied,
+                "text": why_text(self)}
 
 
 def explain(leader: Configuration, leader_cells: Sequence[CellResult], runner: Configuration,
-            runner_cells: Sequence[CellResult], compared: Sequence[Configuration]) -> Why:
+            runner_cells: Sequence[CellResult], compared: Sequence[Configuration], tied: bool = False) -> Why:
     """The leader against the runner-up; confounders over every configuration `compared` at the load."""
     a, b = spec_figures(leader_cells, speculates(leader)), spec_figures(runner_cells, speculates(runner))
     accept, steps = _ratio(a.accept_length, b.accept_length), _ratio(a.verify_steps_per_s, b.verify_steps_per_s)
     return Why(leader.name, runner.name, {leader.name: a, runner.name: b}, accept, steps,
                _ratio(a.output_tok_s, b.output_tok_s),
                vs.DraftLimit.NO_DRAFT if a.accept_source == NO_DRAFT else vs.draft_limit(a.full_draft_share),
-               confounders(compared))
+               confounders(compared), tied)
 
 
 def _n(x: float | None, spec: str = ".1f") -> str:
@@ -160,6 +162,9 @@ def reason_text(w: Why) -> str:
     a, s, net = w.accept_ratio, w.steps_ratio, w.net_ratio
     if a is None or s is None or net is None:
         return ""
+    if w.tied:
+        return (f"tied: {w.leader}'s ×{a:.2f} accept length against its ×{s:.2f} verify steps/s leave the output "
+                "within noise of each other")
     if abs(net - 1) < SAME:
         return "the same output tok/s: the longer accepted drafts and the faster verify steps cancel out"
     if net < 1:
