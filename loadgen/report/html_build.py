@@ -91,6 +91,9 @@ summary { cursor: pointer; color: #1f4f99; }
 pre { background: var(--band); padding: 8px 10px; overflow-x: auto; font-size: 12px; max-height: 360px; }
 table.winners td .who, table.winners td .margin { white-space: nowrap; }
 table.winners td .margin { display: block; color: var(--muted); font-size: 12px; }
+table.answer td { max-width: 300px; }
+table.answer td .margin { white-space: normal; }
+table.answer td.why { min-width: 380px; max-width: 560px; }
 .swatch { display: inline-block; width: 10px; height: 10px; border-radius: 2px; margin-right: 6px; }
 .status-ok { color: var(--bestink); font-weight: 600; }
 .status-bad { color: var(--badink); font-weight: 600; }
