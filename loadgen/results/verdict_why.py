@@ -87,15 +87,16 @@ def _settings(conf: Configuration) -> tuple[dict[str, Any], set[str]]:
 
 
 def confounders(configs: Sequence[Configuration]) -> list[str]:
-    """'disable_cuda_graph: True for b64t8; False for b8t4, b16t8' for each speed setting the compared servers
-    report differently that none of them swept."""
+    """'disable_cuda_graph: True for b64t8; False for b8t4, b16t8' for each speed setting that the compared
+    servers that report it report differently, and that none of them swept."""
     settings = [(c.name, *_settings(c)) for c in configs]
     swept = {k for _, _, sw in settings for k in sw}
     out = []
     for key in dict.fromkeys(k for _, found, _ in settings for k in found):
         groups: dict[str, list[str]] = {}
         for name, found, _ in settings:
-            groups.setdefault(repr(found.get(key)) if key in found else "not reported", []).append(name)
+            if key in found:  # a server that does not report the setting says nothing of it: no difference
+                groups.setdefault(repr(found[key]), []).append(name)
         if key not in swept and len(groups) > 1:
             shown = [f"{v.strip(chr(39))} for {', '.join(names)}" for v, names in groups.items()]
             out.append(f"{key}: {'; '.join(shown)}")
