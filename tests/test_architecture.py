@@ -160,6 +160,7 @@ LAYERS: list[set[str]] = [
     {"run"},                                                     # the runner, one cell, drivers, policies
     {"parallel"},                                                # worker processes, shards
     {"sweep"},                                                   # reconfigure, prove ready, measure
+    {"tune"},                                                    # the sweep's configurations, measured where open
     {"sim"},                                                     # the built-in simulator
     {"cli"},                                                     # flags → the run's parts
     {"__main__"},

@@ -13,7 +13,8 @@
     verifier   Verifier (--verify): verification jobs in every cell, their sender, the reference
     drift      ControlCheck (--drift-check): the first cell measured again at the end, judged beyond noise
     services   the log command, the worker pool, the exporter: they live as long as the run
-    shape      the matrix, or a search's probes with its early stop and answer (`loadgen search`)
+    shape      the matrix, or a search's probes with its early stop and answer (`loadgen search`), or a tune's
+               parts (`loadgen tune`), each sized by PartSizes
 
 A new part is one class in its stage's folder and one choice here.
 """
@@ -47,6 +48,7 @@ from loadgen.run.drift_check import ControlCheck
 from loadgen.run.drivers import ClosedLoop, Driver, OpenLoop
 from loadgen.run.early_stop import OversaturationStop
 from loadgen.run.interrupts import Interrupts
+from loadgen.run.part_sizes import PartSizes
 from loadgen.run.ready_wait import ReadyWait
 from loadgen.run.runner import CellCheck, CellPlan, Runner, RunParts, Service, Table, new_run_id
 from loadgen.run.search_plan import SizedCells
@@ -136,6 +138,14 @@ class Shape:
     checks: list[CellCheck] = field(default_factory=list)  # the search's judgement of its cells
     sized: Callable[[CellKey], int] | None = None  # a search's measured requests of a cell (0: the driver's own)
     watch: Callable[[SearchWatcher], None] | None = None  # the search's state, to the live exporter
+    parts: Callable[[CellKey], int] | None = None  # a tune's measured requests of each part, exactly (0: the matrix's)
+
+
+def sized(driver: Driver, shape: Shape) -> Driver:
+    """The driver with a search's cells raised to what its walk asks, or a tune's parts at exactly their size."""
+    if shape.sized is not None:
+        driver = SizedCells(driver, shape.sized)
+    return driver if shape.parts is None else PartSizes(driver, shape.parts)
 
 
 def results_path(cfg: RunConfig) -> str:
@@ -161,9 +171,7 @@ def build_runner(cfg: RunConfig, url: str, *, sinks: list[Sink] | None = None, r
     services: list[Service] = [telemetry.log_command] if telemetry.log_command else []
     transport = make_transport(cfg, url, headers)
     results = results or ResultsFile(out)
-    driver = make_driver(cfg, url, headers, transport, guard, services, results.sections)
-    if shape.sized is not None:
-        driver = SizedCells(driver, shape.sized)
+    driver = sized(make_driver(cfg, url, headers, transport, guard, services, results.sections), shape)
     exporter = live_exporter(run_id, cfg.exporter, cfg.label, cfg.slo)
     if exporter is not None:
         sinks.append(exporter[0])

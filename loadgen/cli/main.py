@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from loadgen.config import RunConfig
     from loadgen.sinks.base import Sink
 
-SUBCOMMANDS = ("sweep", "compare", "report", "merge", "search")
+SUBCOMMANDS = ("sweep", "tune", "compare", "report", "merge", "search")
 
 
 async def run_async(cfg: RunConfig, extra_sinks: list[Sink] | None = None, shape: Shape | None = None,
@@ -54,6 +54,9 @@ def subcommand(name: str):
     if name == "sweep":
         from loadgen.cli.sweep import sweep_main
         return sweep_main
+    if name == "tune":
+        from loadgen.cli.tune import tune_main
+        return tune_main
     if name == "search":
         from loadgen.cli.search import search_main
         return lambda argv: search_main(argv, run_async)

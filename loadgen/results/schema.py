@@ -2,3 +2,4 @@
 
 RESULTS_SCHEMA = "loadgen.results/v1"
 SWEEP_SCHEMA = "loadgen.sweep/v1"
+TUNE_SCHEMA = "loadgen.tune/v1"
