@@ -1,7 +1,11 @@
 """`loadgen search` against tests/reference_server.py (not loadgen's simulator), 4 slots, so the answer is 4:
 a server that stalls once for 8 s inside a probe gives the same answer as the same server without the stall, in
 at most 12 cells, the stalled probe measured again (both measurements in the results and on the console); a
-server that gets 8× slower for good after its 40th request gives no answer, says it drifted and exits 1."""
+server that gets 8× slower for good after its 40th request gives no answer, says it drifted and exits 1, and so
+does one 7× slower from inside the search's first probe on, with the defaults (its first load measured again
+on the slow server: the drift is judged against the first measurement). With the defaults (from 1, ×4, 10 %)
+against 64 slots, a clean search and one with an 8 s stall take at most 12 cells each (14 and 16 before) and
+answer within the resolution of each other."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import concurrent.futures
 import pytest
 
 from loadgen.files import read_json, read_jsonl
+from loadgen.results.search import SearchConfig
 from tests.conftest import run_loadgen
 from tests.reference_server import running
 
@@ -32,6 +37,14 @@ def search_slow(url: str, out):
                        "--out", str(out), timeout=240)
 
 
+def search_slowed_in_first_probe(url: str, out):
+    # the defaults (from c=1, ×4, the control measured again at the end only); c=1's first 40 requests take
+    # ~1.3 s, short of the 2 s minimum, so c=1 is extended once the walk rests on it, and then measured again
+    # as the missed end: both on the slow server, as every cell after the first
+    return run_loadgen("search", "--url", url, "--contexts", "60", "--max-tokens", "6", "--slo", "ttft=30ms,tpot=20ms",
+                       "--probe-min-seconds", "2", "--out", str(out), timeout=240)
+
+
 @pytest.fixture(scope="module")
 def searched(tmp_path_factory):
     """The file's searches, each against a server of its own: the clean one beside the one that drifts (light after
@@ -49,9 +62,14 @@ def searched(tmp_path_factory):
         with running(tmp, "--step-ms", "10", "--slow-after", "40", "--slow-factor", "8") as url:
             return search_slow(url, tmp / "slow.json")
 
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        first, drifted = pool.submit(clean), pool.submit(slow)
-        runs = {"clean": first.result(), "slow": drifted.result()}
+    def slowed_in_first_probe():
+        # 4 requests before the first probe (readiness, sizing): from the 42nd on, c=1's last 3 of 40, 7× slower
+        with running(tmp, "--slots", "4", "--step-ms", "5", "--slow-after", "42", "--slow-factor", "7") as url:
+            return search_slowed_in_first_probe(url, tmp / "slowed-first.json")
+
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:  # three light loads: 4 slots, two of them slowed
+        first, drifted, first_probe = pool.submit(clean), pool.submit(slow), pool.submit(slowed_in_first_probe)
+        runs = {"clean": first.result(), "slow": drifted.result(), "slowed-first": first_probe.result()}
     with running(tmp, *SERVER, "--pause-once-after", "60", "--pause-s", "8", "--events", str(events)) as url:
         paused = search(url, tmp / "paused.json")
         runs["paused"] = (paused, search(url, tmp / "paused.json"))  # the same command again: every cell kept
@@ -97,3 +115,54 @@ def test_a_server_that_gets_8x_slower_for_good_gives_no_answer_and_says_it_drift
     assert answer["drift"]["factor"] > 2 and answer["control_checks"] == 2  # a drift is confirmed once
     drifted = [c for c in doc["cells"] if any(i["kind"] == "drifted" for i in c["incidents"])]
     assert len(drifted) == 1 and drifted[0]["status"] == "failed" and drifted[0]["concurrency"] == 4
+
+
+def test_a_server_slowed_inside_the_first_probe_gives_no_answer_and_says_it_drifted(searched):
+    tmp_path, runs = searched
+    r = runs["slowed-first"]
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "no answer: the server drifted during the search" in r.stdout and "× slower during the run" in r.stdout
+    answer = read_json(str(tmp_path / "slowed-first.json"))["search"]["answers"]["60"]
+    assert answer["met"] is None and not answer["complete"] and answer["drift"]["drifted"]
+    # c=1 was measured again as a probe on the slow server; the control is judged against c=1's first cell
+    assert any(a["load"] == 1 for a in answer["again"]), answer["again"]
+    assert answer["drift"]["cell"] == {"context_tokens": 60, "concurrency": 1} and answer["drift"]["factor"] > 2
+
+
+# the issue's search: the defaults (from c=1, ×4 a probe, 10 %) against the 4-slot server; probes of 3 s rather than
+# 10 s keep it short. A 5th stream waits a slot's 160 ms, so c=5 meets ttft 30 ms for about a third of its requests:
+# every load the walk probes (1, 4, 16, 8, 6, 5) is met or missed far from the 90 % line
+ISSUE_SEARCH = ("--contexts", "60", "--max-tokens", "16", "--slo", "ttft=30ms,tpot=25ms", "--probe-min-seconds", "3")
+
+
+@pytest.fixture(scope="module")
+def issue_searches(tmp_path_factory):
+    """The clean search, then the same with the server stopped for 8 s once after its 120th request (4 before the
+    first probe, c=1's 40, c=4's ~45, inside c=16's ~150), each alone."""
+    tmp = tmp_path_factory.mktemp("search-cells")
+    runs = {}
+    for name, faults in (("clean", ()), ("stalled", ("--pause-once-after", "120", "--pause-s", "8"))):
+        with running(tmp, *SERVER, *faults) as url:
+            out = tmp / f"{name}.json"
+            r = run_loadgen("search", "--url", url, *ISSUE_SEARCH, "--out", str(out), timeout=300)
+        runs[name] = (r, read_json(str(out)))
+    return runs
+
+
+def test_a_clean_search_and_one_with_an_8s_stall_take_at_most_12_cells_and_agree(issue_searches):
+    answers = {}
+    for name, (r, doc) in issue_searches.items():
+        assert r.returncode == 0, r.stdout + r.stderr
+        answer = answers[name] = doc["search"]["answers"]["60"]
+        cells = [(c["concurrency"], c.get("again")) for c in doc["cells"]]
+        assert answer["complete"] and len(doc["cells"]) == len(answer["probes"]) <= 12, (name, cells)
+        assert answer["control_checks"] == 1 and cells[-1] == (1, 1), (name, cells)  # at the end only
+        # a load with more than one cell is one the answer rests on (an end, extended or measured again), or
+        # one that contradicted another: no growth probe left behind is extended
+        twice = {c for c, again in cells if again} - {1}
+        assert twice <= {answer["met"], answer["missed"]} | {a["load"] for a in answer["again"]}, (name, cells)
+    clean, stalled = answers["clean"], answers["stalled"]
+    # both brackets hold the server's edge: each met end lies below the other's missed end
+    assert clean["met"] < stalled["missed"] and stalled["met"] < clean["missed"], (clean, stalled)
+    low, high = sorted((clean["met"], stalled["met"]))
+    assert SearchConfig().width_ok(low, high)  # within the resolution (10 %, or adjacent concurrencies)

@@ -1,7 +1,8 @@
 """`loadgen search`'s walk as tables, against model servers made of result cells: the bracket and its
-resolution, extensions of a probe not decided, contradictions measured again, the re-check of the bracket's
-missed end, the control probe and drift; the Wilson interval, the knee that leaves out loads that disagree,
-the answer's text within 120 columns and the live search gauges."""
+resolution, extensions of a probe not decided (only where the walk rests on it), contradictions measured again,
+the re-check of the bracket's missed end, the control probe and drift (judged against the first measurement);
+the cells a search takes, the caveats beside its answer; the Wilson interval, the knee that leaves out loads
+that disagree, the answer's text within 120 columns and the live search gauges."""
 
 from __future__ import annotations
 
@@ -14,20 +15,22 @@ from loadgen.metrics.attainment import decided, wilson_interval
 from loadgen.metrics.knee import knee
 from loadgen.names import SearchOver
 from loadgen.record import CellKey
-from loadgen.report.search_report import search_section, search_text
+from loadgen.report.search_report import capacity_ranking, search_section, search_text
 from loadgen.results.cell_result import CellResult, from_json
+from loadgen.results.compare_inputs import Run
 from loadgen.results.search import Probe, Role, SearchConfig, contradiction, first_requests, next_part, probe_key
 from loadgen.results.search_state import state_of
-from loadgen.results.search_walk import replay, walk
+from loadgen.results.search_walk import Walker, replay, walk
 
 pytestmark = pytest.mark.unit
 
 
 def cell(key: CellKey, n: int, attainment: float, tok_s: float, duration_s: float = 10.0, ttft_s: float = 0.1,
-         early: bool = False) -> CellResult:
+         early: bool = False, saturated: bool = False) -> CellResult:
     """A probe's cell as the results store it, read back: n scheduled requests, round(attainment × n) good."""
     good = round(attainment * n)
-    return from_json(key.as_dict() | {
+    client = {"client": {"saturated": True, "reasons": ["client CPU 97% > 90%"]}} if saturated else {}
+    return from_json(key.as_dict() | client | {
         "status": "ok", "requests": {"ok": n, "failed": 0}, "duration_s": duration_s, "output_tok_s": tok_s,
         "ttft_s": {"p50": ttft_s}, "intervals": {"output_tok_s": [tok_s * 0.97, tok_s * 1.03],
                                                  "ttft_s.p50": [ttft_s * 0.95, ttft_s * 1.05]},
@@ -60,15 +63,69 @@ def search(cfg: SearchConfig, serve) -> tuple[object, list, dict]:
 
 
 @pytest.mark.parametrize("knee_c", [1, 3, 8, 13, 37, 64, 100, 300, 900])
-def test_the_walk_brackets_bisects_and_rechecks_the_missed_end_in_at_most_16_cells(knee_c):
+def test_the_walk_brackets_bisects_and_rechecks_the_missed_end_in_at_most_12_cells(knee_c):
     cfg = SearchConfig()
     b, asked, cells = search(cfg, slots(knee_c))
-    assert b.complete and b.drift is None and len(asked) <= cfg.max_cells, [m.key.label() for m in asked]
+    # growth 4 from 1 and 10 %: at most 5 probes up and 5 halvings, the re-check and one control probe
+    assert b.complete and b.drift is None and len(asked) <= 12, [m.key.label() for m in asked]
     assert b.met <= knee_c < b.missed and cfg.width_ok(b.met, b.missed)
     rechecks = [m for m in asked if m.role is Role.RECHECK]
     assert [m.key for m in rechecks] == [probe_key(cfg, 60, b.missed, again=1)]  # measured again, agreed
     assert b.again and not b.again[-1].disagreed
-    assert asked[-1].role is Role.CONTROL and b.controls and not b.controls[-1].drifted
+    controls = [m for m in asked if m.role is Role.CONTROL]
+    assert controls == [asked[-1]] and b.controls and not b.controls[-1].drifted  # at the end only, by default
+    every = SearchConfig(drift_every=4)
+    _, asked, _ = search(every, slots(knee_c))
+    assert sum(m.role is Role.CONTROL for m in asked) == 1 + (len(asked) - 2) // 5  # also after every 4 probes
+
+
+def test_a_clean_search_takes_at_most_12_cells_whatever_the_knee():
+    # from 1 by ×4: at most 6 probes up (1 … 1024), 4 geometric bisections of a ×4 step to 10 %, the re-check
+    # and the control probe
+    cfg = SearchConfig()
+    most = {}
+    for knee_c in [*range(1, 101), *range(101, 1025, 3)]:
+        b, asked, _ = search(cfg, slots(knee_c))
+        assert b.complete and b.met <= knee_c and (b.missed is None or knee_c < b.missed), knee_c
+        most[knee_c] = len(asked)
+    assert max(most.values()) == 12 and most[64] == 11, {k: n for k, n in most.items() if n > 11}
+
+
+def straddling(knee_c: float, at: float):
+    """A server like `slots(knee_c)` whose load `at` meets with 92 % good, an interval that straddles 90 %."""
+    normal = slots(knee_c)
+
+    def serve(key: CellKey, n: int, i: int) -> CellResult:
+        return cell(key, n, 0.92, 100 * at) if key.concurrency == at else normal(key, n, i)
+    return serve
+
+
+@pytest.mark.parametrize("knee_c, at, extended", [
+    (64, 4, False),  # c=16 met beyond doubt: c=4's verdict decides nothing, it is not extended
+    (64, 16, False),
+    (16, 16, True),  # c=16 is the met end of the bracket 16–64: extended before the walk bisects it
+    (4, 4, True),
+])
+def test_only_a_probe_the_walk_rests_on_is_extended(knee_c, at, extended):
+    cfg = SearchConfig()
+    b, asked, _ = search(cfg, straddling(knee_c, at))
+    parts = [m for m in asked if m.role is Role.EXTEND]
+    assert bool(parts) is extended and all(m.key.concurrency == at for m in parts), [m.key.label() for m in asked]
+    assert b.complete and b.met <= knee_c < b.missed
+    clean, clean_asked, _ = search(cfg, slots(knee_c))
+    assert len(asked) == len(clean_asked) + len(parts)
+
+
+@pytest.mark.parametrize("attainment", [1.0, 0.0])  # met, or plainly missed (no minimum seconds for itself)
+def test_a_first_probe_too_short_to_judge_drift_is_extended_at_once(attainment):
+    def serve(key: CellKey, n: int, i: int) -> CellResult:
+        return cell(key, n, attainment, 100, duration_s=0.5 if i == 0 else 10.0) if key.concurrency <= 8 else \
+            cell(key, n, 0.2, 800)
+    cfg = SearchConfig(min_s=1)
+    b, asked, cells = search(cfg, serve)
+    assert [m.role for m in asked[:2]] == [Role.PROBE, Role.EXTEND] and asked[1].key == CellKey(60, 1, again=1)
+    assert asked[1].requests == 96  # 1.2 × 1 s at 40 requests in 0.5 s: a part of its own long enough to judge
+    assert asked[-1].control == CellKey(60, 1, again=1)  # the control's reference: the part long enough to judge
 
 
 def test_limits_rates_and_a_first_probe_that_misses():
@@ -88,6 +145,7 @@ def test_limits_rates_and_a_first_probe_that_misses():
     ("all good: decided at once", [(1.0, 10)], [40], False),
     ("half good: decided at once", [(0.5, 10)], [40], False),
     ("short of the minimum seconds: extended by the time missing", [(1.0, 4), (1.0, 8)], [40, 72], False),
+    ("missed, short of the minimum seconds: a miss needs none", [(0.5, 4)], [40], False),
     ("at the target: extended to the cap, then decided with a note", [(0.9, 10)] * 3, [40, 40, 80], True),
     ("straddling, then decided by the extensions", [(0.9, 10), (1.0, 10), (1.0, 10)], [40, 40, 80], False),
 ])
@@ -140,15 +198,29 @@ def paused_once(knee_c: float, at: int):
     return serve
 
 
-@pytest.mark.parametrize("at", range(0, 9))
-def test_a_server_that_stalls_once_inside_any_probe_gives_the_same_answer(at):
+@pytest.mark.parametrize("knee_c, at", [(8, at) for at in range(8)] + [(64, at) for at in range(11)])  # each cell
+def test_a_server_that_stalls_once_inside_any_probe_gives_the_same_answer(knee_c, at):
     cfg = SearchConfig()
-    clean, clean_asked, _ = search(cfg, slots(8))
-    b, asked, _ = search(cfg, paused_once(8, at))
+    clean, clean_asked, _ = search(cfg, slots(knee_c))
+    b, asked, _ = search(cfg, paused_once(knee_c, at))
     assert (b.met, b.missed, b.complete) == (clean.met, clean.missed, True), [m.key.label() for m in asked]
-    assert len(asked) <= len(clean_asked) + 3
+    assert len(asked) <= len(clean_asked) + 1  # the stalled cell measured again (a control: confirmed)
     if asked[at].role is not Role.CONTROL:  # the stalled probe was measured again, and they disagreed
         assert any(a.load == asked[at].key.concurrency and a.disagreed for a in b.again), b.again
+
+
+def test_a_stalled_probe_past_the_missed_end_is_not_measured_again():
+    # c=11 stalls after c=10 missed beside it: it is past the missed end, its verdict decides nothing
+    cells: dict[CellKey, CellResult] = {}
+    for load, attainment, tok_s in ((1, 1.0, 100), (4, 1.0, 400), (8, 1.0, 800), (10, 0.3, 800), (11, 0.05, 10)):
+        cells[CellKey(60, load)] = cell(CellKey(60, load), 40, attainment, tok_s)
+    walker = Walker(SearchConfig(), 60)
+    for key, c in cells.items():
+        probe = Probe(key.concurrency, Role.PROBE, [c])
+        walker._measured(probe, "")
+    assert walker.next_step() == (9, Role.PROBE, "")  # bisected; 11, past the missed end 10, is left as it is
+    walker.b.latest.pop(10)
+    assert walker.next_step()[:2] == (11, Role.AGAIN)  # once it is the missed end, it is measured again
 
 
 def slower_after(knee_c: float, cells_before: int, factor: float = 8.0):
@@ -159,7 +231,31 @@ def slower_after(knee_c: float, cells_before: int, factor: float = 8.0):
     return serve
 
 
-@pytest.mark.parametrize("cells_before", [1, 2, 4, 6, 9])
+def fast_first_cell(factor: float = 7.0):
+    """The issue's server: 7× slower from inside the first probe on, for good. Its first cell (4 s, short of the
+    10 s minimum) is wholly fast and meets; every later cell is slow and misses, c=1 too."""
+    def serve(key: CellKey, n: int, i: int) -> CellResult:
+        if i == 0:
+            return cell(key, n, 1.0, 267.0, duration_s=4.0, ttft_s=0.01)
+        return cell(key, n, 0.0, 267.0 * min(key.concurrency, 4) / factor, ttft_s=0.07)
+    return serve
+
+
+def test_a_server_slowed_inside_the_first_probe_gives_no_answer_and_says_it_drifted():
+    cfg = SearchConfig()
+    b, asked, cells = search(cfg, fast_first_cell())
+    # c=1 measured again as a probe (its missed end) was the slow server: the control is judged against c=1's
+    # first measurement, not its latest
+    assert any(a.load == 1 and a.disagreed for a in b.again), [m.key.label() for m in asked]
+    assert b.drift is not None and b.drift.factor > 2 and not b.complete, b.ended
+    assert asked[-1].role is Role.CONTROL and asked[-1].control == CellKey(60, 1) and asked[-1].confirms
+    text = search_text(cfg, SloConfig({"ttft": 0.05}), [60], list(cells.values()))
+    assert "no answer: the server drifted" in text and "7.0× slower" in text and "caveat" not in text
+    section = search_section(cfg, SloConfig({"ttft": 0.05}), [60], list(cells.values()))["answers"]["60"]
+    assert section["met"] is None and section["drift"]["drifted"] and not section["complete"]
+
+
+@pytest.mark.parametrize("cells_before", [1, 2, 4, 6, 7])  # 7: the control at the end, of 8
 def test_a_server_that_gets_slower_for_good_gives_no_answer_and_says_it_drifted(cells_before):
     b, asked, cells = search(SearchConfig(), slower_after(8, cells_before))
     assert b.drift is not None and not b.complete and "8.0× slower" in b.drift.sentence, b.ended
@@ -179,6 +275,46 @@ def test_replay_of_stored_cells_gives_the_walks_answer_and_stops_at_a_missing_ce
     del cells[asked[-2].key]
     partial = replay(cfg, 60, cells)
     assert not partial.complete and "could not be used" in partial.ended
+
+
+def test_an_answer_says_beside_it_what_it_rests_on():
+    cfg, slo = SearchConfig(), SloConfig({"ttft": 0.2, "tpot": 0.02})
+    b, asked, cells = search(cfg, paused_once(8, 3))  # c=8, the met end, stalled first: measured again, met
+    assert [m.key.label() for m in asked][3:5] == ["ctx=60 c=8", "ctx=60 c=8 #2"]
+    text = search_text(cfg, slo, [60], list(cells.values()))
+    lines = text.splitlines()
+    assert lines[1].startswith("ctx=60: highest concurrency that meets the SLO: 8 ")
+    assert lines[2].startswith("  caveat the met end c=8 rests on a re-measurement that disagreed"), text
+    assert "5% good, 10.0 tok/s → 100% good, 800.0 tok/s): the second counts" in " ".join(text.split())
+    found = search_section(cfg, slo, [60], list(cells.values()))["answers"]["60"]["caveats"]
+    assert [(c["end"], c["load"], c["kind"]) for c in found] == [("met", 8, "disagreed")]
+
+    def saturated(key: CellKey, n: int, i: int) -> CellResult:
+        c = key.concurrency
+        return cell(key, n, 1.0 if c <= 8 else 0.3, 100 * min(c, 8), saturated=c == 9)
+    b, asked, cells = search(cfg, saturated)
+    text = search_text(cfg, slo, [60], list(cells.values()))
+    assert "caveat the missed end c=9 rests on its cell whose client fell behind (CLIENT SATURATED" in \
+        " ".join(text.split()) and "client CPU 97% > 90%" in text, text
+    found = search_section(cfg, slo, [60], list(cells.values()))["answers"]["60"]["caveats"]
+    assert [(c["end"], c["load"], c["kind"]) for c in found] == [("missed", 9, "client_saturated")]
+    assert all(len(line) <= 120 for line in text.splitlines())
+    _, _, cells = search(cfg, slots(8))  # nothing to say: no caveat
+    assert "caveat" not in search_text(cfg, slo, [60], list(cells.values()))
+    assert search_section(cfg, slo, [60], list(cells.values()))["answers"]["60"]["caveats"] == []
+
+
+def test_the_sweeps_capacity_ranking_names_an_answers_caveats():
+    cfg, slo = SearchConfig(), SloConfig({"ttft": 0.2})
+    runs = []
+    for name, serve in (("stalled", paused_once(8, 3)), ("clean", slots(8))):
+        _, _, cells = search(cfg, serve)
+        runs.append(Run(name, f"{name}.json", {"search": search_section(cfg, slo, [60], list(cells.values()))}))
+    text = capacity_ranking(runs)
+    stalled, clean = text.split("\n  ctx=60")[1:]  # one entry each, wrapped at 120 columns
+    assert stalled.split()[:3] == ["stalled", "8", "(missed"] and stalled.endswith("caveats: met end disagreed")
+    assert clean.split()[:3] == ["clean", "8", "(missed"] and "caveat" not in clean
+    assert all(len(line) <= 120 for line in text.splitlines())
 
 
 def test_the_answer_text_shows_both_measurements_within_120_columns():

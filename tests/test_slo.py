@@ -123,6 +123,9 @@ def test_slo_part_is_built_written_and_read_back():
     (["search", "--slo", "ttft=1s", "--resolution", "wide"], "--resolution 'wide': give a number"),
     (["search", "--slo", "ttft=1s", "--start", "2.5"], "--start 2.5: give a whole number"),
     (["search", "--slo", "ttft=1s", "--max-cells", "1"], "--max-cells 1: a search needs at least 2 cells"),
+    (["search", "--slo", "ttft=1s", "--drift-every", "often"], "--drift-every 'often': give end (the control"),
+    (["search", "--slo", "ttft=1s", "--drift-every", "-1"], "--drift-every '-1': give end"),
+    (["search", "--slo", "ttft=1s", "--probe-min-seconds", "0.5"], "the control probe needs ≥ 1 s"),
 ])
 def test_bad_slo_and_search_input_is_one_line_and_exit_2(cli, argv, says):
     out = cli(*argv)

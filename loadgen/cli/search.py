@@ -44,9 +44,9 @@ def search_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--probe-max-requests", type=int, default=D.max_requests, metavar="N",
                    help="requests a probe is extended to at most while its attainment is not decided "
                         "(default 0: 4× its first part)")
-    g.add_argument("--drift-every", type=int, default=D.drift_every, metavar="N",
-                   help="measure the control probe (the first probe) again after every N probes and at the "
-                        "end (default %(default)s; 0: never)")
+    g.add_argument("--drift-every", default="end", metavar="N|end",
+                   help="measure the control probe (the first probe) again at the end (default: end) and also "
+                        "after every N probes; 0: never")
 
 
 def search_parser() -> argparse.ArgumentParser:
@@ -86,15 +86,31 @@ def search_config(a: argparse.Namespace) -> SearchConfig:
         raise UsageError(f"--growth {a.growth:g}: must be > 1, e.g. 4 (×4 a probe) or 2")
     if a.max_cells < 2:
         raise UsageError(f"--max-cells {a.max_cells}: a search needs at least 2 cells (a met and a missed one)")
-    probe_checks(a)
+    check, every = parse_drift_every(a.drift_every)
+    probe_checks(a, check)
     resolution, relative = parse_resolution(a.resolution)
     return SearchConfig(over=over, start=int(start) if integral else start, growth=a.growth,
                         limit=int(limit) if integral else limit, resolution=resolution, relative=relative,
                         max_cells=a.max_cells, min_requests=a.probe_min_requests, min_s=a.probe_min_seconds,
-                        max_requests=a.probe_max_requests, drift_every=a.drift_every)
+                        max_requests=a.probe_max_requests, drift_check=check, drift_every=every)
 
 
-def probe_checks(a: argparse.Namespace) -> None:
+def parse_drift_every(text: str) -> tuple[bool, int]:
+    """--drift-every: 'end' → (True, 0): the control probe measured again at the end only; 'N' → (True, N): also
+    after every N probes; '0' → (False, 0): never."""
+    if text.strip() == "end":
+        return True, 0
+    try:
+        every = int(text)
+    except ValueError:
+        every = -1
+    if every < 0:
+        raise UsageError(f"--drift-every {text!r}: give end (the control probe measured again at the end), a "
+                         "number N ≥ 1 (also after every N probes) or 0 (never)")
+    return every > 0, every
+
+
+def probe_checks(a: argparse.Namespace, drift_check: bool) -> None:
     from loadgen.metrics.drift import MIN_WINDOW_S  # numpy, once the command line has been read
 
     if a.probe_min_requests < 1:
@@ -104,9 +120,7 @@ def probe_checks(a: argparse.Namespace) -> None:
     if a.probe_max_requests and a.probe_max_requests < a.probe_min_requests:
         raise UsageError(f"--probe-max-requests {a.probe_max_requests}: must be ≥ --probe-min-requests "
                          f"{a.probe_min_requests} (or 0: 4× a probe's first part)")
-    if a.drift_every < 0:
-        raise UsageError(f"--drift-every {a.drift_every}: must be ≥ 0 (0: no control probe)")
-    if a.drift_every and a.probe_min_seconds < MIN_WINDOW_S:
+    if drift_check and a.probe_min_seconds < MIN_WINDOW_S:
         raise UsageError(f"--probe-min-seconds {a.probe_min_seconds:g}: the control probe needs ≥ {MIN_WINDOW_S:g} s "
                          "to be judged for drift; give more, or --drift-every 0")
 

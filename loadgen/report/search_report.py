@@ -1,5 +1,6 @@
-"""What `loadgen search` says: per prompt length, the answer, the two probes that bracket it, the loads
-measured again and the control probe's verdict (pure; every line within 120 columns)."""
+"""What `loadgen search` says: per prompt length, the answer, what it rests on that a reader must know (its
+caveats: `results/search_caveats.py`), the two probes that bracket it, the loads measured again and the control
+probe's verdict (pure; every line within 120 columns)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from loadgen.results.cell_view import Cell, as_result
 from loadgen.results.compare_inputs import Run
 from loadgen.results.incidents import IncidentKind
 from loadgen.results.search import Probe, SearchConfig, resolution_text
+from loadgen.results.search_caveats import caveats
 from loadgen.results.search_walk import Again, Bracket, replay
 
 WIDTH = 120
@@ -25,10 +27,6 @@ def targets_text(slo: SloConfig) -> str:
     """'ttft ≤ 300 ms, tpot ≤ 25 ms; ≥ 90% of requests'."""
     shown = ", ".join(f"{m} ≤ {t * 1e3:g} ms" for m, t in slo.slo_targets.items())
     return f"{shown}; ≥ {slo.slo_attainment:.0%} of requests"
-
-
-def _load(cfg: SearchConfig, x: float) -> str:
-    return f"c={x:g}" if cfg.over == SearchOver.CONCURRENCY else f"rate={x:g}/s"
 
 
 def _wrap(text: str, indent: str = INDENT) -> list[str]:
@@ -48,8 +46,8 @@ def probe_figures(p: Probe) -> str:
 
 def probe_lines(verdict: str, cfg: SearchConfig, x: float, p: Probe | None) -> list[str]:
     if p is None:
-        return [f"  {verdict:<6} {_load(cfg, x):<12} not measured"]
-    lines = _wrap(f"  {verdict:<6} {_load(cfg, x):<12} {probe_figures(p)}")
+        return [f"  {verdict:<6} {cfg.name(x):<12} not measured"]
+    lines = _wrap(f"  {verdict:<6} {cfg.name(x):<12} {probe_figures(p)}")
     early = [i.reason for c in p.parts for i in c.incidents if i.kind is IncidentKind.OVERSATURATED]
     if early:
         lines += _wrap(INDENT + early[0])
@@ -61,7 +59,7 @@ def probe_lines(verdict: str, cfg: SearchConfig, x: float, p: Probe | None) -> l
 def again_lines(cfg: SearchConfig, a: Again) -> list[str]:
     """'  again  c=8  38% good, 150.2 tok/s → 100% good, 560.1 tok/s: disagreed, the second counts (why)'."""
     verdict = "disagreed, the second counts; the knee leaves it out" if a.disagreed else "agreed"
-    text = (f"  again  {_load(cfg, a.load):<12} {a.first.attainment:.0%} good, {a.first.tok_s:.1f} tok/s → "
+    text = (f"  again  {cfg.name(a.load):<12} {a.first.attainment:.0%} good, {a.first.tok_s:.1f} tok/s → "
             f"{a.second.attainment:.0%} good, {a.second.tok_s:.1f} tok/s: {verdict} ({a.why})")
     return _wrap(text)
 
@@ -74,6 +72,9 @@ def answer_lines(cfg: SearchConfig, context: int, b: Bracket) -> list[str]:
         shown = f"{b.met:g}" if b.met is not None else "none"
         head = f"ctx={context}: highest {what} that meets the SLO: {shown}  ({len(b.probes)} cells; {b.ended})"
     lines = _wrap(head, "    ")
+    if b.drift is None:
+        for c in caveats(b, cfg):
+            lines += _wrap(f"  caveat {c.reason}")
     if b.met is not None:
         lines += probe_lines("met", cfg, b.met, b.latest.get(b.met))
     if b.missed is not None:
@@ -100,9 +101,9 @@ def _probe_json(p: Probe) -> dict[str, Any]:
             "parts": len(p.parts), "met": p.met}
 
 
-def answer_json(b: Bracket) -> dict[str, Any]:
+def answer_json(b: Bracket, cfg: SearchConfig) -> dict[str, Any]:
     """One prompt length's answer in the results' `search` part: no `met` when the server drifted; the cells
-    (their `again`) that the met and missed ends' verdicts pool."""
+    (their `again`) that the met and missed ends' verdicts pool; the answer's caveats (none without one)."""
     again = [{"load": a.load, "first": _probe_json(a.first), "again": _probe_json(a.second), "why": a.why,
               "disagreed": a.disagreed} for a in b.again]
     def parts(x: float | None) -> list[int]:
@@ -111,7 +112,7 @@ def answer_json(b: Bracket) -> dict[str, Any]:
             "met_parts": parts(b.met), "missed_parts": parts(b.missed),
             "ended": b.ended, "complete": b.complete and b.drift is None, "again": again,
             "control_checks": len(b.controls), "drift": b.drift.to_json() if b.drift is not None else None,
-            "capped": b.capped}
+            "capped": b.capped, "caveats": [] if b.drift is not None else [c.to_json() for c in caveats(b, cfg)]}
 
 
 def _by_key(cells: Sequence[Cell]) -> dict[CellKey, CellResult]:
@@ -122,12 +123,12 @@ def search_section(cfg: SearchConfig, slo: SloConfig, contexts: list[int], cells
                    cap: int = 0) -> dict[str, Any]:
     """The results document's `search` part: the settings and, per prompt length, the bracket found."""
     by_key = _by_key(cells)
-    answers = {str(ctx): answer_json(replay(cfg, ctx, by_key, cap)) for ctx in contexts}
+    answers = {str(ctx): answer_json(replay(cfg, ctx, by_key, cap), cfg) for ctx in contexts}
     return {"over": cfg.over, "start": cfg.start, "growth": cfg.growth, "limit": cfg.limit,
             "resolution": cfg.resolution, "relative": cfg.relative, "max_cells": cfg.max_cells,
             "min_requests": cfg.min_requests, "min_s": cfg.min_s, "max_requests": cfg.max_requests,
-            "drift_every": cfg.drift_every, "slo_targets": slo.slo_targets, "slo_attainment": slo.slo_attainment,
-            "answers": answers}
+            "drift_check": cfg.drift_check, "drift_every": cfg.drift_every, "slo_targets": slo.slo_targets,
+            "slo_attainment": slo.slo_attainment, "answers": answers}
 
 
 def search_complete(doc: dict[str, Any] | None, contexts: list[int]) -> bool:
@@ -151,6 +152,8 @@ def capacity_ranking(runs: list[Run]) -> str | None:
     for name, ctx, a, _ in ranked:
         shown = "drifted" if a.get("drift") else "none met" if a["met"] is None else f"{a['met']:g}"
         bracket = f" (missed at {a['missed']:g})" if a.get("missed") is not None else ""
-        lines += _wrap(f"  ctx={ctx:<6} {name:<24} {shown:>8}{bracket}  {len(a['probes'])} cells; {a['ended']}",
-                       "    ")
+        noted = a.get("caveats") or []
+        caveat = f"; caveats: {', '.join(c['end'] + ' end ' + c['kind'] for c in noted)}" if noted else ""
+        lines += _wrap(f"  ctx={ctx:<6} {name:<24} {shown:>8}{bracket}  {len(a['probes'])} cells; {a['ended']}"
+                       f"{caveat}", "    ")
     return "\n".join(lines)

@@ -2,13 +2,17 @@
 how many requests it measures, and when two probes contradict each other. The walk that chooses the loads
 is `results/search_walk.py`.
 
-A probe is one measurement of a load: its first part and, while its attainment is not decided, extensions
-(more requests at the same load, each a cell of its own: `CellKey.again`). Pooled over its parts:
-good = Σ good, scheduled = Σ scheduled, window = Σ duration_s, output tok/s = Σ (tok/s × duration) / window.
-It is decided when it has at least `min_requests` requests and `min_s` seconds and the Wilson interval of
-good / scheduled (`metrics.attainment`) lies on one side of the required attainment; a probe stopped early
-(over-saturated, its miss certain) is decided; at `max_requests` (default 4 × its first part) it is decided
-on the point estimate, with a note. Verdict: met = good / scheduled ≥ the required attainment.
+A probe is one measurement of a load: its first part and, while its attainment is not decided and the walk rests
+on it (`results/search_walk.py`), extensions (more requests at the same load, each a cell of its own:
+`CellKey.again`). Pooled over its parts: good = Σ good, scheduled = Σ scheduled, window = Σ duration_s,
+output tok/s = Σ (tok/s × duration) / window. It is decided when it has at least `min_requests` requests and
+`min_s` seconds and the Wilson interval of good / scheduled (`metrics.attainment`) lies on one side of the
+required attainment; a probe stopped early (over-saturated, its miss certain) is decided; at `max_requests`
+(default 4 × its first part) it is decided on the point estimate, with a note. Verdict: met = good / scheduled
+≥ the required attainment. A probe whose interval lies wholly below the target needs `min_requests` but not
+`min_s`: the seconds guard a verdict of met (a short probe may end before a queue builds, or between two
+stalls), while a miss that one state of the server made (a stall) is what the re-check of the bracket's missed
+end and a contradiction are for; extending a plain miss for its seconds only costs a cell.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from loadgen.metrics.attainment import decided, wilson_interval
+from loadgen.metrics.drift import MIN_WINDOW_S
 from loadgen.names import SearchOver
 from loadgen.record import CellKey
 from loadgen.results.cell_result import CellResult
@@ -30,15 +35,17 @@ MIN_S = 10.0  # a probe shorter than this is one server state (a stall, a cache 
 EXTEND_UP_TO = 4  # a probe not decided is extended up to this many times its first part's requests
 TIME_MARGIN = 1.2
 HALF = 0.5  # throughput that falls by more than half while the load grew contradicts
+LOWEST_RATE_STEPS = 4  # a first rate probe that misses is halved at most this often
 
 
 @dataclass(frozen=True)
 class SearchConfig:
     """`loadgen search`: raise the load from `start` (× `growth` a probe) until a cell misses the SLO, then
     bisect the bracket until it is no wider than the resolution (`resolution` × the met end when `relative`).
-    Growth 4 reaches a knee at 100 from 1 in 4 probes and leaves a bracket that 4–5 halvings resolve to 10 %;
-    16 cells leave room for an extension, a contradiction measured again, the re-check of the bracket's
-    missed end and a control probe every `drift_every` probes (0: none)."""
+    Growth 4 reaches a knee at 100 from 1 in 4 probes and leaves a bracket that 4 geometric halvings resolve to
+    10 % (`middle`): 9–10 probes, the re-check of the missed end and the control probe at the end make 11–12 cells;
+    16 leave room for extensions and a contradiction measured again. The control probe is measured again at the
+    end when `drift_check`, and also after every `drift_every` probes (0: only at the end)."""
 
     over: SearchOver = SearchOver.CONCURRENCY
     start: float = 1
@@ -50,13 +57,44 @@ class SearchConfig:
     min_requests: int = MIN_REQUESTS
     min_s: float = MIN_S
     max_requests: int = 0  # a probe's requests at most, over its parts (0: EXTEND_UP_TO × its first part)
-    drift_every: int = 4  # the control probe measured again after this many probes, and at the end (0: never)
+    drift_check: bool = True  # the control probe measured again at the end, for drift (False: never)
+    drift_every: int = 0  # and after every this many probes too (0: only at the end; each check costs a cell)
 
     def width_ok(self, lo: float, hi: float) -> bool:
         """The bracket [lo, hi] is narrow enough (for concurrency, adjacent integers always are)."""
         if self.over == SearchOver.CONCURRENCY and hi - lo <= 1:
             return True
         return hi - lo <= (self.resolution * lo if self.relative else self.resolution)
+
+    def grow(self, x: float) -> float:
+        """The probe after `x` met and none missed: × growth (concurrency: at least one more), at most the limit."""
+        up = x * self.growth
+        if self.over == SearchOver.CONCURRENCY:
+            return min(self.limit, max(int(x) + 1, int(up)))
+        return min(self.limit, float(f"{up:.4g}"))
+
+    def lower(self, x: float) -> float | None:
+        """The probe below a first probe `x` that missed: halved (None: none left to try)."""
+        if self.over == SearchOver.CONCURRENCY:
+            return None if x <= 1 else max(1, int(x) // 2)
+        return x / 2 if x > self.start / 2 ** LOWEST_RATE_STEPS else None
+
+    def middle(self, lo: float, hi: float) -> float:
+        """The probe inside the bracket: its geometric middle. The resolution is relative to the met end, so each
+        probe halves the bracket's ratio (a ×4 growth step is within 10 % after 4 probes: 4^(1/16) = 1.09; the
+        arithmetic middle takes 5 where the edge lies near the bracket's foot)."""
+        mid = (lo * hi) ** 0.5
+        if self.over == SearchOver.CONCURRENCY:
+            return min(max(int(lo) + 1, round(mid)), int(hi) - 1)
+        return float(f"{mid:.4g}")
+
+    def name(self, x: float) -> str:
+        """'c=8' or 'rate=2.5/s'."""
+        return f"c={x:g}" if self.over == SearchOver.CONCURRENCY else f"rate={x:g}/s"
+
+    def load_of(self, key: CellKey) -> float:
+        """The load a cell of the search measured."""
+        return key.concurrency if self.over == SearchOver.CONCURRENCY else key.request_rate or 0.0
 
 
 class Role(StrEnum):
@@ -148,8 +186,9 @@ def next_part(cfg: SearchConfig, probe: Probe) -> int | None:
     if probe.stopped_early:
         return None
     n = probe.scheduled
-    short = _short_of_minimums(cfg, probe)
-    if not short and decided(probe.good, n, probe.required) is not None:
+    verdict = decided(probe.good, n, probe.required)
+    short = _short_of_minimums(cfg, probe, timed=verdict is not False)
+    if not short and verdict is not None:
         return None
     cap = cfg.max_requests or EXTEND_UP_TO * int(_slo(probe.parts[0]).scheduled or 0)
     if n >= cap:
@@ -158,13 +197,34 @@ def next_part(cfg: SearchConfig, probe: Probe) -> int | None:
     return max(1, min(short or n, cap - n))  # straddling the target: twice the requests
 
 
-def _short_of_minimums(cfg: SearchConfig, probe: Probe) -> int:
-    """Requests still missing to reach `min_requests` and, at the probe's request rate so far, `min_s`."""
+def _short_of_minimums(cfg: SearchConfig, probe: Probe, timed: bool = True) -> int:
+    """Requests still missing to reach `min_requests` and, when `timed`, `min_s` at the probe's request rate so
+    far. A probe whose interval lies below the target is not timed (module docstring: why)."""
     n, window = probe.scheduled, probe.window_s
-    short_s = cfg.min_s - window
+    short_s = cfg.min_s - window if timed else 0.0
     # × TIME_MARGIN: a part's window is a little shorter than its requests' share of the rate (its ramps)
     by_time = math.ceil(TIME_MARGIN * short_s * n / window) if short_s > 0 and window > 0 else 0
     return max(cfg.min_requests - n, by_time, 0)
+
+
+def extend_why(cfg: SearchConfig, probe: Probe) -> str:
+    """Why a probe is extended, with its figures so far (the extension's note)."""
+    low, high = probe.interval() or (0.0, 0.0)
+    so_far = f"{probe.good} of {probe.scheduled} good [{low:.0%}–{high:.0%}] in {probe.window_s:.1f} s"
+    if probe.scheduled < cfg.min_requests or probe.window_s < cfg.min_s:
+        return f"extended: {so_far}, short of the minimum ({cfg.min_requests} requests, {cfg.min_s:g} s)"
+    return f"extended: {so_far}, the interval straddles the target {probe.required:.0%}"
+
+
+def judged_part(probe: Probe) -> CellResult | None:
+    """The probe's first part long enough for the drift check to judge (None: none is)."""
+    return next((c for c in probe.parts if (c.load.duration_s or 0) >= MIN_WINDOW_S), None)
+
+
+def requests_for_s(probe: Probe, seconds: float) -> int:
+    """The requests that fill `seconds` at the probe's request rate so far (at least 1)."""
+    window = probe.window_s
+    return max(1, math.ceil(seconds * probe.scheduled / window) if window > 0 else probe.scheduled)
 
 
 def first_requests(cfg: SearchConfig, load: float, below: Probe | None) -> int:
@@ -181,10 +241,6 @@ def first_requests(cfg: SearchConfig, load: float, below: Probe | None) -> int:
     return min(n, cfg.max_requests) if cfg.max_requests else n
 
 
-def _load(cfg: SearchConfig, x: float) -> str:
-    return f"c={x:g}" if cfg.over == SearchOver.CONCURRENCY else f"rate={x:g}/s"
-
-
 def contradiction(cfg: SearchConfig, p: Probe, q: Probe) -> tuple[float, str] | None:
     """When probes p and q contradict each other, the load to measure again (the one that missed, or whose
     throughput fell) and why: a lower load missed where a higher one met, or throughput fell by more than
@@ -193,11 +249,11 @@ def contradiction(cfg: SearchConfig, p: Probe, q: Probe) -> tuple[float, str] | 
     if lo.load == hi.load:
         return None
     if hi.met and not lo.met:
-        return lo.load, (f"{_load(cfg, lo.load)} missed ({lo.attainment:.0%} good) while {_load(cfg, hi.load)} "
+        return lo.load, (f"{cfg.name(lo.load)} missed ({lo.attainment:.0%} good) while {cfg.name(hi.load)} "
                          f"met ({hi.attainment:.0%})")
     if lo.tok_s > 0 and hi.tok_s < HALF * lo.tok_s:
-        return hi.load, (f"{_load(cfg, hi.load)} gave {hi.tok_s:.1f} tok/s, less than half of "
-                         f"{_load(cfg, lo.load)}'s {lo.tok_s:.1f}")
+        return hi.load, (f"{cfg.name(hi.load)} gave {hi.tok_s:.1f} tok/s, less than half of "
+                         f"{cfg.name(lo.load)}'s {lo.tok_s:.1f}")
     return None
 
 

@@ -1,18 +1,23 @@
 """`loadgen search`'s walk, pure: which cell to measure next, and the answer the cells give.
 
-The bracket is read from the probes' verdicts each time (the latest measurement of each load counts):
-missed = the lowest load that missed, met = the highest load below it that met. Until a probe misses, the
-load grows from `start` × `growth` a probe (up to `limit`); when the first probe already misses it halves
-down to the smallest load; then the bracket is bisected (geometrically while it spans ×2 or more) until
-`SearchConfig.width_ok`. Around that:
-- a probe is measured until its attainment is decided (`search.next_part`: extensions);
-- a probe that contradicts another (`search.contradiction`) has the suspect load measured once more; the
-  new measurement counts, both are kept, and the report names those that disagree;
+The bracket is read from the probes' verdicts each time (the latest measurement of each load counts; a probe
+not decided yet counts by its point estimate): missed = the lowest load that missed, met = the highest load
+below it that met. The load grows from `start` until a probe misses (a first probe that misses halves it), then
+the bracket is bisected until it is narrow enough (`SearchConfig.grow`, `lower`, `middle`, `width_ok`). Only
+the probes the next step rests on (the bracket's two ends, or the one end an answer stands on) are made sure of:
+- an end that contradicts another probe (`search.contradiction`: it missed below a load that met, or its
+  throughput fell by half while the load grew) is measured once more; the new measurement counts, both are
+  kept, and the report names those that disagree. A probe past the bracket's missed end, or below its met end,
+  decides nothing and is not measured again;
+- an end whose attainment is not decided is extended (`search.next_part`); a probe the growth left behind is not;
 - before answering, the bracket's missed end is measured again (unless it was already): when it now meets,
   the bracket moves and the walk goes on;
-- the control probe (the first probe as last measured, its first part of ≥ 1 s) is measured again every
-  `drift_every` probes and at the end; when it moved beyond noise (`metrics.drift.judge_drift`), and once more
-  measured it moved again (a stall inside the check is not a drift), the walk ends with no answer.
+- the control probe is measured again at the end (and every `drift_every` probes when that is set). Its
+  reference is the first measurement of the first load (its first part of ≥ 1 s: the server's state when the
+  search began); a later measurement of that load replaces it only when it is faster by the drift factor (a
+  stall slows a measurement, it never speeds one up: the first one stalled). When the control moved beyond
+  noise (`metrics.drift.judge_drift`), and once more measured it moved again (a stall inside the check is not
+  a drift), the walk ends with no answer.
 Every cell is a normal cell of the results file keyed by its load and its measurement of that load
 (`CellKey.again`), so the same walk replayed over a file (`replay`) gives the same answer: a search resumes
 like a run. A probe that is not usable (failed, skipped) ends the walk: no answer is claimed past it.
@@ -24,25 +29,26 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 
 from loadgen.metrics.drift import MIN_WINDOW_S, Drift, judge_drift
-from loadgen.names import SearchOver
 from loadgen.record import CellKey
 from loadgen.results.cell_result import CellResult
 from loadgen.results.cell_status import unmeasured
 from loadgen.results.search import (
+    TIME_MARGIN,
     Measure,
     Probe,
     Role,
     SearchConfig,
     contradiction,
     disagree,
+    extend_why,
     first_requests,
+    judged_part,
     next_part,
     probe_key,
+    requests_for_s,
     resolution_text,
     usable,
 )
-
-LOWEST_RATE_STEPS = 4  # a first rate probe that misses is halved at most this often
 
 
 @dataclass
@@ -84,6 +90,7 @@ class Ended(Exception):
 
 
 Walk = Generator[Measure, CellResult | None, Bracket]
+Step = tuple[float, Role, str]  # the next cell: its load, why it is measured (its role) and the note it gets
 
 
 class Walker:
@@ -91,7 +98,7 @@ class Walker:
         self.cfg, self.context, self.cap = cfg, context, cap
         self.b = Bracket()
         self.history: dict[float, list[Probe]] = {}
-        self.control: CellResult | None = None
+        self.control: CellResult | None = None  # the drift check's reference (module docstring)
         self.since_check = 0
 
     def run(self) -> Walk:
@@ -99,13 +106,16 @@ class Walker:
             while True:
                 step = self.next_step()
                 if isinstance(step, Ended):
-                    if step.complete and self._control_due(1):
+                    if step.complete and self._checks_drift():
                         yield from self.check_control("at the end")
                     raise step
                 load, role, why = step
-                probe = yield from self.measure(load, role, why)
-                yield from self.resolve(probe)
-                if self._control_due(self.cfg.drift_every):
+                if role is Role.EXTEND:
+                    yield from self.extend(load, why)
+                    continue
+                yield from self.measure(load, role, why)
+                every = self.cfg.drift_every
+                if every and self._checks_drift() and self.since_check >= every:
                     n = self.since_check
                     yield from self.check_control(f"after {n} probe" + ("s" if n > 1 else ""))
         except Ended as end:
@@ -113,9 +123,9 @@ class Walker:
         self.b.met, self.b.missed = self.bracket()
         return self.b
 
-    def _control_due(self, probes: int) -> bool:
-        """Drift is checked, there is a control, and `probes` probes (≥ 1) were measured since its last check."""
-        return bool(self.cfg.drift_every) and self.control is not None and self.since_check >= max(1, probes)
+    def _checks_drift(self) -> bool:
+        """Drift is checked and there is a control, measured since the last check."""
+        return self.cfg.drift_check and self.control is not None and self.since_check >= 1
 
     # ---- the bracket and the next load -------------------------------------------------------------------
     def bracket(self) -> tuple[float | None, float | None]:
@@ -124,49 +134,57 @@ class Walker:
         met = max((x for x, p in latest.items() if p.met and (missed is None or x < missed)), default=None)
         return met, missed
 
-    def next_step(self) -> tuple[float, Role, str] | Ended:
+    def next_step(self) -> Step | Ended:
         lo, hi = self.bracket()
-        cfg = self.cfg
-        if hi is None:
-            if lo is None:
-                return cfg.start, Role.PROBE, ""
-            if lo >= cfg.limit:
-                return Ended(f"met the SLO up to the limit ({cfg.limit:g}, --max)", True)
-            return self._grow(lo), Role.PROBE, ""
-        if lo is None:
-            lower = self._down(hi)
-            if lower is not None:
-                return lower, Role.PROBE, ""
-            done = Ended(f"even the lowest load, {hi:g}, missed the SLO", True)
-        elif cfg.width_ok(lo, hi):
-            done = Ended(f"bracket {lo:g}–{hi:g} within the resolution ({resolution_text(cfg)})", True)
-        else:
-            return self._middle(lo, hi), Role.PROBE, ""
-        if len(self.history[hi]) < 2:
-            return hi, Role.RECHECK, f"the missed end {self._name(hi)}, measured again before answering"
+        outward = self._outward(lo, hi)
+        if outward is not None:
+            return outward, Role.PROBE, ""
+        for x in (lo, hi):
+            step = None if x is None else self._settle(x)
+            if step is not None:
+                return step
+        done = self._done(lo, hi)
+        if done is None:
+            assert lo is not None and hi is not None, "only a bracket of two ends is bisected"
+            return self.cfg.middle(lo, hi), Role.PROBE, ""
+        if hi is not None and len(self.history[hi]) < 2:
+            return hi, Role.RECHECK, f"the missed end {self.cfg.name(hi)}, measured again before answering"
         return done
 
-    def _grow(self, x: float) -> float:
-        up = x * self.cfg.growth
-        if self.cfg.over == SearchOver.CONCURRENCY:
-            return min(self.cfg.limit, max(int(x) + 1, int(up)))
-        return min(self.cfg.limit, float(f"{up:.4g}"))
+    def _outward(self, lo: float | None, hi: float | None) -> float | None:
+        """Before the bracket has two ends, the next load: up while none missed, down while none met; None at
+        the limit, at the lowest load and once there are two ends."""
+        if hi is None:
+            if lo is None:
+                return self.cfg.start
+            return self.cfg.grow(lo) if lo < self.cfg.limit else None
+        return self.cfg.lower(hi) if lo is None else None
 
-    def _down(self, x: float) -> float | None:
-        """The next load below a first probe that missed (None: none left to try)."""
-        if self.cfg.over == SearchOver.CONCURRENCY:
-            return None if x <= 1 else max(1, int(x) // 2)
-        return x / 2 if x > self.cfg.start / 2 ** LOWEST_RATE_STEPS else None
+    def _done(self, lo: float | None, hi: float | None) -> Ended | None:
+        """The walk's end once its ends are settled (None: the bracket is still too wide)."""
+        cfg = self.cfg
+        if hi is None:
+            return Ended(f"met the SLO up to the limit ({cfg.limit:g}, --max)", True)
+        if lo is None:
+            return Ended(f"even the lowest load, {hi:g}, missed the SLO", True)
+        if cfg.width_ok(lo, hi):
+            return Ended(f"bracket {lo:g}–{hi:g} within the resolution ({resolution_text(cfg)})", True)
+        return None
 
-    def _middle(self, lo: float, hi: float) -> float:
-        """The geometric middle of a bracket of ×2 or wider (the first one spans a growth step), else the middle."""
-        mid = (lo * hi) ** 0.5 if hi >= 2 * lo else (lo + hi) / 2
-        if self.cfg.over == SearchOver.CONCURRENCY:
-            return min(max(int(lo) + 1, round(mid)), int(hi) - 1)
-        return float(f"{mid:.4g}")
-
-    def _name(self, x: float) -> str:
-        return f"c={x:g}" if self.cfg.over == SearchOver.CONCURRENCY else f"rate={x:g}/s"
+    def _settle(self, x: float) -> Step | None:
+        """What the bracket's end `x` still needs before the walk rests on it: measured again when it contradicts
+        another probe (once), extended while its attainment is not decided; None when it needs nothing."""
+        probe = self.b.latest[x]
+        if len(self.history[x]) < 2:
+            found = [c for q in self.b.latest.values() if (c := contradiction(self.cfg, probe, q)) is not None]
+            why = next((why for load, why in found if load == x), None)
+            if why is not None:
+                return x, Role.AGAIN, f"measured again: {why}"
+        if next_part(self.cfg, probe) is not None:
+            return x, Role.EXTEND, extend_why(self.cfg, probe)
+        if probe.capped and x not in self.b.capped:
+            self.b.capped.append(x)
+        return None
 
     # ---- measuring ---------------------------------------------------------------------------------------
     def _key(self, load: float) -> CellKey:
@@ -184,65 +202,57 @@ class Walker:
             self.b.probes.append(load)
         return cell
 
+    def _part(self, probe: Probe, requests: int, role: Role, why: str):
+        """One more cell of `probe`."""
+        cell = yield from self._ask(probe.load, requests, role, why)
+        if not usable(cell):
+            raise Ended(f"the probe at {probe.load:g} could not be used")
+        probe.parts.append(cell)
+
     def _below(self, load: float) -> Probe | None:
         lower = [x for x in self.b.latest if x < load]
         return self.b.latest[max(lower)] if lower else None
 
     def measure(self, load: float, role: Role, why: str):
-        """Measure `load` until its attainment is decided; it becomes the load's latest measurement."""
+        """A new measurement of `load`, its first part (the first probe: until it holds a part long enough for
+        the drift check, if it needs more); it becomes the load's latest measurement."""
         probe = Probe(load, role)
-        n: int | None = first_requests(self.cfg, load, self._below(load))
-        while n is not None:
-            cell = yield from self._ask(load, n, role if not probe.parts else Role.EXTEND,
-                                        why if not probe.parts else self._extend_why(probe))
-            if not usable(cell):
-                raise Ended(f"the probe at {load:g} could not be used")
-            probe.parts.append(cell)
-            n = next_part(self.cfg, probe)
-        self._decided(probe, why)
+        yield from self._part(probe, first_requests(self.cfg, load, self._below(load)), role, why)
+        while self.control is None and self.cfg.drift_check and judged_part(probe) is None and len(probe.parts) < 3:
+            more = next_part(self.cfg, probe)
+            note = extend_why(self.cfg, probe) if more else f"extended: the control needs a part of {MIN_WINDOW_S:g} s"
+            yield from self._part(probe, max(more or 0, requests_for_s(probe, TIME_MARGIN * MIN_WINDOW_S)),
+                                  Role.EXTEND, note)
+        self._measured(probe, why)
         return probe
 
-    def _decided(self, probe: Probe, why: str) -> None:
+    def extend(self, load: float, why: str):
+        """One more part of the load's latest measurement, whose attainment is not decided yet."""
+        probe = self.b.latest[load]
+        n = next_part(self.cfg, probe)
+        assert n is not None, "only a probe that is not decided is extended"
+        yield from self._part(probe, n, Role.EXTEND, why)
+
+    def _measured(self, probe: Probe, why: str) -> None:
         """The probe is the latest measurement of its load (a load measured before: both kept, in `again`)."""
         load = probe.load
-        if probe.capped:
-            self.b.capped.append(load)
         if self.history.get(load):
             self.b.again.append(Again(load, self.history[load][-1], probe, why))
         self.history.setdefault(load, []).append(probe)
         self.b.latest[load] = probe
         self.since_check += 1
-        if self.control is None or self._load_of(self.control) == load:
-            # the first probe, whatever its verdict (drift may start inside the next one), as last measured (a
-            # first probe that stalled and was measured again is not the server's state): its first part long
-            # enough for the drift check to judge
-            judged = [c for c in probe.parts if (c.load.duration_s or 0) >= MIN_WINDOW_S]
-            first = self.control is None
-            self.control = (judged or probe.parts)[0]
-            self.since_check = 0 if first else self.since_check
-
-    def _extend_why(self, probe: Probe) -> str:
-        low, high = probe.interval() or (0.0, 0.0)
-        cfg = self.cfg
-        so_far = f"{probe.good} of {probe.scheduled} good [{low:.0%}–{high:.0%}] in {probe.window_s:.1f} s"
-        if probe.scheduled < cfg.min_requests or probe.window_s < cfg.min_s:
-            return f"extended: {so_far}, short of the minimum ({cfg.min_requests} requests, {cfg.min_s:g} s)"
-        return f"extended: {so_far}, the interval straddles the target {probe.required:.0%}"
-
-    def resolve(self, probe: Probe):
-        """Measure again, once, each load that a contradiction with this probe makes suspect."""
-        while True:
-            found = [c for q in self.b.latest.values() if (c := contradiction(self.cfg, probe, q)) is not None]
-            found = [(x, why) for x, why in found if len(self.history[x]) < 2]
-            if not found:
-                return
-            load, why = found[0]
-            probe = yield from self.measure(load, Role.AGAIN, f"measured again: {why}")
+        part = judged_part(probe) or probe.parts[0]
+        if self.control is None:
+            self.control, self.since_check = part, 0
+        elif self.cfg.load_of(self.control.key) == load:
+            moved = judge_drift(self.control, part)
+            if moved.drifted and moved.factor < 1:  # the reference was the slower one: a stall, not the server
+                self.control = part
 
     def check_control(self, when: str):
-        """The control probe measured again (as many requests as its first part); one that moved beyond noise
-        is measured once more, and only a drift both show ends the walk (a stall of the server inside the
-        check is not a drift)."""
+        """The control probe measured again (as many requests as its reference); one that moved beyond noise is
+        measured once more, and only a drift both show ends the walk (a stall of the server inside the check is
+        not a drift)."""
         self.since_check = 0
         drift = yield from self._control_again(f"control probe measured again {when}", False)
         if drift.drifted:
@@ -251,14 +261,10 @@ class Walker:
             self.b.drift = drift
             raise Ended(f"no answer: {drift.sentence}")
 
-    def _load_of(self, cell: CellResult) -> float:
-        key = cell.key
-        return key.concurrency if self.cfg.over == SearchOver.CONCURRENCY else key.request_rate or 0.0
-
     def _control_again(self, why: str, confirms: bool):
         first = self.control
         assert first is not None, "a control is measured again only once there is one"
-        load = self._load_of(first)
+        load = self.cfg.load_of(first.key)
         requests = max(self.cfg.min_requests, int(first.slo.scheduled or 0) if first.slo else 0)
         cell = yield from self._ask(load, requests, Role.CONTROL, why, first.key, confirms)
         if cell is None or unmeasured(cell) is not None:
