@@ -3,6 +3,8 @@ draft budget — no draft, `--spec-draft-n-max` 2, 4 and 8 — by `loadgen sweep
 `loadgen compare --format json`.
 
     python3 benchmarks/verdict_llamacpp.py --out-dir DIR     # ~6 minutes on 2 cores
+    python3 benchmarks/verdict_llamacpp.py --out-dir DIR --n-embd 2048 --n-ff 5632 --n-head 16 -ngl 99
+                                                             # a CUDA build: benchmarks/device_verdict_llamacpp.sh
 
 Writes in DIR: sweep.toml (its `reconfigure` restarts llama-server through benchmarks/llamacpp_restart.py),
 the sweep's results, report.html, plots/, compare.json; the sweep's own summary and verdict are printed.
@@ -107,13 +109,14 @@ def write_llama(out: Path, vocab: Path, n_layer: int, n_embd: int = N_EMBD, n_ff
     return out
 
 
-def model(n_layer: int) -> Path:
-    """The target (N_LAYER blocks) or the draft (1 block), written once into the llama-server cache folder."""
-    path = cache_dir() / "tiny-models" / f"verdict-e{N_EMBD}-f{N_FF}-l{n_layer}of{N_LAYER}-t{TAIL_SCALE:g}.gguf"
+def model(n_layer: int, n_embd: int = N_EMBD, n_ff: int = N_FF, n_head: int = N_HEAD, of: int = N_LAYER) -> Path:
+    """The target (`of` blocks) or the draft (1 block), written once into the llama-server cache folder."""
+    heads = "" if n_head == N_HEAD else f"-h{n_head}"  # the CPU default keeps its file name
+    path = cache_dir() / "tiny-models" / f"verdict-e{n_embd}-f{n_ff}{heads}-l{n_layer}of{of}-t{TAIL_SCALE:g}.gguf"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_suffix(f".{os.getpid()}.partial")
-        write_llama(partial, cache_dir() / "models" / FAST_VOCAB, n_layer)
+        write_llama(partial, cache_dir() / "models" / FAST_VOCAB, n_layer, n_embd, n_ff, n_head)
         partial.replace(path)
     return path
 
@@ -171,10 +174,25 @@ def main() -> int:
                    "its cells are measured again on every run")
     p.add_argument("--requests", type=int, default=24, help="requests per cell (default 24)")
     p.add_argument("--max-tokens", type=int, default=64)
+    p.add_argument("--n-embd", type=int, default=N_EMBD, help=f"target and draft width (default {N_EMBD})")
+    p.add_argument("--n-ff", type=int, default=N_FF, help=f"FFN width (default {N_FF})")
+    p.add_argument("--n-head", type=int, default=N_HEAD, help=f"attention heads (default {N_HEAD})")
+    p.add_argument("--n-layer", type=int, default=N_LAYER, help=f"target blocks (default {N_LAYER})")
+    p.add_argument("--n-gpu-layers", "-ngl", default=None, help="layers of target and draft offloaded to the GPU of "
+                   "a GPU build (llama-server's LLAMA_ARG_N_GPU_LAYERS[_DRAFT]); default: the server's own")
+    p.add_argument("--models-only", action="store_true", help="write the two models and exit")
     a = p.parse_args()
+    shape = {"n_embd": a.n_embd, "n_ff": a.n_ff, "n_head": a.n_head, "of": a.n_layer}
+    target, draft = model(a.n_layer, **shape), model(1, **shape)
+    if a.models_only:
+        print(f"target {target}\ndraft {draft}")
+        return 0
+    if a.n_gpu_layers is not None:
+        # the restart script builds llama-server's argv itself: the server reads these from the environment it
+        # inherits through the sweep's reconfigure
+        os.environ["LLAMA_ARG_N_GPU_LAYERS"] = os.environ["LLAMA_ARG_N_GPU_LAYERS_DRAFT"] = str(a.n_gpu_layers)
     out = (a.out_dir or Path(tempfile.mkdtemp(prefix="verdict-llamacpp-"))).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    target, draft = model(N_LAYER), model(1)
     sweep = out / "sweep.toml"
     sweep.write_text(sweep_toml(out, target, draft, free_port(), a.requests, a.max_tokens))
     t0 = time.monotonic()
