@@ -66,7 +66,7 @@ def test_rows_values_best_and_speedups(inputs):
             b32["j_per_token"]) == (360.0, 370.0, 0.060, 7.9, 3800, 10.6)
     assert b32["out_tok_s_x"] == pytest.approx(360 / 300) and rows[0]["out_tok_s_x"] == 1.0
     assert set(b32["best"]) == {"out_tok_s", "req_tok_s", "j_per_token"}
-    assert set(rows[0]["best"]) == {"ttft_p50_s", "power_w"} and rows[2]["best"] == ["accept"]
+    assert set(rows[0]["best"]) == {"ttft_p50_s", "power_w"} and rows[2]["best"] == []  # accept length: never ranked
     assert set(rows[3]["best"]) == {"out_tok_s", "req_tok_s", "power_w", "j_per_token"}
     failed = rows[7]
     assert failed["status"] == "failed" and failed["out_tok_s"] is None and failed["best"] == []

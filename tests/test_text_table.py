@@ -118,11 +118,10 @@ def test_compare_text_and_markdown():
         'n2 ctx 1024 conc 32 other-configuration-name: never best: client saturated: client CPU 95% > 90%',
         'n3 ctx 1024 conc 32 flaky: FAILED: 10 of 64 requests failed (15.6% > 0.05 --max-failed-fraction): 10 '
         'http_error',
-        '* best of the cell beyond noise (highest tok/s and accept length; lowest TTFT, W and J/token; its margi'
-        'n over every',
-        "other's 95 % interval clear of 0 and ≥ 2%); ~ tied for the lead (within noise or below 2%): no best nam"
-        "ed; vs base =",
-        "value / the baseline's",
+        "* best of the cell beyond noise (highest tok/s; lowest TTFT, W and J/token; its margin over every other'"
+        "s 95 % interval",
+        "clear of 0 and ≥ 2%); ~ tied for the lead (within noise or below 2%): no best named; vs base = value /"
+        " the baseline's",
         '! measured, but the cell failed a check (client saturated): its figures are shown and never best; th'
         'e note says why',
     ])

@@ -173,10 +173,12 @@ def test_json_entry_has_the_documented_keys():
 
 def test_the_drift_controls_noise_between_runs_widens_one_measurement_intervals():
     """Two configurations 5 % apart, each cell's own interval ±1 %: a win; with drift controls that moved 6 % and
-    4 % between runs, s_run = √((ln 1.06² + ln 1.04²) / 4) ≈ 3.6 %, and the same 5 % is a tie."""
+    4 % between runs, s_run = √((ln 1.06² + ln 1.04²) / 4) ≈ 3.6 % (× t(0.975, 2) / 1.96 for its 2 degrees of
+    freedom), and the same 5 % is a tie."""
     a, b = cell(8, 1050, 10.5), cell(8, 1000, 10)
     (v,) = output(verdicts([run("a", a), run("b", b)]))
-    assert v.decision is Decision.WINS and v.to_json()["between_runs"] == {"relative_se": None, "controls": 0}
+    assert v.decision is Decision.WINS
+    assert v.to_json()["between_runs"] == {"relative_se": None, "controls": 0, "repeated": 0, "df": 0}
     runs = [run("a", a), run("b", b)]
     runs[0].doc["drift"] = {"first": {"output_tok_s": 1060}, "again": {"output_tok_s": 1000}}
     runs[1].doc["drift"] = {"first": {"output_tok_s": 1000}, "again": {"output_tok_s": 1040}}
@@ -186,8 +188,9 @@ def test_the_drift_controls_noise_between_runs_widens_one_measurement_intervals(
     (v,) = output(verdicts(runs))
     assert v.decision is Decision.TIED and v.tie_reason == "within noise"
     low, high = v.ranked[0].interval or (0, 0)
-    assert math.log(high / low) / (2 * 1.96) == pytest.approx(math.hypot(math.log(1060.5 / 1039.5) / 3.92,
-                                                                        between.relative_se), rel=1e-6)
+    s_run = between.relative_se * 4.303 / 1.96  # t(0.975, 2 degrees of freedom) for the two controls
+    assert math.log(high / low) / (2 * 1.96) == pytest.approx(math.hypot(math.log(1060.5 / 1039.5) / 3.92, s_run),
+                                                              rel=1e-6)
     assert "Noise between runs: ±" in "\n".join(verdict_lines(verdicts(runs)))
 
 
@@ -201,7 +204,8 @@ def test_a_configuration_without_a_draft_decodes_one_token_a_step():
     assert w is not None and w.configs["no_draft"].accept_length == 1.0 and w.limit is vs.DraftLimit.NO_DRAFT
     assert w.accept_ratio == pytest.approx(1 / 2.15) and w.net_ratio == pytest.approx(96.8 / 80.0)
     text = why_text(w)
-    assert "no_draft decodes without a draft" in text and "faster verify steps outweigh" in text
+    assert "no_draft's plain decode steps come ×2.60 as often as n_max2's drafting and verifying, more than " \
+           "n_max2's ×2.15 tokens a step make up: drafting does not pay here. no_draft decodes without a draft" in text
     assert "drafting and verifying" in text
 
 
@@ -236,3 +240,18 @@ def test_repeated_configurations_serialise_to_json():
     import orjson
     (v,) = output(verdicts([run("a", cell(8, 1000, 10)), run("a#2", cell(8, 990, 10)), run("b", cell(8, 700, 9))]))
     assert orjson.loads(orjson.dumps(v.to_json()))["estimates"][0]["interval"][0] > 0
+
+
+def test_repeated_measurements_pool_one_noise_between_runs_over_every_configuration():
+    """Two sweeps of four configurations: each configuration's two values give 1 degree of freedom, four give 4;
+    the pooled noise (not each configuration's own t with 1 df, t = 12.7) keeps a steady 15 % lead a win, and
+    ranks by value, not by how steady each configuration was."""
+    first = {"none": 397, "n2": 348, "n4": 334, "n8": 339}
+    second = {"none": 405, "n2": 352, "n4": 340, "n8": 330}
+    runs = [run(n, cell(1, v, v * 0.02)) for n, v in first.items()] + \
+           [run(f"{n}#2", cell(1, v, v * 0.02)) for n, v in second.items()]
+    (v,) = output(verdicts(runs))
+    assert (v.decision, v.winner) == (Decision.WINS, "none")
+    assert (v.between.repeated, v.between.df, v.between.controls) == (4, 4, 0)
+    assert [e.config for e in v.ranked] == ["none", "n2", "n4", "n8"]
+    assert "from 4 configurations measured again" in " ".join(verdict_lines(verdicts(runs), 400))

@@ -55,6 +55,7 @@ INTERVALS = {"out_tok_s": "output_tok_s", "req_tok_s": "request_tok_s.mean", "tt
 OBJECTIVE_OF = {"out_tok_s": Objective.OUTPUT_TOK_S, "good_tok_s": Objective.GOOD_TOK_S,
                 "req_tok_s": Objective.REQUEST_TOK_S, "ttft_p50_s": Objective.TTFT_P50_S,
                 "j_per_token": Objective.J_PER_TOKEN}
+UNRANKED = ("accept",)  # a larger draft lengthens it by construction: shown, never marked best
 SLO_METRICS = ("good_tok_s",)  # shown only where some cell was measured with --slo
 
 
@@ -104,7 +105,7 @@ def comparison(runs: list[Run], base: int = 0) -> list[Row]:
     rows = []
     for key in keys:
         group = [cell_row(r, key, r.cells[key], runs[base]) for r in runs if key in r.cells]
-        mark_best(group, {m: better for m, (_, _, better) in METRICS.items()}, between=between)
+        mark_best(group, {m: better for m, (_, _, better) in METRICS.items() if m not in UNRANKED}, between=between)
         rows += group
     return rows
 
@@ -238,7 +239,7 @@ def render_text(rows: list[Row]) -> str:
 def legend(rows: list[Row], mark: str) -> list[str]:
     """The lines under the comparison: what the marks mean and, when some figure is within noise, how many."""
     slo = any(r["slo"] for r in rows)
-    lines = [f"{mark} best of the cell beyond noise (highest tok/s{', good tok/s' if slo else ''} and accept length; "
+    lines = [f"{mark} best of the cell beyond noise (highest tok/s{', good tok/s' if slo else ''}; "
              f"lowest TTFT, W and J/token; its margin over every other's 95 % interval clear of 0 and ≥ {RESOLUTION:.0%}"
              f"{'; a cell that missed its SLO is never best' if slo else ''}); ~ tied for the lead (within noise or "
              f"below {RESOLUTION:.0%}): no best named; vs base = value / the baseline's"]

@@ -134,7 +134,8 @@ def render_page(runs: list[Run], sweeps: list[Sweep], base: int, plots: list[Plo
         ("plots", "Plots", _plots_section(plots, notes)),
         ("knee", "Where throughput stops growing", _knee_section(measured, config_colors(runs))),
         ("comparison", "Comparison", el("p", text(
-            f"Best of each cell marked ★ (highest tok/s and accept length; lowest TTFT, W and J/token); vs base = "
+            f"Best of each cell marked ★ (highest tok/s; lowest TTFT, W and J/token; accept length is shown, never "
+            f"ranked: a larger draft lengthens it by construction); vs base = "
             f"value / {runs[base].name}'s. A cell that was not measured shows no figures; one that was measured "
             "but failed a check (garbage output, a missed SLO, a saturated client) shows its figures marked ! and is "
             "never best."),

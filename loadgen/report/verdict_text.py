@@ -137,14 +137,18 @@ HEAD = "The answer: which configuration serves best at each load. " + RULE
 
 
 def noise_text(verdicts: list[Verdict]) -> str:
-    """What the intervals hold beyond the requests' own noise: the drift controls' noise between runs."""
+    """What the intervals hold beyond the requests' own noise: the noise between runs, and what measured it."""
     b = next((v.between for v in verdicts if v.objective is Objective.OUTPUT_TOK_S), None)
     if b is None or b.relative_se is None:
-        return ("Noise between runs: not measured (no drift control in these results): one-measurement intervals "
-                "hold the noise between requests only. Measure the sweep a second time and compare both together "
-                "(loadgen compare A B): each configuration's two measurements are pooled and their spread counted.")
-    return (f"Noise between runs: ±{1.96 * b.relative_se:.1%} (95 %) from {b.controls} drift control"
-            f"{'s' * (b.controls != 1)}, added to every one-measurement interval.")
+        return ("Noise between runs: not measured (no drift control, no configuration measured twice): "
+                "one-measurement intervals hold the noise between requests only. Measure the sweep a second time "
+                "and compare both together (loadgen compare A B): each configuration's measurements are pooled "
+                "and their spread counted.")
+    sources = [f"{n} {one if n == 1 else many}" for n, one, many in (
+        (b.controls, "drift control", "drift controls"),
+        (b.repeated, "configuration measured again", "configurations measured again")) if n]
+    return (f"Noise between runs: ±{1.96 * b.effective_se:.1%} (95 %, {b.df} degrees of freedom) from "
+            f"{' and '.join(sources)}, added to every interval.")
 
 
 def verdict_lines(verdicts: list[Verdict], width: int = 120) -> list[str]:

@@ -3,16 +3,15 @@ rate) and for each objective, which configuration serves best, by how much beyon
 
 Per configuration and load an `Estimate`: the figure and its 95 % interval. One measurement: the cell's own
 interval (a bootstrap over its requests, or Student's t over `--repeat`). Several (the same configuration in
-several results, a search's `again` cells): their mean, and an interval as wide as the wider of the
-measurements' own noise (their intervals, combined as a mean's) and the spread between them (Student's t over
-the values): a configuration whose measurements drifted apart is that much less certain.
+several results, a search's `again` cells): their mean, with the noise between runs below.
 
 A configuration measured once at a load has only the noise between its requests in its interval; what moves
-from one run to the next (the server's state, a busy client) is measured by the drift controls the results
-hold (each run's first cell measured again after its last: `drift.first` and `drift.again`): with d = ln(first
-/ again) of each of n controls, the relative standard error between runs is s_run = √(Σ d² / 2n), and every
-one-measurement estimate's log-scale standard error is √(s_own² + s_run²) (`BetweenRuns`). Without controls
-the intervals hold the noise between requests only, and the answer says so.
+from one run to the next (the server's state, a busy client) is measured by whatever the results hold twice —
+the drift controls (each run's first cell measured again after its last) and configurations measured more than
+once — pooled into one relative standard error between runs, s_run (`verdict_noise.BetweenRuns`). A
+one-measurement estimate's log-scale standard error is √(s_own² + s_run²); the mean of n measurements has
+√((mean s_own² + s_run²) / n). Without either the intervals hold the noise between requests only, and the answer
+says so.
 
 The margin of a leader L over another configuration O: m = L/O − 1 (higher is better) or O/L − 1 (lower is
 better), ≥ 0 for the leader; its interval from the log ratio, ln(1 + m) ± 1.96·√(s_L² + s_O²), where s is
@@ -146,7 +145,8 @@ class Verdict:
                                "interval": None if e.interval is None else list(e.interval),
                                "measurements": list(e.measurements)} for e in self.ranked],
                 "ineligible": [{"config": c, "reason": r} for c, r in self.ineligible],
-                "between_runs": {"relative_se": self.between.relative_se, "controls": self.between.controls},
+                "between_runs": {"relative_se": self.between.relative_se, "controls": self.between.controls,
+                                 "repeated": self.between.repeated, "df": self.between.df},
                 "ahead_of_rest": None if self.rest is None else {
                     "config": self.rest[0], "margin": self.rest[1].value,
                     "margin_interval": None if self.rest[1].interval is None else list(self.rest[1].interval)},
@@ -213,6 +213,17 @@ def verdict_at(configs: Sequence[Configuration], load: Load, spec: ObjectiveSpec
     return verdict
 
 
+def repeated_values(configs: Sequence[Configuration], loads: Sequence[Load], spec: ObjectiveSpec) -> list[list[float]]:
+    """Each configuration × load's figure from every eligible cell, where it was measured more than once."""
+    found = []
+    for conf in configs:
+        for load in loads:
+            values = [v for c in conf.cells(load) if ineligible_reason(c) is None and (v := spec.value(c))]
+            if len(values) > 1:
+                found.append(values)
+    return found
+
+
 def verdicts(runs: Sequence[Run], resolution: float = RESOLUTION,
              objectives: Sequence[Objective] | None = None) -> list[Verdict]:
     """Every load's verdict for every objective some cell has a figure of, loads in cell order, objectives
@@ -221,7 +232,8 @@ def verdicts(runs: Sequence[Run], resolution: float = RESOLUTION,
     loads = sorted({Load.of(k) for r in runs for k in r.cells}, key=lambda ld: CellKey(*ld))
     out = []
     for objective in objectives or list(Objective):
-        between = BetweenRuns.of(runs, SPECS[objective].drift)
+        spec = SPECS[objective]
+        between = BetweenRuns.of(runs, spec.drift, repeated_values(configs, loads, spec))
         for load in loads:
             found = verdict_at(configs, load, SPECS[objective], resolution, between)
             if found is not None:

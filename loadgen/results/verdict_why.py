@@ -170,6 +170,13 @@ def reason_text(w: Why) -> str:
         return "the same output tok/s: the longer accepted drafts and the faster verify steps cancel out"
     if net < 1:
         return f"{w.leader} delivers ×{net:.2f} the output tok/s of {w.runner_up}: it leads here, not by throughput"
+    plain = [name for name, f in w.configs.items() if f.accept_source == NO_DRAFT]
+    if plain == [w.leader]:
+        return (f"{w.leader}'s plain decode steps come ×{s:.2f} as often as {w.runner_up}'s drafting and "
+                f"verifying, more than {w.runner_up}'s ×{1 / a:.2f} tokens a step make up: drafting does not pay here")
+    if plain == [w.runner_up]:
+        return (f"drafting pays: {w.leader}'s ×{a:.2f} tokens a step outweigh its steps coming ×{s:.2f} as often "
+                f"as {w.runner_up}'s plain decode steps")
     if abs(a - 1) < SAME:
         return f"the same accept length; {w.leader}'s verify steps are faster"
     if a > 1 > s:
