@@ -1,5 +1,5 @@
 """`loadgen compare`'s and the report's inputs: results files (loadgen.results/v1) and sweep folders or
-sweep.json files, which stand for their configurations in sweep order; each cell read back into its typed
+sweep.json files (a tune's folder or tune.json), which stand for their configurations in sweep order; each cell read back into its typed
 result and judged as this loadgen judges."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from loadgen.files import read_json
 from loadgen.record import CellKey
 from loadgen.results.cell_result import CellResult
 from loadgen.results.cell_view import as_result
-from loadgen.results.schema import SWEEP_SCHEMA
+from loadgen.results.schema import SWEEP_SCHEMA, TUNE_SCHEMA
 from loadgen.results.stored import stored_cells
 
 
@@ -59,15 +59,22 @@ def load_inputs(paths: list[str]) -> list[Run]:
 
 
 def _expand(path: str) -> list[str]:
-    sweep_json = os.path.join(path, "sweep.json") if os.path.isdir(path) else path
-    if os.path.isdir(path) and not os.path.exists(sweep_json):
+    """A results file as it is; a sweep's folder or sweep.json (a tune's folder or tune.json) as its configurations'
+    results files, in its order."""
+    sweep_json = _listing(path) if os.path.isdir(path) else path
+    if sweep_json is None:
         raise UsageError(f"{path} is a folder without sweep.json; give results files or a sweep's folder")
     doc = _read(sweep_json)
-    if doc.get("schema") != SWEEP_SCHEMA:
+    if doc.get("schema") not in (SWEEP_SCHEMA, TUNE_SCHEMA):
         return [path]
     base = os.path.dirname(os.path.abspath(sweep_json))
     files = [os.path.join(base, c["results"]) for c in doc.get("configs", [])]
     return [f for f in files if os.path.exists(f)]
+
+
+def _listing(folder: str) -> str | None:
+    """The file that lists a folder's configurations: a sweep's sweep.json, else a tune's tune.json."""
+    return next((p for name in ("sweep.json", "tune.json") if os.path.exists(p := os.path.join(folder, name))), None)
 
 
 def _read(path: str) -> dict:
@@ -78,7 +85,7 @@ def _read(path: str) -> dict:
             from None
     except (OSError, orjson.JSONDecodeError) as exc:
         raise UsageError(f"{path}: cannot read it as JSON ({exc})") from None
-    if not isinstance(doc, dict) or ("cells" not in doc and doc.get("schema") != SWEEP_SCHEMA):
+    if not isinstance(doc, dict) or ("cells" not in doc and doc.get("schema") not in (SWEEP_SCHEMA, TUNE_SCHEMA)):
         raise UsageError(f"{path}: not a loadgen results or sweep file (no 'cells'); give loadgen --out "
                          "files")
     return doc

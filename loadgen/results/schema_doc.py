@@ -11,7 +11,7 @@ from dataclasses import fields
 from loadgen.results.cell_result import JUDGED, KEY_FIELDS, PARTS, RESERVED, TYPED_RESERVED
 from loadgen.results.correctness import Correctness
 from loadgen.results.incidents import EFFECTS
-from loadgen.results.schema import RESULTS_SCHEMA
+from loadgen.results.schema import RESULTS_SCHEMA, TUNE_SCHEMA
 
 DOCUMENT_FIELDS = {
     "schema": f"`{RESULTS_SCHEMA}`",
@@ -51,12 +51,18 @@ DOCUMENT_FIELDS = {
               "capped, caveats [{end (met | missed), load, kind (disagreed: the end's latest measurement disagreed "
               "with the one before it; client_saturated: a cell of it whose client fell behind), reason}]} "
               "(docs/search.md)",
+    "tune": "`loadgen tune`: the configuration's parts {parts [{context_tokens, concurrency, request_rate, again, "
+            "role (first: its first visit | again: a contender measured again | control: the control measured again), "
+            "requests, why (why it was measured)}], stops [{context_tokens, concurrency, role, why (why no more was "
+            "measured there in that visit)}], control [the control's first part and its part at the end judged as a "
+            "drift control, one per load, as `drift` below]} (docs/tune.md)",
 }
 CELL_FIELDS = {
     "context_tokens": ("tokens", "the cell's prompt length (0 for a dataset's own lengths)"),
     "concurrency": ("requests", "closed loop: the slots; open loop: the in-flight cap (0 = none)"),
     "request_rate": ("requests/s", "open loop only: the cell's target rate"),
-    "again": ("", "`loadgen search` only: N for the same load measured again the N-th time (absent: the first)"),
+    "again": ("", "`loadgen search` and `loadgen tune` only: N for the same load measured again the N-th time (a "
+                  "probe measured again, a tune's next part; absent: the first)"),
     "run_id": ("", "the run that measured the cell"),
     "status": ("", "ok | failed | skipped, judged from `incidents` (below)"),
     "error": ("", "why the cell failed or was skipped; null when ok"),
@@ -98,6 +104,37 @@ VERDICT_FIELDS = {
 }
 
 
+TUNE_FIELDS = {
+    "schema": f"`{TUNE_SCHEMA}`",
+    "name, file, source": "the tune file's name, path and text",
+    "started_at, updated_at": "when the tune started (its first run) and when this file was last written (ISO 8601)",
+    "complete": "every phase went through (false: interrupted, or stopped by the budget: `stopped`)",
+    "stopped": "why the tune stopped measuring before its end (`max_cells 40 reached`), or null",
+    "objective, resolution": "what the answer is judged on and the smallest margin that ranks (the verdict's)",
+    "settings": "the `[tune]` table with its defaults: {objective, resolution, max_cells, max_gpu_minutes, "
+                "first_part, rounds}",
+    "matrix": "the file's `[matrix]`",
+    "loads": "[{context, concurrency, rate, requests_per_cell}]: the loads the answer is wanted at, in matrix order",
+    "answers": "one per load, in `loads` order: the verdict's entry (above) over the feasible configurations, the "
+               "infeasible and unmeasured ones among its `ineligible`, with `ranking` [{config, value, loss (the "
+               "leader's margin over it), loss_interval, beaten}] (every other eligible configuration, best first), "
+               "`contenders` (a tie not settled at the resolution: who another round would measure; [] when decided "
+               "or settled) and `settled`",
+    "infeasible": "[{name, reason, sentence, context, concurrency, rate (where it failed; null: it never came up), "
+                  "diagnostics_tail (the diagnostics command's last lines)}]",
+    "cells_measured": "cells measured (every part counts, failed ones too)",
+    "requests_measured": "their measured requests, whatever the outcome (warmups left out)",
+    "restarts": "visits that ran the reconfigure command",
+    "gpu_minutes": "Σ of every visit's wall time: the restart, the readiness wait and its cells",
+    "grid": "{restarts, cells, requests, gpu_minutes_estimate}: the full grid at the same requests per cell (every "
+            "configuration at every load, what `loadgen sweep` measures on the same file); the estimate: its restarts "
+            "at this tune's mean readiness wait and its requests at this tune's seconds per request at each load",
+    "configs": "[{name, params, status (measured | infeasible | not measured), visits, cells, requests, results}]",
+    "visits": "[{config, phase (first | end N), started_at, wall_s, ready_s, restarted, status (ok | partial | "
+              "failed | interrupted | done: nothing was left), parts, reason}]: every visit in order",
+}
+
+
 def _row(name: str, unit: str, text: str) -> str:
     return f"| `{name}` | {unit} | {text} |"
 
@@ -135,6 +172,11 @@ def render() -> str:
               "`loadgen.compare/v1`: {schema, configurations, resolution, verdict, rows}): one entry per load and "
               "objective (`loadgen/results/verdict.py`).", "", "| field | meaning |", "|---|---|"]
     lines += [f"| `{k}` | {v} |" for k, v in VERDICT_FIELDS.items()]
+    lines += ["", "## The tune", "",
+              f"`tune.json` in a tune's folder (schema `{TUNE_SCHEMA}`; `loadgen/tune/result.py`, docs/tune.md), "
+              "written after every visit; each configuration's results beside it, as a sweep's.", "",
+              "| field | meaning |", "|---|---|"]
+    lines += [f"| `{k}` | {v} |" for k, v in TUNE_FIELDS.items()]
     return "\n".join(lines) + "\n"
 
 

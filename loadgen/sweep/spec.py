@@ -19,7 +19,7 @@ from loadgen.sweep.template import render, render_argv, value_text
 from loadgen.sweep.verify_spec import reference_args, reference_first, verify_flags
 
 TOP_KEYS = {"name", "out_dir", "reconfigure", "diagnostics", "server", "readiness", "expect", "matrix",
-            "telemetry", "grid", "configs", "verify", "search"}
+            "telemetry", "grid", "configs", "verify", "search", "tune"}  # tune: `loadgen tune`'s (docs/tune.md)
 SERVER_KEYS = {"url", "api", "model", "api_key_env", "api_key_file"}
 READINESS_KEYS = {"timeout_s", "poll_s", "successes", "reconfigure_timeout_s", "diagnostics_timeout_s",
                   "request_timeout_s"}

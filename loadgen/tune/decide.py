@@ -15,10 +15,10 @@ is compared with the best other configuration measured at that load, the leader 
   own noise keeps open, so X stops there and both are measured again at the end, when they are contenders;
 - no leader yet (the first configuration measured at the load), or no figure (the part failed) → stop.
 
-Two parts are never where a close load rests: the verdict's estimate of several measurements is as wide as
-Student's t over their values, and over two values t = 12.7, so two close parts read far wider than one. A
-second part is followed by a third (beyond the visit's room if need be), and a first part whose visit has room
-for only one more stops there: the end's visit measures it again.
+At the end the contenders are measured again in the same round, so the projection takes the leader's estimate
+as it will be after as many parts (`reach(both=True)`): a tie that even every part a round has room for could not
+settle nor break (an exact twin, two configurations 2 % apart with parts of ±3 %) stops after its forced part and
+is declared tied within noise, rather than measured in full for the same answer.
 
 Once every configuration has been visited, a load whose verdict is a tie that is not settled (some tied
 configuration's margin interval reaches beyond the resolution) names its contenders: the tied set, leader
@@ -31,7 +31,6 @@ import math
 from dataclasses import dataclass
 from enum import StrEnum
 
-from loadgen.metrics.confidence import t_quantile_975
 from loadgen.results.verdict import Decision, Estimate, Margin, Verdict, margin
 
 MIN_PART_REQUESTS = 8  # fewer requests give a bootstrap interval of little use
@@ -93,22 +92,24 @@ def settled(m: Margin, resolution: float) -> bool:
     return m.interval is not None and -resolution < m.interval[0] and m.interval[1] < resolution
 
 
-def reach(leader: Estimate, d: float, parts: int, part_se: float, resolution: float) -> bool:
+def reach(leader: Estimate, d: float, parts: int, part_se: float, resolution: float, both: bool = False) -> bool:
     """Whether `parts` parts of a configuration whose log-ratio to `leader` stays d could decide it: beaten either
     way (|d| − H > 0, beyond the resolution) or settled (|d| + H < ln(1 + resolution)), where H = 1.96·√(s_L² +
-    s_n²), s_L the leader's log-scale standard error now and s_n the estimate of n parts of log-sd `part_se` as the
-    verdict makes it (Student's t over n values: t(n − 1)·part_se / (1.96·√n); part_se itself for n = 1)."""
-    s_n = part_se if parts < 2 else t_quantile_975(parts - 1) * part_se / (Z95 * math.sqrt(parts))
-    h = Z95 * math.hypot(leader.log_se() or 0.0, s_n)
+    s_n²), s_n = part_se / √n the estimate of n parts of log-sd `part_se` as the verdict makes it (each part's own
+    variance and the noise between runs, averaged over n), and s_L the leader's log-scale standard error now, or
+    (`both`: the leader is measured again in the same round) s_n too."""
+    s_n = part_se / math.sqrt(parts)
+    h = Z95 * math.hypot(s_n if both else leader.log_se() or 0.0, s_n)
     d = abs(d)
     return (d - h > 0 and math.expm1(d) >= resolution) or d + h < math.log1p(resolution)
 
 
 def after_part(mine: Estimate | None, leader: Estimate | None, higher_is_better: bool, resolution: float,
-               parts: int, room: int, part_se: float = 0.0) -> Call:
+               parts: int, room: int, part_se: float = 0.0, both: bool = False) -> Call:
     """What follows a part of `mine` at a load where `leader` is the best other configuration (module docstring):
     `parts` measured there in all, `room` more the visit may measure, `part_se` the log-sd of one part (0: no
-    projection: every close load is measured again while there is room)."""
+    projection: every close load is measured again while there is room), `both`: the leader is a contender
+    measured again in the same round (`reach`)."""
     if mine is None:
         return Call(Step.STOP, "no figure: the part was not measured")
     if leader is None:
@@ -122,13 +123,11 @@ def after_part(mine: Estimate | None, leader: Estimate | None, higher_is_better:
     if settled(m, resolution):
         return Call(Step.STOP, f"tied with {leader.config} within ±{resolution:.0%} ({side}: {pct(m)})")
     close = f"close to {leader.config} ({side}: {pct(m)})"
-    if parts == 2:
-        return Call(Step.EXTEND, f"{close}: measured again (a third part: two are no estimate)")
     if room <= 0:
         return Call(Step.STOP, f"{close}, measured in full")
-    if parts == 1 and room == 1:
-        return Call(Step.STOP, f"{close}; a second part alone would widen its interval: measured again at the end")
-    if part_se and not reach(leader, math.log1p(m.value), parts + room, part_se, resolution):
+    if part_se and not reach(leader, math.log1p(m.value), parts + room, part_se, resolution, both):
+        if both:
+            return Call(Step.STOP, f"{close}; {parts + room} parts of each could not decide it: tied within noise")
         return Call(Step.STOP, f"{close}; {parts + room} parts could not decide it against {leader.config}'s own "
                                "interval: both measured again at the end")
     return Call(Step.EXTEND, f"{close}: measured again")

@@ -8,9 +8,9 @@ for each wanted load in matrix order:
   leaves it close to the best other configuration there (`after_part`), up to requests_per_cell;
 - `again` (a contender of a tie still open at the end): one part, then more on the same rule, up to as many again;
 - `control` (the first configuration visited, at the end, at every load): one part as large as its first, judged
-  against it (`metrics.drift.judge_drift`; the results' `drift` is the load where it moved most): a pair of parts
-  across the whole tune for the noise between parts (`standings.parts_noise`), and a third part when it leaves two
-  close to the leader (`decide`).
+  against it (`metrics.drift.judge_drift`, kept in the `tune` section as `control`): a pair of parts across the
+  whole tune, which the verdict pools into the noise between runs as it pools every load measured twice (its own
+  `drift` part is left out: the same pair would count twice).
 
 Every decision is a function of the stored cells, so a visit cut short by Ctrl-C resumes where it stopped: a
 part already finished is not measured again. The parts, their roles and the decisions are the results' `tune`
@@ -82,14 +82,14 @@ class VisitPlan:
     """The cells of one visit (module docstring), sized by `requests` (`run.part_sizes`), noted by `check`."""
 
     def __init__(self, name: str, wants: list[Want], rivals: dict[Load, Estimate | None], spec: ObjectiveSpec,
-                 resolution: float, between: dict[Load, BetweenRuns], budget: Budget, section: dict[str, Any] | None = None,
-                 drift: dict[str, Any] | None = None, say: Callable[[str], None] = log):
+                 resolution: float, between: BetweenRuns, budget: Budget, section: dict[str, Any] | None = None,
+                 say: Callable[[str], None] = log):
         self.name, self.wants, self.rivals, self.spec = name, wants, rivals, spec
         self.resolution, self.between, self.budget, self.say = resolution, between, budget, say
         stored = section or {}
         self.parts: list[dict[str, Any]] = list(stored.get("parts") or [])
         self.stops: list[dict[str, Any]] = list(stored.get("stops") or [])
-        self.drift = drift
+        self.control: list[dict[str, Any]] = list(stored.get("control") or [])  # each load's drift judgement
         self.sizes: dict[CellKey, int] = {}
         self.whys: dict[CellKey, str] = {}
         self.ended: str | None = None  # why the visit stopped before its plan's end (the budget, a failed part)
@@ -169,17 +169,17 @@ class VisitPlan:
         # a first visit's room counts every part; the control's part leaves no room for more unless it contends here
         done = len(here) if want.role is Role.FIRST else \
             parts_most(want.full, want.part) if want.role is Role.CONTROL and not want.contender else fresh
-        mine = estimate(self.name, ok, self.spec, self.between[want.load])
-        # the end's contenders are all measured again in the same round: none is judged against a rival's old noise
-        part_se = self.part_se(ok, want.load) if want.role is Role.FIRST else 0.0
+        mine = estimate(self.name, ok, self.spec, self.between)
+        # the end's contenders are all measured again in the same round: each projected as the rival will be
         return after_part(mine, self.rivals.get(want.load), self.spec.higher_is_better, self.resolution, len(ok),
-                          parts_most(want.full, want.part) - done, part_se)
+                          parts_most(want.full, want.part) - done, self.part_se(ok),
+                          both=want.role is not Role.FIRST)
 
-    def part_se(self, ok: list[CellResult], load: Load) -> float:
+    def part_se(self, ok: list[CellResult]) -> float:
         """The log-sd of one part here: its own (the first part's interval) with the noise between parts added."""
         first = estimate(self.name, ok[:1], self.spec) if ok else None
         own = (first.log_se() or 0.0) if first is not None else 0.0
-        return math.hypot(own, self.between[load].relative_se or 0.0)
+        return math.hypot(own, self.between.effective_se)
 
     def _control_done(self, cells: list[CellResult], load: Load) -> bool:
         keys = {c.key for c in cells if c.finished and Load.of(c.key) == load}
@@ -193,15 +193,11 @@ class VisitPlan:
             return
         drift = judge_drift(first, again)
         self.say(f"[{self.name}] control: {drift.sentence}")
-        old = abs(math.log(self.drift["factor"])) if self.drift and self.drift.get("factor") else -1.0
-        if math.isfinite(drift.factor) and drift.factor > 0 and abs(math.log(drift.factor)) > old:
-            self.drift = drift.to_json()  # the results' `drift`: the load where the control moved most
+        self.control.append(drift.to_json())
         self._write(results)
 
     def _write(self, results: ResultsFile) -> None:
-        results.sections["tune"] = {"parts": self.parts, "stops": self.stops}
-        if self.drift is not None:
-            results.sections["drift"] = self.drift
+        results.sections["tune"] = {"parts": self.parts, "stops": self.stops, "control": self.control}
 
     async def check(self, session: aiohttp.ClientSession, result: CellResult, control: RunControl) -> CellFindings:
         """A part after a load's first gets its note: why it was measured."""

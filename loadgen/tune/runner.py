@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from loadgen.config import CellSize, default_requests_per_rate
 from loadgen.console import log
@@ -39,6 +39,25 @@ from loadgen.tune.standings import Standings, read_standings
 RunsFor = Callable[[VisitPlan | None], RunBuilder]
 """The command line's runs (the sweep's `RunBuilder`): a configuration's run parsed as `loadgen ARGS` would be, its
 cells the visit's plan (None: the matrix, for checking every configuration's arguments before anything runs)."""
+
+
+class FirstPass(Protocol):
+    """Which configuration the first pass visits next, from what the folder says so far (`Standings`) and the
+    configurations already visited; None ends the first pass. The tune's one seam for choosing configurations:
+    `Spread` visits every configuration of the file; an optimiser over a space too large to visit whole (max running
+    requests, a chunked-prefill size) would propose the next one here from the standings (docs/tune.md)."""
+
+    def next(self, st: Standings, visited: list[str]) -> str | None: ...
+
+
+class Spread:
+    """Every configuration of the file, in `decide.visit_order`: the first, the last, then the middle of every gap."""
+
+    def __init__(self, names: list[str]):
+        self.order = [names[i] for i in visit_order(len(names))]
+
+    def next(self, st: Standings, visited: list[str]) -> str | None:
+        return next((n for n in self.order if n not in visited), None)
 
 
 @dataclass
@@ -69,8 +88,10 @@ def full_requests(size: CellSize, load: Load) -> int:
 
 
 class Tune:
-    def __init__(self, spec: TuneSpec, plans: list[Plan], runs: RunsFor, stop: StopSweep):
+    def __init__(self, spec: TuneSpec, plans: list[Plan], runs: RunsFor, stop: StopSweep,
+                 first: FirstPass | None = None):
         self.spec, self.runs, self.stop = spec, runs, stop
+        self.first = first or Spread([c.name for c in spec.configs])
         self.plans = {p.cfg.name: p for p in plans}
         self.size = plans[0].run_cfg.size
         self.loads = list(dict.fromkeys(Load.of(k) for k in plans[0].run_cfg.cells()))
@@ -89,11 +110,14 @@ class Tune:
 
     async def run(self) -> None:
         first = [self.want(ld, Role.FIRST) for ld in self.loads]
-        for cfg in [self.spec.configs[i] for i in visit_order(len(self.spec.configs))]:
-            if not self.done(cfg.name, "first") and not await self.visit(read_standings(self.spec), cfg.name,
-                                                                          "first", first):
+        while (name := self.first.next(read_standings(self.spec), self.visited())) is not None:
+            if not await self.visit(read_standings(self.spec), name, "first", first):
                 return
         self.complete = await self.end()
+
+    def visited(self) -> list[str]:
+        """The configurations whose first visit is over, in the order they were visited."""
+        return list(dict.fromkeys(v.config for v in self.visits if v.phase == "first" and v.finished))
 
     async def end(self) -> bool:
         rounds = self.spec.tune.rounds
@@ -118,9 +142,9 @@ class Tune:
     def control(self, st: Standings) -> str | None:
         """The first configuration visited that is feasible and has a finished first part: measured again at the
         end."""
-        for cfg in [self.spec.configs[i] for i in visit_order(len(self.spec.configs))]:
-            if cfg.name not in st.infeasible and any(c.finished and not c.key.again for c in st.cells_of(cfg.name)):
-                return cfg.name
+        for name in self.visited():
+            if name not in st.infeasible and any(c.finished and not c.key.again for c in st.cells_of(name)):
+                return name
         return None
 
     def open_loads(self, st: Standings) -> dict[Load, list[str]]:
@@ -149,8 +173,7 @@ class Tune:
             log(f"tune {self.spec.name}: {why}: no more visits")
             return False
         vp = VisitPlan(name, wants, {w.load: st.rival(name, w.load) for w in wants}, st.spec, st.resolution,
-                       {w.load: st.between(w.load) for w in wants}, budget, (doc or {}).get("tune"),
-                       (doc or {}).get("drift"))
+                       st.between, budget, (doc or {}).get("tune"))
         order = vp.order(stored_cells(doc))
         if len(kept_cells(doc, order)) == len(order):
             self.visits.append(Visit(name, phase, datetime.now(UTC).isoformat(), 0.0, None, False, "done", 0))

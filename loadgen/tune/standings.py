@@ -10,7 +10,6 @@ one it was tuned at. The configuration is named at each load with its reason and
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, replace
 from typing import Any
@@ -28,7 +27,7 @@ from loadgen.results.verdict import (
     Load,
     Verdict,
     configurations,
-    ineligible_reason,
+    repeated_values,
     verdict_at,
 )
 from loadgen.sweep import state
@@ -36,7 +35,6 @@ from loadgen.tune.spec import TuneSpec
 
 TELLING = re.compile(r"error|fault|crash|illegal|killed|fatal|exception|out of memory|oom|abort", re.IGNORECASE)
 TAIL_LINES = 20  # of the diagnostics output, stored and printed
-MIN_PAIRS = 3  # pairs of parts a load's own noise is read from; fewer: every load's pairs together
 
 
 @dataclass(frozen=True)
@@ -118,16 +116,18 @@ class Standings:
     def feasible(self) -> list[Run]:
         return [r for r in self.runs if r.name not in self.infeasible]
 
-    def between(self, load: Load) -> BetweenRuns:
-        """The noise between parts at `load` (`parts_noise`): its own pairs' when it has MIN_PAIRS, else every
-        load's pairs together."""
-        here = parts_noise(self.feasible, self.spec, load)
-        return here if here.controls >= MIN_PAIRS else parts_noise(self.feasible, self.spec)
+    @property
+    def between(self) -> BetweenRuns:
+        """The noise between runs, the verdict's (`verdict_noise.BetweenRuns`): pooled over every configuration
+        measured more than once at a load: a load's parts, the contenders measured again, the control's pairs."""
+        loads = list(dict.fromkeys(Load.of(k) for r in self.feasible for k in r.cells))
+        return BetweenRuns.of(self.feasible, self.spec.drift,
+                              repeated_values(configurations(self.feasible), loads, self.spec))
 
     def verdict(self, load: Load, without: str | None = None) -> Verdict | None:
         """The verdict at `load` over the feasible configurations (less `without`); None when none has a figure."""
         confs = [c for c in configurations(self.feasible) if c.name != without]
-        return verdict_at(confs, load, self.spec, self.resolution, self.between(load))
+        return verdict_at(confs, load, self.spec, self.resolution, self.between)
 
     def rival(self, name: str, load: Load) -> Estimate | None:
         """The best other feasible configuration's estimate at `load` (None: no other has one)."""
@@ -137,7 +137,7 @@ class Standings:
     def answer(self, load: Load) -> Verdict:
         """The verdict at `load`, the infeasible and unvisited configurations named among the ineligible."""
         v = self.verdict(load) or Verdict(load, self.spec.objective, Decision.NONE, [], [], None, None, [],
-                                          between=self.between(load))
+                                          between=self.between)
         measured = {r.name for r in self.runs if r.cells}
         extra = [(i.name, f"infeasible: {i.reason}") for i in self.infeasible.values()]
         extra += [(n, "not measured: the tune's budget was spent first") for n in self.names
@@ -147,25 +147,6 @@ class Standings:
     def cells_of(self, name: str) -> list[CellResult]:
         run = next((r for r in self.runs if r.name == name), None)
         return list(run.cells.values()) if run is not None else []
-
-
-def parts_noise(runs: list[Run], spec: ObjectiveSpec, load: Load | None = None) -> BetweenRuns:
-    """The noise between measurements of one load, the verdict's way (`verdict.BetweenRuns`: s = √(Σ d² / 2n)
-    over n pairs, d = ln(first / again)), over every pair of parts of one configuration at one load (`load`, or
-    every load): its parts in the order measured, taken two by two (each part in one pair). The control's pairs
-    are among them, across the whole tune; the others are a load measured again in the same visit or a later one.
-    Why not the parts' own intervals: a part's bootstrap holds the noise between its requests only, and a closed
-    loop's requests share the server's batches: parts of the simulator that read ±1.5 % each were 3 % apart from
-    one visit to the next on a busy host, and a load of 16 requests at once moved twice as much as one at a time."""
-    logs = []
-    for conf in configurations(runs):
-        loads = [load] if load is not None else dict.fromkeys(Load.of(k) for r in conf.runs for k in r.cells)
-        for here in loads:
-            values = [v for c in conf.cells(here) if ineligible_reason(c) is None and (v := spec.value(c))]
-            logs += [math.log(a / b) for a, b in zip(values[0::2], values[1::2])]
-    if not logs:
-        return BetweenRuns(None, 0)
-    return BetweenRuns(math.sqrt(sum(d * d for d in logs) / (2 * len(logs))), len(logs))
 
 
 def read_standings(spec: TuneSpec) -> Standings:
