@@ -255,3 +255,9 @@ def test_repeated_measurements_pool_one_noise_between_runs_over_every_configurat
     assert (v.between.repeated, v.between.df, v.between.controls) == (4, 4, 0)
     assert [e.config for e in v.ranked] == ["none", "n2", "n4", "n8"]
     assert "from 4 configurations measured again" in " ".join(verdict_lines(verdicts(runs), 400))
+
+
+def test_a_configuration_that_measured_nothing_is_listed_with_its_sweep_reason():
+    crashed = Run("b64", "b64.json", {"sweep": {"attempts": [{"reason": "reconfigure failed: exit 3"}]}}, {})
+    (v,) = output(verdicts([run("a", cell(8, 1200, 12)), run("b", cell(8, 1000, 10)), crashed]))
+    assert ("b64", "measured nothing: reconfigure failed: exit 3") in v.ineligible

@@ -179,6 +179,13 @@ def ineligible_reason(cell: CellResult) -> str | None:
     return why
 
 
+def _why_nothing(conf: Configuration) -> str:
+    """': reconfigure failed: …' — the last sweep attempt's reason of a configuration that measured no cell."""
+    attempts = [a for r in conf.runs for a in ((r.doc.get("sweep") or {}).get("attempts") or [])]
+    reason = attempts[-1].get("reason") if attempts and isinstance(attempts[-1], dict) else None
+    return f": {reason}" if reason else ""
+
+
 def verdict_at(configs: Sequence[Configuration], load: Load, spec: ObjectiveSpec,
                resolution: float = RESOLUTION, between: BetweenRuns = BetweenRuns(None, 0)) -> Verdict | None:
     """The verdict at `load` for `spec`'s objective; None when no eligible configuration has the figure."""
@@ -186,8 +193,8 @@ def verdict_at(configs: Sequence[Configuration], load: Load, spec: ObjectiveSpec
     for conf in configs:
         cells = conf.cells(load)
         if not cells:
-            if any(r.cells for r in conf.runs):
-                ineligible.append((conf.name, "not measured at this load"))
+            ineligible.append((conf.name, "not measured at this load" if any(r.cells for r in conf.runs)
+                               else f"measured nothing{_why_nothing(conf)}"))
             continue
         ok = [c for c in cells if ineligible_reason(c) is None]
         if not ok:
