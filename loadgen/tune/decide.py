@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from loadgen.results.verdict import Decision, Estimate, Margin, Verdict, margin
+from loadgen.results.verdict_noise import Z95
 
 MIN_PART_REQUESTS = 8  # fewer requests give a bootstrap interval of little use
-Z95 = 1.96  # the normal 97.5 % quantile, as in the verdict's intervals
 
 
 class Step(StrEnum):
