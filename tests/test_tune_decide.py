@@ -18,7 +18,16 @@ from loadgen.results.document import ResultsFile
 from loadgen.results.objectives import SPECS, Objective
 from loadgen.results.verdict import BetweenRuns, Decision, Estimate, Load, Verdict
 from loadgen.tune.budget import Budget
-from loadgen.tune.decide import Step, after_part, contenders, part_requests, parts_most, reach, visit_order
+from loadgen.tune.decide import (
+    Step,
+    after_part,
+    contenders,
+    decidable,
+    part_requests,
+    parts_most,
+    reach,
+    visit_order,
+)
 from loadgen.tune.plan import Role, VisitPlan, Want
 from loadgen.tune.spec import TuneSettings, parse_tune_spec
 from loadgen.tune.standings import infeasible_of, read_standings, telling_line
@@ -106,6 +115,20 @@ def test_the_contenders_are_an_open_ties_set_and_none_when_decided_or_settled():
     assert contenders(_verdict(Decision.WINS, [a, c], []), True, 0.02) == []
     tight = [est("a", 100, 0.2, n=8), est("b", 99.9, 0.2, n=8)]
     assert contenders(_verdict(Decision.TIED, tight, ["a", "b"]), True, 0.02) == []
+
+
+def test_a_tie_no_round_could_move_has_no_contenders():
+    """±24 % a measurement (a noisy host): a 5 % gap needs far more than 3 parts more of each to be beaten or
+    settled, so the round is not run; ±4 % leaves a 5 % gap within reach of 3 more (beaten: 1.96·√2·4 %/2 < 5 %)."""
+    noisy = [est("a", 105, 24), est("b", 100, 24), est("c", 104, 24)]
+    v = _verdict(Decision.TIED, noisy, ["a", "b", "c"])
+    assert contenders(v, True, 0.02) == ["a", "b", "c"]  # unsettled
+    assert contenders(v, True, 0.02, room=3) == []
+    assert not decidable(noisy[0], noisy[1], 3, 0.02)
+    steady = [est("a", 105, 4), est("b", 100, 4), est("c", 104.9, 4)]
+    v = _verdict(Decision.TIED, steady, ["a", "b", "c"])
+    assert decidable(steady[0], steady[1], 3, 0.02)
+    assert contenders(v, True, 0.02, room=3) == ["a", "b"]  # c, 0.1 % off, can neither be beaten nor settled
 
 
 def test_the_noise_between_runs_is_the_verdicts_pooled_over_every_load_measured_twice(tmp_path):

@@ -43,6 +43,12 @@ def open_lines(doc: dict[str, Any]) -> list[str]:
             out.append(f"still open at ctx={a['context']} {load}: {', '.join(a['contenders'])} are within noise of "
                        f"each other but not proven within ±{doc['resolution']:.0%}; more [tune] rounds or a larger "
                        "requests_per_cell would settle it")
+        elif a.get("beyond_reach"):
+            load = f"rate {a['rate']:g}/s" if a["rate"] is not None else f"c={a['concurrency']}"
+            out.append(f"tied within noise at ctx={a['context']} {load}: {', '.join(a['beyond_reach'])}; one more "
+                       "round of parts could not separate them nor settle the tie, so none was measured (the noise "
+                       f"between runs is wider than ±{doc['resolution']:.0%}: a quieter server or more requests per "
+                       "part would)")
     return out
 
 

@@ -118,8 +118,10 @@ TUNE_FIELDS = {
     "answers": "one per load, in `loads` order: the verdict's entry (above) over the feasible configurations, the "
                "infeasible and unmeasured ones among its `ineligible`, with `ranking` [{config, value, loss (the "
                "leader's margin over it), loss_interval, beaten}] (every other eligible configuration, best first), "
-               "`contenders` (a tie not settled at the resolution: who another round would measure; [] when decided "
-               "or settled) and `settled`",
+               "`contenders` (a tie not settled at the resolution that another round could move: who it would "
+               "measure; [] when decided or settled), `settled` (decided, or tied within ±resolution) and "
+               "`beyond_reach` (a tie not settled that one more round of parts could not move: its set; the tune "
+               "declares it tied within noise rather than measure it)",
     "infeasible": "[{name, reason, sentence, context, concurrency, rate (where it failed; null: it never came up), "
                   "diagnostics_tail (the diagnostics command's last lines)}]",
     "cells_measured": "cells measured (every part counts, failed ones too)",

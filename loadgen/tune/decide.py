@@ -21,8 +21,10 @@ settle nor break (an exact twin, two configurations 2 % apart with parts of ±3 
 is declared tied within noise, rather than measured in full for the same answer.
 
 Once every configuration has been visited, a load whose verdict is a tie that is not settled (some tied
-configuration's margin interval reaches beyond the resolution) names its contenders: the tied set, leader
-included. They are visited again, and measured there once more.
+configuration's margin interval reaches beyond the resolution) names its contenders: the leader and each tied
+configuration that a round of as many parts again could still separate from it or settle (`decidable`). They
+are visited again, and measured there once more. A tie no round could move (noise between runs far wider than
+the margins) is declared tied within noise without the round.
 """
 
 from __future__ import annotations
@@ -81,6 +83,11 @@ def parts_most(full: int, part: int) -> int:
     return max(1, full // part)
 
 
+def round_room(full: int, concurrency: int, share: float) -> int:
+    """The parts a round at the end measures of each contender at a load: as many as a visit has room for."""
+    return parts_most(full, part_requests(full, concurrency, share))
+
+
 def pct(m: Margin) -> str:
     """'+4.1% [+1.2%, +7.0%]' (the margin and its 95 % interval), or '+4.1%' without one."""
     text = f"{m.value * 100:+.1f}%"
@@ -133,13 +140,30 @@ def after_part(mine: Estimate | None, leader: Estimate | None, higher_is_better:
     return Call(Step.EXTEND, f"{close}: measured again")
 
 
-def contenders(v: Verdict, higher_is_better: bool, resolution: float) -> list[str]:
-    """The configurations to measure again at the verdict's load: a tie's set when some tied configuration's
-    margin interval reaches beyond the resolution (`settled`); none when the load is decided or its tie settled."""
+def projected_se(e: Estimate, room: int) -> float:
+    """The log-scale standard error of `e` after `room` more measurements like its own: s·√(n / (n + room))."""
+    n = max(len(e.measurements), 1)
+    return (e.log_se() or 0.0) * math.sqrt(n / (n + room))
+
+
+def decidable(leader: Estimate, other: Estimate, room: int, resolution: float) -> bool:
+    """Whether a round that measures both `room` more times could decide their tie: beat one beyond the resolution
+    or settle it within (`reach`'s test, each estimate's error shrunk as its measurements grow)."""
+    d = abs(math.log(leader.value / other.value))
+    h = Z95 * math.hypot(projected_se(leader, room), projected_se(other, room))
+    return (d - h > 0 and math.expm1(d) >= resolution) or d + h < math.log1p(resolution)
+
+
+def contenders(v: Verdict, higher_is_better: bool, resolution: float, room: int | None = None) -> list[str]:
+    """The configurations to measure again at the verdict's load: the leader and each tied configuration whose
+    margin interval reaches beyond the resolution (`settled`) and, given `room` (the parts a round measures of
+    each), that such a round could decide (`decidable`): measuring a tie that one round cannot move is cost with
+    no answer. None when the load is decided, its tie settled, or no tied pair is within a round's reach."""
     if v.decision is not Decision.TIED or not v.ranked:
         return []
     leader = v.ranked[0]
     tied = [e for e in v.ranked[1:] if e.config in v.tied]
-    if all(settled(margin(leader, e, higher_is_better), resolution) for e in tied):
-        return []
-    return list(v.tied)
+    open_ = [e for e in tied if not settled(margin(leader, e, higher_is_better), resolution)]
+    if room is not None:
+        open_ = [e for e in open_ if decidable(leader, e, room, resolution)]
+    return [leader.config, *[e.config for e in open_]] if open_ else []

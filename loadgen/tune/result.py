@@ -11,7 +11,7 @@ from typing import Any
 from loadgen.files import write_json_atomic
 from loadgen.results.schema import TUNE_SCHEMA
 from loadgen.results.verdict import Load, Verdict, margin
-from loadgen.tune.decide import contenders
+from loadgen.tune.decide import contenders, round_room
 from loadgen.tune.plan import measured_requests
 from loadgen.tune.spec import TuneSpec
 from loadgen.tune.standings import Standings
@@ -19,9 +19,11 @@ from loadgen.tune.standings import Standings
 TUNE_FILE = "tune.json"
 
 
-def answer_json(v: Verdict, st: Standings) -> dict[str, Any]:
+def answer_json(v: Verdict, st: Standings, room: int) -> dict[str, Any]:
     """The verdict's entry (`Verdict.to_json`) with `ranking` (every other eligible configuration and the leader's
-    margin over it, best first) and `contenders` (an open tie's set: who another round would measure)."""
+    margin over it, best first), `contenders` (an open tie's set: who another round of `room` parts would
+    measure), `settled` (decided, or tied within the resolution) and `beyond_reach` (a tie not settled that no
+    such round could move: its set)."""
     out = v.to_json()
     hib = st.spec.higher_is_better
     ranking = []
@@ -31,8 +33,10 @@ def answer_json(v: Verdict, st: Standings) -> dict[str, Any]:
             ranking.append({"config": e.config, "value": e.value, "loss": m.value,
                             "loss_interval": None if m.interval is None else list(m.interval),
                             "beaten": m.beats(st.resolution)})
-    found = contenders(v, hib, st.resolution)
-    return out | {"ranking": ranking, "contenders": found, "settled": not found}
+    found = contenders(v, hib, st.resolution, room)
+    unsettled = contenders(v, hib, st.resolution)
+    return out | {"ranking": ranking, "contenders": found, "settled": not unsettled,
+                  "beyond_reach": unsettled if unsettled and not found else []}
 
 
 def _loads_json(load: Load) -> dict[str, Any]:
@@ -77,7 +81,8 @@ def tune_document(spec: TuneSpec, st: Standings, loads: list[Load], visits: list
         "stopped": stopped, "objective": spec.tune.objective.value, "resolution": spec.tune.resolution,
         "settings": spec.tune.to_json() | {"objective": spec.tune.objective.value}, "matrix": spec.matrix,
         "loads": [_loads_json(ld) | {"requests_per_cell": full[ld]} for ld in loads],
-        "answers": [answer_json(st.answer(ld), st) for ld in loads],
+        "answers": [answer_json(st.answer(ld), st, round_room(full[ld], ld.concurrency, spec.tune.first_part))
+                    for ld in loads],
         "infeasible": [i.to_json() for i in st.infeasible.values()],
         "cells_measured": len(cells), "requests_measured": requests,
         "restarts": sum(1 for v in visits if v["restarted"]),

@@ -17,7 +17,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -30,7 +30,8 @@ from loadgen.sweep import state
 from loadgen.sweep.runner import Plan, RunBuilder, StopSweep, plan_sweep, run_config
 from loadgen.sweep.summary import lock_dir
 from loadgen.tune.budget import Budget
-from loadgen.tune.decide import contenders, part_requests, visit_order
+from loadgen.tune.decide import contenders, part_requests, round_room, visit_order
+from loadgen.tune.live import TuneState, tune_state
 from loadgen.tune.plan import Role, VisitPlan, Want, measured_requests
 from loadgen.tune.result import TUNE_FILE, tune_document, write_tune
 from loadgen.tune.spec import TuneSpec
@@ -101,6 +102,10 @@ class Tune:
         self.stopped: str | None = None  # why the tune stopped measuring before its end (the budget)
         self.complete = False  # every phase went through
 
+    def room(self, load: Load) -> int:
+        """The parts a round at the end measures of each contender at `load`."""
+        return round_room(full_requests(self.size, load), load.concurrency, self.spec.tune.first_part)
+
     def want(self, load: Load, role: Role, contender: bool = False) -> Want:
         full = full_requests(self.size, load)
         return Want(load, role, full, part_requests(full, load.concurrency, self.spec.tune.first_part), contender)
@@ -148,10 +153,11 @@ class Tune:
         return None
 
     def open_loads(self, st: Standings) -> dict[Load, list[str]]:
-        """Per load, the contenders of a tie not settled at the resolution (`decide.contenders`)."""
+        """Per load, the contenders of a tie not settled at the resolution that a round could still move
+        (`decide.contenders`)."""
         out = {}
         for load in self.loads:
-            found = contenders(st.answer(load), st.spec.higher_is_better, st.resolution)
+            found = contenders(st.answer(load), st.spec.higher_is_better, st.resolution, self.room(load))
             if found:
                 out[load] = found
         return out
@@ -173,7 +179,7 @@ class Tune:
             log(f"tune {self.spec.name}: {why}: no more visits")
             return False
         vp = VisitPlan(name, wants, {w.load: st.rival(name, w.load) for w in wants}, st.spec, st.resolution,
-                       st.between, budget, (doc or {}).get("tune"))
+                       st.between, budget, (doc or {}).get("tune"), standing=lambda: self.standing(name, phase))
         order = vp.order(stored_cells(doc))
         if len(kept_cells(doc, order)) == len(order):
             self.visits.append(Visit(name, phase, datetime.now(UTC).isoformat(), 0.0, None, False, "done", 0))
@@ -196,6 +202,11 @@ class Tune:
             self.stopped = budget.why_not()
             return False
         return self.stop.signum is None
+
+    def standing(self, name: str, phase: str) -> TuneState:
+        """The state while `name` is visited (`phase`): tune.json written anew, the visit's restart counted."""
+        now = tune_state(self.write(), name, phase)
+        return replace(now, restarts=now.restarts + 1)
 
     def write(self) -> dict[str, Any]:
         full = {ld: full_requests(self.size, ld) for ld in self.loads}
