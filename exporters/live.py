@@ -25,6 +25,7 @@ from exporters.run_info import run_info_labels
 from exporters.search_metrics import SearchGauges
 from exporters.slo import CellLabels, SloMetrics
 from exporters.token_histogram import TokenWeightedHistogram
+from exporters.tune_metrics import TuneGauges
 from exporters.verify_metrics import VerifyGauges
 from loadgen.aio import cancel_and_wait
 from loadgen.config import SloConfig
@@ -74,6 +75,7 @@ class LiveExporter(LiveMetrics):
         self.verify = VerifyGauges(self.registry, CELL_LABELS)
         self.slo = SloMetrics(self.registry, slo or SloConfig(), CELL_LABELS)  # families served even without --slo
         self.search = SearchGauges(self.registry)  # `loadgen search` feeds it (SearchPlan.watch)
+        self.tune = TuneGauges(self.registry)  # `loadgen tune` feeds it (VisitPlan.watch)
         self._init_run_gauges(run_id)
 
     def _init_run_gauges(self, run: str) -> None:

@@ -304,6 +304,7 @@ def run_overview() -> dict:
         *slo_panels(),
         *verify_panels(),
         *search_panels(),
+        *tune_panels(),
         *server_panels(),
     ]
     return dashboard("loadgen-run-overview", "loadgen / Run overview",
@@ -382,6 +383,43 @@ def search_panels() -> list[dict]:
              [target(f"max by ({SEARCH_BY}) (last_over_time(loadgen_search_drifted[$__range]))", SEARCH_LEGEND,
                      instant=True)], "none", w=4, mappings=drifted_map,
              thresholds=thresholds(("green", None), ("red", 1))),
+    ]
+
+
+TUNE_BY = "tune, ctx, over, load"
+TUNE_LOAD = "ctx={{ctx}} {{over}}={{load}}"
+
+
+def tune_panels() -> list[dict]:
+    """Where a tune stands (`loadgen tune`, docs/tune.md): the configuration measured now, each wanted load's leader
+    and the state of its answer, and what the tune has spent beside the configurations found infeasible. The
+    gauges exist while a visit's run serves its metrics (a restart between visits has none, as in a sweep)."""
+    return [
+        row("Configuration tune (loadgen tune)"),
+        stat("Tune: measuring now", "The configuration the tune measures now and the visit's phase (first: every "
+             "configuration once; end N: the control and the contenders of ties still open).",
+             [target("max by (tune, config, phase) (loadgen_tune_visit)", "{{config}} ({{phase}})", instant=True)],
+             "none", w=6),
+        table("Tune: leader per load", "Each wanted load's leader now (the verdict over the feasible configurations "
+              "measured so far, at the tune's resolution), its objective figure, and the state of the answer: wins, "
+              "tied (within noise), open (a tie the end measures again), alone or none.",
+              [("leader", f"max by ({TUNE_BY}, config) (last_over_time(loadgen_tune_leader[$__range]) == 1)",
+                "none"),
+               ("figure", f"max by ({TUNE_BY}) (last_over_time(loadgen_tune_leader_value[$__range]))", "short"),
+               ("answer", f"max by ({TUNE_BY}, state) (last_over_time(loadgen_tune_answer[$__range]) == 1)",
+                "none")],
+              w=12, h=8, keep=("tune", "ctx", "over", "load", "config", "state")),
+        stat("Tune: spent", "Cells (parts) measured, their measured requests and the restarts so far; "
+             "tune.json's `grid` has what the full grid would cost.",
+             [target("max by (tune) (last_over_time(loadgen_tune_cells_measured[$__range]))", "cells", instant=True),
+              target("max by (tune) (last_over_time(loadgen_tune_requests_measured[$__range]))", "requests",
+                     instant=True),
+              target("max by (tune) (last_over_time(loadgen_tune_restarts[$__range]))", "restarts",
+                     instant=True)], "short", w=6),
+        table("Tune: infeasible configurations", "Configurations that did not come up or failed under load: never "
+              "ranked, at any load (the reason and the diagnostics' tail are in tune.json and the console).",
+              [("infeasible", "max by (tune, config) (last_over_time(loadgen_tune_infeasible[$__range]))", "none")],
+              w=24, h=5, keep=("tune", "config")),
     ]
 
 

@@ -60,6 +60,7 @@ from loadgen.run.verify import Verifier
 from loadgen.schedule.throttle import StartGate
 from loadgen.sinks.base import Sink
 from loadgen.sinks.jsonl import JsonlSink, requests_path
+from loadgen.tune.live import TuneWatcher
 from loadgen.workload.trace import load_trace
 from loadgen.workload.verify_prompts import load_prompts
 
@@ -139,6 +140,7 @@ class Shape:
     sized: Callable[[CellKey], int] | None = None  # a search's measured requests of a cell (0: the driver's own)
     watch: Callable[[SearchWatcher], None] | None = None  # the search's state, to the live exporter
     parts: Callable[[CellKey], int] | None = None  # a tune's measured requests of each part, exactly (0: the matrix's)
+    tune_watch: Callable[[TuneWatcher], None] | None = None  # the tune's state, to the live exporter
 
 
 def sized(driver: Driver, shape: Shape) -> Driver:
@@ -178,6 +180,8 @@ def build_runner(cfg: RunConfig, url: str, *, sinks: list[Sink] | None = None, r
         services.append(exporter[1])
         if shape.watch is not None:
             shape.watch(exporter[0].search)
+        if shape.tune_watch is not None:
+            shape.tune_watch(exporter[0].tune)
     banner, tables = load_report(cfg)
     verifier = make_verifier(cfg, url)
     parts = RunParts(

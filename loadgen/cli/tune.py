@@ -94,4 +94,5 @@ class TuneRuns:
         if self.plan is None:
             return self.inner.runner(cfg, url, sinks=sinks, results=results, checks=checks)
         return build_runner(cfg, url, sinks=sinks, results=results, checks=checks,
-                            shape=Shape(plan=self.plan, checks=[self.plan], parts=self.plan.requests))
+                            shape=Shape(plan=self.plan, checks=[self.plan], parts=self.plan.requests,
+                                        tune_watch=self.plan.watch))

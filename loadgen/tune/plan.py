@@ -40,6 +40,7 @@ from loadgen.results.verdict import BetweenRuns, Estimate, Load, estimate, ineli
 from loadgen.run.control import RunControl
 from loadgen.tune.budget import Budget
 from loadgen.tune.decide import Call, Step, after_part, parts_most
+from loadgen.tune.live import TuneState, TuneWatcher
 
 
 class Role(StrEnum):
@@ -83,9 +84,11 @@ class VisitPlan:
 
     def __init__(self, name: str, wants: list[Want], rivals: dict[Load, Estimate | None], spec: ObjectiveSpec,
                  resolution: float, between: BetweenRuns, budget: Budget, section: dict[str, Any] | None = None,
-                 say: Callable[[str], None] = log):
+                 say: Callable[[str], None] = log, standing: Callable[[], TuneState] | None = None):
         self.name, self.wants, self.rivals, self.spec = name, wants, rivals, spec
         self.resolution, self.between, self.budget, self.say = resolution, between, budget, say
+        self.standing = standing  # the tune's state as the folder tells it (tune.json written anew)
+        self.watchers: list[TuneWatcher] = []
         stored = section or {}
         self.parts: list[dict[str, Any]] = list(stored.get("parts") or [])
         self.stops: list[dict[str, Any]] = list(stored.get("stops") or [])
@@ -93,6 +96,17 @@ class VisitPlan:
         self.sizes: dict[CellKey, int] = {}
         self.whys: dict[CellKey, str] = {}
         self.ended: str | None = None  # why the visit stopped before its plan's end (the budget, a failed part)
+
+    def watch(self, watcher: TuneWatcher) -> None:
+        """`watcher` is told the tune's state as the visit starts and after each part (the live exporter)."""
+        self.watchers.append(watcher)
+
+    def _tell(self) -> None:
+        if self.standing is None or not self.watchers:
+            return
+        now = self.standing()
+        for w in self.watchers:
+            w.tune_state(now)
 
     def requests(self, key: CellKey) -> int:
         return self.sizes.get(key, 0)
@@ -112,6 +126,7 @@ class VisitPlan:
 
     def cells(self, results: ResultsFile) -> Iterator[CellKey]:
         self._write(results)
+        self._tell()
         for want in self.wants:
             yield from self._at(results, want)
             if self.ended:
@@ -161,6 +176,7 @@ class VisitPlan:
         self.parts.append({**key.as_dict(), "role": want.role.value, "requests": measured_requests(result),
                            "why": why})
         self._write(results)
+        self._tell()
         return result
 
     def _call(self, here: list[CellResult], want: Want, fresh: int) -> Call:
