@@ -1,20 +1,26 @@
-"""`loadgen tune` on a real engine against a full sweep's verdict: llama-server (the engine tier's CPU build) over
-its draft budget — no draft, `--spec-draft-n-max` 2, 4 and 8 — at concurrency 1, 2 and 4, the same models and sweep
-file as benchmarks/verdict_llamacpp.py with a `[tune]` table added (objective output_tok_s).
+"""`loadgen tune` on a real engine against a full sweep's verdict: llama-server (the engine tier's CPU build, or a CUDA
+build: benchmarks/device_tune_llamacpp.sh) over its draft budget — no draft, `--spec-draft-n-max` 2, 4 and 8 — and,
+with `--slots 1,4`, its slot count (`-np`), at concurrency 1, 2 and 4: the models and sweep file of
+benchmarks/verdict_llamacpp.py with a `[tune]` table added (objective output_tok_s).
 
     python3 benchmarks/tune_llamacpp.py --out-dir DIR        # ~6 minutes on 2 cores, plus ~6 for a fresh sweep
+    python3 benchmarks/tune_llamacpp.py --out-dir DIR --sweep-dir DIR2 --slots 1,4 \
+        --n-embd 2048 --n-ff 5632 --n-head 16 -ngl 99        # on a GPU: the 8-configuration grid
 
 Writes in DIR: tune.toml and the tune's results (tune.json, each configuration's parts). The full sweep's verdict is
-`loadgen compare --format json` of --sweep-dir (results/verdict-llamacpp by default), swept first by
-verdict_llamacpp.py when that folder holds no sweep.json. Prints per load both answers side by side, whether they
-agree (the same winner, or a tied set that holds the other's winner or overlaps its tied set), and both costs:
-restarts, cells, measured requests and wall time (the tune's visits and the sweep's start-to-end).
+`loadgen compare --format json` of --sweep-dir (results/verdict-llamacpp by default), swept first (the same file
+less its `[tune]` table, sweep.toml there) when that folder holds no finished sweep.json. Prints per load both
+answers side by side, whether they agree (the same winner, or a tied set that holds the other's winner or overlaps
+its tied set), and both costs: restarts, cells, measured requests and wall time (the tune's visits and the sweep's
+start-to-end). Both resume when run again.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -28,11 +34,17 @@ import verdict_llamacpp as verdict  # noqa: E402  (it puts the repository on sys
 TUNE_TABLE = '\n[tune]\nobjective = "output_tok_s"\n'
 
 
-def tune_toml(out: Path, requests: int, max_tokens: int) -> str:
-    """verdict_llamacpp's sweep file, renamed and with the `[tune]` table appended (after the [[configs]])."""
-    target, draft = verdict.model(verdict.N_LAYER), verdict.model(1)
-    text = verdict.sweep_toml(out, target, draft, verdict.free_port(), requests, max_tokens)
-    return text.replace('name = "verdict-llamacpp"', 'name = "tune-llamacpp"', 1) + TUNE_TABLE
+def sweep_file(out: Path, a: argparse.Namespace, name: str) -> str:
+    """verdict_llamacpp's sweep file for the arguments' models and slot counts, named `name`."""
+    shape = {"n_embd": a.n_embd, "n_ff": a.n_ff, "n_head": a.n_head, "of": a.n_layer}
+    target, draft = verdict.model(a.n_layer, **shape), verdict.model(1, **shape)
+    text = verdict.sweep_toml(out, target, draft, verdict.free_port(), a.requests, a.max_tokens, a.slots)
+    return text.replace('name = "verdict-llamacpp"', f'name = "{name}"', 1)
+
+
+def tune_toml(out: Path, a: argparse.Namespace) -> str:
+    """The sweep file, renamed and with the `[tune]` table appended (after the [[configs]])."""
+    return sweep_file(out, a, "tune-llamacpp") + TUNE_TABLE
 
 
 def answer_set(entry: dict) -> set[str]:
@@ -62,13 +74,47 @@ def sweep_cost(sweep_dir: Path) -> dict:
             "wall_s": wall_s}
 
 
-def sweep_verdict(sweep_dir: Path) -> list[dict]:
-    if not (sweep_dir / "sweep.json").exists():
-        subprocess.run([sys.executable, str(verdict.REPO / "benchmarks" / "verdict_llamacpp.py"), "--out-dir",
-                        str(sweep_dir)], check=True)
+def swept(sweep_dir: Path) -> bool:
+    """Every configuration of the sweep's summary tried (none pending: an interrupted sweep resumes)."""
+    path = sweep_dir / "sweep.json"
+    return path.exists() and all(c["status"] != "pending" for c in json.loads(path.read_text())["configs"])
+
+
+def sweep_verdict(sweep_dir: Path, a: argparse.Namespace) -> list[dict]:
+    """The full sweep's output tok/s verdict; the sweep is run (or resumed) first when it has not finished."""
+    if not swept(sweep_dir):
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        toml = sweep_dir / "sweep.toml"
+        if not toml.exists():
+            toml.write_text(sweep_file(sweep_dir, a, "verdict-llamacpp"))
+        try:
+            loadgen("sweep", str(toml), "--out-dir", str(sweep_dir))
+        finally:
+            stop_server(sweep_dir)
     out = subprocess.run([sys.executable, "-m", "loadgen", "compare", str(sweep_dir), "--format", "json"],
                          cwd=verdict.REPO, check=True, capture_output=True, text=True).stdout
+    (sweep_dir / "compare.json").write_text(out)
     return [v for v in json.loads(out)["verdict"] if v["objective"] == "output_tok_s"]
+
+
+START = time.monotonic()
+DEADLINE_S: float | None = None  # --deadline-s: loadgen is interrupted (SIGINT: it saves, and resumes next time)
+
+
+def loadgen(*args: str) -> int:
+    """`loadgen ARGS`, interrupted as Ctrl-C would at the deadline (its results kept for the same command)."""
+    proc = subprocess.Popen([sys.executable, "-m", "loadgen", *args], cwd=verdict.REPO)
+    try:
+        return proc.wait(None if DEADLINE_S is None else max(1.0, DEADLINE_S - (time.monotonic() - START)))
+    except subprocess.TimeoutExpired:
+        print(f"deadline ({DEADLINE_S:.0f} s): interrupting loadgen {args[0]}; the same command resumes it", flush=True)
+        proc.send_signal(signal.SIGINT)
+        return proc.wait(60)
+
+
+def stop_server(folder: Path) -> None:
+    subprocess.run([sys.executable, str(verdict.RESTART), "--pidfile", str(folder / "llama-server.pid"), "--stop"],
+                   check=False)
 
 
 def side_by_side(tune: dict, swept: list[dict]) -> int:
@@ -100,28 +146,51 @@ def main() -> int:
     p.add_argument("--out-dir", type=Path, default=None, help="the tune's folder (default: a new temporary one); "
                    "re-running resumes it")
     p.add_argument("--sweep-dir", type=Path, default=verdict.REPO / "results" / "verdict-llamacpp",
-                   help="the full sweep's folder (swept by verdict_llamacpp.py when it holds no sweep.json)")
+                   help="the full sweep's folder (swept, or resumed, first when it holds no finished sweep.json)")
+    p.add_argument("--sweep-first", action="store_true", help="run (or resume) the full sweep before the tune")
     p.add_argument("--requests", type=int, default=24, help="requests per cell (default 24, the sweep's)")
     p.add_argument("--max-tokens", type=int, default=64)
+    p.add_argument("--slots", type=lambda v: tuple(int(x) for x in v.split(",")), default=(verdict.SLOTS,),
+                   help=f"llama-server slot counts (-np), one configuration each per draft budget (default "
+                   f"{verdict.SLOTS})")
+    p.add_argument("--n-embd", type=int, default=verdict.N_EMBD)
+    p.add_argument("--n-ff", type=int, default=verdict.N_FF)
+    p.add_argument("--n-head", type=int, default=verdict.N_HEAD)
+    p.add_argument("--n-layer", type=int, default=verdict.N_LAYER)
+    p.add_argument("--n-gpu-layers", "-ngl", default=None, help="layers offloaded to the GPU of a GPU build")
+    p.add_argument("--deadline-s", type=float, default=None, help="interrupt the sweep or the tune this many seconds "
+                   "after the start (as Ctrl-C would: the same command resumes)")
     a = p.parse_args()
+    global DEADLINE_S
+    DEADLINE_S = a.deadline_s
+    if a.n_gpu_layers is not None:
+        os.environ["LLAMA_ARG_N_GPU_LAYERS"] = os.environ["LLAMA_ARG_N_GPU_LAYERS_DRAFT"] = str(a.n_gpu_layers)
+    sweep_dir = a.sweep_dir.resolve()
+    if a.sweep_first:
+        sweep_verdict(sweep_dir, a)
+        if not swept(sweep_dir):
+            print("the sweep did not finish: run the same command again to resume it, then the tune")
+            return 1
     out = (a.out_dir or Path(tempfile.mkdtemp(prefix="tune-llamacpp-"))).resolve()
     out.mkdir(parents=True, exist_ok=True)
     toml = out / "tune.toml"
-    toml.write_text(tune_toml(out, a.requests, a.max_tokens))
+    if not toml.exists():  # a resumed tune keeps its file (and its port)
+        toml.write_text(tune_toml(out, a))
     t0 = time.monotonic()
     try:
-        rc = subprocess.run([sys.executable, "-m", "loadgen", "tune", str(toml), "--out-dir", str(out)],
-                            cwd=verdict.REPO, check=False).returncode
+        rc = loadgen("tune", str(toml), "--out-dir", str(out))
     finally:
-        subprocess.run([sys.executable, str(verdict.RESTART), "--pidfile", str(out / "llama-server.pid"), "--stop"],
-                       check=False)
+        stop_server(out)
     wall_s = time.monotonic() - t0
     print(f"\ntune exited {rc} after {wall_s:.0f} s")
     tune = json.loads((out / "tune.json").read_text())
-    swept = sweep_verdict(a.sweep_dir.resolve())
+    if rc >= 128 or not swept(sweep_dir):
+        print("not finished: run the same command again to resume")
+        return rc or 1
+    answers = sweep_verdict(sweep_dir, a)
     print(f"\nthe tune ({out}) against the full sweep's verdict ({a.sweep_dir}), output tok/s:")
-    disagree = side_by_side(tune, swept)
-    cost = sweep_cost(a.sweep_dir.resolve())
+    disagree = side_by_side(tune, answers)
+    cost = sweep_cost(sweep_dir)
     tune_wall_s = sum(v.get("wall_s") or 0 for v in tune.get("visits", []))
     print(f"cost, tune:  {tune['restarts']} restarts, {tune['cells_measured']} cells, {tune['requests_measured']} "
           f"requests, {tune_wall_s:.0f} s of visits ({wall_s:.0f} s in all), gpu_minutes {tune['gpu_minutes']:.2f}")

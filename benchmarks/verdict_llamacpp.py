@@ -127,13 +127,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def sweep_toml(out: Path, target: Path, draft: Path, port: int, requests: int, max_tokens: int) -> str:
-    """The sweep file: one configuration per draft budget, each a restart of llama-server."""
+def config_name(n_max: int, slots: int, several: bool) -> str:
+    """no_draft / n_max4, with _np1 (the server's slots) when the file has several slot counts."""
+    return ("no_draft" if n_max == 0 else f"n_max{n_max}") + (f"_np{slots}" if several else "")
+
+
+def sweep_toml(out: Path, target: Path, draft: Path, port: int, requests: int, max_tokens: int,
+               slots: tuple[int, ...] = (SLOTS,)) -> str:
+    """The sweep file: one configuration per draft budget (× slot count, `-np`), each a restart of llama-server."""
     log, pidfile = out / "llama-server.log", out / "llama-server.pid"
     argv = ["{python}", str(RESTART), "--pidfile", str(pidfile), "--log", str(log), "--port", str(port),
-            "--model", str(target), "--draft", str(draft), "--draft-n-max", "{n_max}", "--slots", str(SLOTS)]
-    configs = "".join(f'\n[[configs]]\nname = "{"no_draft" if n == 0 else f"n_max{n}"}"\nn_max = {n}\n'
-                      f"speculative = {'true' if n else 'false'}\n" for n in BUDGETS)
+            "--model", str(target), "--draft", str(draft), "--draft-n-max", "{n_max}", "--slots", "{slots}"]
+    configs = "".join(f'\n[[configs]]\nname = "{config_name(n, np, len(slots) > 1)}"\nn_max = {n}\nslots = {np}\n'
+                      f"speculative = {'true' if n else 'false'}\n" for np in slots for n in BUDGETS)
     quoted = ", ".join(f'"{a}"' for a in argv)
     return f"""# written by benchmarks/verdict_llamacpp.py: llama-server's draft budget, restarted per configuration
 name = "verdict-llamacpp"
