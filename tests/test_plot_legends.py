@@ -67,8 +67,8 @@ def test_no_legend_overlaps_a_title_or_a_panel_in_any_plot(tmp_path, monkeypatch
     figures: list[tuple[str, object]] = []
     finish = plot_axes.finish
 
-    def kept(fig, title, runs):  # the figure as laid out for its PNG, kept to read its geometry
-        png = finish(fig, title, runs)
+    def kept(fig, title, runs, labels=None):  # the figure as laid out for its PNG, kept to read its geometry
+        png = finish(fig, title, runs, labels)
         figures.append((title, fig))
         return png
     monkeypatch.setattr(plot_axes, "finish", kept)

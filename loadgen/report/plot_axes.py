@@ -5,7 +5,7 @@ out. matplotlib is imported inside the functions: `loadgen report` prints its ta
 from __future__ import annotations
 
 import io
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from loadgen.report.compare import Run
@@ -64,11 +64,11 @@ def sim_note(runs: list[Run]) -> str | None:
 
 def figure(columns: int, rows: int = 1, legend: bool = True) -> tuple[Figure, Any]:
     """A constrained-layout figure of rows × columns panels (squeezed to a 2-D array of axes: numpy's, whose
-    items matplotlib's types do not name)."""
+    items matplotlib's types do not name), at the PNG's dpi: a layout measured before saving is the PNG's."""
     import matplotlib.pyplot as plt
     width = PANEL_W_IN * columns + (LEGEND_W_IN if legend else 0.4)
     height = PANEL_H_IN * rows + 0.9 + (LEGEND_H_IN if legend else 0)
-    fig, axes = plt.subplots(rows, columns, figsize=(width, height), squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(rows, columns, figsize=(width, height), squeeze=False, layout="constrained", dpi=DPI)
     return fig, axes
 
 
@@ -108,11 +108,15 @@ def legend_outside(fig: Figure, entries: Mapping[str, Artist | Container], title
                    ncols=min(per_row, len(entries)), fontsize=8, title=title, title_fontsize=8, frameon=False)
 
 
-def finish(fig: Figure, title: str, runs: list[Run]) -> bytes:
-    """Title (with the simulator note when the data is simulated), then the PNG bytes; the figure is closed."""
+def finish(fig: Figure, title: str, runs: list[Run], labels: Callable[[Figure], None] | None = None) -> bytes:
+    """Title (with the simulator note when the data is simulated), then `labels(fig)`: what is placed once
+    everything else is in the figure (labels kept clear of each other, `plot_labels`), then the PNG bytes; the
+    figure is closed."""
     import matplotlib.pyplot as plt
     note = sim_note(runs)
     fig.suptitle(title + (f"\n{note}" if note else ""), fontsize=11)
+    if labels:
+        labels(fig)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI)
     plt.close(fig)

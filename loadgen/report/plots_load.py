@@ -4,7 +4,8 @@ configuration (its colour kept across plots), the load on a log2 axis ticked at 
 A row holds layers (e.g. TTFT p50 solid, p99 dashed); a layer's points may carry a lower band edge
 (per-request tok/s: mean with the p10 band), and a row may carry a reference line (the power limit).
 A point whose cell was measured but failed a check (`plot_data.check_marks`) is drawn hollow, larger, and the
-legend names the checks and the configurations (`plot_marks`)."""
+legend names the checks and the configurations (`plot_marks`). A reference line's label goes where it covers
+no marker once the figure is laid out (`plot_labels`): at the left end above the line when free, as always."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from loadgen.report import plot_axes as pa
+from loadgen.report import plot_labels as pl
 from loadgen.report.compare import Run
 from loadgen.report.plot_data import Marks, prompt_label
 from loadgen.report.plot_marks import MARKER_SIZE, hollow_points, marks_legend
@@ -20,6 +22,7 @@ from loadgen.report.plot_marks import MARKER_SIZE, hollow_points, marks_legend
 if TYPE_CHECKING:
     from matplotlib.artist import Artist
     from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
     from matplotlib.typing import ColorType, LineStyleType
 
 Series = Mapping[int, Mapping[str, Sequence[tuple[Any, ...]]]]  # {context: {config: [(x, y[, band_low]), …]}}
@@ -76,16 +79,33 @@ def _draw_panel(ax: Axes, row: Row, ctx: int, look: Look, handles: dict[str, Art
         lx, ly = _draw_layer(ax, layer, ctx, look, handles)
         xs, ys = xs + lx, ys + ly
     if row.reference:
-        value, label = row.reference
+        value, _ = row.reference
         ax.axhline(value, color="0.35", linestyle="--", linewidth=1)
-        ax.annotate(label, (0.01, value), xycoords=("axes fraction", "data"), xytext=(0, 3),
-                    textcoords="offset points", fontsize=7, color="0.3")
         ys.append(value)
     if xs:
         pa.level_axis(ax, xs, x_label)
     else:
         ax.text(0.5, 0.5, "no measured cell", ha="center", va="center", transform=ax.transAxes, color="0.4")
     pa.value_axis(ax, row.ylabel, ys, row.log_ratio)
+
+
+def _reference_spots(value: float) -> list[pl.Spot]:
+    """Along the line at `value` (x in axes fraction): its left end above it (where its label has always
+    been), the right end, below them, then above or below every tenth of the way."""
+    ends = [pl.Spot((0, 3), "left", "baseline", (0.01, value)), pl.Spot((0, 3), "right", "baseline", (0.99, value)),
+            pl.Spot((0, -3), "left", "top", (0.01, value)), pl.Spot((0, -3), "right", "top", (0.99, value))]
+    between = [spot for f in range(1, 10) for spot in (pl.Spot((0, 3), "center", "baseline", (f / 10, value)),
+                                                         pl.Spot((0, -3), "center", "top", (f / 10, value)))]
+    return ends + between
+
+
+def _reference_labels(fig: Figure, panels: list[tuple[Axes, tuple[float, str]]]) -> None:
+    """Once the figure is laid out: each reference line's label at the first spot along it that covers no
+    marker (at the one covering the fewest when every spot does: the label is always shown)."""
+    renderer = pl.freeze(fig)
+    for ax, (value, label) in panels:
+        pl.place(ax, label, (0.01, value), _reference_spots(value), [], renderer, avoid=pl.marker_boxes(ax, renderer),
+                 required=True, xycoords=("axes fraction", "data"), fontsize=7, color="0.3")
 
 
 def _style_entries(rows: list[Row]) -> dict[str, Artist]:
@@ -110,14 +130,17 @@ def grid(runs: list[Run], rows: list[Row], title: str, x_label: str, marks: Mark
     marks = marks or {}
     fig, axes = pa.figure(len(contexts), len(rows))
     handles: dict[str, Artist] = {}
+    references = []
     for i, row in enumerate(rows):
         for j, ctx in enumerate(contexts):
             _draw_panel(axes[i][j], row, ctx, (colors, pa.config_markers(runs), marks), handles, x_label)
             if i == 0:
                 axes[i][j].set_title(prompt_label(ctx), fontsize=10)
+            if row.reference:
+                references.append((axes[i][j], row.reference))
     ordered = {name: handles[name] for name in colors if name in handles}
     drawn = {(name, ctx, p[0]) for row in rows for layer in row.layers for ctx, by in layer.series.items()
              for name, pts in by.items() for p in pts}
     shown = {k: v for k, v in marks.items() if k in drawn}
     pa.legend_outside(fig, ordered | _style_entries(rows) | marks_legend(shown), title="configuration")
-    return pa.finish(fig, title, runs)
+    return pa.finish(fig, title, runs, (lambda fig: _reference_labels(fig, references)) if references else None)
