@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Gauge
 
-from loadgen.tune.live import TuneState
+from loadgen.tune.live import ANSWER_STATES, TuneState
 
 LOAD_LABELS = ("tune", "ctx", "over", "load")
 
@@ -24,43 +24,41 @@ class TuneGauges:
         self.visit = gauge("loadgen_tune_visit", "1 for the configuration the tune measures now, with the visit's "
                            "phase (first, end 1, …).", ("tune", "config", "phase"))
         self.leader = gauge("loadgen_tune_leader", "1 for each wanted load's leader now (the verdict's first over "
-                            "the feasible configurations measured so far).", (*LOAD_LABELS, "config"))
+                            "the feasible configurations measured so far), 0 for every other configuration.",
+                            (*LOAD_LABELS, "config"))
         self.leader_value = gauge("loadgen_tune_leader_value", "The leader's objective figure at the load (its "
                                   "estimate over every part so far).", LOAD_LABELS)
-        self.answer = gauge("loadgen_tune_answer", "1 for the state of the load's answer: open (a tie the end will "
-                            "measure again), wins, tied, alone or none.", (*LOAD_LABELS, "state"))
+        self.answer = gauge("loadgen_tune_answer", "1 for the state of the load's answer, 0 for the others: open (a "
+                            "tie the end will measure again), wins, tied, alone, none.", (*LOAD_LABELS, "state"))
         self.cells = gauge("loadgen_tune_cells_measured", "Cells (parts) the tune has measured, failed ones too.",
                            ("tune",))
         self.requests = gauge("loadgen_tune_requests_measured", "Measured requests of every part so far.", ("tune",))
         self.restarts = gauge("loadgen_tune_restarts", "Visits that ran the reconfigure command so far.", ("tune",))
         self.infeasible = gauge("loadgen_tune_infeasible", "1 for each configuration found infeasible (it did not "
-                                "come up or failed under load).", ("tune", "config"))
+                                "come up or failed under load), 0 for the others.", ("tune", "config"))
 
-    def _only(self, gauge: Gauge, labels: set[tuple[str, ...]], value: float = 1) -> None:
-        """Set `gauge` for exactly `labels`: series no longer true are removed, not left at a stale value."""
-        shown = self._shown.setdefault(gauge._name, set())
-        for gone in shown - labels:
-            gauge.remove(*gone)
-        for lab in labels:
-            gauge.labels(*lab).set(value)
-        self._shown[gauge._name] = set(labels)
+    def _states(self, gauge: Gauge, where: tuple[str, ...], names: tuple[str, ...], true: set[str]) -> None:
+        """A state set: every name 0 but those `true` 1. Each visit's run has an exporter of its own, which knows
+        nothing of the last one's series: a leader that was is written 0 here, so that the last value over the
+        tune's range (the dashboard's `last_over_time(…) == 1`) names only the leader that is."""
+        for name in {*names, *true}:
+            gauge.labels(*where, name).set(1 if name in true else 0)
 
     def tune_state(self, s: TuneState) -> None:
-        self._only(self.visit, {(s.name, s.config, s.phase or "")} if s.config else set())
-        leaders: set[tuple[str, ...]] = set()
-        states: set[tuple[str, ...]] = set()
+        shown = self._shown.setdefault("visit", set())
+        now: set[tuple[str, ...]] = {(s.name, s.config, s.phase or "")} if s.config else set()
+        for gone in shown - now:
+            self.visit.remove(*gone)
+        for lab in now:
+            self.visit.labels(*lab).set(1)
+        self._shown["visit"] = now
         for ld in s.loads:
             where = (s.name, str(ld.context), ld.over, f"{ld.load:g}")
-            if ld.leader is not None:
-                leaders.add((*where, ld.leader))
-            states.add((*where, ld.answer))
-        self._only(self.leader, leaders)
-        self._only(self.answer, states)
-        values = {(s.name, str(ld.context), ld.over, f"{ld.load:g}"): ld.value for ld in s.loads}
-        for lab, value in values.items():
-            if value is not None:
-                self.leader_value.labels(*lab).set(value)
-        self._only(self.infeasible, {(s.name, n) for n in s.infeasible})
+            self._states(self.leader, where, s.configs, {ld.leader} if ld.leader else set())
+            self._states(self.answer, where, ANSWER_STATES, {ld.answer})
+            if ld.value is not None:
+                self.leader_value.labels(*where).set(ld.value)
+        self._states(self.infeasible, (s.name,), s.configs, set(s.infeasible))
         self.cells.labels(s.name).set(s.cells)
         self.requests.labels(s.name).set(s.requests)
         self.restarts.labels(s.name).set(s.restarts)

@@ -418,7 +418,8 @@ def tune_panels() -> list[dict]:
                      instant=True)], "short", w=6),
         table("Tune: infeasible configurations", "Configurations that did not come up or failed under load: never "
               "ranked, at any load (the reason and the diagnostics' tail are in tune.json and the console).",
-              [("infeasible", "max by (tune, config) (last_over_time(loadgen_tune_infeasible[$__range]))", "none")],
+              [("infeasible", "max by (tune, config) (last_over_time(loadgen_tune_infeasible[$__range]) == 1)",
+                "none")],
               w=24, h=5, keep=("tune", "config")),
     ]
 

@@ -31,6 +31,10 @@ class TuneState:
     requests: int
     restarts: int
     infeasible: tuple[str, ...]
+    configs: tuple[str, ...] = ()  # every configuration of the file
+
+
+ANSWER_STATES = ("open", "wins", "tied", "alone", "none")
 
 
 class TuneWatcher(Protocol):
@@ -50,4 +54,5 @@ def standing(answer: dict[str, Any]) -> LoadStanding:
 
 def tune_state(doc: dict[str, Any], config: str | None, phase: str | None) -> TuneState:
     return TuneState(doc["name"], config, phase, tuple(standing(a) for a in doc["answers"]), doc["cells_measured"],
-                     doc["requests_measured"], doc["restarts"], tuple(i["name"] for i in doc["infeasible"]))
+                     doc["requests_measured"], doc["restarts"], tuple(i["name"] for i in doc["infeasible"]),
+                     tuple(c["name"] for c in doc.get("configs") or []))
