@@ -32,6 +32,7 @@ from loadgen.record import CellKey
 
 DEFAULT_SPAN_S = 10.0  # default measured requests of a rate cell: max(16, ⌈10 s × rate⌉)
 SLOT_RAMP_AUTO_S = 1.0  # --slot-ramp auto with --slo: C prefills spread over 1 s, not queued at one instant
+KEY_HINT = "give a file that holds the key"
 AUTO_STREAMS_PER_WORKER = 256  # --workers auto: one process per this many streams of the largest concurrency
 
 
@@ -319,13 +320,13 @@ class RunConfig:
     def api_key(self) -> str | None:
         """The key from --api-key-file, else from the environment variable; never from the command line."""
         if self.api_key_file:
+            from loadgen.files import read_input  # not at import: --help reaches this module, and files needs orjson
+
+            raw = read_input(self.api_key_file, KEY_HINT, "--api-key-file")
             try:
-                with open(self.api_key_file, encoding="utf-8") as fh:
-                    key = fh.read().strip()
-            except (OSError, UnicodeDecodeError) as exc:
-                why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-                raise UsageError(f"--api-key-file {self.api_key_file}: {why}; give a file that holds the key") \
-                    from None
+                key = raw.decode("utf-8").strip()
+            except UnicodeDecodeError:
+                raise UsageError(f"--api-key-file {self.api_key_file}: not UTF-8 text; {KEY_HINT}") from None
             if not key or "\n" in key:
                 raise UsageError(f"--api-key-file {self.api_key_file} must hold the key on one line (it holds "
                                  f"{'nothing' if not key else 'several lines'})")

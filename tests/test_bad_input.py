@@ -192,7 +192,7 @@ def test_wrong_key_names_where_it_came_from(keyed_sim, tmp_path, loadgen):
 def test_key_file_problems(keyed_sim, tmp_path, loadgen):
     missing = tmp_path / "missing.txt"
     expect_usage_error(against(loadgen, keyed_sim, tmp_path, "--api-key-file", str(missing)),
-                       f"--api-key-file {missing}: No such file or directory; give a file that holds the key")
+                       f"--api-key-file {missing}: no such file; give a file that holds the key")
     empty = tmp_path / "empty.txt"
     empty.write_text("\n")
     expect_usage_error(against(loadgen, keyed_sim, tmp_path, "--api-key-file", str(empty)),

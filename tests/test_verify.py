@@ -288,8 +288,8 @@ BAD = [
     (["--verify-prompts", "p.txt"], "--verify-prompts needs --verify (add --verify, or --verify exact)"),
     (["--verify", "--verify-prompts", "EMPTY"], "--verify-prompts EMPTY: holds no prompt; give one prompt per line "
                                                 "(text, or JSONL with a 'prompt' or 'text' field)"),
-    (["--verify", "--verify-prompts", "MISSING"], "--verify-prompts MISSING: No such file or directory; give a "
-                                                  "text or JSONL file, one prompt per line"),
+    (["--verify", "--verify-prompts", "MISSING"], "--verify-prompts MISSING: no such file; give a text or JSONL "
+                                                  "file of prompts"),
     (["--verify", "--verify-reference", "EMPTY"], "--verify-reference EMPTY: cannot be read"),
     (["--verify", "--max-garbage-fraction", "2"], "--max-garbage-fraction 2: give a fraction from 0 to 1"),
     (["--verify", "--workers", "2"], "--verify runs in one process: leave out --workers and --shard"),

@@ -15,6 +15,27 @@ from loadgen.errors import UsageError
 from loadgen.names import Api
 
 INTS_HINT = "give comma-separated integers like 1,32,64"
+# every file a run's flag names: (flag, its argparse name, what to give instead when it cannot be read)
+INPUT_FILES = (
+    ("--prompts", "prompts", "give a JSONL or text file of prompts"),
+    ("--dataset", "dataset", "give a JSONL or UTF-8 text file"),
+    ("--trace", "trace", "give a JSONL or UTF-8 text file"),
+    ("--api-key-file", "api_key_file", "give a file that holds the key"),
+    ("--ca-cert", "ca_cert", "give the PEM file of the server's CA"),
+    ("--verify-prompts", "verify_prompts", "give a text or JSONL file of prompts"),
+    ("--verify-reference", "verify_reference", "give a file written by --verify-save-reference"),
+)
+
+
+def check_input_files(a) -> None:
+    """Every input file the flags name can be read, before anything starts (some are read only once the
+    simulator is up or by another library): else the one line of `files.input_error`, exit 2."""
+    from loadgen.files import check_input  # not at import: --help reaches this module, and files needs orjson
+
+    for flag, name, hint in INPUT_FILES:
+        path = getattr(a, name, None)
+        if path:
+            check_input(path, hint, flag)
 
 
 def parse_int_list(flag: str, text: str, minimum: int = 1, hint: str = INTS_HINT) -> list[int]:

@@ -11,6 +11,7 @@ from urllib.parse import urlparse
 
 from loadgen.cli.checks import (
     check_api,
+    check_input_files,
     check_out_path,
     check_temperature,
     check_url,
@@ -62,8 +63,6 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
         temperature=check_temperature(a.temperature),
         sim_args=["--speed", str(a.sim_speed), "--budget", str(a.sim_budget), "--topk", str(a.sim_topk)],
     )
-    if a.prompts and not os.path.isfile(a.prompts):
-        raise UsageError(f"--prompts {a.prompts}: no such file; give a JSONL or text file of prompts")
     cfg.out, cfg.out_auto = out_path(a), not a.out and not a.label
     cfg.telemetry = telemetry_config(a)
     cfg.open_loop = open_loop_config(a, cfg.warmup)
@@ -82,6 +81,7 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
     cfg.repeat = positive("--repeat", a.repeat)
     cfg.wide = a.wide
     cfg.drift_check = DriftCheck(a.drift_check)
+    check_input_files(a)  # after the flags' own checks (--verify-prompts without --verify says that first)
     return cfg
 
 
@@ -286,7 +286,8 @@ def verify_config(a: argparse.Namespace, cfg: RunConfig) -> VerifyConfig:
 
 
 def tls_config(a: argparse.Namespace, url: str | None) -> TlsConfig:
-    """--ca-cert / --insecure: only with an https:// --url, not both, the CA file readable (exit 2 otherwise)."""
+    """--ca-cert / --insecure: only with an https:// --url, not both (the CA file was found readable by
+    `check_input_files`)."""
     ca_cert, insecure = getattr(a, "ca_cert", None), getattr(a, "insecure", False)
     if not (ca_cert or insecure):
         return TlsConfig()
@@ -295,6 +296,4 @@ def tls_config(a: argparse.Namespace, url: str | None) -> TlsConfig:
         raise UsageError("--ca-cert and --insecure: give one (--insecure would ignore the CA)")
     if not (url or "").startswith("https://"):
         raise UsageError(f"{flag} is for an https:// --url (got {url or 'the built-in simulator'})")
-    if ca_cert and not os.path.isfile(ca_cert):
-        raise UsageError(f"--ca-cert {ca_cert}: no such file; give the PEM file of the server's CA")
     return TlsConfig(ca_cert=ca_cert, insecure=insecure)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import orjson
 
 from loadgen.errors import UsageError
-from loadgen.files import read_json
+from loadgen.files import read_input
 from loadgen.record import CellKey
 from loadgen.results.cell_result import CellResult
 from loadgen.results.cell_view import as_result
@@ -78,12 +78,10 @@ def _listing(folder: str) -> str | None:
 
 
 def _read(path: str) -> dict:
+    raw = read_input(path, "give results JSON files (loadgen --out) or sweep folders")
     try:
-        doc = read_json(path)
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such file; give results JSON files (loadgen --out) or sweep folders") \
-            from None
-    except (OSError, orjson.JSONDecodeError) as exc:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
         raise UsageError(f"{path}: cannot read it as JSON ({exc})") from None
     if not isinstance(doc, dict) or ("cells" not in doc and doc.get("schema") not in (SWEEP_SCHEMA, TUNE_SCHEMA)):
         raise UsageError(f"{path}: not a loadgen results or sweep file (no 'cells'); give loadgen --out "

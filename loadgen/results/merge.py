@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from loadgen.errors import UsageError
-from loadgen.files import read_json, read_jsonl
+from loadgen.files import input_error, read_input, read_jsonl
 from loadgen.metrics import telemetry as cell_telemetry
 from loadgen.metrics.cell import summarize
 from loadgen.metrics.client_health import combine
@@ -150,15 +150,19 @@ def _power(block: Mapping[str, Any] | None, summary: dict) -> Mapping[str, Any] 
 
 def load(path: str) -> tuple[dict, list[dict]]:
     try:
-        doc = read_json(path)
-    except (OSError, orjson.JSONDecodeError) as exc:
+        doc = orjson.loads(read_input(path, "give the shards' results files (loadgen --out)"))
+    except orjson.JSONDecodeError as exc:
         raise UsageError(f"{path}: cannot read results ({exc})") from None
-    if doc.get("schema") != SCHEMA:
-        raise UsageError(f"{path}: not a loadgen results file (schema {doc.get('schema')!r})")
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        raise UsageError(f"{path}: not a loadgen results file (schema "
+                         f"{doc.get('schema') if isinstance(doc, dict) else None!r})")
     rpath = requests_path(path)
     if not os.path.exists(rpath):
         raise UsageError(f"{path}: its records {rpath} are missing; merge recomputes the figures from them")
-    return doc, read_jsonl(rpath)
+    try:
+        return doc, read_jsonl(rpath)
+    except OSError as exc:
+        raise input_error(rpath, exc, "merge recomputes the figures from a shard's records") from None
 
 
 def _of_the_matrix(row: dict, doc: dict) -> bool:

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import orjson
+
 from loadgen.client.verify_request import VerifyOutput
 from loadgen.errors import UsageError
-from loadgen.files import read_json, write_json_atomic
+from loadgen.files import read_input, write_json_atomic
 from loadgen.metrics.correctness import checks_off, divergence_tokens
 from loadgen.metrics.stats import percentile
 from loadgen.names import GarbageReason
@@ -52,10 +54,11 @@ class Reference:
 
 def load_reference(path: str, flag: str = "--verify-reference") -> Reference:
     """The reference saved at `path`; an unreadable file or one that is not a reference is a UsageError."""
+    raw = read_input(path, "give a file written by --verify-save-reference", flag)
     try:
-        doc = read_json(path)
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{flag} {path}: cannot be read ({exc}); give a file written by "
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise UsageError(f"{flag} {path}: cannot be read as JSON ({exc}); give a file written by "
                          "--verify-save-reference") from None
     if not isinstance(doc, dict) or doc.get("schema") != REFERENCE_SCHEMA or not doc.get("outputs"):
         raise UsageError(f"{flag} {path}: not a verification reference ({REFERENCE_SCHEMA}); give a file "
@@ -128,8 +131,8 @@ def reference_lines(summary: dict) -> list[str]:
                      f"its two answers part from token {at['min']} min, {at['p50']:g} p50): divergence under load "
                      "is not evidence against it")
     else:
-        lines.append(f"the server answered each of the {n} prompts the same twice alone: a divergence under load "
-                     "is the load's")
+        lines.append(f"the server answered each of the {n} prompts the same twice alone: any divergence under load "
+                     "comes from the load")
     return lines
 
 

@@ -8,11 +8,13 @@ whole; a row that cannot be used is a `BadRow`, said on the console as `FILE:LIN
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from loadgen.console import log
+from loadgen.files import read_input
 
 SNIFF_BYTES = 8192
+TEXT_HINT = "give a JSONL or UTF-8 text file"
+HINTS = {"--prompts": "give a JSONL or text file of prompts"}  # what to give instead, where a flag says more
 
 
 class WorkloadError(Exception):
@@ -26,14 +28,12 @@ class BadRow:
 
 
 def read_text(path: str, flag: str) -> str:
-    """The whole file as UTF-8 text; WorkloadError when it is missing, binary or not UTF-8."""
-    p = Path(path)
-    if not p.is_file():
-        raise WorkloadError(f"{flag} {path}: no such file")
-    data = p.read_bytes()
+    """The whole file as UTF-8 text; WorkloadError when it cannot be read (`files.input_error`), is binary or is
+    not UTF-8."""
+    data = read_input(path, HINTS.get(flag, TEXT_HINT), flag, WorkloadError)
     if b"\x00" in data[:SNIFF_BYTES]:
-        raise WorkloadError(f"{flag} {path}: not a text file (it holds NUL bytes, as binary files do); give a "
-                            "JSONL or UTF-8 text file")
+        raise WorkloadError(f"{flag} {path}: not a text file (it holds NUL bytes, as binary files do); "
+                            f"{TEXT_HINT}")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

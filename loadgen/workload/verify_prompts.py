@@ -10,6 +10,9 @@ import hashlib
 import orjson
 
 from loadgen.errors import UsageError
+from loadgen.files import read_input
+
+HINT = "give a text or JSONL file of prompts"
 
 BUILT_IN = (
     "Explain in plain words what a hash table is and why lookups in it are fast on average.",
@@ -27,13 +30,11 @@ def load_prompts(path: str | None) -> list[str]:
     """The prompts of `path` (None: the built-in ones). An unreadable or empty file is a UsageError."""
     if path is None:
         return list(BUILT_IN)
+    raw = read_input(path, HINT, "--verify-prompts")
     try:
-        with open(path, encoding="utf-8") as fh:
-            lines = [line.strip() for line in fh]
-    except (OSError, UnicodeDecodeError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-        raise UsageError(f"--verify-prompts {path}: {why}; give a text or JSONL file, one prompt per line") \
-            from None
+        lines = [line.strip() for line in raw.decode("utf-8").splitlines()]
+    except UnicodeDecodeError:
+        raise UsageError(f"--verify-prompts {path}: not UTF-8 text; {HINT}") from None
     prompts = [p for p in (_prompt(line) for line in lines if line) if p]
     if not prompts:
         raise UsageError(f"--verify-prompts {path}: holds no prompt; give one prompt per line (text, or JSONL "
