@@ -7,6 +7,9 @@ once the command line has been read, so `--help` and a mistyped flag answer at o
 
 from __future__ import annotations
 
+import os
+import signal
+import stat
 import sys
 from typing import TYPE_CHECKING
 
@@ -18,6 +21,7 @@ if TYPE_CHECKING:
     from loadgen.sinks.base import Sink
 
 SUBCOMMANDS = ("sweep", "tune", "compare", "report", "merge", "search")
+COMMANDS = ("sim", *SUBCOMMANDS)
 
 
 async def run_async(cfg: RunConfig, extra_sinks: list[Sink] | None = None, shape: Shape | None = None,
@@ -78,20 +82,57 @@ def run_main(argv: list[str], extra_sinks: list[Sink] | None) -> int:
     return asyncio.run(run_async(cfg, extra_sinks, argv=argv))
 
 
+def command(argv: list[str], extra_sinks: list[Sink] | None) -> int:
+    if argv and argv[0] in SUBCOMMANDS:
+        return subcommand(argv[0])(argv[1:])
+    if argv and argv[0] == "sim":
+        return sim_main(argv[1:])
+    if argv and not argv[0].startswith("-"):  # a run takes no word of its own: a command, mistyped
+        raise unknown_command(argv[0])
+    return run_main(argv, extra_sinks)
+
+
 def main(argv: list[str] | None = None, extra_sinks: list[Sink] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
-        if argv and argv[0] in SUBCOMMANDS:
-            return subcommand(argv[0])(argv[1:])
-        if argv and argv[0] == "sim":
-            return sim_main(argv[1:])
-        return run_main(argv, extra_sinks)
+        code = command(argv, extra_sinks)
+        sys.stdout.flush()  # here, not at exit: a reader gone before the last block is a BrokenPipeError below
+        return code
     except UsageError as exc:
         print(f"loadgen: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # before the run's own handlers are installed (starting up)
         print("loadgen: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        if not stdout_is_a_pipe():
+            raise  # a socket's, not the reader of our output: a bug to see
+        return stdout_gone()
+
+
+def unknown_command(word: str) -> UsageError:
+    import difflib
+
+    close = difflib.get_close_matches(word, COMMANDS, 1)
+    fix = f"did you mean loadgen {close[0]}?" if close else f"the commands are {', '.join(COMMANDS)}"
+    return UsageError(f"unknown command {word!r}; {fix}")
+
+
+def stdout_is_a_pipe() -> bool:
+    try:
+        return stat.S_ISFIFO(os.fstat(sys.stdout.fileno()).st_mode)
+    except (OSError, ValueError):  # no file behind it (a test's capture)
+        return False
+
+
+def stdout_gone() -> int:
+    """The reader of stdout went away (`loadgen report … | head -2`): nothing more can be said there, and
+    Python's flush at exit must not fail again, so stdout becomes /dev/null. The exit status is that of a
+    process SIGPIPE ended (141), as `cat` gets in the same pipe, without a traceback."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 128 + signal.SIGPIPE
 
 
 def sim_main(argv: list[str]) -> int:
