@@ -12,7 +12,9 @@ command line waits its full time for both. A host name that does not resolve is 
 A server still not ready
 when the time is up ends the run (exit 2) before any load, with the gate's last state. A server that
 answers but is no LLM server, or refuses the gate's generations with a 4xx (key, model), ends the wait at once:
-discovery then names the problem. A first Ctrl-C ends the wait like a run interrupted (exit 130).
+discovery then names the problem; one that answers 200 with something that is no OpenAI answer (a web page,
+a generation without events: `readiness.NOT_OPENAI`) is named here, exit 2. While a poll waits for an answer,
+the line every few seconds says what for. A first Ctrl-C ends the wait like a run interrupted (exit 130).
 `--wait-ready 0` skips the wait: the first request of discovery fails at once.
 """
 
@@ -30,7 +32,8 @@ import aiohttp
 from loadgen.console import log
 from loadgen.errors import UsageError
 from loadgen.run.control import RunControl
-from loadgen.target.readiness import wait_ready
+from loadgen.target.discover import not_openai
+from loadgen.target.readiness import IN_FLIGHT, NOT_OPENAI, wait_ready
 
 READY_GENERATIONS = 3
 POLL_S = 1.0
@@ -51,7 +54,7 @@ REFUSED = re.compile(r"^generation \d+/\d+ failed \(http_error: HTTP 4(?!08|29)\
 def nothing_to_wait_for(state: str) -> bool:
     """The gate's state is not one of a server that is starting: it answers, but is no LLM server (none of the
     health routes nor /v1/models), or refuses the generation itself with a 4xx (bad key, unknown model)."""
-    return state in NOT_AN_LLM_SERVER or REFUSED.match(state) is not None
+    return state in NOT_AN_LLM_SERVER or state.startswith(NOT_OPENAI) or REFUSED.match(state) is not None
 
 
 async def check_resolves(url: str) -> None:
@@ -111,13 +114,17 @@ class Watch:
         self.lines, self.never = lines, never
         self.gate: asyncio.Future | None = None
         self.gave_up_s: float | None = None
+        self.stopped_by = ""  # the state that ended the wait, when it was `nothing_to_wait_for`
 
     def __call__(self, elapsed_s: float, state: str) -> None:
         assert self.gate is not None, "the gate is set before its first progress call"
-        if self.never.give_up(elapsed_s, state):
+        if state.startswith(IN_FLIGHT):  # a poll still waiting: no answer, so nothing to judge
+            self.lines(elapsed_s, state)
+        elif self.never.give_up(elapsed_s, state):
             self.gave_up_s = elapsed_s
             self.gate.cancel()
         elif nothing_to_wait_for(state):
+            self.stopped_by = state
             self.gate.cancel()
         else:
             self.lines(elapsed_s, state)
@@ -161,6 +168,8 @@ class ReadyWait:
         if watch.gave_up_s is not None:
             raise UsageError(f"{url} refused connections for {watch.gave_up_s:.0f} s (wrong port?); "
                              "--wait-ready S waits longer for a starting server")
+        if watch.stopped_by.startswith(NOT_OPENAI):
+            raise not_openai(url, watch.stopped_by.removeprefix(NOT_OPENAI))
         if res is None:
             return  # nothing to wait for: discovery, next, says what the server is not or what it refused
         if not res.ready:

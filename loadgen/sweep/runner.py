@@ -41,8 +41,8 @@ from loadgen.sweep import state
 from loadgen.sweep.ready import reconfigure_and_wait, run_diagnostics
 from loadgen.sweep.spec import Config, SweepSpec
 from loadgen.sweep.summary import lock_dir, print_summary, write_summary
+from loadgen.target.expect import expect_mismatches
 from loadgen.target.llamacpp import llamacpp_identity
-from loadgen.target.readiness import expect_mismatches
 
 INFO_TIMEOUT_S = 5.0
 

@@ -58,18 +58,19 @@ class Target:
 
 async def get_json(session: aiohttp.ClientSession, url: str, timeout_s: float = 10.0):
     """(status, parsed JSON or None). Connection problems raise aiohttp errors."""
-    status, body, _ = await get_json_server(session, url, timeout_s)
+    status, body, _, _ = await get_json_server(session, url, timeout_s)
     return status, body
 
 
 async def get_json_server(session: aiohttp.ClientSession, url: str, timeout_s: float = 10.0):
-    """(status, parsed JSON or None, the `Server` response header or None)."""
+    """(status, parsed JSON or None, the `Server` response header or None, the content type)."""
     async with session.get(url, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
         raw = await resp.read()
         try:
-            return resp.status, orjson.loads(raw) if raw else None, resp.headers.get("Server")
+            parsed = orjson.loads(raw) if raw else None
         except orjson.JSONDecodeError:
-            return resp.status, None, resp.headers.get("Server")
+            parsed = None
+        return resp.status, parsed, resp.headers.get("Server"), resp.content_type
 
 
 def unauthorised(url: str, status: int, key_sent: bool, api_key_env: str, key_file: str | None) -> UsageError:
@@ -83,12 +84,15 @@ def unauthorised(url: str, status: int, key_sent: bool, api_key_env: str, key_fi
                       "this server's key")
 
 
+def not_openai(url: str, what: str) -> UsageError:
+    """What answered at `url` is no OpenAI-compatible server (`what`: the answer that says so, a few words)."""
+    return UsageError(f"{url} does not look like an OpenAI-compatible server ({what}); check --url")
+
+
 def no_model(url: str, status: int) -> UsageError:
     """No model to measure: a server without /v1/models is not an OpenAI-compatible server at all."""
     if status in (404, 405):
-        return UsageError(f"{url} does not look like an OpenAI-compatible server (GET /v1/models answered "
-                          f"{status}); check --url: it should be the root of the LLM server, e.g. "
-                          "http://gpu-host:30000")
+        return not_openai(url, f"/v1/models: {status}")
     if status == 503:
         return UsageError(f"{url}/v1/models answered 503: the server is not ready (still loading?); wait for it "
                           "with --wait-ready SECONDS (0 gives up at once)")
@@ -98,7 +102,7 @@ def no_model(url: str, status: int) -> UsageError:
 async def discover(session: aiohttp.ClientSession, url: str, api: Api, model: str | None,
                    api_key_env: str, key_file: str | None = None) -> Target:
     try:
-        status, models, server_header = await get_json_server(session, url + "/v1/models")
+        status, models, server_header, content_type = await get_json_server(session, url + "/v1/models")
     except (TimeoutError, aiohttp.ClientConnectionError, OSError) as exc:
         if refused(exc):
             raise UsageError(f"cannot reach {url}: {down_state(exc, url)}; check --url's port and that the "
@@ -107,6 +111,8 @@ async def discover(session: aiohttp.ClientSession, url: str, api: Api, model: st
                          "that the server is running") from None
     if status in (401, 403):
         raise unauthorised(url, status, "Authorization" in session.headers, api_key_env, key_file)
+    if status == 200 and not isinstance(models, dict):  # a web server's page: no model list, --model or not
+        raise not_openai(url, f"/v1/models: {'HTML' if 'html' in content_type else 'no JSON'}")
     listed = (models or {}).get("data", []) if status == 200 else []
     served = [m["id"] for m in listed if isinstance(m, dict) and isinstance(m.get("id"), str)]
     if model is None:
@@ -226,7 +232,11 @@ async def probe_prompt_tokens(session: aiohttp.ClientSession, target: Target, te
                          "generate (e.g. /health_generate answers 200), then run again")
     counts = "meta_info" if target.api is Api.SGLANG_GENERATE else "usage"  # where the answer counts tokens
     try:
-        return int(orjson.loads(raw)[counts]["prompt_tokens"])
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-        raise UsageError(f"the probe answer from {path} has no {counts}.prompt_tokens ({snippet[:80]}); is --api "
-                         f"{target.api} the right API for this server?") from None
+        answer = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise not_openai(target.url, f"{path}: no JSON") from None
+    try:
+        return int(answer[counts]["prompt_tokens"])
+    except (KeyError, TypeError, ValueError):
+        raise UsageError(f"the probe answer from {path} has no {counts}.prompt_tokens; is --api {target.api} "
+                         "right?") from None

@@ -4,8 +4,13 @@ A server counts as ready only when all three hold, checked in this order on ever
   (a) identity: it was seen going away (connection refused/reset, or a non-200 health answer) since the gate
       started, or the `expect` map matches its `/server_info`. A health check alone cannot tell the old
       process from the new one: the old one may answer while the new one is still loading weights;
-  (b) health: `/health_generate` answers 200 (else `/health`, else `/v1/models`, whichever the server has);
+  (b) health: `/health_generate` answers 200 (else `/health`, else `/v1/models`, whichever the server has), and
+      `/v1/models`, where it answers 200, answers JSON;
   (c) `successes` consecutive real 1-token generations through the run's API succeed.
+A 200 that is no OpenAI answer (a web page for `/v1/models`, a generation answered without a single event) is a
+state that starts with `NOT_OPENAI`: a web server that answers 200 to every path, which no wait will mend.
+While a poll waits for an answer, `progress` hears `IN_FLIGHT` + what it waits for, each second once it has
+waited `IN_FLIGHT_AFTER_S` (a server that accepts and never answers is said, not waited for in silence).
 The `after` future (e.g. the reconfigure command) must also be done: polling, and so seeing the server go
 down, starts at once, but nothing is declared ready while the reconfiguration is still running.
 
@@ -27,12 +32,17 @@ from loadgen.client.aiohttp_sender import send
 from loadgen.client.api import RequestOptions, build_body
 from loadgen.client.config import ClientConfig
 from loadgen.engines.registry import identity_routes
-from loadgen.names import Phase
+from loadgen.names import Outcome, Phase
 from loadgen.record import CellKey, Record
+from loadgen.target.expect import expect_mismatches
 from loadgen.target.llamacpp import server_identity
 from loadgen.target.unreachable import down_state
 
 HEALTH_PATHS = ("/health_generate", "/health", "/v1/models")
+NOT_OPENAI = "not an OpenAI answer: "
+IN_FLIGHT = "no answer yet to "
+IN_FLIGHT_AFTER_S = 5.0
+TICK_S = 1.0
 INFO_PATHS = identity_routes()  # the engines' routes whose answer is the server's settings
 MAX_STATES = 64
 
@@ -73,10 +83,14 @@ class _Gate:
         self.headers = headers or {}
         self.request_timeout_s = request_timeout_s
         self.res = ReadyResult(ready=False, elapsed_s=0.0, reason="")
+        self.step = ""  # what the poll waits for now
 
-    async def _get(self, path: str, timeout_s: float):
+    async def _get(self, path: str, timeout_s: float, content_type: list[str] | None = None):
+        self.step = f"GET {path}"
         async with self.session.get(self.url + path, headers=self.headers,
                                     timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+            if content_type is not None:
+                content_type.append(resp.content_type)
             return resp.status, await resp.read()
 
     async def _first_answer(self, paths: tuple[str, ...], timeout_s: float):
@@ -100,12 +114,26 @@ class _Gate:
         path, status, body = got
         if status == 200:
             self.res.health_path = path
-            if path == "/v1/models" and self.model is None:
-                self.model = _first_model(body)
             return None
         if status not in (404, 405):
             self.res.saw_down = True
         return f"{path} answered {status}"
+
+    async def models(self, timeout_s: float) -> str | None:
+        """None unless `/v1/models` answers 200 with something other than a JSON object (`NOT_OPENAI`); its first
+        model becomes the generations' when none was named. No answer is the generations' to judge."""
+        content_type: list[str] = []
+        try:
+            status, body = await self._get("/v1/models", timeout_s, content_type)
+        except (TimeoutError, aiohttp.ClientError, OSError):
+            return None
+        if status != 200:
+            return None
+        if not isinstance(_json(body), dict):
+            what = "HTML" if "html" in content_type[0] else "no JSON"
+            return f"{NOT_OPENAI}/v1/models: {what}"
+        self.model = self.model or _first_model(body)
+        return None
 
     async def identity(self, timeout_s: float) -> str | None:
         """None when condition (a) holds; else why not."""
@@ -128,12 +156,6 @@ class _Gate:
 
     async def generations(self, timeout_s: float) -> str | None:
         """Run up to `successes` 1-token generations back to back; None when all succeeded."""
-        if self.model is None:
-            try:
-                status, body = await self._get("/v1/models", timeout_s)
-                self.model = _first_model(body) if status == 200 else None
-            except (TimeoutError, aiohttp.ClientError, OSError):
-                pass
         self.res.model = self.model
         ccfg = ClientConfig(base_url=self.url, api=self.api, timeout_s=timeout_s, idle_timeout_s=timeout_s)
         opts = RequestOptions(model=self.model or "", max_tokens=1, ignore_eos=False, spec_details=False)
@@ -141,14 +163,25 @@ class _Gate:
             prompt = f"Readiness probe {uuid.uuid4().hex}. Reply with one word."
             rec = Record(run_id="readiness", cell=CellKey(0, 1), seq=i, phase=Phase.WARMUP,
                          request_id=f"readiness-{uuid.uuid4().hex[:12]}", t_intended_ns=time.monotonic_ns())
+            self.step = "a 1-token generation"
             await send(self.session, ccfg, build_body(self.api, prompt, opts), rec)
             if rec.ok and (rec.completion_tokens or 0) >= 1:
                 self.res.generations_ok += 1
                 continue
             self.res.generations_failed += 1
             self.res.last_error = f"{rec.outcome}: {rec.error or 'no tokens'}"
+            if no_events(rec):
+                return f"{NOT_OPENAI}no SSE answer"
             return f"generation {i + 1}/{self.successes} failed ({self.res.last_error})"
         return None
+
+
+def no_events(rec: Record) -> bool:
+    """A generation answered 200 with a body that held no event a stream parser could take (a web page, a
+    JSON answer to a streaming request): no server that is starting answers so. A body that ended before its
+    first byte, or an error event, is not this."""
+    return (rec.status == 200 and rec.outcome is Outcome.PROTOCOL_ERROR and not rec.chunks
+            and rec.t_first_byte_ns is not None and not (rec.error or "").startswith("server error"))
 
 
 async def wait_ready(session: aiohttp.ClientSession, url: str, api: str = "openai-chat",
@@ -171,7 +204,8 @@ async def wait_ready(session: aiohttp.ClientSession, url: str, api: str = "opena
     deadline = t0 + timeout_s
     while True:
         left = deadline - time.monotonic()
-        state = await _poll(gate, require_restart, after, max(min(request_timeout_s, left), 0.5))
+        state = await _polled(gate, _poll(gate, require_restart, after, max(min(request_timeout_s, left), 0.5)),
+                              t0, progress)
         res.elapsed_s = time.monotonic() - t0
         if state is None:
             res.ready = True
@@ -192,8 +226,24 @@ async def wait_ready(session: aiohttp.ClientSession, url: str, api: str = "opena
         await asyncio.sleep(min(poll_s, left))
 
 
+async def _polled(gate: _Gate, poll, t0: float, progress: Progress | None) -> str | None:
+    """The poll's state; while it has waited `IN_FLIGHT_AFTER_S` or more, `progress` hears what for, each
+    `TICK_S`."""
+    task = asyncio.ensure_future(poll)
+    started = time.monotonic()
+    try:
+        while not task.done():
+            await asyncio.wait([task], timeout=TICK_S)
+            now = time.monotonic()
+            if not task.done() and progress and now - started >= IN_FLIGHT_AFTER_S:
+                progress(now - t0, IN_FLIGHT + gate.step)
+        return task.result()
+    finally:
+        task.cancel()
+
+
 async def _poll(gate: _Gate, require_restart: bool, after, timeout_s: float) -> str | None:
-    state = await gate.health(timeout_s)
+    state = await gate.health(timeout_s) or await gate.models(timeout_s)
     if state is not None:
         return state
     if require_restart:
@@ -208,42 +258,6 @@ async def _poll(gate: _Gate, require_restart: bool, after, timeout_s: float) -> 
 def _note(res: ReadyResult, t_s: float, state: str) -> None:
     if (not res.states or res.states[-1][1] != state) and len(res.states) < MAX_STATES:
         res.states.append((t_s, state))
-
-
-def expect_mismatches(info: dict, expect: dict) -> list[str]:
-    """'key: server has X, expected Y' for each expected key whose value differs (dotted keys walk into
-    nested objects and lists). Numbers compare by value, so "16" matches 16 and 16.0."""
-    wrong = []
-    for key, want in expect.items():
-        have = lookup(info, key)
-        if have is _MISSING:
-            wrong.append(f"{key}: missing from the server info, expected {want}")
-        elif not same_value(have, want):
-            wrong.append(f"{key}: server has {have}, expected {want}")
-    return wrong
-
-
-_MISSING = object()
-
-
-def lookup(obj, dotted: str):
-    for part in dotted.split("."):
-        if isinstance(obj, dict) and part in obj:
-            obj = obj[part]
-        elif isinstance(obj, list) and part.isdigit() and int(part) < len(obj):
-            obj = obj[int(part)]
-        else:
-            return _MISSING
-    return obj
-
-
-def same_value(have, want) -> bool:
-    if isinstance(have, bool) or isinstance(want, bool):
-        return str(have).lower() == str(want).lower()
-    try:
-        return float(have) == float(want)
-    except (TypeError, ValueError):
-        return str(have) == str(want)
 
 
 def _json(body: bytes):
