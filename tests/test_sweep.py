@@ -439,24 +439,26 @@ def test_the_simulator_example_sweep_runs_anywhere(tmp_path):
     """docs/examples/sim_budget_sweep.toml as shipped but for its port, with an empty PATH (no `python3` to
     find: `{python}` is the interpreter running the sweep) and a nested --out-dir whose folders do not exist:
     two configurations measured (exit 0), each by a simulator of its own budget (the first one stopped through
-    the pidfile when the second started)."""
+    the pidfile when the second started); the pidfile and the log are in --out-dir (`{out_dir}`), not in the
+    file's own results/sim-budget."""
     port = free_port()
     text = SIM_EXAMPLE.read_text().replace("30123", str(port))
     (tmp_path / "sweep.toml").write_text(text)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PATH": str(tmp_path / "empty")}
-    run = subprocess.run([sys.executable, "-m", "loadgen", "sweep", "sweep.toml", "--out-dir", "results/sim-budget"],
+    run = subprocess.run([sys.executable, "-m", "loadgen", "sweep", "sweep.toml", "--out-dir", "runs/nested/budget"],
                          cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
-    pidfile = tmp_path / "results" / "sim-budget" / "sim.pid"
-    pid = int(pidfile.read_text())
+    out = tmp_path / "runs" / "nested" / "budget"
+    pid = int((out / "sim.pid").read_text())
     try:
         assert run.returncode == 0, run.stderr[-3000:]
-        summary = json.loads((tmp_path / "results" / "sim-budget" / "sweep.json").read_text())
+        assert not (tmp_path / "results").exists()  # nothing at the file's own out_dir
+        summary = json.loads((out / "sweep.json").read_text())
         assert [(c["name"], c["status"]) for c in summary["configs"]] == [("b8_t4", "ok"), ("b16_t8", "ok")]
         for name, budget in (("b8_t4", 8), ("b16_t8", 16)):
-            doc = json.loads((tmp_path / "results" / "sim-budget" / f"{name}.json").read_text())
+            doc = json.loads((out / f"{name}.json").read_text())
             assert doc["target"]["server_info"]["speculative_ddtree_budget"] == budget
             assert [c["status"] for c in doc["cells"]] == ["ok", "ok"]
-        log = (tmp_path / "results" / "sim-budget" / "sim.log").read_text()
+        log = (out / "sim.log").read_text()
         assert log.count("loadgen-sim ready on") == 2 and "budget=16 topk=8" in log.splitlines()[-1]
     finally:
         os.kill(pid, signal.SIGTERM)  # --exit-idle would stop it 30 s from now

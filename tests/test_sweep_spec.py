@@ -80,7 +80,9 @@ def test_hostile_placeholder_values_are_refused(value):
 @pytest.mark.parametrize("changes, message", [
     ({"reconfigure": "ssh gpu-host bash /root/r.sh {budget}"},
      "reconfigure must be an argv list, not a shell"),
-    ({"configs": [{"name": "b16", "budget": 16}]}, r"placeholder \{topk\} .* has no value"),
+    ({"configs": [{"name": "b16", "budget": 16}]}, r"\{topk\} has no value; add topk = … to each configuration"),
+    ({"configs": [{"name": "b16", "budget": 16, "top_k": 4}]}, r"sweep.toml b16 reconfigure: \{topk\} has no value; "
+                                                             r"did you mean \{top_k\}\?"),
     ({"configs": [{"name": "a", "budget": 1, "topk": 1}, {"name": "a", "budget": 2, "topk": 1}]},
      "configuration names repeat"),
     ({"matrix": {"contexts": [60], "concurency": [1]}}, "unknown key.*concurency"),
@@ -106,7 +108,7 @@ def test_cli_exit_2_with_one_line(tmp_path, cli):
     assert res.returncode == 2
     assert res.stderr.count("\n") == 1 and "budget = '1;id' has characters" in res.stderr
     missing = cli("sweep", str(tmp_path / "nope.toml"))
-    assert missing.returncode == 2 and "No such file" in missing.stderr
+    assert missing.returncode == 2 and "no such file" in missing.stderr
 
 
 # ---- the readiness gate against a small real server ------------------------------------------------------

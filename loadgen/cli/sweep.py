@@ -39,8 +39,7 @@ def sweep_main(argv: list[str]) -> int:
     p.add_argument("--only", metavar="NAME[,NAME]", help="run only these configurations")
     p.add_argument("--dry-run", action="store_true", help="print what each configuration would run, and stop")
     a = p.parse_args(argv)
-    spec = load_spec(a.file)
-    spec.out_dir = a.out_dir or spec.out_dir
+    spec = load_spec(a.file, a.out_dir)  # before the commands are rendered: {out_dir} is --out-dir's
     only = [n.strip() for n in a.only.split(",") if n.strip()] if a.only else None
     if a.dry_run:
         return dry_run(spec, only)

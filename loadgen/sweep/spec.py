@@ -14,6 +14,7 @@ from typing import overload
 
 from loadgen.client.api import APIS
 from loadgen.errors import UsageError
+from loadgen.files import read_input
 from loadgen.sweep.search_table import SEARCH_FLAGS, check_search
 from loadgen.sweep.template import render, render_argv, value_text
 from loadgen.sweep.verify_spec import reference_args, reference_first, verify_flags
@@ -94,11 +95,7 @@ class SweepSpec:
 
 
 def load_spec(path: str, out_dir: str | None = None) -> SweepSpec:
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
-    except OSError as exc:
-        raise UsageError(f"sweep file {path}: {exc.strerror}; give the path of a sweep TOML file") from None
+    raw = read_input(path, "give the path of a sweep TOML file", "sweep file")
     text = raw.decode("utf-8", "replace")
     try:
         doc = tomllib.loads(text)
@@ -136,14 +133,14 @@ def parse_spec(doc: dict, path: str, text: str = "", out_dir: str | None = None)
     search = _table(doc, "search", path)
     check_search(search, matrix, path)
     flags += _flags(search, SEARCH_FLAGS, f"{path} [search]", base)
-    configs = [_config(params, where, url, reconfigure, diagnostics, expect, readiness)
+    out_dir = out_dir or _str(doc, "out_dir", path) or os.path.join("results", name)
+    configs = [_config(params, where, path, out_dir, url, reconfigure, diagnostics, expect, readiness)
                for params, where in _config_params(doc, path)]
     names = [c.name for c in configs]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise UsageError(f"{path}: configuration names repeat ({', '.join(dup)}); give each a unique name")
     reference = reference_first(configs, verify.get("reference"), f"{path} [verify]")
-    out_dir = out_dir or _str(doc, "out_dir", path) or os.path.join("results", name)
     return SweepSpec(path=path, text=text, name=name, out_dir=out_dir, api=api,
                      model=model, readiness=readiness, configs=configs, run_flags=flags, matrix=dict(matrix),
                      verify_reference=reference, search=dict(search))
@@ -170,7 +167,8 @@ def _config_params(doc: dict, path: str) -> list[tuple[dict, str]]:
     return out
 
 
-def _config(params: dict, where: str, url: str, reconfigure, diagnostics, expect, readiness) -> Config:
+def _config(params: dict, where: str, path: str, out_dir: str, url: str, reconfigure, diagnostics, expect,
+            readiness) -> Config:
     name = params.pop("name", None)
     timeout_s = params.pop("timeout_s", readiness.timeout_s)
     if not _is_number(timeout_s) or timeout_s <= 0:
@@ -181,7 +179,8 @@ def _config(params: dict, where: str, url: str, reconfigure, diagnostics, expect
     if not isinstance(name, str) or not NAME.fullmatch(name):
         raise UsageError(f"{where}: name = {name!r}: use letters, digits, _ . - (it names the results file)")
     values["name"] = name
-    where = f"{where} ({name})"
+    values.setdefault("out_dir", out_dir)  # {out_dir}: the results folder, --out-dir's when given
+    where = f"{path} {name}"  # named now: short, so that an error about its templates fits one line
     rendered_expect = {}
     for key, want in expect.items():
         if isinstance(want, str):

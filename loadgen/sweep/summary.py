@@ -7,7 +7,7 @@ import fcntl
 import os
 from datetime import UTC, datetime
 
-from loadgen.console import WIDTH
+from loadgen.console import WIDTH, wrap
 from loadgen.errors import UsageError
 from loadgen.files import write_json_atomic
 from loadgen.names import CellStatus, ConfigStatus
@@ -101,9 +101,11 @@ def print_summary(spec: SweepSpec, summary: dict) -> None:
         note = f"  {c['reason']}" if c["status"] != ConfigStatus.OK and c["reason"] else ""
         cells = f"{c['cells_ok']}/{c['cells_total']} cells ok{_measured_note(c)}"
         cut = f", {len(c['cells_cut_short'])} cut short" if c.get("cells_cut_short") else ""
-        print(f"  {c['name']:<20} {c['status']:<8} {cells}{cut}{note}")
+        # a failed configuration's reason is long (the gate's last state): wrapped under its cells, never cut
+        print(wrap(f"  {c['name']:<20} {c['status']:<8} {cells}{cut}{note}", WIDTH, " " * 30))
         if c.get("garbage_cells"):
-            print(f"  {'':<20} GARBAGE OUTPUT in {', '.join(c['garbage_cells'])} (--verify): never best")
+            print(wrap(f"  {'':<20} GARBAGE OUTPUT in {', '.join(c['garbage_cells'])} (--verify): never best", WIDTH,
+                       " " * 30))
     runs = load_inputs([spec.out_dir])
     if any(r.cells for r in runs):
         print()

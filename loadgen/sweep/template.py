@@ -12,6 +12,7 @@ activated included), where `python3` from PATH may not know loadgen.
 
 from __future__ import annotations
 
+import difflib
 import re
 import sys
 
@@ -55,10 +56,9 @@ def render(template: str, values: dict[str, str], where: str) -> str:
         if name not in values and name in BUILTINS:
             return BUILTINS[name]
         if name not in values:
-            known = ", ".join(sorted(values)) or "none"
-            raise UsageError(f"{where}: placeholder {{{name}}} in {template!r} has no value (this "
-                             f"configuration sets: {known}); add {name} to the configuration or remove it "
-                             "from the template")
+            close = difflib.get_close_matches(name, [*values, *BUILTINS], 1)
+            fix = f"did you mean {{{close[0]}}}?" if close else f"add {name} = … to each configuration"
+            raise UsageError(f"{where}: {{{name}}} has no value; {fix}")
         return values[name]
 
     return TOKEN.sub(sub, template)
