@@ -164,7 +164,7 @@ def _verified(ok: int, note: str = "") -> dict:
 @pytest.mark.unit
 def test_the_default_columns_are_those_of_the_kind_of_run_whatever_the_cells_hold():
     plain = [c.header for c in table.default_columns([{"context_tokens": 60, "concurrency": 1}])]
-    assert plain == ["ctx", "conc", "ok/fail", "out tok/s", "±95%", "req tok/s mean", "TTFT p50", "TTFT p99",
+    assert plain == ["ctx", "conc", "ok/fail", "out tok/s", "±95%", "req tok/s mean", "TTFT p50 ms", "TTFT p99 ms",
                      "E2E s", "accept", "J/tok", "GPU%"]
     few = [_verified(16)]
     many = [_verified(99999, f"note {i}") for i in range(12)]  # wider counts, notes up to n12

@@ -32,17 +32,18 @@ def test_matrix_table():
     # table has every column, each note in its row
     assert table.header() == (
         '   ctx  conc   ok/fail runs  out tok/s    ±95% steady tok/s req tok/s mean    ±req  req p10 TTFT mean ms'
-        '  TTFT p50    ±p50  TTFT p99  pp tok/s  E2E s tok/chk accept source      ms/step      W   J/tok     GPU% SM clk '
+        ' TTFT p50 ms    ±p50 TTFT p99 ms  pp tok/s  E2E s tok/chk accept source      ms/step      W   J/tok     GPU% '
+        'SM clk '
         ' DRAM tensor pwr cap bottleneck           note')
     assert table.row(CLOSED) == (
         '  1024    32      63/1    1     4723.2       -       4790.0          147.6       -   120.0*        251.4'
-        '    200.0*       -   1037.5*      4073   1.90    3.86   3.91 counters          -   3612   0.765        -      - '
-        '    -      -       - -                    sources disagree: counters=3.91 vs log=4.50 | CLIENT SATURATED'
+        '      200.0*       -     1037.5*      4073   1.90    3.86   3.91 counters          -   3612   0.765        -'
+        '      -     -      -       - -                    sources disagree: counters=3.91 vs log=4.50 | CLIENT SATURATED'
         ' (client CPU 95% > 90%): add --workers auto (client processes share the load) | w')
     assert table.row({"context_tokens": 60, "concurrency": 1}) == (
         '    60     1       0/0    1          -       -            -              -       -        -            -'
-        '         -       -         -         -      -       -      - -                 -      -       -        -      - '
-        '    -      -       - -                    ')
+        '           -       -           -         -      -       -      - -                 -      -       -        - '
+        '     -     -      -       - -                    ')
     wide = table.table([CLOSED], wide=True).splitlines()
     assert wide[:2] == [table.header(), table.row(CLOSED).rstrip()]  # the wide rows: every column, each note
     assert " ".join(w.strip() for w in wide[2:]) == table.footnote([CLOSED])  # the legend wrapped, never cut
@@ -52,9 +53,9 @@ def test_matrix_table():
 def test_matrix_names_its_run_numbers_its_notes_and_explains_the_mark():
     assert table.table([CLOSED], table.title("base", "r1")).splitlines() == [
         "run r1  label base",
-        "   ctx  conc   ok/fail  out tok/s    ±95% req tok/s mean  TTFT p50  TTFT p99  E2E s accept   J/tok     GPU% "
+        "   ctx  conc   ok/fail  out tok/s    ±95% req tok/s mean TTFT p50 ms TTFT p99 ms  E2E s accept   J/tok     GPU% "
         "note",
-        "  1024    32      63/1     4723.2       -          147.6    200.0*   1037.5*   1.90   3.91   0.765        - n1",
+        "  1024    32      63/1     4723.2       -          147.6      200.0*     1037.5*   1.90   3.91   0.765        - n1",
         "n1 ctx 1024 conc 32: sources disagree: counters=3.91 vs log=4.50 | CLIENT SATURATED (client CPU 95% > 90%): add",
         "    --workers auto (client processes share the load) | w",
         "* percentile computed from fewer than 100 samples (requests with that figure): a p99 of fewer than 100 is "
@@ -64,8 +65,8 @@ def test_matrix_names_its_run_numbers_its_notes_and_explains_the_mark():
     many = dict(CLOSED, ttft_s=dict(CLOSED["ttft_s"], samples=300), request_tok_s={"samples": 300}, warnings=[],
                 client=None, accept_length=None, intervals={"output_tok_s": [4700.0, 4746.5]})
     lines = table.table([many]).splitlines()
-    assert lines[1] == ("  1024    32      63/1     4723.2   ±23.2              -     200.0    1037.5   1.90      -   0.765"
-                        "        -")
+    assert lines[1] == ("  1024    32      63/1     4723.2   ±23.2              -       200.0      1037.5   1.90      -   "
+                        "0.765        -")
     assert lines[2].startswith("±95%: half-width of the 95 % confidence interval of out tok/s")  # no "*" legend
     assert table.title(None, "r1") == "run r1"
 

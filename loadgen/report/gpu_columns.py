@@ -4,7 +4,7 @@ name: host, pwr, temp, mem, comp, clnt, ?) and the wide ones (the figures behind
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from loadgen.metrics.bottleneck import utilization_percent
 from loadgen.names import Bottleneck
@@ -16,6 +16,8 @@ from loadgen.results.gpu_part import Gpu
 SHORT: dict[str, str] = {Bottleneck.CLIENT: "clnt", Bottleneck.SERVER_HOST: "host", Bottleneck.GPU_POWER_CAP: "pwr",
          Bottleneck.GPU_THERMAL: "temp", Bottleneck.GPU_MEMORY_BANDWIDTH: "mem", Bottleneck.GPU_COMPUTE: "comp",
          Bottleneck.UNKNOWN: "?"}
+MEANING = {"clnt": "the client", "host": "the server's host side", "pwr": "the GPU power cap", "temp": "heat",
+           "mem": "memory bandwidth", "comp": "GPU compute", "?": "not told apart"}
 
 
 def _gpu(cell: Cell) -> Gpu:
@@ -34,6 +36,16 @@ def busy_and_bottleneck(cell: Cell) -> str:
     if util is None:
         return verdict if gpu.bottleneck == Bottleneck.CLIENT else tt.MISSING
     return f"{util:.0f} {verdict}".strip()
+
+
+def legend(cells: Sequence[Cell]) -> str | None:
+    """The legend of `GPU%`'s short names, those the rows show: 'GPU%: busy % of the GPUs and what limited the
+    cell (host = the server's host side, ? = not told apart; docs/bottleneck.md)'."""
+    shown = {SHORT[b] for c in cells if (b := _gpu(c).bottleneck) in SHORT}
+    if not shown:
+        return None
+    said = ", ".join(f"{name} = {MEANING[name]}" for name in MEANING if name in shown)
+    return f"GPU%: busy % of the GPUs and what limited the cell ({said}; docs/bottleneck.md)"
 
 
 def _share(name: str) -> Callable[[Cell], str]:

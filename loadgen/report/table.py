@@ -130,9 +130,9 @@ COLUMNS = [
     Column("±req", 7, half_width("request_tok_s.mean")),
     Column("req p10", 8, _percentile("request_tok_s.p10")),
     Column("TTFT mean ms", 12, millis("ttft_s.mean")),
-    Column("TTFT p50", 9, _percentile("ttft_s.p50", ms=True)),
+    Column("TTFT p50 ms", 11, _percentile("ttft_s.p50", ms=True)),
     Column("±p50", 7, half_width("ttft_s.p50", 1e3)),
-    Column("TTFT p99", 9, _percentile("ttft_s.p99", ms=True)),
+    Column("TTFT p99 ms", 11, _percentile("ttft_s.p99", ms=True)),
     Column("pp tok/s", 9, number("prefill_tok_s", ".0f")),
     Column("E2E s", 6, number("e2e_s.mean", ".2f")),
     Column("tok/chk", 7, number("tokens_per_chunk_mean", ".2f")),
@@ -148,8 +148,8 @@ COLUMNS = [
 
 # the default table's columns → priority: when the rows are wider than the limit, the lowest goes first
 DEFAULT = {"ctx": 100, "conc": 100, "ok/fail": 90, "out tok/s": 100, "±95%": 80, "req tok/s mean": 85,
-           "TTFT p50": 85, "TTFT p99": 70, "E2E s": 60, "accept": 75, "J/tok": 62, "GPU%": 65, "verify": 95,
-           "SLO": 95, "note": 100}
+           "TTFT p50 ms": 85, "TTFT p99 ms": 70, "E2E s": 60, "accept": 75, "J/tok": 62, "GPU%": 65, "verify": 95,
+           "SLO": 95, "good tok/s": 94, "note": 100}
 NOTE_REF = Column("note", 0, lambda ref: ref)  # the default table's note column: the number of the cell's note
 
 
@@ -191,7 +191,7 @@ ABANDONED_LEGEND = "+Na in ok/fail: N requests closed on purpose (--cancel-fract
 
 
 def footnote(cells: Sequence[Cell]) -> str | None:
-    """The legends of "*", "+Nc", "+Na" and "±95%", for the marks the rows carry, one a line."""
+    """The legends of "*", "+Nc", "+Na", "±95%" and GPU%'s names, for the marks the rows carry, one a line."""
     results = [as_result(c) for c in cells]
     legends = []
     if any(_few_samples(c, path) for c in results for path in PERCENTILES):
@@ -203,7 +203,8 @@ def footnote(cells: Sequence[Cell]) -> str | None:
     if any(c.noise.intervals for c in results):
         legends.append("±95%: half-width of the 95 % confidence interval of out tok/s (over the requests, or "
                        "over the runs of --repeat)")
-    return "\n".join(legends) or None
+    gpu = gpu_columns.legend(results)
+    return "\n".join(legends + ([gpu] if gpu else [])) or None
 
 
 PERCENTILES = ("request_tok_s.p10", "ttft_s.p50", "ttft_s.p99")  # the figures `*` may mark
