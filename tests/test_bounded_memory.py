@@ -161,9 +161,11 @@ def test_open_files_say_how_many_streams_a_process_holds_and_which_workers_hold_
     with pytest.raises(UsageError) as exc:
         check_open_files(10_000, 1, 1_024, 4_096)
     assert str(exc.value) == (
-        "--concurrency 10000: one process would hold 10000 streams, but the open-file limit 1024 (hard 4096) "
-        "lets a process hold 960; use --workers 11, or raise the hard limit (ulimit -Hn as root, LimitNOFILE= "
-        "for a systemd unit, docker --ulimit nofile=)")
+        "--concurrency 10000: ulimit -n 1024 (hard 4096) allows 960 streams a process; use --workers 11 or raise it")
+    with pytest.raises(UsageError) as exc:
+        check_open_files(10_000, 3, 1_024, 1_024)
+    assert str(exc.value) == "--concurrency 10000 over 3 workers: ulimit -n 1024 allows 960 streams a process; use " \
+        "--workers 11 or raise it"
     assert workers_needed(10_000, 1_024) * streams_per_process(1_024) >= 10_000
 
 
@@ -181,9 +183,7 @@ def test_a_run_over_the_open_file_limit_says_so_before_any_load():
                            "1000"], capture_output=True, text=True, timeout=60, cwd=ROOT, preexec_fn=low_limit)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.splitlines() == [
-        "loadgen: error: --concurrency 1000: one process would hold 1000 streams, but the open-file limit 512 "
-        "lets a process hold 448; use --workers 3, or raise the hard limit (ulimit -Hn as root, LimitNOFILE= "
-        "for a systemd unit, docker --ulimit nofile=)"]
+        "loadgen: error: --concurrency 1000: ulimit -n 512 allows 448 streams a process; use --workers 3 or raise it"]
 
 
 @pytest.mark.unit

@@ -57,8 +57,9 @@ def check_open_files(streams: int, workers: int, soft: int, hard: int) -> None:
     per = streams_per_process(soft)
     if share <= per:
         return
-    holder = "one process" if workers <= 1 else f"each of {workers} worker processes"
+    spread = "" if workers <= 1 else f" over {workers} workers"
     limit = f"{soft}" if soft == hard else f"{soft} (hard {hard})"
-    raise UsageError(f"--concurrency {streams}: {holder} would hold {share} streams, but the open-file limit "
-                     f"{limit} lets a process hold {per}; use --workers {workers_needed(streams, soft)}, or raise "
-                     f"the hard limit (ulimit -Hn as root, LimitNOFILE= for a systemd unit, docker --ulimit nofile=)")
+    # one line within 120 columns; how to raise the hard limit (ulimit -Hn, LimitNOFILE=, docker --ulimit) is
+    # in docs/performance.md
+    raise UsageError(f"--concurrency {streams}{spread}: ulimit -n {limit} allows {per} streams a process; use "
+                     f"--workers {workers_needed(streams, soft)} or raise it")

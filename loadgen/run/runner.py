@@ -200,7 +200,7 @@ class Runner:
         log(f"target {t.url}  engine={t.engine}  model={t.model}  api={t.api}  fingerprint={t.fingerprint()}")
         if spec:
             log("speculative: " + "  ".join(f"{k.replace('speculative_', '')}={v}" for k, v in spec.items()))
-        log(f"{sizing_note(prompts.describe())}; run {self.run_id}")
+        log(sizing_note(prompts.describe()))  # the run id heads the matrix's first line, next
         p = self.parts
         if p.verifier is not None:
             await p.verifier.prepare(session, prompts.model)
