@@ -148,8 +148,8 @@ def test_the_reference_says_its_own_garbage_and_its_floor_once():
     assert lines[1].startswith("the server is not deterministic alone for 8 of 8 prompts (prompt 0, 1, 2")
     assert lines[1].endswith("divergence under load is not evidence against it")
     stable = reference_lines(reference_summary(reference([CLEAN] * 2, [CLEAN] * 2)))
-    assert stable == ["the server answered each of the 2 prompts the same twice alone: a divergence under load "
-                      "is the load's"]
+    assert stable == ["the server answered each of the 2 prompts the same twice alone: any divergence under load "
+                      "comes from the load"]
     once = reference_lines(reference_summary(reference([CLEAN, LOOPS], None)))
     assert once[0].startswith("1 of 2 reference outputs end in a repetition loop")
     assert "noise floor alone is unknown" in once[1]

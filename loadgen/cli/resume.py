@@ -26,7 +26,7 @@ import os
 import sys
 
 from loadgen.config import RunConfig
-from loadgen.console import log
+from loadgen.console import WIDTH, log
 from loadgen.errors import UsageError
 from loadgen.files import read_json
 from loadgen.report.table import table
@@ -50,15 +50,29 @@ def args_diff(old: dict, new: dict) -> list[str]:
     """'max_tokens: 256 → 512' for each compared setting stored in both that differs (a setting the older
     file does not know is not a difference)."""
     keys = sorted((set(old) & set(new)) - NOT_COMPARED)
-    return [f"{k}: {_show(old[k])} → {_show(new[k])}" for k in keys if _norm(old[k]) != _norm(new[k])]
+    return [f"{k}: {_show(k, old[k])} → {_show(k, new[k])}" for k in keys if _norm(old[k]) != _norm(new[k])]
 
 
 def _norm(value):
     return list(value) if isinstance(value, tuple) else value
 
 
-def _show(value) -> str:
+def _show(key: str, value) -> str:
+    if value is None:  # not given: for --url, the built-in simulator was measured
+        return "the built-in simulator" if key == "url" else "not given"
     return ",".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
+
+
+def other_settings(out: str | None, diff: list[str]) -> UsageError:
+    """The one line refusing an `--out` measured with other settings: the differences in it where they fit
+    120 columns, else named on the lines above it."""
+    fix = "; --force replaces it, another --out keeps both"
+    said = f"{out} was measured with other settings ({'; '.join(diff)}){fix}"
+    if len(f"loadgen: error: {said}") <= WIDTH:
+        return UsageError(said)
+    for d in diff:
+        log(f"{out}: {d}")
+    return UsageError(f"{out} was measured with other settings (named above){fix}")
 
 
 def load_doc(path: str) -> dict | None:
@@ -161,8 +175,7 @@ class Resume:
     def _kept(self, doc: dict) -> list[CellResult]:
         diff = same_settings(doc, self.cfg, self.searched) if stored_cells(doc) else []
         if diff:
-            raise UsageError(f"{self.cfg.out} holds a run measured with other settings ({'; '.join(diff)}); "
-                             "pass --force to replace it, or choose another --out to keep both")
+            raise other_settings(self.cfg.out, diff)
         if self.searched:
             return [c for c in kept_cells(doc, None) if c.key.context_tokens in self.cfg.contexts]
         return kept_cells(doc, set(self.cfg.cells()))

@@ -12,7 +12,7 @@ from loadgen.names import SloMetric, values
 
 EXAMPLE = "e.g. --slo ttft=300ms,tpot=25ms,e2e=20s"
 UNITS_S = {"ms": 1e-3, "s": 1.0}
-_VALUE = re.compile(r"^([0-9]*\.?[0-9]+(?:e[-+]?[0-9]+)?)\s*(ms|s)$", re.IGNORECASE)
+_VALUE = re.compile(r"^([-+]?[0-9]*\.?[0-9]+(?:e[-+]?[0-9]+)?)\s*(ms|s)$", re.IGNORECASE)  # a sign: -5ms has a unit
 
 
 def parse_targets(text: str) -> dict[str, float]:

@@ -250,8 +250,8 @@ def legend(rows: list[Row], mark: str) -> list[str]:
         lines.append(f"{CHECK_MARK} measured, but the cell failed a check ({', '.join(checked)}): its figures are "
                      "shown and never best; the note says why")
     if cells:
-        lines.append(f"tied: {len(cells)} of {len(cells) + len(named)} compared figures have no leader beyond noise "
-                     f"and {RESOLUTION:.0%}, so no best is named for them")
+        lines.append(f"tied: {len(cells)} of {len(cells) + len(named)} compared figures: no leader beyond noise and "
+                     f"{RESOLUTION:.0%}, so no best is named")
     if any(any(r["intervals"].values()) and not r["repeated"] for r in rows):
         lines.append("one measurement per cell: its intervals hold the noise between requests, not between runs "
                      "(server state, a busy machine); --repeat 3 measures that too")

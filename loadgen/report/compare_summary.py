@@ -28,7 +28,8 @@ def verdict_text(result: GateResult) -> str:
     parts = [_plural(n, word) + tail for verdict, word, tail in counts if (n := result.count(verdict))]
     text = ", ".join(parts) or "no regression beyond noise"
     noise = result.count(Verdict.WITHIN_NOISE)
-    return text + (f" ({_plural(noise, 'change')} past its limit within noise)" if noise else "")
+    past = "past its limit" if noise == 1 else "past their limits"
+    return text + (f" ({_plural(noise, 'change')} {past} within noise)" if noise else "")
 
 
 def verdict_line(result: GateResult) -> str:
