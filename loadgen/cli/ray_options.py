@@ -39,8 +39,7 @@ def ray_config(a: argparse.Namespace, par: ParallelConfig) -> ParallelConfig:
             raise UsageError("--workers-per-node needs --ray ADDRESS (on one host, use --workers N)")
         return par
     address = check_address(a.ray)
-    if importlib.util.find_spec("ray") is None:
-        raise UsageError(f"--ray needs Ray, which is not installed here: {RAY_FIX}")
+    # the flags first: a conflict between them is fixed now, Ray's absence by an install
     if par.shard:
         raise UsageError("--ray and --shard are two ways to use several hosts: choose one (docs/distributed.md)")
     if a.verify is not None:
@@ -50,6 +49,8 @@ def ray_config(a: argparse.Namespace, par: ParallelConfig) -> ParallelConfig:
         raise UsageError(f"--workers {a.workers} and --workers-per-node {per_node}: give one of them")
     if per_node is not None and per_node < 1:
         raise UsageError(f"--workers-per-node {per_node}: must be ≥ 1")
+    if importlib.util.find_spec("ray") is None:
+        raise UsageError(f"--ray needs Ray, which is not installed here: {RAY_FIX}")
     if not explicit and per_node is None:
         per_node = 1
     return replace(par, ray_address=address, workers_per_node=per_node, workers=1 if per_node else par.workers)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 from loadgen.client.h1_parse import (
     CHUNK_SIZES,
@@ -46,12 +47,12 @@ class Connection(asyncio.Protocol):
     __slots__ = ("pool", "transport", "state", "handler", "body", "buf", "chunk_left", "body_left", "mode",
                  "keep_alive", "lost", "last_rx_ns", "drained", "idle_since", "served", "reuse_idle_s", "fd")
 
-    def __init__(self, pool):
+    def __init__(self, pool) -> None:
         self.pool = pool
         self.transport: asyncio.Transport | None = None
         self.state = IDLE
-        self.handler = None
-        self.body = None  # the handler's reader of the body in progress
+        self.handler: Any = None  # the request's handler: head, end, fail (h1.py, h1_sender.py)
+        self.body: Any = None  # the handler's reader of the body in progress
         self.buf = b""
         self.chunk_left = -1  # chunked: bytes left of a chunk begun in an earlier read, its CRLF included; -1: none
         self.body_left = 0  # content-length: bytes left

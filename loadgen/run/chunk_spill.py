@@ -31,7 +31,7 @@ class ChunkSpill:
     """Per-chunk lists in a temporary file (deleted when closed), found by the record's `seq`: where its gaps
     start and how many there are (negative: no per-chunk counts), 16 bytes a record in memory."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._file = tempfile.TemporaryFile(prefix="loadgen-chunks-")
         self._end = 0
         self._first_seq: int | None = None

@@ -52,7 +52,7 @@ _SAME_AS = tuple((INT_FIELDS.index(a), INT_FIELDS.index(b)) for a, b in (
 class RecordColumns:
     """Records appended one by one, held as columns, their integer rows on disk (module docstring)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.n = 0
         self.ints = array("q")  # row-major, len(INT_FIELDS) values a record: the rows not yet in `_file`
         self._file = tempfile.TemporaryFile(prefix="loadgen-rows-")

@@ -86,7 +86,7 @@ def _column_for(value: object) -> type[_SpecColumn] | type[_ListColumn] | None:
 class SpecColumns:
     """The `spec` of every record appended, as columns (module docstring)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.keys: dict[str, _SpecColumn | _ListColumn] = {}
         self.none = array("b")  # 1 where spec is None
         self.other: dict[int, dict] = {}  # a spec with values other than numbers or lists of ints, as it was
