@@ -25,6 +25,7 @@ from loadgen.report.html_tables import (
     matrix_table_html,
     swatch,
 )
+from loadgen.report.html_tune import Tune, tune_section
 from loadgen.report.html_verdict import answer_section
 from loadgen.report.knee_text import knee_lines
 from loadgen.report.plot_axes import config_colors
@@ -121,15 +122,19 @@ def _open_loop(runs: list[Run]) -> str:
     return "".join(parts)
 
 
-def render_page(runs: list[Run], sweeps: list[Sweep], base: int, plots: list[Plot], notes: list[str]) -> str:
+def render_page(runs: list[Run], sweeps: list[Sweep], base: int, plots: list[Plot], notes: list[str],
+                tunes: list[Tune] | None = None) -> str:
     """The whole page as one string. Configurations that measured no cell appear only under "Failed and
-    skipped" (with their reason and diagnostics)."""
+    skipped" (with their reason and diagnostics). A tune's folder puts its own answer (tune.json's) first."""
     measured = [r for r in runs if r.cells]
     problems, n_problems = problems_section(runs, sweeps)
     open_loop = _open_loop(runs)
     categories = category_table(runs)
     sections = [
-        ("answer", "The answer: which configuration wins where, and why",
+        *[(f"tune-{i}", f"The tune's answer: the best configuration at each load ({t[0]['name']})",
+           tune_section(t, config_colors(runs))) for i, t in enumerate(tunes or [])],
+        ("answer", "The answer: which configuration wins where, and why" + (" (every part, as compare reads them)"
+                                                                             if tunes else ""),
          answer_section(verdicts(runs), config_colors(runs))),
         ("plots", "Plots", _plots_section(plots, notes)),
         ("knee", "Where throughput stops growing", _knee_section(measured, config_colors(runs))),

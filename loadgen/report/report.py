@@ -51,7 +51,8 @@ def write_report(runs: list[Run], inputs: list[str], base: int, plots_dir: str |
     if html_path:
         from loadgen.report.html import render_page
         from loadgen.report.html_meta import sweep_summaries
-        page = render_page(runs, sweep_summaries(inputs), base, plots, notes)
+        from loadgen.report.html_tune import tune_documents
+        page = render_page(runs, sweep_summaries(inputs), base, plots, notes, tune_documents(inputs))
         write_atomic(html_path, page.encode("utf-8"))
         written.append(html_path)
     return written, notes
