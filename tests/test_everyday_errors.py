@@ -397,8 +397,10 @@ def test_the_words_under_the_tables():
     assert tied == ["tied: 1 of 1 compared figures: no leader beyond noise and 2%, so no best is named"]
     term = parse_fail_on("out_tok_s:-5%")[0]
     rows = [GateRow(CellKey(60, c), "b", term, Verdict.WITHIN_NOISE) for c in (1, 2)]
-    assert verdict_text(GateResult([term], rows)) == "no regression beyond noise (2 changes past their limits within noise)"
-    assert verdict_text(GateResult([term], rows[:1])) == "no regression beyond noise (1 change past its limit within noise)"
+    assert verdict_text(GateResult([term], rows)) == \
+        "no regression beyond noise (2 changes past their limits within noise)"
+    assert verdict_text(GateResult([term], rows[:1])) == \
+        "no regression beyond noise (1 change past its limit within noise)"
     gpu = {"context_tokens": 60, "concurrency": 1, "status": "ok", "bottleneck": "unknown",
            "gpu_activity": {"total": {"utilization_percent": 60.0}}}
     assert table.row(gpu, [table.gpu_columns.DEFAULT_COLUMN]).strip() == "60 ?"

@@ -53,9 +53,10 @@ def test_matrix_table():
 def test_matrix_names_its_run_numbers_its_notes_and_explains_the_mark():
     assert table.table([CLOSED], table.title("base", "r1")).splitlines() == [
         "run r1  label base",
-        "   ctx  conc   ok/fail  out tok/s    ±95% req tok/s mean TTFT p50 ms TTFT p99 ms  E2E s accept   J/tok     GPU% "
-        "note",
-        "  1024    32      63/1     4723.2       -          147.6      200.0*     1037.5*   1.90   3.91   0.765        - n1",
+        "   ctx  conc   ok/fail  out tok/s    ±95% req tok/s mean TTFT p50 ms TTFT p99 ms  E2E s accept   J/tok     "
+        "GPU% note",
+        "  1024    32      63/1     4723.2       -          147.6      200.0*     1037.5*   1.90   3.91   0.765        "
+        "- n1",
         "n1 ctx 1024 conc 32: sources disagree: counters=3.91 vs log=4.50 | CLIENT SATURATED (client CPU 95% > 90%): add",
         "    --workers auto (client processes share the load) | w",
         "* percentile computed from fewer than 100 samples (requests with that figure): a p99 of fewer than 100 is "
@@ -65,8 +66,8 @@ def test_matrix_names_its_run_numbers_its_notes_and_explains_the_mark():
     many = dict(CLOSED, ttft_s=dict(CLOSED["ttft_s"], samples=300), request_tok_s={"samples": 300}, warnings=[],
                 client=None, accept_length=None, intervals={"output_tok_s": [4700.0, 4746.5]})
     lines = table.table([many]).splitlines()
-    assert lines[1] == ("  1024    32      63/1     4723.2   ±23.2              -       200.0      1037.5   1.90      -   "
-                        "0.765        -")
+    assert lines[1] == ("  1024    32      63/1     4723.2   ±23.2              -       200.0      1037.5   1.90      "
+                        "-   0.765        -")
     assert lines[2].startswith("±95%: half-width of the 95 % confidence interval of out tok/s")  # no "*" legend
     assert table.title(None, "r1") == "run r1"
 
