@@ -150,6 +150,25 @@ def test_an_unreadable_prompts_file_in_a_real_process(tmp_path):
     assert one_line_exit_2(res) == "--prompts x000: permission denied; give a JSONL or text file of prompts"
 
 
+OUTPUT_FLAGS = [  # every flag that names a file or folder to write, under a path whose folder is a file
+    ["sim", "--truth", "F/t.jsonl"], ["sim", "--log-file", "F/l.log"], ["sim", "--pidfile", "F/p.pid"],
+    ["sim", "--detach", "F/l.log"], ["report", "ok.json", "--plots", "F/p"], ["compare", "ok.json", "--out", "F/x.md"],
+    ["compare", "ok.json", "--summary-out", "F/x.md"], ["merge", "F/m.json", "ok.json"], [*RUN[:4], "--out", "F/r.json"],
+    [*RUN, "--verify", "--verify-save-reference", "F/x.json"],
+]
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("argv", OUTPUT_FLAGS, ids=[" ".join(a[:1] + a[-2:]) for a in OUTPUT_FLAGS])
+def test_a_file_that_cannot_be_written_is_one_line_exit_2(argv, cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    results_file(tmp_path / "ok.json")
+    Path("F").write_text("a file, not a folder\n")
+    said = one_line_exit_2(cli(*argv))
+    assert said.endswith(("cannot create the folder F (is not a directory); choose another path",
+                          "cannot create the folder F/p (is not a directory); choose another path")), said
+
+
 # ---- a pipe closed early --------------------------------------------------------------------------------------
 @pytest.mark.sim
 @pytest.mark.parametrize("argv", [["report", "r.json", "--html", "r.html"], ["compare", "r.json", "r.json",

@@ -118,22 +118,26 @@ def check_api(api: str) -> Api:
 def check_out_path(path: str, flag: str = "--out") -> str:
     """The results path, its missing folders created, checked by creating (and removing) a file beside it:
     the only test that holds for root, read-only mounts and ACLs alike."""
-    directory = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
         raise UsageError(f"{flag} {path} is a directory; give a file name, e.g. {os.path.join(path, 'run.json')}")
+    check_out_dir(os.path.dirname(path) or ".", flag, path)  # the folder as given: the error names what was typed
+    return path
+
+
+def check_out_dir(directory: str, flag: str, path: str | None = None) -> None:
+    """`directory`, created if missing, can be written in (a file is created there and removed); `path`: what
+    the user gave, named in the error (the directory itself by default)."""
+    said = f"{flag} {path or directory}"
     try:
         os.makedirs(directory, exist_ok=True)  # like the default --out, which creates results/
     except OSError as exc:
         why = "is not a directory" if isinstance(exc, (FileExistsError, NotADirectoryError)) else exc.strerror
-        raise UsageError(f"{flag} {path}: cannot create the folder {directory} ({why}); choose another path") \
-            from None
+        raise UsageError(f"{said}: cannot create the folder {directory} ({why}); choose another path") from None
     try:
         with tempfile.NamedTemporaryFile(dir=directory, prefix=".loadgen-check-"):
             pass
     except OSError as exc:
-        raise UsageError(f"{flag} {path}: cannot write in {directory} ({exc.strerror}); choose another path") \
-            from None
-    return path
+        raise UsageError(f"{said}: cannot write in {directory} ({exc.strerror}); choose another path") from None
 
 
 def parse_start_at(text: str, now_s: float | None = None) -> float:

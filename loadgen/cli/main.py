@@ -139,6 +139,12 @@ def sim_main(argv: list[str]) -> int:
     from loadgen.cli.sim_options import sim_parser
 
     args = sim_parser().parse_args(argv)
+    from loadgen.cli.checks import check_out_path
+
+    for flag in ("--truth", "--log-file", "--pidfile", "--detach"):  # files it writes: exit 2 now, not a traceback
+        path = getattr(args, flag[2:].replace("-", "_"), None)
+        if path and path != "-":  # --log-file - is stdout
+            check_out_path(path, flag)
     from loadgen.sim.main import main as sim_run
 
     return sim_run(args, argv)

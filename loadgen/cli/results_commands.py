@@ -9,7 +9,7 @@ import sys
 
 import orjson
 
-from loadgen.cli.checks import check_out_path
+from loadgen.cli.checks import check_out_dir, check_out_path
 from loadgen.cli.help_format import Parser
 from loadgen.errors import UsageError
 from loadgen.files import write_atomic, write_json_atomic
@@ -118,12 +118,12 @@ def report_main(argv: list[str]) -> int:
     a = p.parse_args(argv)
     if a.plots is None and a.html is None:
         a.plots = "plots"
-    for flag, path in (("--plots", a.plots), ("--html", a.html)):
-        parent = os.path.dirname(os.path.abspath(path)) if path else None
-        if parent and not os.path.isdir(parent):
-            raise UsageError(f"{flag} {path}: folder {parent} does not exist; create it or choose another")
     if a.html and os.path.isdir(a.html):
         raise UsageError(f"--html {a.html} is a folder; give a file name, e.g. {os.path.join(a.html, 'report.html')}")
+    if a.html:  # missing folders are created, as for --out; one that cannot be written in is exit 2 now
+        check_out_path(a.html, "--html")
+    if a.plots:
+        check_out_dir(a.plots, "--plots")
     runs = load_inputs(a.inputs)
     if not runs:
         raise UsageError(f"{' '.join(a.inputs)}: no results to report (the sweep has not measured anything "
