@@ -242,16 +242,18 @@ EXAMPLE = ROOT / "docs" / "examples" / "sim_tune.toml"
 
 def test_the_simulator_example_tune_runs_anywhere(tmp_path):
     """docs/examples/sim_tune.toml as shipped but for its port, with an empty PATH (`{python}` is the interpreter
-    running the tune): it finishes (exit 0), names b64_t8_graphs infeasible where it died, answers both loads with
-    the simulator's true best among the feasible configurations, and measures under half of the grid's requests."""
+    running the tune) and --out-dir elsewhere (the simulator's pidfile and log follow it: `{out_dir}`): it finishes
+    (exit 0), names b64_t8_graphs infeasible where it died, answers both loads with the simulator's true best among
+    the feasible configurations, and measures under half of the grid's requests."""
     port = free_port()
     (tmp_path / "tune.toml").write_text(EXAMPLE.read_text().replace("30124", str(port)))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PATH": str(tmp_path / "empty")}
-    run = subprocess.run([sys.executable, "-m", "loadgen", "tune", "tune.toml"], cwd=tmp_path, capture_output=True,
-                         text=True, timeout=150, env=env)
-    out = tmp_path / "results" / "sim-budget-tune"
+    run = subprocess.run([sys.executable, "-m", "loadgen", "tune", "tune.toml", "--out-dir", "moved"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=150, env=env)
+    out = tmp_path / "moved"
     try:
         assert run.returncode == 0, run.stderr[-3000:]
+        assert (out / "sim.log").exists() and not (tmp_path / "results").exists()
         doc = json.loads((out / "tune.json").read_text())
         assert [(i["name"], i["concurrency"]) for i in doc["infeasible"]] == [("b64_t8_graphs", 4)]
         configs = {c["name"]: c["params"] for c in doc["configs"] if c["status"] == "measured"}

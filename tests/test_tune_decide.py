@@ -294,4 +294,4 @@ def test_the_cli_refuses_a_bad_tune_file_with_one_line_and_exit_2(tmp_path, cli)
     assert res.returncode == 2
     assert res.stderr.count("\n") == 1 and "objective = 'speed' is unknown" in res.stderr
     missing = cli("tune", str(tmp_path / "nope.toml"))
-    assert missing.returncode == 2 and "No such file" in missing.stderr
+    assert missing.returncode == 2 and "nope.toml: no such file; give the path of a tune TOML file" in missing.stderr

@@ -37,8 +37,7 @@ def tune_main(argv: list[str]) -> int:
                    "results/<name>, with -tune added)")
     p.add_argument("--dry-run", action="store_true", help="print what each configuration would run, and stop")
     a = p.parse_args(argv)
-    spec = load_tune_spec(a.file)
-    spec.out_dir = a.out_dir or spec.out_dir
+    spec = load_tune_spec(a.file, a.out_dir)
     if a.dry_run:
         return dry_run(spec)
     make_out_dir(spec.out_dir)

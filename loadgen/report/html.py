@@ -122,6 +122,15 @@ def _open_loop(runs: list[Run]) -> str:
     return "".join(parts)
 
 
+def _answers(runs: list[Run], tunes: list[Tune]) -> list[tuple[str, str, str]]:
+    """A tune's own answer first (tune.json's), then the verdict across configurations over every cell."""
+    colors = config_colors(runs)
+    return [*[(f"tune-{i}", f"The tune's answer: the best configuration at each load ({t[0]['name']})",
+               tune_section(t, colors)) for i, t in enumerate(tunes)],
+            ("answer", "The answer: which configuration wins where, and why" +
+             (" (every part, as compare reads them)" if tunes else ""), answer_section(verdicts(runs), colors))]
+
+
 def render_page(runs: list[Run], sweeps: list[Sweep], base: int, plots: list[Plot], notes: list[str],
                 tunes: list[Tune] | None = None) -> str:
     """The whole page as one string. Configurations that measured no cell appear only under "Failed and
@@ -131,11 +140,7 @@ def render_page(runs: list[Run], sweeps: list[Sweep], base: int, plots: list[Plo
     open_loop = _open_loop(runs)
     categories = category_table(runs)
     sections = [
-        *[(f"tune-{i}", f"The tune's answer: the best configuration at each load ({t[0]['name']})",
-           tune_section(t, config_colors(runs))) for i, t in enumerate(tunes or [])],
-        ("answer", "The answer: which configuration wins where, and why" + (" (every part, as compare reads them)"
-                                                                             if tunes else ""),
-         answer_section(verdicts(runs), config_colors(runs))),
+        *_answers(runs, tunes or []),
         ("plots", "Plots", _plots_section(plots, notes)),
         ("knee", "Where throughput stops growing", _knee_section(measured, config_colors(runs))),
         ("comparison", "Comparison", el("p", text(

@@ -14,12 +14,14 @@ Each bad value is a UsageError naming the key and the fix (one line, exit 2), as
 from __future__ import annotations
 
 import math
+import os
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
 from loadgen.errors import UsageError
+from loadgen.files import read_input
 from loadgen.names import values
 from loadgen.results.objectives import Objective
 from loadgen.results.verdict import RESOLUTION
@@ -52,20 +54,24 @@ class TuneSpec(SweepSpec):
         return super().settings(cfg) | {"tune": {"first_part": self.tune.first_part}}
 
 
-def load_tune_spec(path: str) -> TuneSpec:
-    try:
-        with open(path, "rb") as fh:
-            text = fh.read().decode("utf-8", "replace")
-    except OSError as exc:
-        raise UsageError(f"tune file {path}: {exc.strerror}; give the path of a tune TOML file") from None
+def load_tune_spec(path: str, out_dir: str | None = None) -> TuneSpec:
+    """The tune file at `path`; its results in `out_dir` (--out-dir) when given."""
+    text = read_input(path, "give the path of a tune TOML file", "tune file").decode("utf-8", "replace")
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path}: not valid TOML ({exc}); fix the syntax") from None
-    return parse_tune_spec(doc, path, text)
+    return parse_tune_spec(doc, path, text, out_dir)
 
 
-def parse_tune_spec(doc: dict[str, Any], path: str, text: str = "") -> TuneSpec:
+def tune_out_dir(doc: dict[str, Any], path: str) -> str:
+    """Beside the sweep of the same file (its out_dir, else results/<name>, the name the file's stem by default)
+    with -tune added, never in it."""
+    base, name = doc.get("out_dir"), doc.get("name") or os.path.splitext(os.path.basename(path))[0]
+    return (base if isinstance(base, str) and base else os.path.join("results", str(name))) + "-tune"
+
+
+def parse_tune_spec(doc: dict[str, Any], path: str, text: str = "", out_dir: str | None = None) -> TuneSpec:
     table = doc.pop("tune", None)
     if table is None:
         raise UsageError(f"{path}: the [tune] section is missing; add one (an empty [tune] takes every default: "
@@ -73,9 +79,9 @@ def parse_tune_spec(doc: dict[str, Any], path: str, text: str = "") -> TuneSpec:
     if not isinstance(table, dict):
         raise UsageError(f"{path}: tune must be a table ([tune] section)")
     settings = tune_settings(table, f"{path} [tune]")
-    sweep = parse_spec(doc, path, text)
+    # the folder is known before the configurations are read: their {out_dir} is the tune's own
+    sweep = parse_spec(doc, path, text, out_dir or tune_out_dir(doc, path))
     _check_matrix(sweep, path)
-    sweep.out_dir += "-tune"  # beside the sweep of the same file (its out_dir, else results/<name>), never in it
     return TuneSpec(**{f.name: getattr(sweep, f.name) for f in fields(sweep)}, tune=settings)
 
 
