@@ -120,8 +120,7 @@ def test_a_server_of_another_configuration_is_refused(tmp_path, sim_factory):
     sim = sim_factory("--port", port, "--speed", "8", "--budget", "16", name="truth-16.jsonl")  # same URL, another configuration
     changed = run_loadgen(*args)
     assert changed.returncode == 2
-    assert (f"{out} was measured on a server of another configuration (fingerprint "
-            f"{doc['target']['fingerprint']} → ") in changed.stderr
+    assert f"{out} was measured on a server of another configuration (" in changed.stderr
     assert "speculative_ddtree_budget: 8 → 16" in changed.stderr and "pass --force" in changed.stderr
     # refused before any load: only 1-token readiness and sizing probes reached the new server
     assert sim.truth_rows() and all(r["max_tokens"] in (None, 1) for r in sim.truth_rows())

@@ -10,7 +10,8 @@ from datetime import UTC, datetime
 
 from loadgen import __version__
 from loadgen.config import RunConfig
-from loadgen.errors import UsageError
+from loadgen.console import log
+from loadgen.errors import ERROR_ROOM, UsageError
 from loadgen.files import write_json_atomic
 from loadgen.record import CellKey, RunAnchor
 from loadgen.results.cell_result import CellResult
@@ -62,11 +63,17 @@ class ResultsFile:
         old = self.earlier_target
         if not old or not old.get("fingerprint") or old.get("fingerprint") == target.get("fingerprint"):
             return
-        spec = "; ".join(f"{k}: {old.get('spec', {}).get(k)} → {v}" for k, v in (target.get("spec") or {}).items()
-                         if (old.get("spec") or {}).get(k) != v)
-        raise UsageError(f"{self.path} was measured on a server of another configuration (fingerprint "
-                         f"{old['fingerprint']} → {target.get('fingerprint')}{'; ' + spec if spec else ''}); pass "
-                         "--force to replace it, or choose another --out to keep both")
+        spec = [f"{k}: {old.get('spec', {}).get(k)} → {v}" for k, v in (target.get("spec") or {}).items()
+                if (old.get("spec") or {}).get(k) != v]
+        what = "; ".join(spec) or f"fingerprint {old['fingerprint']} → {target.get('fingerprint')}"
+        line = (f"{self.path} was measured on a server of another configuration ({what}); pass --force to replace "
+                "it, or another --out to keep both")
+        if len(line) > ERROR_ROOM:  # the settings that differ above the error, one a line: the error stays one line
+            for item in spec or [f"fingerprint: {old['fingerprint']} → {target.get('fingerprint')}"]:
+                log(f"  differs: {item}")
+            line = (f"{self.path} was measured on a server of another configuration (above); pass --force to "
+                    "replace it, or another --out to keep both")
+        raise UsageError(line)
 
     def add(self, result: CellResult) -> None:
         self.cells.append(result)

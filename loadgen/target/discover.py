@@ -11,9 +11,10 @@ import orjson
 
 from loadgen.client.api import PATHS, RequestOptions, build_body
 from loadgen.client.recorder import one_line
+from loadgen.console import log
 from loadgen.engines import registry
 from loadgen.engines.base import EngineAdapter
-from loadgen.errors import ServerError, UsageError
+from loadgen.errors import ERROR_ROOM, ServerError, UsageError
 from loadgen.names import Api
 from loadgen.redact import redact
 from loadgen.target.engine_detect import detect_from_metrics
@@ -203,6 +204,17 @@ class TokenCounter:
         return int((await self._post(text))["count"])
 
 
+def probe_failed(path: str, status: int | None, snippet: str) -> UsageError:
+    """The probe's failure in one line within 120 columns: a long answer of the server goes on the line above."""
+    what = f"HTTP {status}: {snippet}" if status else snippet
+    hint = "check that the server can generate (e.g. /health_generate answers 200), then run again"
+    line = f"a 1-token probe request to {path} failed ({what}); {hint}"
+    if len(line) > ERROR_ROOM:
+        log(f"the probe's answer: {what}")
+        line = f"a 1-token probe to {path}: {f'HTTP {status}' if status else 'no answer'} (above); run again once it generates"
+    return UsageError(line)
+
+
 async def probe_prompt_tokens(session: aiohttp.ClientSession, target: Target, text: str,
                               headers: dict | None = None, tries: int = PROBE_TRIES,
                               api_key_env: str = "OPENAI_API_KEY", key_file: str | None = None) -> int:
@@ -227,9 +239,7 @@ async def probe_prompt_tokens(session: aiohttp.ClientSession, target: Target, te
         await asyncio.sleep(PROBE_RETRY_S)
     snippet = one_line(raw.decode("utf-8", "replace"))
     if status != 200:
-        what = f"HTTP {status}: {snippet}" if status else snippet
-        raise UsageError(f"a 1-token probe request to {path} failed ({what}); check that the server can "
-                         "generate (e.g. /health_generate answers 200), then run again")
+        raise probe_failed(path, status, snippet)
     counts = "meta_info" if target.api is Api.SGLANG_GENERATE else "usage"  # where the answer counts tokens
     try:
         answer = orjson.loads(raw)
