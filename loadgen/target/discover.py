@@ -211,7 +211,8 @@ def probe_failed(path: str, status: int | None, snippet: str) -> UsageError:
     line = f"a 1-token probe request to {path} failed ({what}); {hint}"
     if len(line) > ERROR_ROOM:
         log(f"the probe's answer: {what}")
-        line = f"a 1-token probe to {path}: {f'HTTP {status}' if status else 'no answer'} (above); run again once it generates"
+        answer = f"HTTP {status}" if status else "no answer"
+        line = f"a 1-token probe to {path}: {answer} (above); run again once it generates"
     return UsageError(line)
 
 
