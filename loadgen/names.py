@@ -193,3 +193,13 @@ class SearchOver(StrEnum):
 
     CONCURRENCY = "concurrency"
     RATE = "rate"
+
+
+class Better(StrEnum):
+    """Which way a figure is better (`metrics/catalog.py`): a rise of a HIGH figure is an improvement, of a LOW
+    one a regression; NEITHER is a state, not a goal (GPU utilization, a request count): shown, never ranked or
+    gated."""
+
+    HIGH = "high"
+    LOW = "low"
+    NEITHER = "neither"

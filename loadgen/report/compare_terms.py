@@ -19,15 +19,9 @@ from enum import StrEnum
 from typing import overload
 
 from loadgen.errors import UsageError
+from loadgen.names import Better
 from loadgen.report.compare import METRICS
 from loadgen.results.cell_status import CheckKind
-
-
-class Better(StrEnum):
-    """Which way a figure is better (the compare table's "high" / "low")."""
-
-    HIGH = "high"
-    LOW = "low"
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,9 +24,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from loadgen.metrics.confidence import overlap
+from loadgen.names import Better
 from loadgen.record import CellKey
 from loadgen.report.compare import Row, Run, cell_row
-from loadgen.report.compare_terms import CHECK_KINDS, Better, CheckTerm, FigureTerm, GateCheck, Term
+from loadgen.report.compare_terms import CHECK_KINDS, CheckTerm, FigureTerm, GateCheck, Term
 from loadgen.results.verdict import Estimate, margin
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from loadgen.names import Better
 from loadgen.results.verdict import RESOLUTION, BetweenRuns, Decision, Estimate, decide
 
 NO_CONTROLS = BetweenRuns(None, 0)
@@ -34,9 +35,10 @@ def mark_best(group: list[dict], metrics: dict[str, str], resolution: float = RE
         allowed = [r for r in group if r[m] is not None and (_judged(r, m)[0] or 0) > 0 and not r["not_best"]]
         if len(allowed) < 2:
             continue
-        ranked = sorted(allowed, key=lambda r: _judged(r, m)[0], reverse=better == "high")
+        higher = Better(better) is Better.HIGH
+        ranked = sorted(allowed, key=lambda r: _judged(r, m)[0], reverse=higher)
         noise = (between or {}).get(m, NO_CONTROLS)
-        decision, tied, _, _ = decide([_estimate(r, m, noise) for r in ranked], better == "high", resolution)
+        decision, tied, _, _ = decide([_estimate(r, m, noise) for r in ranked], higher, resolution)
         if decision is Decision.WINS:
             ranked[0]["best"].append(m)
         for r in ranked:

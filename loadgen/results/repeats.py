@@ -17,7 +17,7 @@ from loadgen.metrics.confidence import LEVEL
 from loadgen.record import OUTCOMES
 from loadgen.results.cell_result import CellResult, from_json
 from loadgen.results.cell_status import requests_failed_fraction
-from loadgen.results.cell_view import figure
+from loadgen.results.cell_view import declared, figure
 from loadgen.results.figures import RequestCounts
 
 
@@ -49,7 +49,8 @@ def _requests(results: Sequence[CellResult]) -> RequestCounts:
 def _samples(results: Sequence[CellResult]) -> dict:
     """{key figure: [each repeat's samples]} for the key figures of a distribution ("ttft_s.p50": ttft_s's
     samples): what a mean over the repeats was computed from (the table's `*`)."""
-    each = {path: [figure(r, path.split(".")[0] + ".samples") for r in results] for path in KEY_FIGURES}
+    counted = {path: path.split(".")[0] + ".samples" for path in KEY_FIGURES}
+    each = {path: [figure(r, n) for r in results] for path, n in counted.items() if declared(n)}
     return {path: n for path, n in each.items() if all(isinstance(x, int) for x in n)}
 
 
