@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, overload
 
 from loadgen.metrics import verify_steps as vs
 from loadgen.names import Better
@@ -72,9 +72,16 @@ class Figure:
             return float(value)
         return value if isinstance(value, (int, float)) else None
 
+    @overload
+    def shown(self, stored: float) -> float: ...
+    @overload
+    def shown(self, stored: None) -> None: ...
+    @overload
+    def shown(self, stored: float | None) -> float | None: ...
+
     def shown(self, stored: float | None) -> float | None:
         """The stored value in the figure's unit (TTFT: s stored, ms shown)."""
-        return None if stored is None else stored * self.scale if self.scale != 1.0 else stored
+        return None if stored is None else stored * self.scale
 
     def text(self, stored: float | None) -> str | None:
         """The value as the tables show it (`fmt` in `unit`), or None."""

@@ -1,6 +1,7 @@
 """The confidence intervals of a cell's key figures from its ok requests (`confidence.bootstrap_intervals`),
-and across the repeats of a cell (`confidence.repeat_interval`). Each key figure is named by its path in the
-cell's JSON ("ttft_s.p50"), so the tables and compare read the figure and its interval by the same name."""
+and across the repeats of a cell (`confidence.repeat_interval`). The key figures are the catalog's that `--repeat`
+averages (`catalog.KEY_FIGURES`); each is named by its path in the cell's JSON ("ttft_s.p50"), so the tables and
+compare read the figure and its interval by the same name. The bootstrap resamples those with a spec here."""
 
 from __future__ import annotations
 
@@ -24,7 +25,6 @@ from loadgen.metrics.request_columns import RequestColumns
 from loadgen.names import AcceptSource
 from loadgen.record import Record
 
-KEY_FIGURES = ("output_tok_s", "request_tok_s.mean", "ttft_s.p50", "e2e_s.mean", "accept_length.value")
 BOOTSTRAP = "bootstrap"
 REPEATS = "t over repeats"
 
@@ -49,8 +49,8 @@ def accept_spec(ok: Sequence[Record] | RecordTable, source: str | None) -> Spec 
 
 
 def cell_intervals(records: Sequence[Record] | RecordTable, window_s: float, accept_source: str | None) -> dict:
-    """{figure path: [low, high]} for the KEY_FIGURES that have one (bootstrap over the ok requests, one set of
-    draws for the figures of as many requests: `confidence.bootstrap_intervals`).
+    """{figure path: [low, high]} for the key figures (`catalog.KEY_FIGURES`) that have a spec here (bootstrap over
+    the ok requests, one set of draws for the figures of as many requests: `confidence.bootstrap_intervals`).
 
     output_tok_s = Σ tokens / window is written as (Σ tokens / Σ e2e) · (Σ e2e / window): the first factor,
     each slot's delivery rate, is bootstrapped over the ok requests; the second, the load the slots carried

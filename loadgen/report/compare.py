@@ -5,11 +5,12 @@ which stand for their configurations in sweep order. Pure functions from documen
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from enum import StrEnum
 from typing import Any
 
 from loadgen.console import WIDTH
+from loadgen.metrics.catalog import COMPARED, Figure, Shown
 from loadgen.names import CellStatus
 from loadgen.record import CellKey, cell_key
 from loadgen.report import category_compare
@@ -21,9 +22,9 @@ from loadgen.report.verdict_text import verdict_lines
 from loadgen.results.best import mark_best
 from loadgen.results.cell_result import CellResult
 from loadgen.results.cell_status import failed_checks, not_best, unmeasured
-from loadgen.results.cell_view import number
+from loadgen.results.cell_view import catalog_figure
 from loadgen.results.compare_inputs import Run, load_inputs, pick_baseline
-from loadgen.results.objectives import SPECS, Objective
+from loadgen.results.objectives import SPECS
 from loadgen.results.slo_part import attainment_text
 from loadgen.results.verdict import RESOLUTION, BetweenRuns, configurations, verdicts
 
@@ -31,38 +32,31 @@ __all__ = ["Run", "TableFormat", "comparison", "compare_table", "load_inputs", "
 
 Row = dict[str, Any]  # a comparison row: one configuration's cell, its figures and marks (`cell_row`)
 
-def _figure(path: str) -> Callable[[CellResult], float | None]:
-    """A getter of the cell's figure at `path` (`cell_view.number`, by its JSON names)."""
-    return lambda cell: number(cell, path)
-
-
-# metric → (column title, how to read it from a typed cell, better: "high" | "low")
-METRICS = {
-    "out_tok_s": ("out tok/s", _figure("output_tok_s"), "high"),
-    "good_tok_s": ("good tok/s", _figure("slo.good_output_tok_s"), "high"),
-    "req_tok_s": ("req tok/s", _figure("request_tok_s.mean"), "high"),
-    "ttft_p50_s": ("TTFT p50 ms", _figure("ttft_s.p50"), "low"),
-    "accept": ("accept", _figure("accept_length.value"), "high"),
-    "power_w": ("W", _figure("power.mean_w_total"), "low"),
-    "j_per_token": ("J/tok", _figure("power.j_per_output_token"), "low"),
-}
-SPEEDUPS = ("out_tok_s", "req_tok_s")
-# metric → the path of its confidence interval in the cell's `intervals` (metrics without one: power, energy)
-INTERVALS = {"out_tok_s": "output_tok_s", "req_tok_s": "request_tok_s.mean", "ttft_p50_s": "ttft_s.p50",
-             "accept": "accept_length.value"}
-# metric → the verdict's objective: its marks judge the objective's figure (out tok/s: sustained) and interval, with
+# compare's figures: the catalog's compared ones (metrics/catalog.py), by key, each with its column, unit,
+# direction and interval
+METRICS: dict[str, Figure] = {f.key: f for f in COMPARED}
+SPEEDUPS = tuple(f.key for f in COMPARED if f.speedup)
+# figure → the path of its confidence interval in the cell's `intervals` (figures without one: power, energy)
+INTERVALS = {f.key: f.interval for f in COMPARED if f.interval}
+# figure → the verdict's objective: its marks judge the objective's figure (out tok/s: sustained) and interval, with
 # the noise between runs (`verdict.BetweenRuns`) added
-OBJECTIVE_OF = {"out_tok_s": Objective.OUTPUT_TOK_S, "good_tok_s": Objective.GOOD_TOK_S,
-                "req_tok_s": Objective.REQUEST_TOK_S, "ttft_p50_s": Objective.TTFT_P50_S,
-                "j_per_token": Objective.J_PER_TOKEN}
-UNRANKED = ("accept",)  # a larger draft lengthens it by construction: shown, never marked best
-SLO_METRICS = ("good_tok_s",)  # shown only where some cell was measured with --slo
+OBJECTIVE_OF = {spec.figure: objective for objective, spec in SPECS.items()}
 
 
-def shown_metrics(rows: list[Row]) -> list[str]:
-    """The METRICS a comparison of `rows` shows: the SLO's only when a row has SLO figures."""
-    slo = any(row["slo"] for row in rows)
-    return [m for m in METRICS if slo or m not in SLO_METRICS]
+def _shown(f: Figure, rows: list[Row], asked: Collection[str], keep_empty: bool) -> bool:
+    """Whether compare's tables give figure `f` a column (`catalog.Shown`)."""
+    if f.compare is Shown.WITH_SLO:
+        return any(row["slo"] for row in rows)
+    if f.compare is Shown.WITH_VALUES:
+        return keep_empty or any(row.get(f.key) is not None for row in rows)
+    return f.compare is Shown.ALWAYS or f.key in asked or f.name in asked
+
+
+def shown_metrics(rows: list[Row], asked: Collection[str] = (), keep_empty: bool = False) -> list[str]:
+    """The METRICS a comparison of `rows` shows in a table: the SLO's only when a row has SLO figures, a figure
+    only some servers give (accept length, power) only when a row has it (always with `keep_empty`: the HTML
+    page's columns), one shown when asked only when `asked` names it (by its key or its --fail-on name)."""
+    return [m for m, f in METRICS.items() if _shown(f, rows, asked, keep_empty)]
 
 
 def cell_row(r: Run, key: CellKey, cell: CellResult, base: Run) -> Row:
@@ -76,8 +70,8 @@ def cell_row(r: Run, key: CellKey, cell: CellResult, base: Run) -> Row:
            "checks": [c.kind.value for c in checks], "check_reasons": [c.reason for c in checks],
            "not_best": not_best(cell), "slo": cell.slo, "baseline": r is base, "best": [], "noise": [],
            "intervals": {}, "repeated": bool(cell.noise.repeats), "judged": {}}
-    for m, (_, get, _) in METRICS.items():
-        row[m] = get(cell) if ok else None
+    for m in METRICS:
+        row[m] = catalog_figure(cell, m) if ok else None
         if ok and m in INTERVALS:
             row["intervals"][m] = (cell.noise.intervals or {}).get(INTERVALS[m])
         if ok and row[m] is not None and m in OBJECTIVE_OF:
@@ -85,7 +79,7 @@ def cell_row(r: Run, key: CellKey, cell: CellResult, base: Run) -> Row:
             row["judged"][m] = (spec.value(cell), spec.interval_of(cell))
     base_cell = base.cells.get(key)
     for m in SPEEDUPS:
-        b = METRICS[m][1](base_cell) if base_cell and unmeasured(base_cell) is None else None
+        b = catalog_figure(base_cell, m) if base_cell and unmeasured(base_cell) is None else None
         row[m + "_x"] = row[m] / b if row[m] is not None and b else None
     return row
 
@@ -105,12 +99,9 @@ def comparison(runs: list[Run], base: int = 0) -> list[Row]:
     rows = []
     for key in keys:
         group = [cell_row(r, key, r.cells[key], runs[base]) for r in runs if key in r.cells]
-        mark_best(group, {m: better for m, (_, _, better) in METRICS.items() if m not in UNRANKED}, between=between)
+        mark_best(group, {m: f.better for m, f in METRICS.items() if f.ranked}, between=between)
         rows += group
     return rows
-
-
-SHOWN = {"accept": ".2f", "j_per_token": ".3f", "power_w": ".0f"}  # format spec; TTFT in ms; else ".1f"
 
 
 CHECK_MARK = "!"  # a measured figure of a cell that failed a check: shown, never best; its note says why
@@ -128,8 +119,7 @@ def _metric(m: str) -> Callable[[Row], str]:
         v = row.get(m)
         if v is None:
             return tt.MISSING
-        shown = tt.fmt_ms(v) if m == "ttft_p50_s" else format(v, SHOWN.get(m, ".1f"))
-        return shown + figure_mark(row, m)
+        return f"{METRICS[m].text(v)}{figure_mark(row, m)}"
     return text
 
 
@@ -157,26 +147,16 @@ def _slo(row: Row) -> str:
     return attainment_text(row["slo"]) or tt.MISSING
 
 
-COLUMNS = [
-    tt.CONTEXT,
-    Column("conc", 5, _load),
-    Column("configuration", -24, lambda row: _config_text(row)),
-    Column("out tok/s", 10, _metric("out_tok_s")),
-    Column("vs base", 8, _speedup("out_tok_s")),
-    Column("req tok/s mean", 14, _metric("req_tok_s")),
-    Column("vs base", 8, _speedup("req_tok_s")),
-    Column("TTFT p50 ms", 12, _metric("ttft_p50_s")),
-    Column("accept", 7, _metric("accept")),
-    Column("W", 6, _metric("power_w")),
-    Column("J/tok", 7, _metric("j_per_token")),
-    Column("note", 0, row_note),
-]
+def figure_columns(f: Figure) -> list[Column]:
+    """A compared figure's columns: its value (`Figure.column`, `Figure.width`), its speed-up against the baseline
+    where it has one, the SLO's attainment after the SLO's figure."""
+    cols = [Column(f.column, f.width, _metric(f.key))]
+    cols += [Column("vs base", 8, _speedup(f.key))] if f.speedup else []
+    return cols + ([Column("SLO", 9, _slo)] if f.compare is Shown.WITH_SLO else [])
 
 
-SLO_COLUMNS = [Column("good tok/s", 10, _metric("good_tok_s")), Column("SLO", 9, _slo)]
-
-
-OPTIONAL = {"accept": "accept", "W": "power_w", "J/tok": "j_per_token"}  # left out when no row has the figure
+HEAD = [tt.CONTEXT, Column("conc", 5, _load), Column("configuration", -24, lambda row: _config_text(row))]
+NOTE = Column("note", 0, row_note)
 
 
 def _config_text(row: Row) -> str:
@@ -184,12 +164,12 @@ def _config_text(row: Row) -> str:
     return config + (" (base)" if row["baseline"] else "")
 
 
-def columns(rows: list[Row]) -> list[Column]:
-    """The comparison's columns: with SLO figures in any row, good tok/s and the attainment follow out tok/s;
-    accept, W and J/tok only when some row has them; the configuration as wide as its longest name (the rows
+def columns(rows: list[Row], asked: Collection[str] = ()) -> list[Column]:
+    """The comparison's columns: each shown figure's (`shown_metrics`: with SLO figures in any row, good tok/s
+    and the attainment follow out tok/s; accept, W and J/tok only when some row has them; a figure shown when
+    asked when `asked` names it), in the catalog's order; the configuration as wide as its longest name (the rows
     then fit 120 columns more often)."""
-    cols = [*COLUMNS[:5], *SLO_COLUMNS, *COLUMNS[5:]] if any(row["slo"] for row in rows) else COLUMNS
-    cols = [c for c in cols if c.header not in OPTIONAL or any(r.get(OPTIONAL[c.header]) is not None for r in rows)]
+    cols = [*HEAD, *(c for m in shown_metrics(rows, asked) for c in figure_columns(METRICS[m])), NOTE]
     width = max([len("configuration"), *(len(_config_text(r)) for r in rows)])
     return [Column(c.header, -width, c.text) if c.header == "configuration" else c for c in cols]
 
@@ -214,10 +194,10 @@ def note_refs(rows: list[Row]) -> tuple[list[str], list[str]]:
     return tt.note_refs(rows, row_note, lambda row: f"ctx {tt.context(row)} conc {_load(row)} {row['config']}")
 
 
-def render_text(rows: list[Row]) -> str:
+def render_text(rows: list[Row], asked: Collection[str] = ()) -> str:
     """Rows grouped by cell (a blank line between cells; a cell's context and load shown on its first row), each
-    row's note as a reference, the notes under the rows."""
-    cols = _fitted(columns(rows))
+    row's note as a reference, the notes under the rows; `asked`: figures shown when asked (`shown_metrics`)."""
+    cols = _fitted(columns(rows, asked))
     out = [tt.header(cols).rstrip()]
     prev = None
     refs, notes = note_refs(rows)
@@ -232,19 +212,21 @@ def render_text(rows: list[Row]) -> str:
         prev = key
         out.append(tt.join(cols, cells).rstrip())
     out += [w for n in notes for w in textwrap.wrap(n, 120, subsequent_indent="    ")]
-    out += [w for line in legend(rows, "*") for w in textwrap.wrap(line, 120)]
+    out += [w for line in legend(rows, "*", asked) for w in textwrap.wrap(line, 120)]
     return "\n".join(out)
 
 
-def legend(rows: list[Row], mark: str) -> list[str]:
-    """The lines under the comparison: what the marks mean and, when some figure is within noise, how many."""
+def legend(rows: list[Row], mark: str, asked: Collection[str] = ()) -> list[str]:
+    """The lines under the comparison: what the marks mean and, when some figure is within noise, how many (a
+    figure shown only when asked counts where it was asked for)."""
     slo = any(r["slo"] for r in rows)
+    hidden = {f.key for f in COMPARED if f.compare is Shown.ASKED and not _shown(f, rows, asked, False)}
     lines = [f"{mark} best of the cell beyond noise (highest tok/s{', good tok/s' if slo else ''}; "
              f"lowest TTFT, W and J/token; its margin over every other's 95 % interval clear of 0 and ≥ {RESOLUTION:.0%}"
              f"{'; a cell that missed its SLO is never best' if slo else ''}); ~ tied for the lead (within noise or "
              f"below {RESOLUTION:.0%}): no best named; vs base = value / the baseline's"]
-    cells = {(cell_key(r), m) for r in rows for m in r["noise"]}
-    named = {(cell_key(r), m) for r in rows for m in r["best"]}
+    cells = {(cell_key(r), m) for r in rows for m in r["noise"] if m not in hidden}
+    named = {(cell_key(r), m) for r in rows for m in r["best"] if m not in hidden}
     checked = sorted({c for r in rows for c in r["checks"]})
     if checked:
         lines.append(f"{CHECK_MARK} measured, but the cell failed a check ({', '.join(checked)}): its figures are "
@@ -258,14 +240,14 @@ def legend(rows: list[Row], mark: str) -> list[str]:
     return lines
 
 
-def render_markdown(rows: list[Row]) -> str:
-    cols = columns(rows)
+def render_markdown(rows: list[Row], asked: Collection[str] = ()) -> str:
+    cols = columns(rows, asked)
     head = [c.header for c in cols]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
         cells = [f"**{c.strip()[:-1]}**" if c.strip().endswith("*") else c.strip() for c in tt.texts(cols, row)]
         out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
-    out += ["", *legend(rows, "**bold**:")]
+    out += ["", *legend(rows, "**bold**:", asked)]
     return "\n".join(out)
 
 
@@ -283,18 +265,19 @@ class TableFormat(StrEnum):
 
 
 def compare_table(runs: list[Run], baseline: str | None, fmt: str = TableFormat.TEXT,
-                  resolution: float = RESOLUTION) -> str:
-    """The comparison in `fmt`; text and Markdown end with the verdict across configurations."""
+                  resolution: float = RESOLUTION, asked: Collection[str] = ()) -> str:
+    """The comparison in `fmt` (every compared figure in CSV and JSON; the tables show `shown_metrics`); text and
+    Markdown end with the verdict across configurations."""
     rows = comparison(runs, pick_baseline(runs, baseline))
     fmt = TableFormat(fmt)
     if fmt is TableFormat.JSON:
         return render_json(runs, rows, resolution)
-    text = {TableFormat.TEXT: render_text, TableFormat.MD: render_markdown, TableFormat.CSV: _csv}[fmt](rows)
+    if fmt is TableFormat.CSV:
+        return _csv(rows)
+    text = (render_text if fmt is TableFormat.TEXT else render_markdown)(rows, asked)
     by_category = category_compare.render(runs, pick_baseline(runs, baseline)) if fmt is TableFormat.TEXT else None
     knee = [line for r in runs if (line := knee_summary(list(r.cells.values()), r.name))]
     answer = "\n".join(verdict_lines(verdicts(runs, resolution), WIDTH)) if len(configurations(runs)) > 1 else ""
-    if fmt is TableFormat.CSV:
-        return text
     if fmt is TableFormat.MD:
         return "\n\n".join(t for t in (text, *knee, answer) if t)
     return "\n".join(t for t in (text, by_category, *knee, "", answer) if t is not None).rstrip()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import textwrap
 
 from loadgen.report import text_table as tt
-from loadgen.report.compare import SHOWN
 from loadgen.report.compare_terms import CheckTerm, FigureTerm
 from loadgen.report.regression_gate import FAILING, GateResult, GateRow, Verdict
 
@@ -40,7 +39,7 @@ def verdict_line(result: GateResult) -> str:
 def _number(row: GateRow, x: float | None) -> str:
     if x is None or not isinstance(row.term, FigureTerm):  # a check's row has no number
         return tt.MISSING
-    return format(x, SHOWN.get(row.term.figure.metric, ".1f"))
+    return format(x, row.term.figure.fmt)
 
 
 def _value(row: GateRow, which: str) -> str:
@@ -59,7 +58,7 @@ def _change(row: GateRow) -> str:
     if row.a is None or row.b is None:
         return tt.MISSING
     relative = "" if row.change is None else f"{row.change * 100:+.1f}% "
-    return f"{relative}({row.b - row.a:+{SHOWN.get(row.term.figure.metric, '.1f')}} {row.term.figure.unit})"
+    return f"{relative}({row.b - row.a:+{row.term.figure.fmt}} {row.term.figure.unit})"
 
 
 def _cell(row: GateRow) -> str:

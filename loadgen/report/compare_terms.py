@@ -4,7 +4,7 @@ TERMS is a comma-separated list; each term is either
 - a figure of the compare table with a limit, `FIGURE:LIMIT`: `out_tok_s:-5%`, `ttft_p50:+10%`, `ttft_p50:+20ms`,
   `out_tok_s:-50`. The sign says which way is a regression (`-` a drop, `+` a rise; no sign: the figure's worse
   way, a drop of a "higher is better" figure). `%` makes the limit relative to the baseline's value; otherwise it
-  is absolute, in the figure's unit (`GateFigure.unit`; a time also in `s`);
+  is absolute, in the figure's unit (`Figure.unit`; a time also in `s`);
 - a check (`CheckTerm`): `garbage`, `mismatch`, `slo`, `saturated`, `drift`, `failed` (a cell not measured), or
   `checks` for all of them.
 A bad term is a UsageError (exit 2) naming it and what is known.
@@ -16,54 +16,16 @@ import math
 import re
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import overload
 
 from loadgen.errors import UsageError
+from loadgen.metrics.catalog import COMPARED, UNITS, Figure
 from loadgen.names import Better
-from loadgen.report.compare import METRICS
 from loadgen.results.cell_status import CheckKind
 
-
-@dataclass(frozen=True, slots=True)
-class GateFigure:
-    """A compare-table figure the gate can judge: its compare metric (`compare.METRICS`, which says which way is
-    better), the unit a limit is written in, and `scale` = that unit per stored unit (TTFT: s stored, ms written)."""
-
-    name: str
-    metric: str
-    unit: str
-    scale: float = 1.0
-
-    @property
-    def better(self) -> Better:
-        return Better(METRICS[self.metric][2])
-
-    @overload
-    def shown(self, stored: float) -> float: ...
-    @overload
-    def shown(self, stored: None) -> None: ...
-    @overload
-    def shown(self, stored: float | None) -> float | None: ...
-
-    def shown(self, stored: float | None) -> float | None:
-        """The stored value in the figure's unit."""
-        return None if stored is None else stored * self.scale
-
-
-# every figure of the compare table (`compare.METRICS`), by the name a term gives it
-FIGURES = {f.name: f for f in (
-    GateFigure("out_tok_s", "out_tok_s", "tok/s"),
-    GateFigure("good_tok_s", "good_tok_s", "tok/s"),
-    GateFigure("req_tok_s", "req_tok_s", "tok/s"),
-    GateFigure("ttft_p50", "ttft_p50_s", "ms", 1000.0),
-    GateFigure("accept", "accept", "tokens"),
-    GateFigure("power_w", "power_w", "W"),
-    GateFigure("j_per_token", "j_per_token", "J/tok"),
-)}
-ALIASES = {"ttft_p50_s": "ttft_p50", "ttft_p50_ms": "ttft_p50"}
-# unit suffix → its size in the figure's unit, per unit (no suffix: the figure's unit)
-SUFFIXES = {"ms": {"ms": 1.0, "s": 1000.0}, "tok/s": {"tok/s": 1.0}, "W": {"w": 1.0},
-            "J/tok": {"j/tok": 1.0, "j": 1.0}, "tokens": {"tokens": 1.0}}
+# every figure of the compare table (`compare.METRICS`, the catalog's compared ones), by the name a term gives it,
+# and the other names a term may give it (`Figure.aliases`)
+FIGURES = {f.name: f for f in COMPARED}
+ALIASES = {alias: f.name for f in COMPARED for alias in f.aliases}
 
 
 class GateCheck(StrEnum):
@@ -90,7 +52,7 @@ class FigureTerm:
     baseline's value when `relative`, else in the figure's unit)."""
 
     text: str
-    figure: GateFigure
+    figure: Figure
     worse: Better  # HIGH: a rise is a regression; LOW: a drop is
     limit: float
     relative: bool
@@ -135,7 +97,7 @@ def parse_figure(term: str, name: str, limit: str) -> FigureTerm:
     worse = {"+": Better.HIGH, "-": Better.LOW}.get(sign, Better.LOW if figure.better is Better.HIGH else Better.HIGH)
     if suffix == "%":
         return FigureTerm(term, figure, worse, value / 100, relative=True)
-    size = SUFFIXES[figure.unit].get(suffix.lower(), None) if suffix else 1.0
+    size = UNITS[figure.unit].get(suffix.lower(), None) if suffix else 1.0
     if size is None:
         raise _bad(term, f"{name} is in {figure.unit}, not {suffix!r}")
     if not math.isfinite(value * size):

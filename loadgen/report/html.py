@@ -36,7 +36,6 @@ from loadgen.results.verdict import verdicts
 if TYPE_CHECKING:
     from matplotlib.typing import ColorType
 
-WINNER_METRICS = ("out_tok_s", "req_tok_s", "ttft_p50_s", "j_per_token")
 CAPTIONS = {
     "output_tok_s.png": "All requests' output tokens per second of the measured window. Higher is better. In "
                         "every plot, a hollow point was measured but failed a check (the legend says which): its "

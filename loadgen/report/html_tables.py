@@ -87,8 +87,9 @@ def _comparison_row(row: compare.Row, cell: Cell, first: bool, color: ColorType 
            el("td", text(load_text(key)) if first else "", class_="num"),
            el("td", swatch(color) + text(row["config"]), class_="config")]
     for m in metrics:
-        tds.append(_figure_td(row[m], compare.SHOWN.get(m, "ms" if m == "ttft_p50_s" else ".1f"), m,
-                              m in row["best"], m in row["noise"], checks))
+        shown = compare.METRICS[m]
+        tds.append(_figure_td(row[m], "ms" if shown.scale == 1000.0 else shown.fmt, m, m in row["best"],
+                              m in row["noise"], checks))
         if m in compare.SPEEDUPS:
             x = row[m + "_x"]
             tds.append(el("td", text(tt.MISSING if x is None else f"{x:.2f}x"), class_="num",
@@ -100,15 +101,16 @@ def _comparison_row(row: compare.Row, cell: Cell, first: bool, color: ColorType 
               data_measured="yes" if row["measured"] else "no", data_checks=checks or None)
 
 
-def comparison_table(runs: list[Run], base: int) -> str:
-    """Every cell × configuration; the best value of each figure within a cell marked (class "best")."""
+def comparison_table(runs: list[Run], base: int, asked: Sequence[str] = ()) -> str:
+    """Every cell × configuration; the best value of each figure within a cell marked (class "best"); the
+    figures of `compare.shown_metrics`, every one only some servers give among them."""
     rows = compare.comparison(runs, base)
     cells = {(r.name, k): c for r in runs for k, c in r.cells.items()}
     colors = config_colors(runs)
     head = ["prompt", "load", "configuration"]
-    metrics = compare.shown_metrics(rows)
+    metrics = compare.shown_metrics(rows, asked, keep_empty=True)
     for m in metrics:
-        head.append(compare.METRICS[m][0])
+        head.append(compare.METRICS[m].title)
         if m in compare.SPEEDUPS:
             head.append("vs base")
     head.append("note")

@@ -61,7 +61,7 @@ def _table(verdicts: list[Verdict], colors: dict[str, ColorType]) -> str:
     by = {(v.load, v.objective): v for v in verdicts}
     out_of = any(v.ineligible for v in verdicts)
     head = el("th", "load") + "".join(
-        el("th", text(f"{SPECS[o].title} ({'high' if SPECS[o].higher_is_better else 'low'})")) for o in objectives)
+        el("th", text(f"{SPECS[o].title} ({SPECS[o].better})")) for o in objectives)
     head += el("th", text("why (output tok/s)")) + (el("th", text("could not compete")) if out_of else "")
     rows = []
     for load in loads:

@@ -127,9 +127,9 @@ class GateResult:
 def _shown(term: FigureTerm, row: Row | None) -> tuple[float | None, list[float] | None]:
     if row is None:
         return None, None
-    interval = row["intervals"].get(term.figure.metric)
+    interval = row["intervals"].get(term.figure.key)
     scaled = None if interval is None else [term.figure.shown(x) for x in interval]
-    return term.figure.shown(row.get(term.figure.metric)), scaled
+    return term.figure.shown(row.get(term.figure.key)), scaled
 
 
 def figure_row(term: FigureTerm, key: CellKey, base: Row, row: Row | None, config: str,

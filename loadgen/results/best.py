@@ -26,16 +26,16 @@ def _estimate(row: dict, m: str, between: BetweenRuns) -> Estimate:
     return Estimate(row["config"], value, between.widen(value, interval or (value, value)), (value,))
 
 
-def mark_best(group: list[dict], metrics: dict[str, str], resolution: float = RESOLUTION,
+def mark_best(group: list[dict], metrics: Mapping[str, Better], resolution: float = RESOLUTION,
               between: Mapping[str, BetweenRuns] | None = None) -> None:
-    """Mark, per metric (`metrics`: its name → "high" or "low", which is better), the rows of one cell: `best`
+    """Mark, per metric (`metrics`: its name → which way is better, HIGH or LOW), the rows of one cell: `best`
     for the winner, `noise` for every row of a tie; rows that may not be best are left unmarked. `between`: the
     noise between runs of each metric (`verdict.BetweenRuns`), as the verdict adds it."""
     for m, better in metrics.items():
         allowed = [r for r in group if r[m] is not None and (_judged(r, m)[0] or 0) > 0 and not r["not_best"]]
         if len(allowed) < 2:
             continue
-        higher = Better(better) is Better.HIGH
+        higher = better is Better.HIGH
         ranked = sorted(allowed, key=lambda r: _judged(r, m)[0], reverse=higher)
         noise = (between or {}).get(m, NO_CONTROLS)
         decision, tied, _, _ = decide([_estimate(r, m, noise) for r in ranked], higher, resolution)

@@ -1,5 +1,6 @@
-"""What a verdict across configurations can be asked to decide: each objective's figure, its direction and unit,
-and where its 95 % interval comes from (definitions.md#verdict)."""
+"""What a verdict across configurations can be asked to decide: each objective's figure (an entry of the catalog,
+`metrics/catalog.py`, which says where a cell holds it and which way is better), its words and unit, and where
+its 95 % interval comes from (definitions.md#verdict)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from loadgen.metrics.catalog import FIGURES
+from loadgen.names import Better
 from loadgen.results.cell_result import CellResult
 from loadgen.results.cell_view import number
 
@@ -36,20 +39,31 @@ class Objective(StrEnum):
 
 @dataclass(frozen=True)
 class ObjectiveSpec:
-    """One objective: the cell figure it reads (by its JSON path), whether higher is better, and its interval:
-    the cell's own (`noise.intervals[interval]`), or, for a figure without one, the relative interval of
-    `proxy` (good tok/s and J/token move with the tokens delivered, whose noise is output tok/s's)."""
+    """One objective: the catalog's figure it reads (`figure`, its key: the figure's path and direction), and its
+    interval: the cell's own (`noise.intervals[interval]`), or, for a figure without one, the relative interval
+    of `proxy` (good tok/s and J/token move with the tokens delivered, whose noise is output tok/s's)."""
 
     objective: Objective
     title: str
-    path: str
-    higher_is_better: bool
+    figure: str
     unit: str
     interval: str | None = None
     proxy: str | None = None
     proxy_inverse: bool = False  # the figure falls as the proxy rises (J/token against tokens delivered)
     drift: str = "output_tok_s"  # the drift control's figure whose change between runs stands for this one's
     read: Callable[[CellResult], float | None] | None = field(default=None, compare=False)  # else `path`'s figure
+
+    @property
+    def path(self) -> str:
+        return str(FIGURES[self.figure].path)
+
+    @property
+    def better(self) -> Better:
+        return FIGURES[self.figure].better
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.better is Better.HIGH
 
     def value(self, cell: CellResult) -> float | None:
         return self.read(cell) if self.read is not None else number(cell, self.path)
@@ -70,12 +84,11 @@ class ObjectiveSpec:
 
 
 SPECS = {s.objective: s for s in (
-    ObjectiveSpec(Objective.OUTPUT_TOK_S, "output tok/s", "output_tok_s", True, "tok/s", proxy="output_tok_s",
+    ObjectiveSpec(Objective.OUTPUT_TOK_S, "output tok/s", "out_tok_s", "tok/s", proxy="output_tok_s",
                   read=sustained_output_tok_s),
-    ObjectiveSpec(Objective.REQUEST_TOK_S, "per-request tok/s", "request_tok_s.mean", True, "tok/s",
-                  "request_tok_s.mean"),
-    ObjectiveSpec(Objective.TTFT_P50_S, "TTFT p50", "ttft_s.p50", False, "s", "ttft_s.p50", drift="ttft_p50_s"),
-    ObjectiveSpec(Objective.GOOD_TOK_S, "goodput", "slo.good_output_tok_s", True, "tok/s", proxy="output_tok_s"),
-    ObjectiveSpec(Objective.J_PER_TOKEN, "J/token", "power.j_per_output_token", False, "J/token",
-                  proxy="output_tok_s", proxy_inverse=True),
+    ObjectiveSpec(Objective.REQUEST_TOK_S, "per-request tok/s", "req_tok_s", "tok/s", "request_tok_s.mean"),
+    ObjectiveSpec(Objective.TTFT_P50_S, "TTFT p50", "ttft_p50_s", "s", "ttft_s.p50", drift="ttft_p50_s"),
+    ObjectiveSpec(Objective.GOOD_TOK_S, "goodput", "good_tok_s", "tok/s", proxy="output_tok_s"),
+    ObjectiveSpec(Objective.J_PER_TOKEN, "J/token", "j_per_token", "J/token", proxy="output_tok_s",
+                  proxy_inverse=True),
 )}

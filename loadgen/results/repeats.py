@@ -1,7 +1,7 @@
 """One cell measured N times (`--repeat N`) → one cell's result (pure).
 
 Each repeat is a whole measurement of the cell (its own warmup, load and window). The combined cell keeps
-the last repeat's figures, with the key figures (`cell_noise.KEY_FIGURES`) replaced by their mean over the
+the last repeat's figures, with the key figures (`catalog.KEY_FIGURES`) replaced by their mean over the
 repeats and their intervals by Student's t interval across the repeats; each repeat's value and window are in
 `repeats`. Requests are counted over every repeat, and every repeat's incidents are the cell's: one failed or
 saturated repeat makes the cell so.
@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from loadgen.metrics.cell_noise import KEY_FIGURES, REPEATS, repeats_figures
+from loadgen.metrics.catalog import KEY_FIGURES
+from loadgen.metrics.cell_noise import REPEATS, repeats_figures
 from loadgen.metrics.confidence import LEVEL
 from loadgen.record import OUTCOMES
 from loadgen.results.cell_result import CellResult, from_json

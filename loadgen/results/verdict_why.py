@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from loadgen.engines.registry import adapter
 from loadgen.metrics import verify_steps as vs
 from loadgen.results.cell_result import CellResult
-from loadgen.results.cell_view import figure, number
+from loadgen.results.cell_view import catalog_figure, figure, number
 from loadgen.results.objectives import sustained_output_tok_s
 
 if TYPE_CHECKING:
@@ -61,12 +61,12 @@ def spec_figures(cells: Sequence[CellResult], drafts: bool = True) -> SpecFigure
     out = _mean([sustained_output_tok_s(c) for c in cells])
     accept = _mean([number(c, "accept_length.value") for c in cells]) if drafts else 1.0
     positions = [figure(c, "accept_by_position") for c in cells]
-    share = _mean([vs.full_draft_share(p) for p in positions]) if drafts else None
+    share = _mean([catalog_figure(c, "full_draft_share") for c in cells]) if drafts else None
     return SpecFigures(
         output_tok_s=out, accept_length=accept,
         accept_source=figure(cells[-1], "accept_length.source") if drafts else NO_DRAFT,
         verify_steps_per_s=vs.verify_steps_per_s(out, accept),
-        step_ms=_mean([vs.step_ms(number(c, "steps.step_itl_s.mean")) for c in cells]),
+        step_ms=_mean([catalog_figure(c, "step_ms") for c in cells]),
         full_draft_share=share, draft_positions=max((len(p) for p in positions if p), default=None),
         power_fraction_of_limit=_mean([number(c, "power.power_fraction_of_limit") for c in cells]),
         bottleneck=cells[-1].gpu.bottleneck)
