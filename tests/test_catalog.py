@@ -143,3 +143,17 @@ def test_the_views_name_only_catalog_figures():
 def test_shown_columns():
     assert [f.key for f in COMPARED if f.compare is Shown.ALWAYS] == ["out_tok_s", "req_tok_s", "ttft_p50_s"]
     assert catalog.get("ttft_p50_s").text(0.0405) == "40.5" and catalog.get("accept").text(None) is None
+
+
+def test_show_names_figures_as_the_gate_does(cli):
+    from loadgen.errors import UsageError
+    from loadgen.report.compare_terms import parse_shown
+
+    assert parse_shown(" TTFT_P50_MS , accept,") == ("ttft_p50_s", "accept")
+    with pytest.raises(UsageError, match="--show 'ttft_p5O': no such figure; known: out_tok_s, good_tok_s"):
+        parse_shown("ttft_p5O")
+    path = str(ROOT / "tests/fixtures/results-0.1/closed.json")
+    res = cli("compare", path, "--show", "ttft_p5O")
+    assert res.returncode == 2 and "no such figure" in res.stderr
+    shown = cli("compare", path, "--show", "ttft_p50")  # a figure shown anyway: one column, as without --show
+    assert shown.returncode == 0 and shown.stdout == cli("compare", path).stdout

@@ -16,7 +16,7 @@ from loadgen.files import write_atomic, write_json_atomic
 from loadgen.report.compare import TableFormat, compare_table, load_inputs, pick_baseline
 from loadgen.report.compare_summary import render_markdown
 from loadgen.report.compare_summary import render_text as render_gate_text
-from loadgen.report.compare_terms import ALL_CHECKS, FIGURES, GateCheck, parse_fail_on
+from loadgen.report.compare_terms import ALL_CHECKS, FIGURES, GateCheck, parse_fail_on, parse_shown
 from loadgen.report.regression_gate import gate, pairs, pairs_by_name
 from loadgen.report.report import write_report
 from loadgen.report.table import table, title
@@ -33,6 +33,9 @@ def add_input_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-mismatch", action="store_true", help="compare runs even when they differ in max "
                    "tokens, API, model, temperature, ignore-eos or prompt source (the differences are printed "
                    "above the table)")
+    p.add_argument("--show", metavar="FIGURES", type=parse_shown, default=(), help="also give these figures a "
+                   f"column in the tables, by the names --fail-on gives them (figures: {' '.join(FIGURES)}; the "
+                   "CSV and JSON formats have every one)")
 
 
 def compare_main(argv: list[str]) -> int:
@@ -78,8 +81,8 @@ def compare_outputs(runs: list, a: argparse.Namespace, terms: list | None) -> tu
     """(what compare prints in --format, the Markdown summary, whether the gate failed). Without --fail-on the
     summary is the Markdown table; with it, the gate's verdict is under the text table, is the Markdown, and
     goes to stderr beside a CSV."""
-    text = compare_table(runs, a.baseline, a.format)
-    table_md = text if a.format == TableFormat.MD else compare_table(runs, a.baseline, TableFormat.MD)
+    text = compare_table(runs, a.baseline, a.format, asked=a.show)
+    table_md = text if a.format == TableFormat.MD else compare_table(runs, a.baseline, TableFormat.MD, asked=a.show)
     if terms is None:
         return text, table_md, False
     result, baseline, compared = gate_inputs(runs, a, terms)
@@ -130,8 +133,8 @@ def report_main(argv: list[str]) -> int:
                          "yet)")
     for line in check_comparable(runs, a.allow_mismatch):
         print(line)
-    print(compare_table(runs, a.baseline))
-    written, notes = write_report(runs, a.inputs, pick_baseline(runs, a.baseline), a.plots, a.html)
+    print(compare_table(runs, a.baseline, asked=a.show))
+    written, notes = write_report(runs, a.inputs, pick_baseline(runs, a.baseline), a.plots, a.html, a.show)
     for path in written:
         print(f"{'page' if path == a.html else 'plot'}: {path}")
     for note in notes:

@@ -121,6 +121,19 @@ def parse_term(term: str) -> list[Term]:
     raise _bad(term, f"no figure or check {name!r}", name_unknown=True)
 
 
+def parse_shown(spec: str) -> tuple[str, ...]:
+    """`--show FIGURE,…`: the compared figures whose columns the tables show though the catalog shows them only
+    when asked (`catalog.Shown.ASKED`), by the names a term gives them → their keys; an unknown name is a
+    UsageError naming the known ones."""
+    keys = []
+    for name in (n.strip() for n in spec.split(",") if n.strip()):
+        figure = FIGURES.get(ALIASES.get(name.lower(), name.lower()))
+        if figure is None:
+            raise UsageError(f"--show {name!r}: no such figure; known: {', '.join(FIGURES)}")
+        keys.append(figure.key)
+    return tuple(keys)
+
+
 def parse_fail_on(spec: str) -> list[Term]:
     """Every term of `--fail-on` in the order given (empty terms between commas are skipped); at least one."""
     terms = [t for part in spec.split(",") if part.strip() for t in parse_term(part.strip())]

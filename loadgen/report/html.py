@@ -131,7 +131,7 @@ def _answers(runs: list[Run], tunes: list[Tune]) -> list[tuple[str, str, str]]:
 
 
 def render_page(runs: list[Run], sweeps: list[Sweep], base: int, plots: list[Plot], notes: list[str],
-                tunes: list[Tune] | None = None) -> str:
+                tunes: list[Tune] | None = None, asked: tuple[str, ...] = ()) -> str:
     """The whole page as one string. Configurations that measured no cell appear only under "Failed and
     skipped" (with their reason and diagnostics). A tune's folder puts its own answer (tune.json's) first."""
     measured = [r for r in runs if r.cells]
@@ -149,7 +149,7 @@ def render_page(runs: list[Run], sweeps: list[Sweep], base: int, plots: list[Plo
             "but failed a check (garbage output, a missed SLO, a saturated client) shows its figures marked ! and is "
             "never best."),
             class_="sub")
-         + comparison_table(runs, base)),
+         + comparison_table(runs, base, asked)),
         ("matrices", "Each configuration's matrix", _matrices(measured, config_colors(runs))),
         *([("open-loop", "Open loop", open_loop)] if open_loop else []),
         *([("categories", "Per prompt category", categories)] if categories else []),

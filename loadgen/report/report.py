@@ -35,8 +35,9 @@ def plots_available() -> bool:
 
 
 def write_report(runs: list[Run], inputs: list[str], base: int, plots_dir: str | None,
-                 html_path: str | None) -> tuple[list[str], list[str]]:
-    """Draw the plots once; write them to `plots_dir` and/or embed them in the page at `html_path`.
+                 html_path: str | None, asked: tuple[str, ...] = ()) -> tuple[list[str], list[str]]:
+    """Draw the plots once; write them to `plots_dir` and/or embed them in the page at `html_path` (its
+    comparison with the figures shown when asked that `asked` names: `compare.shown_metrics`).
     Returns (paths written, notes). Without matplotlib the page is still written, without plots, and a note
     says how to install it."""
     notes: list[str] = []
@@ -52,7 +53,7 @@ def write_report(runs: list[Run], inputs: list[str], base: int, plots_dir: str |
         from loadgen.report.html import render_page
         from loadgen.report.html_meta import sweep_summaries
         from loadgen.report.html_tune import tune_documents
-        page = render_page(runs, sweep_summaries(inputs), base, plots, notes, tune_documents(inputs))
+        page = render_page(runs, sweep_summaries(inputs), base, plots, notes, tune_documents(inputs), asked)
         write_atomic(html_path, page.encode("utf-8"))
         written.append(html_path)
     return written, notes
