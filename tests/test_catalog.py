@@ -140,6 +140,13 @@ def test_the_views_name_only_catalog_figures():
         assert (spec.path, spec.higher_is_better) == (fig.path, fig.better is HIGH)
 
 
+def test_docs_figures_md_is_generated_from_the_catalog():
+    from loadgen.metrics.catalog_doc import render
+
+    assert (ROOT / "docs" / "figures.md").read_text() == render(), \
+        "docs/figures.md is stale: python3 -m loadgen.metrics.catalog_doc > docs/figures.md"
+
+
 def test_shown_columns():
     assert [f.key for f in COMPARED if f.compare is Shown.ALWAYS] == ["out_tok_s", "req_tok_s", "ttft_p50_s"]
     assert catalog.get("ttft_p50_s").text(0.0405) == "40.5" and catalog.get("accept").text(None) is None
