@@ -48,24 +48,31 @@ def wait_scraped(url: str, timeout_s: float = 20.0) -> None:
     raise TimeoutError("prometheus has no target")
 
 
+def scraping_prometheus(tmp: Path, cleanups, target_port: int) -> str:
+    """A Prometheus scraping 127.0.0.1:`target_port` every second, its target known and applied; its URL."""
+    port = free_port()
+    config = tmp / "prometheus.yml"
+    config.write_text(yaml.safe_dump({
+        "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
+        "scrape_configs": [{"job_name": "loadgen", "static_configs": [{"targets": [f"127.0.0.1:{target_port}"]}]}],
+    }))
+    prom_url = f"http://127.0.0.1:{port}"
+    prom, log = start_logged(tmp, cleanups, "prometheus", [
+        PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp / 'data'}",
+        f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"])
+    wait_http(f"{prom_url}/-/ready", prom, log)
+    wait_scraped(prom_url)
+    time.sleep(5)  # the target pool applies a new target after up to 5 s: what runs next is scraped from its start
+    return prom_url
+
+
 @side_by_side.background("search-dashboard", when=PROMETHEUS is not None)
 def build_searched(tmp: Path, cleanups) -> Stack:
     """The reference server, Prometheus and the search; built from the session's start (tests/side_by_side.py)."""
     server_url, server = start(tmp, "--slots", "8", "--step-ms", "5")
     cleanups.callback(stop, server)
-    ports = {"loadgen": free_port(), "prometheus": free_port()}
-    config = tmp / "prometheus.yml"
-    config.write_text(yaml.safe_dump({
-        "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
-        "scrape_configs": [{"job_name": "loadgen", "static_configs": [{"targets": [f"127.0.0.1:{ports['loadgen']}"]}]}],
-    }))
-    prom_url = f"http://127.0.0.1:{ports['prometheus']}"
-    prom, log = start_logged(tmp, cleanups, "prometheus", [
-        PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp / 'data'}",
-        f"--web.listen-address=127.0.0.1:{ports['prometheus']}", "--log.level=warn"])
-    wait_http(f"{prom_url}/-/ready", prom, log)
-    wait_scraped(prom_url)
-    time.sleep(5)  # the target pool applies a new target after up to 5 s: the search's first probe counts
+    ports = {"loadgen": free_port()}
+    prom_url = scraping_prometheus(tmp, cleanups, ports["loadgen"])
     start_s = time.time()
     out = tmp / "search.json"
     run, run_log = start_logged(tmp, cleanups, "search", [

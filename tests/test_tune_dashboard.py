@@ -14,11 +14,10 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tests import side_by_side
-from tests.test_prometheus_e2e import DASHBOARDS, PROMETHEUS, Stack, finite_points, free_port, start_logged, wait_http
-from tests.test_search_dashboard import wait_scraped
+from tests.test_prometheus_e2e import DASHBOARDS, PROMETHEUS, Stack, finite_points, free_port, start_logged
+from tests.test_search_dashboard import scraping_prometheus
 from tests.test_tune import Bench
 
 pytestmark = [pytest.mark.infra, pytest.mark.skipif(PROMETHEUS is None, reason="prometheus not installed (Debian "
@@ -39,22 +38,11 @@ def tune_panels() -> dict[str, dict]:
 def build_tuned(tmp: Path, cleanups) -> Stack:
     bench = Bench(tmp)
     cleanups.callback(bench.stop)
-    metrics_port, prom_port = free_port(), free_port()
+    metrics_port = free_port()
     path = bench.write(CONFIGS, requests=16)
     text = path.read_text().replace("concurrency = [1, 4]", "concurrency = [1, 2]")
     path.write_text(text.replace("[tune]", f'args = ["--metrics-port", "{metrics_port}", "--linger", "1"]\n\n[tune]'))
-    config = tmp / "prometheus.yml"
-    config.write_text(yaml.safe_dump({
-        "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
-        "scrape_configs": [{"job_name": "loadgen", "static_configs": [{"targets": [f"127.0.0.1:{metrics_port}"]}]}],
-    }))
-    prom_url = f"http://127.0.0.1:{prom_port}"
-    prom, log = start_logged(tmp, cleanups, "prometheus", [
-        PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp / 'data'}",
-        f"--web.listen-address=127.0.0.1:{prom_port}", "--log.level=warn"])
-    wait_http(f"{prom_url}/-/ready", prom, log)
-    wait_scraped(prom_url)
-    time.sleep(5)  # the target pool applies a new target after up to 5 s
+    prom_url = scraping_prometheus(tmp, cleanups, metrics_port)
     start_s = time.time()
     run, run_log = start_logged(tmp, cleanups, "tune", bench.argv("tune", path, bench.out))
     assert run.wait(timeout=240) == 0, run_log.read_text()[-5000:]

@@ -21,18 +21,23 @@ DIAGNOSTICS_TAIL_CHARS = 6000
 Sweep = tuple[dict[str, Any], str]  # a sweep.json document and its folder
 
 
-def sweep_summaries(paths: list[str]) -> list[Sweep]:
-    """(sweep.json document, its folder) of every input that is a sweep folder or sweep.json file."""
+def folder_documents(paths: list[str], name: str, schema: str) -> list[tuple[dict[str, Any], str]]:
+    """(document, its folder) of every input that is a folder holding `name` of `schema`, or that file itself."""
     out = []
     for p in paths:
-        f = os.path.join(p, "sweep.json") if os.path.isdir(p) else p
+        f = os.path.join(p, name) if os.path.isdir(p) else p
         try:
             doc = read_json(f)
         except (OSError, ValueError):
             continue
-        if isinstance(doc, dict) and doc.get("schema") == SWEEP_SCHEMA:
+        if isinstance(doc, dict) and doc.get("schema") == schema:
             out.append((doc, os.path.dirname(os.path.abspath(f))))
     return out
+
+
+def sweep_summaries(paths: list[str]) -> list[Sweep]:
+    """(sweep.json document, its folder) of every input that is a sweep folder or sweep.json file."""
+    return folder_documents(paths, "sweep.json", SWEEP_SCHEMA)
 
 
 def _flat(value: object, prefix: str = "") -> list[tuple[str, str]]:

@@ -8,11 +8,10 @@ diagnostics, and the cost beside the full grid's."""
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any
 
-from loadgen.files import read_json
 from loadgen.report.html_build import el, text
+from loadgen.report.html_meta import folder_documents
 from loadgen.report.html_tables import swatch
 from loadgen.report.tune_text import cost_lines, infeasible_lines, open_lines
 from loadgen.results.schema import TUNE_SCHEMA
@@ -25,16 +24,7 @@ Tune = tuple[dict[str, Any], str]  # a tune.json document and its folder
 
 def tune_documents(paths: list[str]) -> list[Tune]:
     """(tune.json document, its folder) of every input that is a tune's folder or its tune.json."""
-    out = []
-    for p in paths:
-        f = os.path.join(p, "tune.json") if os.path.isdir(p) else p
-        try:
-            doc = read_json(f)
-        except (OSError, ValueError):
-            continue
-        if isinstance(doc, dict) and doc.get("schema") == TUNE_SCHEMA:
-            out.append((doc, os.path.dirname(os.path.abspath(f))))
-    return out
+    return folder_documents(paths, "tune.json", TUNE_SCHEMA)
 
 
 def _pct(value: float | None, interval: list[float] | None) -> str:
