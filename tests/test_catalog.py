@@ -33,7 +33,7 @@ HIGH, LOW, NEITHER = Better.HIGH, Better.LOW, Better.NEITHER
 # failures and a saturated client lower; throughputs, accept length and tokens per joule higher; states neither
 DIRECTIONS = {
     "ok_requests": NEITHER, "failed_requests": LOW, "out_tok_s": HIGH, "good_tok_s": HIGH, "req_tok_s": HIGH,
-    "req_tok_s_p10": HIGH, "ttft_mean_s": LOW, "ttft_p50_s": LOW, "ttft_p99_s": LOW, "prefill_tok_s": HIGH,
+    "req_tok_s_p10": HIGH, "ttft_mean_s": LOW, "ttft_p50_s": LOW, "ttft_p99_s": LOW, "itl_p90_s": LOW, "prefill_tok_s": HIGH,
     "e2e_mean_s": LOW, "tokens_per_chunk": HIGH, "accept": HIGH, "verify_steps_per_s": HIGH, "step_ms": LOW,
     "full_draft_share": NEITHER, "power_w": LOW, "j_per_token": LOW, "tokens_per_j": HIGH, "power_fraction": NEITHER,
     "gpu_utilization": NEITHER, "gpu_sm_clock": NEITHER, "gpu_power_capped": LOW, "gpu_dram_active": NEITHER,
@@ -164,3 +164,98 @@ def test_show_names_figures_as_the_gate_does(cli):
     assert res.returncode == 2 and "no such figure" in res.stderr
     shown = cli("compare", path, "--show", "ttft_p50")  # a figure shown anyway: one column, as without --show
     assert shown.returncode == 0 and shown.stdout == cli("compare", path).stdout
+
+
+# ---- ITL p90: one catalog entry over the cell's own per-token ITL, and every view has it ---------------------
+def _itl_cell(gaps_ms: list[float], extra: tuple[int, float] | None = None, conc: int = 1) -> dict:
+    """A cell built from records: one request of single-token chunks `gaps_ms` apart, and (extra) one whose
+    second chunk carries n tokens after a gap of g ms (each of its tokens g/n ms apart)."""
+    from loadgen.record import CellKey, Record
+    from loadgen.results.build_cell import build_cell
+
+    key, ms = CellKey(60, conc), 1_000_000
+
+    def record(seq: int, tokens: list[int], gaps: list[float]) -> Record:
+        span = int(sum(gaps) * ms)
+        return Record("r", key, seq, t_intended_ns=0, t_sent_ns=0, t_first_token_ns=100 * ms,
+                      t_last_token_ns=100 * ms + span, t_end_ns=100 * ms + span, prompt_tokens=60,
+                      completion_tokens=sum(tokens), chunks=len(tokens), chunk_tokens=tokens,
+                      chunk_gaps_ns=[int(g * ms) for g in gaps])
+    recs = [record(0, [1] * (len(gaps_ms) + 1), gaps_ms)]
+    if extra:
+        recs.append(record(1, [1, extra[0]], [extra[1]]))
+    return build_cell(key, recs).to_json()
+
+
+def test_itl_p90_is_the_token_weighted_90th_percentile():
+    cell = from_json(_itl_cell([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]))
+    assert catalog_figure(cell, "itl_p90_s") == pytest.approx(0.009)  # 9 of 10 gaps are ≤ 9 ms
+    # a 40 ms gap before a 4-token chunk: four tokens 10 ms apart, so 9 of 14 tokens are ≤ 9 ms and p90 is 10 ms
+    assert catalog_figure(from_json(_itl_cell([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], (4, 40))), "itl_p90_s") == \
+        pytest.approx(0.010)
+    assert FIGURES["itl_p90_s"].text(0.009) == "9.0"  # shown in ms
+
+
+def _itl_cells() -> dict[str, list[dict]]:
+    """Two configurations: b's tokens 30 % slower than a's at c=1, as fast at c=2."""
+    return {"a": [_itl_cell([10] * 20), _itl_cell([10] * 20, conc=2)],
+            "b": [_itl_cell([13] * 20), _itl_cell([10] * 20, conc=2)]}
+
+
+def _itl_runs() -> list:
+    from loadgen.report.compare import Run, cell_key
+
+    return [Run(name, f"{name}.json", {}, {cell_key(c): c for c in cells}) for name, cells in _itl_cells().items()]
+
+
+def test_compare_has_itl_p90_in_its_rows_and_shows_it_when_asked(cli, tmp_path):
+    from loadgen.report import compare, html_tables
+
+    runs = _itl_runs()
+    rows = compare.comparison(runs, 0)
+    assert [r["itl_p90_s"] for r in rows] == pytest.approx([0.010, 0.013, 0.010, 0.010])  # c=1: a, b; c=2: a, b
+    assert "itl_p90_s" in rows[0]["best"]  # 10 ms against 13 ms: exact figures, no interval to weigh
+    assert "ITL p90 ms" not in compare.render_text(rows)  # the default table is as it was
+    shown = compare.render_text(rows, ("itl_p90_s",))
+    assert "ITL p90 ms" in shown and "13.0" in shown and "10.0*" in shown
+    assert "itl_p90_s" in compare.compare_table(runs, None, "csv").splitlines()[0].split(",")
+    assert 'data-metric="itl_p90_s"' in html_tables.comparison_table(runs, 0, ("itl_p90_s",))
+    assert 'data-metric="itl_p90_s"' not in html_tables.comparison_table(runs, 0)
+    paths = []
+    for name, cells in _itl_cells().items():
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"schema": "loadgen.results/v1", "label": name, "cells": cells}))
+        paths.append(str(path))
+    res = cli("compare", *paths, "--show", "itl_p90")
+    assert res.returncode == 0 and "ITL p90 ms" in res.stdout
+    gated = cli("compare", *paths, "--fail-on", "itl_p90:+10%")
+    assert gated.returncode == 1 and "itl_p90" in gated.stdout  # 10 → 13 ms: a regression beyond the limit
+
+
+def test_the_gate_judges_itl_p90():
+    from loadgen.report.compare_terms import parse_fail_on
+    from loadgen.report.regression_gate import Verdict, gate, pairs
+
+    term = parse_fail_on("itl_p90_ms:+2ms")[0]
+    assert (term.figure.key, term.worse, term.limit) == ("itl_p90_s", HIGH, 2.0)
+    result = gate(pairs(_itl_runs(), 0), [term])
+    assert [(r.key.concurrency, r.verdict, r.a, r.b) for r in result.rows] == [
+        (1, Verdict.REGRESSED, pytest.approx(10.0), pytest.approx(13.0)),
+        (2, Verdict.WITHIN_LIMIT, pytest.approx(10.0), pytest.approx(10.0))]
+
+
+def test_the_exporter_and_repeat_have_itl_p90():
+    from exporters.live import LiveExporter
+    from loadgen.record import CellKey
+    from loadgen.results.repeats import combine_repeats
+
+    exp = LiveExporter("r1")
+    exp.cell_started(CellKey(60, 1), "r1")
+    exp.cell_finished(CellKey(60, 1), _itl_cell([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]))
+    labels = {"run": "r1", "concurrency": "1", "context_tokens": "60", "request_rate": ""}
+    assert exp.registry.get_sample_value("loadgen_cell_itl_p90_seconds", labels) == pytest.approx(0.009)
+    cell = combine_repeats([from_json(_itl_cell([g] * 20)) for g in (10, 12, 14)])
+    assert figure(cell, "itl_s.p90") == pytest.approx(0.012)  # the mean of the three measurements
+    assert (cell.noise.repeats or {})["values"]["itl_s.p90"] == pytest.approx([0.010, 0.012, 0.014])
+    low, high = (cell.noise.intervals or {})["itl_s.p90"]
+    assert low < 0.012 < high
