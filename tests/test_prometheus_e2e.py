@@ -1,11 +1,12 @@
 """End to end against a real Prometheus (Debian's 2.42 in CI), read the way Grafana reads it, after the run.
 
 A simulator (SGLang-named /metrics plus a DCGM-compatible endpoint that, like dcgm-exporter's stock counters,
-exports no power limit) and a real `loadgen` run with its live exporter (two 30 s cells, `--label`,
-`--gpu-power-limit`) are scraped every second by a Prometheus on a free loopback port, with our rule files
+exports no power limit) and a real `loadgen` run with its live exporter (a 30 s cell and the drift check's control,
+`--label`, `--gpu-power-limit`) are scraped every second by a Prometheus on a free loopback port, with our rule files
 loaded. Once loadgen has exited, every panel query of every dashboard is evaluated as Grafana would: instant
 targets as instant queries at the end of the time range, range targets over it; each must return data (the
-search row none: a plain run has no search state), and the per-cell panels must equal the run's results JSON
+search and tune rows none: a plain run has no search or tune state; tests/test_search_dashboard.py and
+tests/test_tune_dashboard.py read them), and the per-cell panels must equal the run's results JSON
 within 2 %. Every recording rule and variable query returns
 data, every rule evaluates without error, nothing fires after the run, and the cell annotations span each
 cell.
@@ -68,6 +69,7 @@ ALL = {"__rate_interval": "10s", "__interval": "2s", "label": ".*", "run": ".*",
 
 
 SEARCH_ONLY = "loadgen_search_"  # metrics of `loadgen search` (exporters/search_metrics.py), absent in a plain run
+TUNE_ONLY = "loadgen_tune_"  # metrics of `loadgen tune` (exporters/tune_metrics.py), absent in a plain run
 
 
 def free_port() -> int:
@@ -121,12 +123,13 @@ LIMIT_W = 1100.0
 
 
 def loadgen_argv(sim_port: int, dcgm_port: int, metrics_port: int, out: Path) -> list[str]:
-    return [sys.executable, "-m", "loadgen", "--url", f"http://127.0.0.1:{sim_port}", "--concurrency", "2,4",
+    return [sys.executable, "-m", "loadgen", "--url", f"http://127.0.0.1:{sim_port}", "--concurrency", "4",
             "--contexts", "60", "--max-tokens", "64", "--duration-per-cell", str(CELL_S), "--metrics-port",
             str(metrics_port), "--linger", "3", "--dcgm", f"http://127.0.0.1:{dcgm_port}/metrics",
             "--label", "e2e-b8", "--gpu-power-limit", f"{LIMIT_W:g}", "--slo", "ttft=2s,tpot=1s",  # SLO panels too
             "--verify", "--out", str(out),  # and the verification panels
-            "--drift-check", "auto"]  # what a user gets (the suite's default is off): the control cell, live too
+            # the control cell, live too: `on`, as `auto` measures it again only after a second cell (60 s, not 90)
+            "--drift-check", "on"]
 
 
 @dataclass
@@ -181,7 +184,7 @@ def start_logged(tmp: Path, cleanups, name: str, argv: list[str]) -> tuple[subpr
 @side_by_side.background("prometheus-e2e", when=PROMETHEUS is not None and PROMTOOL is not None)
 def build_stack(tmp: Path, cleanups) -> Stack:
     """The simulator, Prometheus scraping it and loadgen, and the run; built from the session's start
-    (tests/side_by_side.py): it is mostly 90 s of cells."""
+    (tests/side_by_side.py): it is mostly 60 s of cells."""
     ports = {"sglang": free_port(), "dcgm": free_port(), "loadgen": free_port(), "prometheus": free_port()}
     sim, sim_log = start_logged(tmp, cleanups, "sim", [
         sys.executable, "-m", "loadgen", "sim", "--port", str(ports["sglang"]), "--dcgm-port", str(ports["dcgm"]),
@@ -222,8 +225,8 @@ def test_every_target_was_scraped(stack):
                          ids=[f"{uid}/{title}/{ref}" for uid, title, ref, _, _ in PANEL_TARGETS])
 def test_every_panel_returns_data_after_the_run(stack, uid, title, ref, expr, instant):
     result = stack.grafana(expr, instant)
-    if SEARCH_ONLY in expr:  # the search row: its gauges exist only while `loadgen search` runs
-        assert finite_points(result) == 0, f"a search gauge after a plain run: {expr}"
+    if SEARCH_ONLY in expr or TUNE_ONLY in expr:  # their rows' gauges exist only while a search or a tune runs
+        assert finite_points(result) == 0, f"a search or tune gauge after a plain run: {expr}"
         return
     assert finite_points(result) > 0, f"no data ({'instant' if instant else 'range'}): {expr}"
 
@@ -274,6 +277,8 @@ def test_per_cell_panels_equal_the_results_json_after_the_run(stack):
     compared = 0
     for panel in per_cell:
         for t in panel["targets"]:
+            if TUNE_ONLY in t["expr"]:
+                continue  # the tune row's tables: tests/test_tune_dashboard.py
             metric = PER_CELL_METRIC.search(t["expr"]).group(1)
             if metric not in paths:
                 continue  # loadgen_run_info: checked below
