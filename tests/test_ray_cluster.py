@@ -90,7 +90,7 @@ def test_a_node_lost_mid_cell_accounts_for_every_request_and_the_next_cell_runs_
     with running(tmp_path, "--slots", "64", "--step-ms", "20") as url:
         proc = subprocess.Popen(
             [sys.executable, "-m", "loadgen", "--url", url, "--ray", cluster.address, "--workers", "3",
-             "--concurrency", "24,12", "--contexts", "60", "--max-tokens", "32", "--requests-per-cell", "240",
+             "--concurrency", "24,36", "--contexts", "60", "--max-tokens", "32", "--requests-per-cell", "240",
              "--warmup", "0", "--out", str(out)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and (not jsonl.exists() or len(jsonl.read_text().splitlines()) < 40):
