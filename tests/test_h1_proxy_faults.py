@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, run_loadgen, stop_process
+from tests.conftest import ROOT, run_loadgen, start_sim, stop_process
 
 pytestmark = pytest.mark.sim
 
@@ -43,13 +43,20 @@ def measured(tmp_path: Path, url: str, *args: str, client: str = "h1") -> tuple[
     return res.returncode, recs
 
 
+@pytest.fixture(scope="module")
+def sim_url(tmp_path_factory):
+    """One simulator for the file: each test puts a proxy of its own in front of it (no test reads its truth)."""
+    sim = start_sim(tmp_path_factory.mktemp("sim"))
+    yield sim.url
+    sim.stop()
+
+
 @pytest.fixture
-def proxied(sim_factory):
+def proxied(sim_url):
     procs: list[subprocess.Popen] = []
 
     def start(*flags: str) -> str:
-        sim = sim_factory()
-        proc, url = start_proxy(sim.url, *flags)
+        proc, url = start_proxy(sim_url, *flags)
         procs.append(proc)
         return url
 
