@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -440,7 +441,7 @@ def test_the_simulator_example_sweep_runs_anywhere(tmp_path):
     find: `{python}` is the interpreter running the sweep) and a nested --out-dir whose folders do not exist:
     two configurations measured (exit 0), each by a simulator of its own budget (the first one stopped through
     the pidfile when the second started); the pidfile and the log are in --out-dir (`{out_dir}`), not in the
-    file's own results/sim-budget."""
+    file's own results/sim-budget. Every line it printed fits 120 columns, its status lines said whole."""
     port = free_port()
     text = SIM_EXAMPLE.read_text().replace("30123", str(port))
     (tmp_path / "sweep.toml").write_text(text)
@@ -460,5 +461,8 @@ def test_the_simulator_example_sweep_runs_anywhere(tmp_path):
             assert [c["status"] for c in doc["cells"]] == ["ok", "ok"]
         log = (out / "sim.log").read_text()
         assert log.count("loadgen-sim ready on") == 2 and "budget=16 topk=8" in log.splitlines()[-1]
+        assert [line for line in (run.stdout + run.stderr).splitlines() if len(line) > 120] == []
+        # the reconfigure command's last line is said whole (it was cut mid-word: "(budget=16 topk=)")
+        assert not re.search(r"topk=\)", " ".join(run.stderr.split())), run.stderr
     finally:
         os.kill(pid, signal.SIGTERM)  # --exit-idle would stop it 30 s from now
