@@ -1,10 +1,10 @@
 """Every line loadgen prints fits 120 columns, wrapped at spaces, never cut.
 
 Real processes (tier `sim`): the README's first command (a shorter matrix, the same path: the built-in
-simulator, the header, the progress lines, the table and its notes), `loadgen search`, and an interrupted search,
-whose resume command is the search's own (`loadgen sweep` of docs/examples/sim_budget_sweep.toml: where
-test_sweep.py runs it). In-process (tier `unit`): the wrapping helper, notes that name every row, the `*` mark's
-count, the default table's columns per kind of run."""
+simulator, the header, the progress lines, the table and its notes) and an interrupted search, whose resume
+command is the search's own (a whole `loadgen search`: test_slo_sim.py; `loadgen sweep` of
+docs/examples/sim_budget_sweep.toml: test_sweep.py). In-process (tier `unit`): the wrapping helper, notes that
+name every row, the `*` mark's count, the default table's columns per kind of run."""
 
 from __future__ import annotations
 
@@ -41,14 +41,6 @@ def test_the_readmes_first_command_prints_nothing_wider_than_120_columns(tmp_pat
     assert _too_wide(res.stdout, res.stderr) == []
     said = " ".join(res.stderr.split())
     assert "speculative: algorithm=DDTREE" in said and "draft_model_path=" in said  # wrapped, not cut
-
-
-@pytest.mark.sim
-def test_a_search_prints_nothing_wider_than_120_columns(tmp_path):
-    res = run_loadgen(*SEARCH, "--out", str(tmp_path / "s.json"))
-    assert res.returncode == 0, res.stderr
-    assert "highest concurrency that meets the SLO" in res.stdout
-    assert _too_wide(res.stdout, res.stderr) == []
 
 
 @pytest.mark.sim

@@ -1,7 +1,8 @@
 """Latency targets against the simulator with 8 slots (requests beyond them queue): each cell's attainment
 equals the fraction recomputed here from its own JSONL records, cells below the knee meet and cells well
 above it miss; `loadgen search` finds a concurrency whose cell meets and whose next probe above misses, both
-recomputed from the records, in at most 10 cells, and the same command again resumes without measuring."""
+recomputed from the records, in at most 10 cells, prints no line wider than 120 columns, and the same command
+again resumes without measuring."""
 
 from __future__ import annotations
 
@@ -92,6 +93,7 @@ def test_search_answer_meets_and_the_probe_above_misses_from_the_records(sim_fac
     assert "stopped early: over-saturated" in r.stdout
     assert f"highest concurrency that meets the SLO: {met}" in r.stdout
     assert f"met    c={met}" in r.stdout and f"missed c={missed}" in r.stdout
+    assert [line for line in (r.stdout + r.stderr).splitlines() if len(line) > 120] == []  # wrapped, never wider
     lines = len(read_jsonl(str(out).replace(".json", ".requests.jsonl")))
     again = run_loadgen(*argv)
     assert again.returncode == 0, again.stderr
