@@ -16,8 +16,9 @@ Both senders (`h1_sender` over the lean HTTP/1.1 client, `aiohttp_sender`) hand 
   (`StreamState.incomplete_reason`), and when the running counts do not add up to the final completion count
   the final count wins and `chunk_tokens` is None.
 
-`feed` is the per-read hot path of the client (docs/performance.md): events are handled inline, one
-`StreamState.feed` call each, and nothing else is called per event.
+`feed` is the per-read hot path of the client (docs/performance.md): the whole SSE events of the stream's
+template that a read begins with are read in one call (`template_reader.read_template`, while the SSE parser holds
+nothing), the others are handled inline, one `StreamState.feed` call each, and nothing else is called per event.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import time
 
 from loadgen.client.sse import SseParser
 from loadgen.client.stream import StreamState
+from loadgen.client.template_reader import read_template
 from loadgen.names import Api, Outcome
 from loadgen.record import Record
 
@@ -62,17 +64,22 @@ class StreamRecorder:
         if rec.session is not None:
             self.state.answer = []  # a session's next turn sends this answer back
 
-    def feed(self, data: bytes, now: int) -> int:
+    def feed(self, data: bytes, now: int) -> int:  # noqa: C901 (the per-read hot path, inline)
         """Record the events of one read of body bytes; MORE, END or STOP. Raises `ProtocolError` (what came
         before the bad event stays recorded)."""
         rec = self.rec
         if rec.t_first_byte_ns is None:
             rec.t_first_byte_ns = now
-        state, feed = self.state, self.state.feed
+        state, feed, parser = self.state, self.state.feed, self.parser
         chunk_tokens, chunks, said = self.chunk_tokens, 0, MORE
         answered = rec.t_first_answer_ns is not None
         try:
-            for event in self.parser.feed(data):
+            if parser.idle:  # the whole SSE events of the stream's template it begins with, without the parser
+                pos = read_template(state, data, 0, True, chunk_tokens)
+                if pos:
+                    data, chunks = data[pos:], self._run(now)
+                    chunk_tokens, answered = self.chunk_tokens, rec.t_first_answer_ns is not None
+            for event in parser.feed(data) if data else ():
                 if feed(event):
                     chunks += 1
                     if state.reasoning_event or not answered:
@@ -95,6 +102,18 @@ class StreamRecorder:
             if chunks:
                 self._stamp(now, chunks)
         return said if self.abandon_at is None else self._abandon(said, self.abandon_at)
+
+    def _run(self, now: int) -> int:
+        """The content chunks of a run of template events (answer chunks, their counts appended to `chunk_tokens`
+        if they have them, else the list is None): the answer's first chunk may be among them."""
+        state = self.state
+        chunks = state.run_chunks
+        if chunks:
+            if self.rec.t_first_answer_ns is None:
+                self.rec.t_first_answer_ns = now
+            if not state.run_counts:
+                self.chunk_tokens = None
+        return chunks
 
     def _stamp(self, now: int, chunks: int) -> None:
         """The times of `chunks` content chunks that arrived in one read at `now`: the first one's gap to the

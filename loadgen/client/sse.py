@@ -32,7 +32,8 @@ class SseParser:
                 return []
             self._start, self._buf = False, b""
             chunk = head[3:] if head.startswith(BOM) else head
-        chunk = self._lf_only(chunk)
+        if self._skip_lf or b"\r" in chunk:
+            chunk = self._lf_only(chunk)
         buf = self._buf + chunk if self._buf else chunk
         if not self._data:
             events = self._whole_events(buf)
@@ -42,6 +43,12 @@ class SseParser:
         lines = buf.split(b"\n")
         self._buf = lines.pop()
         return self._lines(lines)
+
+    @property
+    def idle(self) -> bool:
+        """Nothing is held from earlier reads (no unfinished line or event, no CR, no BOM to look for): the next
+        read's first byte begins a new event's line."""
+        return not (self._buf or self._data or self._skip_lf or self._start)
 
     def _whole_events(self, buf: bytes) -> list[bytes] | None:
         """The events of `buf` in one split when it is a run of one-line `data: ` events, each ended by a
@@ -54,6 +61,11 @@ class SseParser:
         start, whole lines included)."""
         if not buf.startswith(b"data: "):
             return None
+        if buf.endswith(b"\n\n"):  # the read ends where an event does, as servers write them
+            events = buf[6:-2].split(b"\n\ndata: ")
+            if buf.count(b"\n") == 2 * len(events):
+                self._buf = b""
+                return events
         events = buf.split(b"\n\ndata: ")
         last = events[-1]
         head = len(buf) - len(last)  # where the last piece starts

@@ -16,12 +16,15 @@ from dataclasses import dataclass, field
 
 import orjson
 
+from loadgen.client.template_reader import LEARNS, learnt, read_template
 from loadgen.names import Api
+
+CHAT_TEXT = ("choices", 0, "delta", "content")
+COMPLETION_TEXT = ("choices", 0, "text")
 
 
 class ProtocolError(ValueError):
-    """The server sent something that is not the API's stream format (a `ValueError`, which is what
-    `loadgen.client.h1_connection` expects of a body reader given bytes it cannot read)."""
+    """Not the API's stream format (a `ValueError`: what `h1_connection` expects of a body reader's failure)."""
 
 
 @dataclass(slots=True)
@@ -33,9 +36,9 @@ class StreamState:
     `content` tells whether the event carried generated text (the TTFT event is the first with content).
 
     `StreamState(api=…)` is an instance of the API's own class (`STATES`): the event reader is chosen once, when
-    the request's state is made, and each class's `feed` reads an event without asking which API it speaks. The
-    few lines the three `feed`s share (the JSON of the event) are written out in each: a call per event to share
-    them would cost more than the test of the API they replace.
+    the request's state is made, and each class's `_parse` reads an event without asking which API it speaks
+    (the lines they share, the event's JSON, are written out in each: a call per event to share them would cost
+    more than the test of the API they replace). The stream's template events skip the JSON (`template_reader`).
     """
 
     api: Api
@@ -54,16 +57,27 @@ class StreamState:
     answer: list[str] | None = None  # the answer's text pieces, kept when a list is given (a session's turn)
     reasoning_event: bool = False  # the last content event carried reasoning (reasoning_content / reasoning)
     reasoning_tokens: int | None = None  # usage's completion_tokens_details.reasoning_tokens (or reasoning_tokens)
+    learns_left: int = LEARNS  # 0: every event is read by the full parse (tests compare the two paths)
+    run_chunks: int = 0  # read_template: the content events of its last run (`run_counts`: they carry counts)
+    run_counts: bool = False
+    _template: tuple | None = None  # the stream's plain content events (an event_template.Template, as a tuple)
+    _framed: tuple | None = None  # the same, as SSE events
+    _step: int = 0  # tokens the last counted content event added: the next one's count is predicted with it
 
     def __new__(cls, api: Api, *args, **kwargs):
         return object.__new__(STATES[api] if cls is StreamState else cls)
 
     def feed(self, payload: bytes) -> bool:
-        """Read one event; returns `content` (so a caller's loop needs no attribute read for it).
+        """Read one event; returns `content` (so a caller's loop needs no attribute read for it). An event of
+        the stream's template is read without its JSON (`read_template`), any other by the API's `_parse`."""
+        if self._template is not None and read_template(self, payload, 0, False, None):
+            return self.content
+        return self._parse(payload)
 
-        Runs once per event, so each API's `feed` holds its common case inline (the event's JSON, then an OpenAI
-        chunk with choices or a `/generate` event with meta_info); error objects are looked for only in events
-        that are not chunks (no choices / no meta_info), where servers put them. Every branch sets `content` and
+    def _parse(self, payload: bytes) -> bool:
+        """The full parse of one event: each API's common case inline (the event's JSON, then an OpenAI chunk
+        with choices or a `/generate` event with meta_info); error objects are looked for only in events that
+        are not chunks (no choices / no meta_info), where servers put them. Every branch sets `content` and
         `new_tokens` once; events that set `done` or `error` never carry content."""
         raise NotImplementedError
 
@@ -173,7 +187,7 @@ def _bad_event(payload: bytes, what: str) -> ProtocolError:
 class ChatState(StreamState):
     """`/v1/chat/completions`: the text is the first choice's `delta` (its content or reasoning)."""
 
-    def feed(self, payload: bytes) -> bool:
+    def _parse(self, payload: bytes) -> bool:
         if payload == b"[DONE]":
             return self._done()
         try:
@@ -197,17 +211,22 @@ class ChatState(StreamState):
             self.finished = True
         usage = obj.get("usage")
         if usage or "timings" in obj:
-            return self._feed_counted(obj, usage, text)
-        self._uncounted = self._uncounted or text
-        self.content, self.new_tokens = text, (None if text else 0)
-        return text
+            said = self._feed_counted(obj, usage, text)
+        else:
+            self._uncounted = self._uncounted or text
+            said = self.content = text
+            self.new_tokens = None if text else 0
+        if self.learns_left > 0 or self._template is not None:
+            plain = type(delta) is dict and not (delta.get("reasoning_content") or delta.get("reasoning"))
+            learnt(self, payload, obj, CHAT_TEXT, b'"content":', content if plain else None, usage)
+        return said
 
 
 @dataclass(slots=True)
 class CompletionsState(StreamState):
     """`/v1/completions`: the text is the first choice's `text`."""
 
-    def feed(self, payload: bytes) -> bool:
+    def _parse(self, payload: bytes) -> bool:
         if payload == b"[DONE]":
             return self._done()
         try:
@@ -220,15 +239,20 @@ class CompletionsState(StreamState):
         if not choices:
             return self._no_choices(obj, choices)
         choice = choices[0]
-        text = bool(choice.get("text"))
+        value = choice.get("text")
+        text = bool(value)
         if choice.get("finish_reason"):
             self.finished = True
         usage = obj.get("usage")
         if usage or "timings" in obj:
-            return self._feed_counted(obj, usage, text)
-        self._uncounted = self._uncounted or text
-        self.content, self.new_tokens = text, (None if text else 0)
-        return text
+            said = self._feed_counted(obj, usage, text)
+        else:
+            self._uncounted = self._uncounted or text
+            said = self.content = text
+            self.new_tokens = None if text else 0
+        if self.learns_left > 0 or self._template is not None:
+            learnt(self, payload, obj, COMPLETION_TEXT, b'"text":', value, usage)
+        return said
 
 
 @dataclass(slots=True)

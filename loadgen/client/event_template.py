@@ -1,0 +1,170 @@
+"""A stream's event template: the bytes of its plain content events around what changes from one to the next,
+learned from one event that the full parse read, so that later events of that exact shape are read without
+parsing their JSON (docs/performance.md, *The event template*).
+
+A plain content event of an OpenAI stream is `HEAD TEXT REST`: the head ends with the opening quote of the
+text's JSON string, and the rest (from its closing quote) is the same from one event to the next but for the
+running usage numbers (`completion_tokens`, and `total_tokens` where the server sends it, which stays
+`completion_tokens` + a constant). `rest_for(template, ct)` is the rest of the event whose count is `ct`; an event
+is of the template when it is `head + text + rest_for(template, ct)` byte for byte and its text is a JSON string
+that means exactly its UTF-8 bytes (`plain_text`: no quote, no backslash, no control character, valid UTF-8). The
+stream state (`loadgen.client.stream`) tries the count it predicts (the last count plus the last step), then the
+count written in the event (`read_count`); anything else is declined and read by the full parse, which alone
+decides what an event means.
+
+Why that is the full parse's answer: the learnt event is exactly what orjson writes for its own parse (compact,
+keys in order, texts as raw UTF-8, integers in decimal), and the same object with another text and other counts
+at their places is written as the template writes them (`_proven`). So an event of the template is what orjson
+writes for the learnt object with that event's text and counts, and reading it gives that object back. A template
+that cannot be proven so (an event written otherwise, the text or a count also written elsewhere than where it is
+read, a duplicate key) is not kept.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import orjson
+
+MAX_COUNT = 10**18  # counts below this are read exactly by the full parse (orjson reads ints beyond 64 bits as floats)
+# bytes a plain text may hold: printable ASCII but the quote and the backslash, and DEL; then UTF-8's other bytes
+ASCII_TEXT = bytes(c for c in range(0x20, 0x80) if c not in b'"\\')
+TEXT_BYTES = ASCII_TEXT + bytes(range(0x80, 0x100))
+
+
+class Template(NamedTuple):
+    """The fixed pieces of one stream's plain content events.
+
+    `rest` is the bytes after the text (uncounted: as they are; counted: a `%` format of the numbers, which are
+    the count plus `first`, and plus `second` where there are two; `second` None when there is one). `mid` is the
+    rest up to the first number and `after` the bytes that follow it: `read_count` finds the number between
+    them. The state keeps templates as plain tuples (a tuple unpacks faster than a named one)."""
+
+    head: bytes
+    rest: bytes
+    first: int | None  # None: uncounted
+    second: int | None
+    mid: bytes = b""
+    after: bytes = b""
+
+    def framed(self) -> Template:
+        """The same events as SSE writes them: `data: <event>` and a blank line."""
+        return self._replace(head=b"data: " + self.head, rest=self.rest + b"\n\n")
+
+
+def rest_for(tpl: tuple, ct: int) -> bytes:
+    """The bytes after the text of the event of template `tpl` (a `Template` or its plain tuple) whose running
+    count is `ct` (uncounted: `rest`)."""
+    _, rest, first, second, _, _ = tpl
+    if first is None:
+        return rest
+    if second is None:
+        return rest % (ct + first)
+    return rest % (ct + first, ct + second)
+
+
+def plain_text(text: bytes) -> bool:
+    """`text` is a JSON string's content without escapes that means exactly its UTF-8 decoding."""
+    return not text.strip(ASCII_TEXT) or utf8_text(text)
+
+
+def utf8_text(text: bytes) -> bool:
+    """`text`, not all printable ASCII, is a JSON string's content without escapes, valid UTF-8."""
+    if text.strip(TEXT_BYTES):
+        return False
+    try:
+        text.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def read_count(tpl: tuple, buf: bytes, e: int) -> int:
+    """The running count of the event of `tpl` whose text's closing quote is at `buf[e]`, as written: what is
+    between `mid` and `after`, read as an integer; then the event's rest must be `rest_for(count)` exactly (which
+    also rules out a sign, spaces, leading zeros). -1 when it cannot be read so."""
+    _, _, first, _, mid, after = tpl
+    if not buf.startswith(mid, e):
+        return -1
+    s = e + len(mid)
+    c = buf.find(after, s)
+    if c < 0 or c - s > 18:
+        return -1
+    try:
+        ct = int(buf[s:c]) - first
+    except ValueError:
+        return -1
+    return ct if 0 <= ct < MAX_COUNT and buf.startswith(rest_for(tpl, ct), e) else -1
+
+
+def learn(payload: bytes, obj: dict, text_path: tuple, key: bytes, text: str, usage: dict | None) -> Template | None:
+    """The template of `payload`, a plain content event whose parse is `obj`, or None where it cannot be proven.
+
+    `text_path` is where the text is in `obj` (`("choices", 0, "delta", "content")`), `key` its key as it is
+    written (`b'"content":'`), `text` its value; `usage` (`obj["usage"]`) is given when the event carries the
+    running `completion_tokens` (a counted template), else None. `obj` is left as it was."""
+    try:
+        if orjson.dumps(obj) != payload:  # written as orjson writes its parse: the layout follows from the object
+            return None
+    except orjson.JSONEncodeError:
+        return None
+    quoted = orjson.dumps(text)
+    at = payload.find(key + quoted)
+    if at < 0 or b"\\" in quoted:
+        return None
+    h = at + len(key) + 1
+    head, rest = payload[:h], payload[h + len(quoted) - 2:]
+    if usage is None:
+        tpl = Template(head, rest, None, None)
+        return tpl if _proven(tpl, obj, text_path, None, ()) else None
+    ct = usage["completion_tokens"]
+    counted = _number(rest, "completion_tokens", ct)
+    if counted is None:
+        return None
+    total = _number(rest, "total_tokens", usage.get("total_tokens"))
+    slots = sorted([counted, total]) if total else [counted]
+    fmt, at = b"", 0
+    for start, end, _, _ in slots:
+        fmt += rest[at:start].replace(b"%", b"%%") + b"%d"
+        at = end
+    fmt += rest[at:].replace(b"%", b"%%")
+    (a, b, first, _), *more = slots
+    after = rest[b:more[0][0]] if more else rest[b:]
+    tpl = Template(head, fmt, first - ct, more[0][2] - ct if more else None, rest[:a], after)
+    return tpl if _proven(tpl, obj, text_path, usage, [name for _, _, _, name in slots]) else None
+
+
+def _number(rest: bytes, name: str, value) -> tuple[int, int, int, str] | None:
+    """(start, end, value, name) of the digits of usage's `name` in `rest`, or None."""
+    if type(value) is not int or not 0 <= value < MAX_COUNT:
+        return None
+    digits = b"%d" % value
+    at = rest.find(b'"%s":%s' % (name.encode(), digits))
+    if at < 0:
+        return None
+    end = at + len(name) + 3 + len(digits)
+    return end - len(digits), end, value, name
+
+
+def _proven(tpl: Template, obj: dict, text_path: tuple, usage: dict | None, counts) -> bool:
+    """`obj` (which orjson writes as the learnt event) with another text and the counts one more is written as
+    the template writes that text and count: the text and the counts are where the template has them."""
+    parent, key = _at(obj, text_path[:-1]), text_path[-1]
+    text = parent[key]
+    probe = "q" if text == "p" else "p"
+    ct = usage["completion_tokens"] if usage else 0
+    parent[key] = probe
+    for name in counts:
+        usage[name] += 1  # type: ignore[index]
+    try:
+        return bool(orjson.dumps(obj) == tpl.head + probe.encode() + rest_for(tpl, ct + 1))
+    finally:
+        parent[key] = text
+        for name in counts:
+            usage[name] -= 1  # type: ignore[index]
+
+
+def _at(obj, path: tuple):
+    for k in path:
+        obj = obj[k]
+    return obj

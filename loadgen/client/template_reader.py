@@ -1,0 +1,98 @@
+"""Reading the events of a stream's template (`loadgen.client.event_template`) into its state, without their JSON.
+
+The part of `loadgen.client.stream.StreamState`'s reading that learns the template from an event the full parse
+read (`learnt`) and reads later events of it (`read_template`): one event (`StreamState.feed`), or,
+straight from a read's bytes while the SSE parser holds nothing, the run of whole SSE events of the template it
+begins with (`StreamRecorder.feed`: no SSE split, no call per event). Either way each event is read as the full
+parse reads the event the template was learnt from, with this event's text and count: the running count's branch
+of `StreamState._feed_counted` (a counted template), else a chunk without counts; the full parse itself stays
+the one place that decides what any other event means.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from loadgen.client.event_template import ASCII_TEXT, MAX_COUNT, learn, read_count, rest_for, utf8_text
+
+if TYPE_CHECKING:
+    from loadgen.client.stream import StreamState
+
+LEARNS = 8  # templates a stream may learn (a shape that keeps changing is read by the full parse)
+
+
+def read_template(state: StreamState, buf: bytes, pos: int, framed: bool,  # noqa: C901 (the hot path)
+                  tokens: list[int] | None) -> int:
+    """Reads the template's events in `buf` from `pos` on while they are of it (`framed`: SSE events, `data: `,
+    the event and a blank line, one after the other; else `buf` is one event); returns where the first event not
+    read starts. The state is left as after the last one; `run_chunks`: the content events read, `run_counts`:
+    they carry counts, which are appended to `tokens` (None: not kept). The count is tried as predicted (the last
+    count plus the last step), then as written (`read_count`)."""
+    tpl = state._framed if framed else state._template
+    if tpl is None:
+        return pos
+    head, fmt, first, second, _, _ = tpl
+    h, n, start = len(head), len(buf), pos
+    running, step, chunks, text = state._running_tokens, state._step, 0, False
+    while buf.startswith(head, pos):
+        t, new = pos + h, step
+        e = buf.find(b'"', t)
+        ct = running + step
+        rest = fmt if first is None else fmt % (ct + first) if second is None else fmt % (ct + first, ct + second)
+        if e < 0 or not buf.startswith(rest, e) or first is not None and not 0 <= ct < MAX_COUNT:
+            ct = -1 if e < 0 or first is None else read_count(tpl, buf, e)  # not as predicted: as written?
+            if ct < 0:
+                break
+            rest, new = rest_for(tpl, ct), ct - running
+        end = e + len(rest)
+        if not framed and end != n or buf[t:e].strip(ASCII_TEXT) and not utf8_text(buf[t:e]):
+            break
+        pos, step, text = end, new, e > t
+        if first is None:
+            chunks += text
+            continue
+        running = ct
+        if text or step > 0:
+            chunks += 1
+            if tokens is not None:
+                tokens.append(step)
+    if pos > start:
+        _after_run(state, first is not None, running, step, text, chunks)
+    return pos
+
+
+def _after_run(state: StreamState, counted: bool, running: int, step: int, text: bool, chunks: int) -> None:
+    """The state after the last event of a run of `chunks` content events (its text not empty: `text`)."""
+    state.reasoning_event, state.run_chunks, state.run_counts = False, chunks, counted
+    if counted:
+        state._running_tokens = state.completion_tokens = running
+        state._step = state.new_tokens = step
+        state.content = text or step > 0
+        return
+    state.content, state.new_tokens = text, None if text else 0
+    if chunks:
+        state._uncounted = True
+
+def learnt(state: StreamState, payload: bytes, obj: dict, path: tuple, key: bytes, text, usage) -> None:
+    """After the full parse of an event with choices: a counted template stands only while the stream reads
+    running counts (no finish, no chunk without counts); a plain content event (its text a string, no
+    finish, no reasoning, the text not kept for `answer`, no `timings`) is learnt from, counted when it took
+    the running count's branch."""
+    tpl = state._template
+    if tpl is not None and tpl[2] is not None and (state.finished or state._uncounted):
+        state._template = state._framed = None
+    if type(state.new_tokens) is int:
+        state._step = state.new_tokens
+    if type(text) is not str or not text or state.learns_left <= 0:
+        return
+    if state.answer is not None or state.finished or "timings" in obj:
+        return
+    if usage:
+        if state._uncounted or type(usage) is not dict or type(usage.get("completion_tokens")) is not int:
+            return
+    else:
+        usage = None
+    state.learns_left -= 1
+    template = learn(payload, obj, path, key, text, usage)
+    state._template = None if template is None else tuple(template)
+    state._framed = None if template is None else tuple(template.framed())
