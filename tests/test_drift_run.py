@@ -1,5 +1,5 @@
 """The drift check of a plain run against tests/reference_server.py (not loadgen's simulator): a server that
-gets 8× slower for good after its 40th request is said to have drifted (console, results, exit 1); the same
+gets 8× slower for good after its 25th request is said to have drifted (console, results, exit 1); the same
 server without the slowdown is not."""
 
 from __future__ import annotations
@@ -15,9 +15,11 @@ from tests.schema_check import assert_documented
 
 pytestmark = pytest.mark.sim
 
-# the sizing probe, then 24 requests at c=4 (the control) and 24 at c=8: the 40th falls in the second cell,
-# so the control is fast the first time and measured again wholly on the slow server
-MATRIX = ("--contexts", "256", "--concurrency", "4,8", "--requests-per-cell", "24", "--max-tokens", "32")
+# the sizing probe, then 16 requests at c=4 (the control) and 16 at c=8: the 26th falls in the second cell,
+# so the control is fast the first time and measured again wholly on the slow server (4 waves of 2.6 s: 24
+# requests made it 6)
+MATRIX = ("--contexts", "256", "--concurrency", "4,8", "--requests-per-cell", "16", "--max-tokens", "32")
+SLOW_AFTER = "25"
 SERVER = ("--step-ms", "10")
 
 
@@ -34,7 +36,7 @@ def runs(tmp_path_factory):
     off (the same matrix in step: the off one is done before the other's control cell), then the clean one
     alone, so that no run's control cell is measured beside another run's load."""
     tmp = tmp_path_factory.mktemp("drift-run")
-    slow = (*SERVER, "--slow-after", "40", "--slow-factor", "8")
+    slow = (*SERVER, "--slow-after", SLOW_AFTER, "--slow-factor", "8")
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         drifted = pool.submit(_run, tmp, "out", *slow)
         off = pool.submit(_run, tmp, "off", *slow, drift_check="off")
@@ -42,7 +44,7 @@ def runs(tmp_path_factory):
     return {**done, "clean": _run(tmp, "clean", *SERVER)}
 
 
-def test_a_server_8x_slower_after_its_40th_request_drifted(runs):
+def test_a_server_8x_slower_after_its_25th_request_drifted(runs):
     proc, doc, out = runs["drifted"]
     assert proc.returncode == 1, proc.stderr[-2000:]
     drift = doc["drift"]
@@ -63,7 +65,7 @@ def test_a_server_8x_slower_after_its_40th_request_drifted(runs):
     assert len(ours) >= 3 and all(len(line) <= 120 for line in ours)
     records = [json.loads(line) for line in out.with_suffix(".requests.jsonl").read_text().splitlines()]
     again = [r for r in records if r["run_id"] == drift["again"]["run_id"]]
-    assert len(again) == 24 and {tuple(r["cell"].values()) for r in again} == {(256, 4)}
+    assert len(again) == 16 and {tuple(r["cell"].values()) for r in again} == {(256, 4)}
 
 
 def test_a_clean_server_says_nothing_of_drift(runs):
