@@ -388,6 +388,13 @@ def test_running_usage_is_read_by_the_template_at_any_step(chat):
     assert both(Api.OPENAI_CHAT if chat else Api.OPENAI_COMPLETIONS, b"".join(events), []) == 9
 
 
+def test_a_text_with_an_escape_leaves_the_template_in_place():
+    """A newline in the text (an escape: the full parse reads the event) neither drops the template nor spends a
+    stream's learning: the plain events after it are read by the template."""
+    stream = b"".join(sg(t, i + 1) for i, t in enumerate([b"a", b"b\\n", b"c", b"\\n\\n", b"d"] * 5))
+    assert both(Api.OPENAI_CHAT, stream, []) == 3 * 5 - 1  # a, c, d five times; the first a is learnt from
+
+
 def test_a_session_keeps_its_answer_through_the_full_parse():
     data = (STREAMS / "sglang-chat-stream.txt").read_bytes()
     assert both(Api.OPENAI_CHAT, data, [], session=True) == 0

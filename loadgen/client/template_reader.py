@@ -73,17 +73,20 @@ def _after_run(state: StreamState, counted: bool, running: int, step: int, text:
     if chunks:
         state._uncounted = True
 
+
 def learnt(state: StreamState, payload: bytes, obj: dict, path: tuple, key: bytes, text, usage) -> None:
     """After the full parse of an event with choices: a counted template stands only while the stream reads
-    running counts (no finish, no chunk without counts); a plain content event (its text a string, no
-    finish, no reasoning, the text not kept for `answer`, no `timings`) is learnt from, counted when it took
-    the running count's branch."""
+    running counts (no finish, no chunk without counts); a plain content event (its text a string that needs no
+    escape, no finish, no reasoning, the text not kept for `answer`, no `timings`) is learnt from, counted when it
+    took the running count's branch. A template that cannot be proven leaves the one before in place."""
     tpl = state._template
     if tpl is not None and tpl[2] is not None and (state.finished or state._uncounted):
         state._template = state._framed = None
     if type(state.new_tokens) is int:
         state._step = state.new_tokens
     if type(text) is not str or not text or state.learns_left <= 0:
+        return
+    if not text.isprintable() or '"' in text or "\\" in text:  # a newline, say: the next plain event will do
         return
     if state.answer is not None or state.finished or "timings" in obj:
         return
@@ -94,5 +97,5 @@ def learnt(state: StreamState, payload: bytes, obj: dict, path: tuple, key: byte
         usage = None
     state.learns_left -= 1
     template = learn(payload, obj, path, key, text, usage)
-    state._template = None if template is None else tuple(template)
-    state._framed = None if template is None else tuple(template.framed())
+    if template is not None:
+        state._template, state._framed = tuple(template), tuple(template.framed())
