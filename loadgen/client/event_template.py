@@ -8,8 +8,8 @@ running usage numbers (`completion_tokens`, and `total_tokens` where the server 
 `completion_tokens` + a constant). `rest_for(template, ct)` is the rest of the event whose count is `ct`; an event
 is of the template when it is `head + text + rest_for(template, ct)` byte for byte and its text is a JSON string
 that means exactly its UTF-8 bytes (`plain_text`: no quote, no backslash, no control character, valid UTF-8). The
-stream state (`loadgen.client.stream`) tries the count it predicts (the last count plus the last step), then the
-count written in the event (`read_count`); anything else is declined and read by the full parse, which alone
+reader (`loadgen.client.template_reader`) tries the count it predicts (the last count plus the last step), then
+the count written in the event (`read_count`); anything else is declined and read by the full parse, which alone
 decides what an event means.
 
 Why that is the full parse's answer: the learnt event is exactly what orjson writes for its own parse (compact,

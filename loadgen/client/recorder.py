@@ -17,8 +17,10 @@ Both senders (`h1_sender` over the lean HTTP/1.1 client, `aiohttp_sender`) hand 
   the final count wins and `chunk_tokens` is None.
 
 `feed` is the per-read hot path of the client (docs/performance.md): the whole SSE events of the stream's
-template that a read begins with are read in one call (`template_reader.read_template`, while the SSE parser holds
-nothing), the others are handled inline, one `StreamState.feed` call each, and nothing else is called per event.
+template are read in one call (`template_reader.read_template`) from where the SSE parser holds nothing: the
+read's start, the end of the event the parser held the start of (a read of a fast stream often ends inside an
+event), or the end of one of the stream's first events (the whole answer can be one read); the others are handled
+inline, one `StreamState.feed` call each, and nothing else is called per event.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from loadgen.record import Record
 
 MORE, END, STOP = 0, 1, 2  # what `feed` says: read on; the answer is complete ([DONE]); stop (error event)
 SNIPPET = 200
+LEADING_EVENTS = 4  # a stream's first events (role, first content) go to the parser one at a time: a fast server's
+# whole answer can be one read, and the template learnt from its first content event then reads the rest
 ERROR_BODY_MAX = 4096  # bytes of a non-200 body read for its error message
 CANCELLED = "cancelled before the response ended"
 
@@ -50,7 +54,8 @@ def http_error(status: int, body: bytes) -> str:
 class StreamRecorder:
     """Fills one request's record from its streamed body."""
 
-    __slots__ = ("rec", "state", "parser", "chunk_tokens", "last_token_ns", "abandon_at", "abandoned", "reasoning")
+    __slots__ = ("rec", "state", "parser", "chunk_tokens", "last_token_ns", "abandon_at", "abandoned", "reasoning",
+                 "leading")
 
     def __init__(self, rec: Record, api: Api):
         self.rec = rec
@@ -61,6 +66,7 @@ class StreamRecorder:
         self.abandon_at = rec.abandon_after_tokens  # close the stream at this many output tokens (None: never)
         self.abandoned = False
         self.reasoning = 0  # Σ running-count tokens of the reasoning chunks
+        self.leading = LEADING_EVENTS  # events still to give the parser one at a time
         if rec.session is not None:
             self.state.answer = []  # a session's next turn sends this answer back
 
@@ -74,30 +80,40 @@ class StreamRecorder:
         chunk_tokens, chunks, said = self.chunk_tokens, 0, MORE
         answered = rec.t_first_answer_ns is not None
         try:
-            if parser.idle:  # the whole SSE events of the stream's template it begins with, without the parser
-                pos = read_template(state, data, 0, True, chunk_tokens)
-                if pos:
-                    data, chunks = data[pos:], self._run(now)
-                    chunk_tokens, answered = self.chunk_tokens, rec.t_first_answer_ns is not None
-            for event in parser.feed(data) if data else ():
-                if feed(event):
-                    chunks += 1
-                    if state.reasoning_event or not answered:
-                        self._kind(now)
-                        answered = rec.t_first_answer_ns is not None
-                    if chunk_tokens is not None:
-                        n = state.new_tokens
-                        if n is None:
-                            chunk_tokens = self.chunk_tokens = None
-                        else:
-                            chunk_tokens.append(n)
-                    continue
-                # events without content: count-only ones belong to the last chunk; [DONE] and errors end it
-                if state.new_tokens and chunk_tokens:
-                    chunk_tokens[-1] += state.new_tokens
-                if state.done or state.error:
-                    said = END if state.done else STOP
-                    break
+            while data:
+                if parser.idle:  # the whole SSE events of the stream's template it begins with, without the parser
+                    pos = read_template(state, data, 0, True, chunk_tokens)
+                    if pos:
+                        data, chunks = data[pos:], chunks + self._run(now)
+                        chunk_tokens, answered = self.chunk_tokens, rec.t_first_answer_ns is not None
+                # one event to the parser: the one it holds the start of, or one of the stream's first (a
+                # template learnt from it reads the rest of the read); else the whole rest
+                end = data.find(b"\n\n") + 2 if self.leading or not parser.idle else 0
+                if 1 < end < len(data):
+                    part, data = data[:end], data[end:]
+                    self.leading -= self.leading > 0
+                else:
+                    part, data = data, b""
+                for event in parser.feed(part) if part else ():
+                    if feed(event):
+                        chunks += 1
+                        if state.reasoning_event or not answered:
+                            self._kind(now)
+                            answered = rec.t_first_answer_ns is not None
+                        if chunk_tokens is not None:
+                            n = state.new_tokens
+                            if n is None:
+                                chunk_tokens = self.chunk_tokens = None
+                            else:
+                                chunk_tokens.append(n)
+                        continue
+                    # events without content: count-only ones belong to the last chunk; [DONE] and errors end it
+                    if state.new_tokens and chunk_tokens:
+                        chunk_tokens[-1] += state.new_tokens
+                    if state.done or state.error:
+                        said = END if state.done else STOP
+                        data = b""
+                        break
         finally:
             if chunks:
                 self._stamp(now, chunks)
