@@ -11,13 +11,13 @@ from benchmarks.raw_reader import RawConnection, request_bytes
 from loadgen.config import default_requests_per_cell
 from loadgen.files import read_json, read_jsonl
 from loadgen.sim.tokenizer import word_for
-from tests.conftest import run_loadgen
+from tests.conftest import run_loadgen, start_sim
 from tests.faults_util import wait_truth
 
 pytestmark = pytest.mark.sim
 
 CONTEXTS = (60, 1024)
-MAX_TOKENS = 256  # long enough for steady decode, short enough for three APIs in a minute
+MAX_TOKENS = 256  # long enough for steady decode, short enough for three APIs and the reference in a minute
 TTFT_EXCESS_S = 0.002  # what loadgen may add to TTFT beyond the least a client adds on the same machine
 
 
@@ -57,16 +57,38 @@ def _by_cell(records):
     return cells
 
 
-@pytest.mark.parametrize("api", ["openai-chat", "openai-completions", "sglang-generate"])
-def test_matrix_matches_truth(api, sim_factory, tmp_path):
-    sim = sim_factory("--speed", "5", "--budget", "8")
-    out = tmp_path / "r.json"
-    proc = run_loadgen("--url", sim.url, "--api", api, "--concurrency", "1,64", "--contexts", "60,1024",
-                       "--max-tokens", str(MAX_TOKENS), "--out", str(out), "--drift-check", "off")
-    assert proc.returncode == 0, proc.stderr
-    doc = read_json(str(out))
-    records = read_jsonl(str(out)[:-5] + ".requests.jsonl")
-    truth = {t["rid"]: t for t in sim.truth_rows()}
+APIS = ("openai-chat", "openai-completions", "sglang-generate")
+
+
+@pytest.fixture(scope="module")
+def matrices(tmp_path_factory):
+    """One simulator: the matrix through each API, one after the other, then each cell's shape again through the
+    raw reader, as many requests (the later waves' first chunks are read while the other streams decode, on
+    loadgen's side and on the raw reader's alike): the reference is the machine's and the simulator's, not the
+    API's. Returns the simulator, each API's (process, results, records) and the raw reader's rows by cell."""
+    tmp = tmp_path_factory.mktemp("core-truth")
+    sim = start_sim(tmp, "--speed", "5", "--budget", "8")
+    try:
+        runs = {}
+        for api in APIS:
+            out = tmp / f"{api}.json"
+            proc = run_loadgen("--url", sim.url, "--api", api, "--concurrency", "1,64", "--contexts", "60,1024",
+                               "--max-tokens", str(MAX_TOKENS), "--out", str(out), "--drift-check", "off")
+            assert proc.returncode == 0, proc.stderr
+            runs[api] = (read_json(str(out)), read_jsonl(str(out)[:-5] + ".requests.jsonl"))
+        raw = {key: asyncio.run(raw_cell(sim.url, *key, len(recs), MAX_TOKENS, f"raw-{key[0]}-{key[1]}"))
+               for key, recs in _by_cell(runs[APIS[0]][1]).items()}
+        raw_ids = {rid for rows in raw.values() for rid, _, _ in rows}
+        truth = wait_truth(sim, lambda rows: raw_ids <= {t["rid"] for t in rows})  # written as each one ends
+        yield runs, raw, truth
+    finally:
+        sim.stop()
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_matrix_matches_truth(api, matrices):
+    runs, raw, truth = matrices
+    doc, records = runs[api]
     assert len(records) == 2 * (default_requests_per_cell(1) + default_requests_per_cell(64))
     assert all(r["outcome"] == "ok" for r in records)
     for r in records:
@@ -76,12 +98,6 @@ def test_matrix_matches_truth(api, sim_factory, tmp_path):
         assert r["chunk_tokens"] == t["chunk_tokens"]
         assert r["chunks"] == len(t["chunk_times_ns"])
         assert r["prompt_tokens"] == t["prompt_tokens"] == r["cell"]["context_tokens"]
-    # the reference: each cell's shape again through the raw reader, as many requests (the later waves' first
-    # chunks are read while the other streams decode, on loadgen's side and on the raw reader's alike)
-    raw = {key: asyncio.run(raw_cell(sim.url, *key, len(recs), MAX_TOKENS, f"raw-{api}-{key[0]}-{key[1]}"))
-           for key, recs in _by_cell(records).items()}
-    raw_ids = {rid for rows in raw.values() for rid, _, _ in rows}
-    truth = wait_truth(sim, lambda rows: raw_ids <= {t["rid"] for t in rows})  # written as each one ends
     cells = {(c["context_tokens"], c["concurrency"]): c for c in doc["cells"]}
     for key, recs in _by_cell(records).items():
         cell = cells[key]

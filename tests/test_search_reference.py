@@ -47,10 +47,11 @@ def search_slowed_in_first_probe(url: str, out):
 
 @pytest.fixture(scope="module")
 def searched(tmp_path_factory):
-    """The file's searches, each against a server of its own: the clean one beside the one that drifts (light after
-    its first 40 requests: every step 8× as long), then the paused one alone and the same command again after it.
-    Where the pause falls depends on when the probe at c=8 stops early, which moves with the machine's load: nothing
-    runs beside that search."""
+    """The file's searches, each against a server of its own: the light ones side by side (the clean one, the one
+    that drifts: every step 8× as long after its first 40 requests, the one slowed inside its first probe, and the
+    issue's clean search), then the paused one alone and the same command again after it, then the issue's
+    stalled search alone. Where a pause falls depends on when a probe stops early, which moves with the machine's
+    load: nothing runs beside those two."""
     tmp = tmp_path_factory.mktemp("search-reference")
     events = tmp / "events.jsonl"
 
@@ -67,12 +68,15 @@ def searched(tmp_path_factory):
         with running(tmp, "--slots", "4", "--step-ms", "5", "--slow-after", "42", "--slow-factor", "7") as url:
             return search_slowed_in_first_probe(url, tmp / "slowed-first.json")
 
-    with concurrent.futures.ThreadPoolExecutor(3) as pool:  # three light loads: 4 slots, two of them slowed
-        first, drifted, first_probe = pool.submit(clean), pool.submit(slow), pool.submit(slowed_in_first_probe)
-        runs = {"clean": first.result(), "slow": drifted.result(), "slowed-first": first_probe.result()}
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:  # four light loads: 4 slots, two of them slowed
+        first, drifted = pool.submit(clean), pool.submit(slow)
+        first_probe, issue_clean = pool.submit(slowed_in_first_probe), pool.submit(issue_search, tmp, "clean")
+        runs = {"clean": first.result(), "slow": drifted.result(), "slowed-first": first_probe.result(),
+                "issue-clean": issue_clean.result()}
     with running(tmp, *SERVER, "--pause-once-after", "60", "--pause-s", "8", "--events", str(events)) as url:
         paused = search(url, tmp / "paused.json")
         runs["paused"] = (paused, search(url, tmp / "paused.json"))  # the same command again: every cell kept
+    runs["issue-stalled"] = issue_search(tmp, "stalled", "--pause-once-after", "120", "--pause-s", "8")
     return tmp, runs
 
 
@@ -135,23 +139,19 @@ def test_a_server_slowed_inside_the_first_probe_gives_no_answer_and_says_it_drif
 ISSUE_SEARCH = ("--contexts", "60", "--max-tokens", "16", "--slo", "ttft=30ms,tpot=25ms", "--probe-min-seconds", "3")
 
 
-@pytest.fixture(scope="module")
-def issue_searches(tmp_path_factory):
-    """The clean search, then the same with the server stopped for 8 s once after its 120th request (4 before the
-    first probe, c=1's 40, c=4's ~45, inside c=16's ~150), each alone."""
-    tmp = tmp_path_factory.mktemp("search-cells")
-    runs = {}
-    for name, faults in (("clean", ()), ("stalled", ("--pause-once-after", "120", "--pause-s", "8"))):
-        with running(tmp, *SERVER, *faults) as url:
-            out = tmp / f"{name}.json"
-            r = run_loadgen("search", "--url", url, *ISSUE_SEARCH, "--out", str(out), timeout=300)
-        runs[name] = (r, read_json(str(out)))
-    return runs
+def issue_search(tmp, name: str, *faults: str):
+    """The issue's search against the 4-slot server with `faults` (the stalled one: the server stopped for 8 s
+    once after its 120th request: 4 before the first probe, c=1's 40, c=4's ~45, inside c=16's ~150)."""
+    with running(tmp, *SERVER, *faults) as url:
+        out = tmp / f"issue-{name}.json"
+        r = run_loadgen("search", "--url", url, *ISSUE_SEARCH, "--out", str(out), timeout=300)
+    return r, read_json(str(out))
 
 
-def test_a_clean_search_and_one_with_an_8s_stall_take_at_most_12_cells_and_agree(issue_searches):
+def test_a_clean_search_and_one_with_an_8s_stall_take_at_most_12_cells_and_agree(searched):
     answers = {}
-    for name, (r, doc) in issue_searches.items():
+    for name in ("clean", "stalled"):
+        r, doc = searched[1][f"issue-{name}"]
         assert r.returncode == 0, r.stdout + r.stderr
         answer = answers[name] = doc["search"]["answers"]["60"]
         cells = [(c["concurrency"], c.get("again")) for c in doc["cells"]]
