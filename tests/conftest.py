@@ -27,12 +27,32 @@ def pytest_collection_modifyitems(config, items):
             found = ", ".join(tiers) if tiers else "none"
             raise pytest.UsageError(f"{item.nodeid}: needs exactly one tier marker of {', '.join(TIERS)} "
                                     f"(found {found}); see tests/README.md \"Tiers\"")
+    # the unit tier first, while the waiting builds run (tests/side_by_side.py); then the modules that read
+    # the builds, so that their processes are stopped before the rest; each group in the files' order
+    from tests import side_by_side
+    built = side_by_side.modules()
+    def group(item) -> tuple[bool, bool]:
+        module = getattr(item, "module", None)
+        reads_a_build = module is not None and module.__name__.rsplit(".", 1)[-1] in built
+        return item.get_closest_marker("unit") is None, not reads_a_build
+    items.sort(key=group)
 
 
 def pytest_collection_finish(session):
-    """Note the waiting module fixtures of the selected tests, to be built side by side (tests/side_by_side.py)."""
+    """Note the waiting module fixtures of the selected tests, to be built side by side (tests/side_by_side.py),
+    and start them, beside the unit tier, when a test of another tier reads them."""
     from tests import side_by_side
     side_by_side.select(session.items, session.config._tmp_path_factory.mktemp)
+    if not session.config.option.collectonly:
+        side_by_side.start_selected()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """No test of another tier than `unit` runs beside a build: the first one waits until they have all ended."""
+    if item.get_closest_marker("unit") is None:
+        from tests import side_by_side
+        side_by_side.wait_all()
 
 
 def pytest_sessionfinish(session):

@@ -1,15 +1,17 @@
 """Module fixtures that mostly wait, built side by side.
 
-A Prometheus scraping a 100 s run, or a search against a reference server, spends its wall time sleeping on
+A Prometheus scraping a 60 s run, or a search against a reference server, spends its wall time sleeping on
 cells: built one after the other at their turn they cost their sum; built in threads at once they cost about the
 longest of them. A test module registers its build at import (`@background("name", when=...)`); `select(items)`
-(tests/conftest.py, once the collection is final) notes each build of a module that has a selected test; the
-first module fixture that asks for a value with `result("name")` starts them all, each in a thread, and waits for
-them all (re-raising what its own build raised); the others are ready when their modules come. A fixture
-gives the processes back with `finish("name")`; a build left unfinished (its module not reached: `-x`, an
-interrupt) is finished at the end of the session. They start only then, not with the session: what runs beside
-them is each other, never a test that times something against the machine. Without a selected test of its
-module nothing is started: `pytest -m unit` or one file costs nothing more.
+(tests/conftest.py, once the collection is final) notes each build of a module that has a selected test of
+another tier than `unit`, and `start_selected()` starts them, each in a thread, with the session.
+tests/conftest.py runs the unit tier first, beside them (in-process and pure: nothing it checks is timed against
+the machine), then the modules that read them, then the rest; the first test of another tier waits until every
+build has ended (`wait_all`). What runs beside a build is the unit tier and the other builds, never a test that
+times something against the machine. A module fixture takes its value with `result("name")` (which re-raises
+what its build raised) and gives the processes back with `finish("name")`; a build left unfinished (its module
+not reached: `-x`, an interrupt) is finished at the end of the session. Without a selected test of another tier
+in its module nothing is started: `pytest -m unit` or another file costs nothing more.
 """
 
 from __future__ import annotations
@@ -67,23 +69,42 @@ def start(name: str) -> None:
 
 
 def select(items: Iterable, mktemp: Callable[[str], Path] | None = None) -> list[str]:
-    """Note every build whose module has a test among `items` (the selected tests), to start together with the
-    first one asked for, each in a folder made by `mktemp` (pytest's, kept with the session's other temporary
-    folders); returns their names."""
+    """Note every build whose module has a test of another tier than `unit` among `items` (the selected tests; a
+    unit test reads no build), to start together, each in a folder made by `mktemp` (pytest's, kept with the
+    session's other temporary folders); returns their names."""
     if mktemp is not None:
         _MKTEMP[:] = [mktemp]
-    modules = {item.module.__name__.rsplit(".", 1)[-1] for item in items if getattr(item, "module", None)}
+    modules = {item.module.__name__.rsplit(".", 1)[-1] for item in items
+               if getattr(item, "module", None) and item.get_closest_marker("unit") is None}
     _SELECTED[:] = [name for name, e in _ENTRIES.items() if e.when and e.module in modules]
     return list(_SELECTED)
 
 
 def result(name: str) -> Any:
-    """The value of the build of `name`; the first call starts every selected build beside it and waits for them
-    all, so that no build is still running when the next test module starts."""
+    """The value of the build of `name`, once every build has ended (any not yet started, `name` and the
+    selected ones, is started first: a session whose collection did not start them)."""
     for other in (*_SELECTED, name):
         start(other)
-    concurrent.futures.wait([e.future for e in _ENTRIES.values() if e.future is not None])
+    wait_all()
     return _ENTRIES[name].future.result()
+
+
+def modules() -> set[str]:
+    """The test modules that registered a build."""
+    return {e.module for e in _ENTRIES.values()}
+
+
+def start_selected() -> list[str]:
+    """Start every selected build now, each in a thread: tests/conftest.py runs the unit tier beside them, and
+    `wait_all` before the first test of another tier. Returns their names."""
+    for name in _SELECTED:
+        start(name)
+    return list(_SELECTED)
+
+
+def wait_all() -> None:
+    """Until every started build has ended (what one raised is raised by `result`, to its own module)."""
+    concurrent.futures.wait([e.future for e in _ENTRIES.values() if e.future is not None])
 
 
 def finish(name: str, timeout_s: float = 60.0) -> None:
