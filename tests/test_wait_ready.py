@@ -41,8 +41,9 @@ STARTING = {"loading-503": ("--loading", "/health_generate answered 503"),  # ev
 
 
 def test_starting_servers_are_waited_for_and_then_measured(tmp_path, sim_factory):
-    """Both kinds of start, 15 s each, side by side (one wait of 15 s for the two)."""
-    sims = {name: sim_factory("--speed", "8", flag, "15", name=f"{name}.truth.jsonl")
+    """Both kinds of start, 10 s each, side by side (one wait of 10 s for the two): loadgen, started a second or
+    two after the servers, waits long enough to say so at the start and 5 s later."""
+    sims = {name: sim_factory("--speed", "8", flag, "10", name=f"{name}.truth.jsonl")
             for name, (flag, _) in STARTING.items()}
     t0 = time.monotonic()
     runs = {name: subprocess.Popen([sys.executable, "-m", "loadgen", "--url", sim.url, *ARGS,
