@@ -70,58 +70,66 @@ class StreamRecorder:
         if rec.session is not None:
             self.state.answer = []  # a session's next turn sends this answer back
 
-    def feed(self, data: bytes, now: int) -> int:  # noqa: C901 (the per-read hot path, inline)
+    def feed(self, data: bytes, now: int) -> int:
         """Record the events of one read of body bytes; MORE, END or STOP. Raises `ProtocolError` (what came
         before the bad event stays recorded)."""
         rec = self.rec
         if rec.t_first_byte_ns is None:
             rec.t_first_byte_ns = now
-        state, feed, parser = self.state, self.state.feed, self.parser
+        state, parser, said = self.state, self.parser, MORE
+        while data and said == MORE:
+            if parser.idle:  # the whole SSE events of the stream's template it begins with, without the parser
+                pos = read_template(state, data, 0, True, self.chunk_tokens)
+                if pos:
+                    data = data[pos:]
+                    self._run(now)
+            # one event to the parser: the one it holds the start of, or one of the stream's first (a template
+            # learnt from it reads the rest of the read); else the whole rest
+            end = data.find(b"\n\n") + 2 if self.leading or not parser.idle else 0
+            if 1 < end < len(data):
+                part, data = data[:end], data[end:]
+                self.leading -= self.leading > 0
+            else:
+                part, data = data, b""
+            if part:
+                said = self._events(parser.feed(part), now)
+        return said if self.abandon_at is None else self._abandon(said, self.abandon_at)
+
+    def _events(self, events: list[bytes], now: int) -> int:  # noqa: C901 (the per-event hot path, inline)
+        """Record the events the parser gave for a part of a read at `now`; MORE, END or STOP. The chunks
+        before a bad event are recorded (stamping a read's chunks in parts gives the times of one stamp)."""
+        rec, state, feed = self.rec, self.state, self.state.feed
         chunk_tokens, chunks, said = self.chunk_tokens, 0, MORE
         answered = rec.t_first_answer_ns is not None
         try:
-            while data:
-                if parser.idle:  # the whole SSE events of the stream's template it begins with, without the parser
-                    pos = read_template(state, data, 0, True, chunk_tokens)
-                    if pos:
-                        data, chunks = data[pos:], chunks + self._run(now)
-                        chunk_tokens, answered = self.chunk_tokens, rec.t_first_answer_ns is not None
-                # one event to the parser: the one it holds the start of, or one of the stream's first (a
-                # template learnt from it reads the rest of the read); else the whole rest
-                end = data.find(b"\n\n") + 2 if self.leading or not parser.idle else 0
-                if 1 < end < len(data):
-                    part, data = data[:end], data[end:]
-                    self.leading -= self.leading > 0
-                else:
-                    part, data = data, b""
-                for event in parser.feed(part) if part else ():
-                    if feed(event):
-                        chunks += 1
-                        if state.reasoning_event or not answered:
-                            self._kind(now)
-                            answered = rec.t_first_answer_ns is not None
-                        if chunk_tokens is not None:
-                            n = state.new_tokens
-                            if n is None:
-                                chunk_tokens = self.chunk_tokens = None
-                            else:
-                                chunk_tokens.append(n)
-                        continue
-                    # events without content: count-only ones belong to the last chunk; [DONE] and errors end it
-                    if state.new_tokens and chunk_tokens:
-                        chunk_tokens[-1] += state.new_tokens
-                    if state.done or state.error:
-                        said = END if state.done else STOP
-                        data = b""
-                        break
+            for event in events:
+                if feed(event):
+                    chunks += 1
+                    if state.reasoning_event or not answered:
+                        self._kind(now)
+                        answered = rec.t_first_answer_ns is not None
+                    if chunk_tokens is not None:
+                        n = state.new_tokens
+                        if n is None:
+                            chunk_tokens = self.chunk_tokens = None
+                        else:
+                            chunk_tokens.append(n)
+                    continue
+                # events without content: count-only ones belong to the last chunk; [DONE] and errors end it
+                if state.new_tokens and chunk_tokens:
+                    chunk_tokens[-1] += state.new_tokens
+                if state.done or state.error:
+                    said = END if state.done else STOP
+                    break
         finally:
             if chunks:
                 self._stamp(now, chunks)
-        return said if self.abandon_at is None else self._abandon(said, self.abandon_at)
+        return said
 
-    def _run(self, now: int) -> int:
-        """The content chunks of a run of template events (answer chunks, their counts appended to `chunk_tokens`
-        if they have them, else the list is None): the answer's first chunk may be among them."""
+    def _run(self, now: int) -> None:
+        """Record the content chunks of a run of template events read at `now` (answer chunks, their counts
+        appended to `chunk_tokens` if they have them, else the list is None): the answer's first chunk may be
+        among them."""
         state = self.state
         chunks = state.run_chunks
         if chunks:
@@ -129,7 +137,7 @@ class StreamRecorder:
                 self.rec.t_first_answer_ns = now
             if not state.run_counts:
                 self.chunk_tokens = None
-        return chunks
+            self._stamp(now, chunks)
 
     def _stamp(self, now: int, chunks: int) -> None:
         """The times of `chunks` content chunks that arrived in one read at `now`: the first one's gap to the
