@@ -14,6 +14,8 @@ from typing import NamedTuple
 
 import pytest
 
+from tests import forked
+
 ROOT = Path(__file__).resolve().parents[1]
 TIERS = ("unit", "sim", "engine", "infra")  # registered in pyproject.toml; tests/README.md "Tiers"
 
@@ -58,6 +60,7 @@ def pytest_runtest_setup(item):
 def pytest_sessionfinish(session):
     from tests import side_by_side
     side_by_side.finish_all()
+    forked.shutdown()
 
 
 def stop_process(proc: subprocess.Popen) -> None:
@@ -91,9 +94,8 @@ def start_sim(tmp_path: Path, *args: str, name: str = "truth.jsonl", env: dict |
     truth = tmp_path / name
     if pin_speed and "--speed" not in args:
         args = ("--speed", "1", *args)
-    proc = subprocess.Popen([sys.executable, "-m", "loadgen", "sim", "--port", "0", "--truth", str(truth), *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
-                            env={**os.environ, **(env or {})})
+    proc = forked.spawn(["sim", "--port", "0", "--truth", str(truth), *args], stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE, env={**os.environ, **(env or {})})
     deadline = time.monotonic() + 30
     line = b""
     while time.monotonic() < deadline:
@@ -146,9 +148,9 @@ def said_lines(text: str) -> list[str]:
 
 
 def run_loadgen(*args: str, timeout: float = 120, env: dict | None = None, cwd: Path | None = None):
-    """Run the real CLI; returns CompletedProcess with text stdout/stderr."""
-    return subprocess.run([sys.executable, "-m", "loadgen", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=cwd or ROOT, env={**os.environ, **(env or {})})
+    """Run the real CLI in a process of its own (forked from one that imported it: tests/forked.py); returns a
+    CompletedProcess with text stdout/stderr."""
+    return forked.run(list(args), timeout=timeout, cwd=cwd or ROOT, env={**os.environ, **(env or {})})
 
 
 class CliResult(NamedTuple):
