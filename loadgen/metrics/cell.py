@@ -74,13 +74,6 @@ def _columns(recs: Rows) -> RequestColumns:
     return recs if isinstance(recs, RequestColumns) else RequestColumns.of(recs)
 
 
-def itl_distribution(ok: Sequence[Record]) -> dict:
-    """Per-token ITL over the cell: the (value, weight) pairs of every ok request (`itl_pairs`), weighted
-    percentiles (`weighted_distribution`): exact up to `sketch.EXACT_MAX` pairs, within 0.1 % beyond
-    (`chunk_fold.ChunkFold`, which a long cell fills as its requests end)."""
-    return ChunkFold.of(ok).itl_figures()
-
-
 def achieved_concurrency(recs: Rows, window_s: float) -> float | None:
     """Little's law: Σ e2e over the measured requests (all outcomes) / measured window."""
     return sum(_columns(recs).e2e_s().tolist()) / window_s if window_s > 0 else None
@@ -94,9 +87,9 @@ def send_lateness(recs: Rows) -> dict:
 
 def latencies(ok: Sequence[Record] | RecordTable, chunks: ChunkFold | None = None,
               cols: RequestColumns | None = None) -> dict:
-    """The latency distributions (s) over ok requests: TTFT, TPOT, ITL (`itl_distribution`, or the fold's
-    that the cell filled as its requests ended), E2E (from the actual and the intended send); the per-request
-    values from `cols`, the ok records' columns (made here when not given)."""
+    """The latency distributions (s) over ok requests: TTFT, TPOT, ITL (the fold of `chunks`, made here when
+    the cell did not fill one as its requests ended), E2E (from the actual and the intended send); the
+    per-request values from `cols`, the ok records' columns (made here when not given)."""
     cols = cols if cols is not None else RequestColumns.of(ok)
     if chunks is None:
         chunks = ChunkFold.of(ok.records() if isinstance(ok, RecordTable) else ok)

@@ -2,7 +2,7 @@
 
 A server that streams one SSE event per token (llama.cpp's llama-server does, even when a speculative verify
 step accepted several tokens) sends the events of one step back to back: they arrive 0–80 µs apart, while
-steps arrive milliseconds apart (7–12 ms on a CPU build). Per-token ITL (`cell.itl_distribution`) then mostly
+steps arrive milliseconds apart (7–12 ms on a CPU build). Per-token ITL (`ChunkFold.itl_figures`) then mostly
 reads the gap inside a step (~20 µs), which is no generation speed. Here consecutive content events closer
 than `STEP_GAP_S` are one step.
 

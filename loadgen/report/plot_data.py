@@ -19,11 +19,6 @@ from loadgen.results.cell_view import number, results_of
 
 Getter = Callable[[CellResult], float | None]
 
-BUDGET_KEYS = ("speculative_ddtree_budget", "speculative_num_draft_tokens")
-BUDGET_PARAMS = ("budget", "ddtree_budget", "num_draft_tokens")
-TOPK_KEYS = ("speculative_eagle_topk",)
-TOPK_PARAMS = ("topk", "top_k")
-
 
 def _number(*candidates: object) -> float | None:
     for v in candidates:
@@ -35,17 +30,6 @@ def _number(*candidates: object) -> float | None:
             except ValueError:
                 continue
     return None
-
-
-def budget_of(run: Run) -> float | None:
-    """The draft budget measured: the server's own report first, else the sweep parameter."""
-    si = run.server_info
-    return _number(si.get(BUDGET_KEYS[0]), *(run.params.get(k) for k in BUDGET_PARAMS),
-                   si.get(BUDGET_KEYS[1]))
-
-
-def topk_of(run: Run) -> float | None:
-    return _number(*(run.server_info.get(k) for k in TOPK_KEYS), *(run.params.get(k) for k in TOPK_PARAMS))
 
 
 def prompt_label(ctx: int) -> str:
