@@ -159,6 +159,7 @@ LAYERS: list[set[str]] = [
     {"report"},                                                  # its renderings: tables, compare, HTML, plots
     {"run"},                                                     # the runner, one cell, drivers, policies
     {"parallel"},                                                # worker processes, shards
+    {"search"},                                                  # the SLO search: its walk, plan and answer
     {"sweep"},                                                   # reconfigure, prove ready, measure
     {"tune"},                                                    # the sweep's configurations, measured where open
     {"sim"},                                                     # the built-in simulator

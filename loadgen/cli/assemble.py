@@ -41,7 +41,6 @@ from loadgen.report.load_banner import open_loop_banner, throttle_banner, trace_
 from loadgen.report.open_table import render as open_loop_table
 from loadgen.report.throttle_table import throttle_table
 from loadgen.results.document import ResultsFile
-from loadgen.results.search_state import SearchWatcher
 from loadgen.results.verify_reference import load_reference
 from loadgen.run.control import RunControl
 from loadgen.run.drift_check import ControlCheck
@@ -51,13 +50,14 @@ from loadgen.run.interrupts import Interrupts
 from loadgen.run.part_sizes import PartSizes
 from loadgen.run.ready_wait import ReadyWait
 from loadgen.run.runner import CellCheck, CellPlan, Runner, RunParts, Service, Table, new_run_id
-from loadgen.run.search_plan import SizedCells
 from loadgen.run.server_down import ServerDownPolicy, ServerGuard
 from loadgen.run.session_driver import SessionLoop
 from loadgen.run.trace_driver import TraceReplay
 from loadgen.run.transport import AiohttpTransport, CancellingTransport, H1Transport, Transport
 from loadgen.run.verify import Verifier
 from loadgen.schedule.throttle import StartGate
+from loadgen.search.plan import SizedCells
+from loadgen.search.state import SearchWatcher
 from loadgen.sinks.base import Sink
 from loadgen.sinks.jsonl import JsonlSink, requests_path
 from loadgen.tune.live import TuneWatcher

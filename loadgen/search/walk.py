@@ -5,11 +5,11 @@ not decided yet counts by its point estimate): missed = the lowest load that mis
 below it that met. The load grows from `start` until a probe misses (a first probe that misses halves it), then
 the bracket is bisected until it is narrow enough (`SearchConfig.grow`, `lower`, `middle`, `width_ok`). Only
 the probes the next step rests on (the bracket's two ends, or the one end an answer stands on) are made sure of:
-- an end that contradicts another probe (`search.contradiction`: it missed below a load that met, or its
+- an end that contradicts another probe (`probes.contradiction`: it missed below a load that met, or its
   throughput fell by half while the load grew) is measured once more; the new measurement counts, both are
   kept, and the report names those that disagree. A probe past the bracket's missed end, or below its met end,
   decides nothing and is not measured again;
-- an end whose attainment is not decided is extended (`search.next_part`); a probe the growth left behind is not;
+- an end whose attainment is not decided is extended (`probes.next_part`); a probe the growth left behind is not;
 - before answering, the bracket's missed end is measured again (unless it was already): when it now meets,
   the bracket moves and the walk goes on;
 - the control probe is measured again at the end (and every `drift_every` probes when that is set). Its
@@ -32,7 +32,7 @@ from loadgen.metrics.drift import MIN_WINDOW_S, Drift, judge_drift
 from loadgen.record import CellKey
 from loadgen.results.cell_result import CellResult
 from loadgen.results.cell_status import unmeasured
-from loadgen.results.search import (
+from loadgen.search.probes import (
     TIME_MARGIN,
     Measure,
     Probe,

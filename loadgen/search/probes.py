@@ -1,9 +1,9 @@
 """`loadgen search`'s settings and its probes, pure: a probe's parts pooled, whether its attainment is decided,
 how many requests it measures, and when two probes contradict each other. The walk that chooses the loads
-is `results/search_walk.py`.
+is `search/walk.py`.
 
 A probe is one measurement of a load: its first part and, while its attainment is not decided and the walk rests
-on it (`results/search_walk.py`), extensions (more requests at the same load, each a cell of its own:
+on it (`search/walk.py`), extensions (more requests at the same load, each a cell of its own:
 `CellKey.again`). Pooled over its parts: good = Σ good, scheduled = Σ scheduled, window = Σ duration_s,
 output tok/s = Σ (tok/s × duration) / window. It is decided when it has at least `min_requests` requests and
 `min_s` seconds and the Wilson interval of good / scheduled (`metrics.attainment`) lies on one side of the
