@@ -156,6 +156,7 @@ LAYERS: list[set[str]] = [
     {"metrics"},                                                 # pure figures from records
     {"telemetry"},                                               # sources sampled during a cell's window
     {"results"},                                                 # the model: typed cells, the file, judgements
+    {"verify"},                                                  # --verify: its prompts, reference and verifier
     {"report"},                                                  # its renderings: tables, compare, HTML, plots
     {"run"},                                                     # the runner, one cell, drivers, policies
     {"parallel"},                                                # worker processes, shards

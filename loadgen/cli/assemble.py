@@ -43,7 +43,6 @@ from loadgen.report.load_banner import open_loop_banner, throttle_banner, trace_
 from loadgen.report.open_table import render as open_loop_table
 from loadgen.report.throttle_table import throttle_table
 from loadgen.results.document import ResultsFile
-from loadgen.results.verify_reference import load_reference
 from loadgen.run.control import RunControl
 from loadgen.run.drift_check import ControlCheck
 from loadgen.run.drivers import ClosedLoop, Driver, OpenLoop
@@ -56,15 +55,16 @@ from loadgen.run.server_down import ServerDownPolicy, ServerGuard
 from loadgen.run.session_driver import SessionLoop
 from loadgen.run.trace_driver import TraceReplay
 from loadgen.run.transport import AiohttpTransport, CancellingTransport, H1Transport, Transport
-from loadgen.run.verify import Verifier
 from loadgen.schedule.throttle import StartGate
 from loadgen.search.plan import SizedCells
 from loadgen.search.state import SearchWatcher
 from loadgen.sinks.base import Sink
 from loadgen.sinks.jsonl import JsonlSink, requests_path
 from loadgen.tune.live import TuneWatcher
+from loadgen.verify.prompts import load_prompts
+from loadgen.verify.reference import load_reference
+from loadgen.verify.verifier import Verifier
 from loadgen.workload.trace import load_trace
-from loadgen.workload.verify_prompts import load_prompts
 
 TRANSPORTS: dict[HttpClient, Callable[[ClientConfig], Transport]] = {HttpClient.H1: H1Transport,
                                                                      HttpClient.AIOHTTP: AiohttpTransport}

@@ -43,10 +43,10 @@ from loadgen.run.remeasure import measure_again
 from loadgen.run.server_down import ServerDownPolicy
 from loadgen.run.setup import find_target, size_prompts
 from loadgen.run.transport import Transport
-from loadgen.run.verify import Verifier
 from loadgen.schedule.cell_run import LoadOutcome, StopToken
 from loadgen.sinks.base import Sink
 from loadgen.target.discover import Target
+from loadgen.verify.verifier import Verifier
 from loadgen.workload.tokenizers import sizing_note
 
 

@@ -27,10 +27,10 @@ from loadgen.metrics.correctness import verdict
 from loadgen.names import Api, Phase
 from loadgen.record import CellKey, Record
 from loadgen.results.correctness import Verification
-from loadgen.results.verify_reference import Reference, check_matches, reference_lines, reference_summary
 from loadgen.schedule.cell_run import SendFn
 from loadgen.schedule.jobs import Inserted, Job, JobList
-from loadgen.workload.verify_prompts import prompts_digest
+from loadgen.verify.prompts import prompts_digest
+from loadgen.verify.reference import Reference, check_matches, reference_lines, reference_summary
 
 REFERENCE_RUN = "verify-reference"  # the run id of the reference's own requests (they are no cell's records)
 REFERENCE_PASSES = 2  # the reference answered twice, one at a time: the second pass is the server's noise floor
