@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Sequence
+from typing import Any
 
 import aiohttp
 
@@ -61,7 +62,7 @@ class Verifier:
         assert c.mode is not None  # a Verifier is made for --verify only
         return Verification(records, c.mode, self.reference_name, c.max_tokens, c.max_garbage_fraction)
 
-    def body(self, index: int) -> dict:
+    def body(self, index: int) -> dict[str, Any]:
         return verify_body(self.api, self.prompts[index], self.model, self.cfg.max_tokens)
 
     async def prepare(self, session: aiohttp.ClientSession, model: str) -> None:
@@ -94,7 +95,7 @@ class Verifier:
             outputs.append(out)
         return outputs
 
-    def summary(self) -> dict | None:
+    def summary(self) -> dict[str, Any] | None:
         """The results' `verify` part (`reference_summary`); None before the reference is known."""
         return reference_summary(self.reference) if self.reference is not None else None
 
@@ -123,7 +124,7 @@ class VerifyingSender:
         self.verifier = verifier
         self.session = session
 
-    async def __call__(self, body: dict, rec: Record) -> Record:
+    async def __call__(self, body: dict[str, Any], rec: Record) -> Record:
         if rec.phase != Phase.VERIFY:
             return await self.send(body, rec)
         return await self.verifier.answer(self.session, body["verify_prompt"], rec)
