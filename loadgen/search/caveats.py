@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from loadgen.results.cell_status import client_saturated
 from loadgen.search.probes import SearchConfig
@@ -41,7 +42,7 @@ class Caveat:
     kind: CaveatKind
     reason: str
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"end": self.end, "load": self.load, "kind": self.kind, "reason": self.reason}
 
 

@@ -83,7 +83,7 @@ class SearchConfig:
         """The probe inside the bracket: its geometric middle. The resolution is relative to the met end, so each
         probe halves the bracket's ratio (a ×4 growth step is within 10 % after 4 probes: 4^(1/16) = 1.09; the
         arithmetic middle takes 5 where the edge lies near the bracket's foot)."""
-        mid = (lo * hi) ** 0.5
+        mid: float = (lo * hi) ** 0.5
         if self.over == SearchOver.CONCURRENCY:
             return min(max(int(lo) + 1, round(mid)), int(hi) - 1)
         return float(f"{mid:.4g}")
@@ -179,6 +179,20 @@ class Probe:
 
     def interval(self) -> tuple[float, float] | None:
         return wilson_interval(self.good, self.scheduled)
+
+
+@dataclass
+class Again:
+    """A load measured twice: its two measurements, why, and whether they disagree."""
+
+    load: float
+    first: Probe
+    second: Probe
+    why: str
+
+    @property
+    def disagreed(self) -> bool:
+        return disagree(self.first, self.second)
 
 
 def next_part(cfg: SearchConfig, probe: Probe) -> int | None:

@@ -13,9 +13,9 @@ from loadgen.results.cell_view import Cell
 from loadgen.results.compare_inputs import Run
 from loadgen.results.incidents import IncidentKind
 from loadgen.search.caveats import caveats
-from loadgen.search.probes import Probe, SearchConfig, resolution_text
+from loadgen.search.probes import Again, Probe, SearchConfig, resolution_text
 from loadgen.search.result import cells_by_key
-from loadgen.search.walk import Again, Bracket, replay
+from loadgen.search.walk import Bracket, replay
 
 WIDTH = 120
 INDENT = " " * 9
