@@ -124,6 +124,12 @@ class LiveExporter(LiveMetrics):
         its figures stand beside the first measurement's rather than in them."""
         return run_id.startswith(f"{self.run_id}-")
 
+    def run_started(self, run_id: str, cells: int | None) -> None:
+        pass
+
+    def repeat_finished(self, cell: CellKey, summary: dict, repeat: int) -> None:
+        pass
+
     def cell_started(self, cell: CellKey, run_id: str) -> None:
         if run_id and run_id != self.run_id and not self.measured_again(run_id):
             self._switch_run(run_id)

@@ -1,5 +1,5 @@
 """The live exporter's search metrics (`loadgen search`; docs/metrics.md): where each prompt length's search
-stands, labelled {ctx, over}. Fed by the search plan (`SearchPlan.watch`) with `results.search_state`
+stands, labelled {ctx, over}. Fed by the search plan (`SearchPlan.watch`) with `search.state`
 values, each made from the walk's bracket over the cells measured so far, so the gauges and the answer the
 search prints agree."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Gauge
 
-from loadgen.results.search_state import SearchState
+from loadgen.search.state import SearchState
 
 LABELS = ("ctx", "over")
 

@@ -5,7 +5,7 @@
 - The core (`loadgen/` outside `loadgen/cli/`) never imports `exporters/`; the CLI wires exporters in, and
   nothing outside the CLI imports it.
 - Layers: a package of loadgen imports only its own layer and those below it (`LAYERS`, mirrored by
-  docs/architecture.md), and no two packages import each other.
+  docs/architecture.md), and no two packages import each other; run/ imports nothing of report/.
 - Sizes: a product module ≤ 300 lines, a function ≤ 40 lines, unless the module docstring names it under
   "Size exception:" with the reason.
 """
@@ -156,9 +156,11 @@ LAYERS: list[set[str]] = [
     {"metrics"},                                                 # pure figures from records
     {"telemetry"},                                               # sources sampled during a cell's window
     {"results"},                                                 # the model: typed cells, the file, judgements
+    {"verify"},                                                  # --verify: its prompts, reference and verifier
     {"report"},                                                  # its renderings: tables, compare, HTML, plots
     {"run"},                                                     # the runner, one cell, drivers, policies
     {"parallel"},                                                # worker processes, shards
+    {"search"},                                                  # the SLO search: its walk, plan and answer
     {"sweep"},                                                   # reconfigure, prove ready, measure
     {"tune"},                                                    # the sweep's configurations, measured where open
     {"sim"},                                                     # the built-in simulator
@@ -207,6 +209,13 @@ def test_no_two_packages_import_each_other():
     edges = {(_package(p), dep) for p in CORE for dep in _imported_packages(p)}
     cycles = sorted(f"{a} ↔ {b}" for a, b in edges if (b, a) in edges and a < b)
     assert cycles == [], f"packages importing each other: {cycles}"
+
+
+def test_the_run_imports_nothing_of_report():
+    """The runner hands what it finished to the sinks; the console's lines and tables are one of them
+    (report/console_sink.py), chosen in cli/assemble.py: the run knows no rendering."""
+    found = [_rel(p) for p in CORE if _package(p) == "run" and "report" in _imported_packages(p)]
+    assert found == [], f"run/ modules importing report/: {found}"
 
 
 def test_the_layer_scan_sees_type_checking_imports(tmp_path):

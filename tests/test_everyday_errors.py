@@ -405,7 +405,7 @@ def test_the_words_under_the_tables():
     from loadgen.report.compare_summary import verdict_text
     from loadgen.report.compare_terms import parse_fail_on
     from loadgen.report.regression_gate import GateResult, GateRow, Verdict
-    from loadgen.results.verify_reference import reference_lines, reference_summary
+    from loadgen.verify.reference import reference_lines, reference_summary
     from tests.test_verify_relative import CLEAN, reference
 
     assert reference_lines(reference_summary(reference([CLEAN] * 8, [CLEAN] * 8))) == [

@@ -14,7 +14,7 @@ import concurrent.futures
 import pytest
 
 from loadgen.files import read_json, read_jsonl
-from loadgen.results.search import SearchConfig
+from loadgen.search.probes import SearchConfig
 from tests.conftest import run_loadgen
 from tests.reference_server import running
 

@@ -15,12 +15,13 @@ from loadgen.metrics.attainment import decided, wilson_interval
 from loadgen.metrics.knee import knee
 from loadgen.names import SearchOver
 from loadgen.record import CellKey
-from loadgen.report.search_report import capacity_ranking, search_section, search_text
 from loadgen.results.cell_result import CellResult, from_json
 from loadgen.results.compare_inputs import Run
-from loadgen.results.search import Probe, Role, SearchConfig, contradiction, first_requests, next_part, probe_key
-from loadgen.results.search_state import state_of
-from loadgen.results.search_walk import Walker, replay, walk
+from loadgen.search.probes import Probe, Role, SearchConfig, contradiction, first_requests, next_part, probe_key
+from loadgen.search.result import search_section
+from loadgen.search.state import state_of
+from loadgen.search.text import capacity_ranking, search_text
+from loadgen.search.walk import Walker, replay, walk
 
 pytestmark = pytest.mark.unit
 

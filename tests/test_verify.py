@@ -25,11 +25,11 @@ from loadgen.record import CellKey, Record
 from loadgen.results.build_cell import build_cell
 from loadgen.results.cell_status import not_best
 from loadgen.results.correctness import Verification, verify_text
-from loadgen.results.verify_reference import Reference, check_matches, load_reference
 from loadgen.schedule.jobs import Inserted, JobList
 from loadgen.sim.outputs import Output, OutputFaults, clean_token
 from loadgen.sweep.spec import parse_spec
-from loadgen.workload.verify_prompts import BUILT_IN, load_prompts, prompts_digest
+from loadgen.verify.prompts import BUILT_IN, load_prompts, prompts_digest
+from loadgen.verify.reference import Reference, check_matches, load_reference
 
 pytestmark = pytest.mark.unit
 

@@ -15,7 +15,7 @@ from loadgen.names import CellStatus, GarbageReason, Outcome, Phase, TokenUnit
 from loadgen.record import CellKey, Record
 from loadgen.results.build_cell import build_cell
 from loadgen.results.correctness import Verification, verify_text
-from loadgen.results.verify_reference import Reference, load_reference, reference_lines, reference_summary
+from loadgen.verify.reference import Reference, load_reference, reference_lines, reference_summary
 
 pytestmark = pytest.mark.unit
 

@@ -5,7 +5,8 @@
     report     the load's banner and tables: open loop (--request-rate, --ramp, --trace), ceiling (--max-request-rate)
     transport  H1Transport (default) | AiohttpTransport (--http-client aiohttp), wrapped by CancellingTransport
                (--cancel-fraction)
-    sinks      JSONL records, the server-down guard, the live exporter (--metrics-port)
+    sinks      JSONL records, the server-down guard, the live exporter (--metrics-port), the console (a line per
+               cell, the tables after the run)
     policies   ServerDownPolicy (--on-server-down), Interrupts (--drain-timeout)
     preflight  TlsPreflight (an https:// certificate is trusted), TelemetryPreflight (requested sources answer),
                ReadyWait (--wait-ready)
@@ -37,12 +38,11 @@ from loadgen.parallel.ray_pool import RayPool
 from loadgen.parallel.shard import AlignedStart, ShardPart
 from loadgen.parallel.workers import WorkerDriver, WorkerPool
 from loadgen.record import CellKey
+from loadgen.report.console_sink import ConsoleSink
 from loadgen.report.load_banner import open_loop_banner, throttle_banner, trace_banner
 from loadgen.report.open_table import render as open_loop_table
 from loadgen.report.throttle_table import throttle_table
 from loadgen.results.document import ResultsFile
-from loadgen.results.search_state import SearchWatcher
-from loadgen.results.verify_reference import load_reference
 from loadgen.run.control import RunControl
 from loadgen.run.drift_check import ControlCheck
 from loadgen.run.drivers import ClosedLoop, Driver, OpenLoop
@@ -51,18 +51,20 @@ from loadgen.run.interrupts import Interrupts
 from loadgen.run.part_sizes import PartSizes
 from loadgen.run.ready_wait import ReadyWait
 from loadgen.run.runner import CellCheck, CellPlan, Runner, RunParts, Service, Table, new_run_id
-from loadgen.run.search_plan import SizedCells
 from loadgen.run.server_down import ServerDownPolicy, ServerGuard
 from loadgen.run.session_driver import SessionLoop
 from loadgen.run.trace_driver import TraceReplay
 from loadgen.run.transport import AiohttpTransport, CancellingTransport, H1Transport, Transport
-from loadgen.run.verify import Verifier
 from loadgen.schedule.throttle import StartGate
+from loadgen.search.plan import SizedCells
+from loadgen.search.state import SearchWatcher
 from loadgen.sinks.base import Sink
 from loadgen.sinks.jsonl import JsonlSink, requests_path
 from loadgen.tune.live import TuneWatcher
+from loadgen.verify.prompts import load_prompts
+from loadgen.verify.reference import load_reference
+from loadgen.verify.verifier import Verifier
 from loadgen.workload.trace import load_trace
-from loadgen.workload.verify_prompts import load_prompts
 
 TRANSPORTS: dict[HttpClient, Callable[[ClientConfig], Transport]] = {HttpClient.H1: H1Transport,
                                                                      HttpClient.AIOHTTP: AiohttpTransport}
@@ -156,6 +158,19 @@ def results_path(cfg: RunConfig) -> str:
     return cfg.out
 
 
+def add_exporter(cfg: RunConfig, run_id: str, shape: Shape, sinks: list[Sink], services: list[Service]) -> None:
+    """--metrics-port: the live exporter as a sink and a service, watching the search's or the tune's state."""
+    exporter = live_exporter(run_id, cfg.exporter, cfg.label, cfg.slo)
+    if exporter is None:
+        return
+    sinks.append(exporter[0])
+    services.append(exporter[1])
+    if shape.watch is not None:
+        shape.watch(exporter[0].search)
+    if shape.tune_watch is not None:
+        shape.tune_watch(exporter[0].tune)
+
+
 def build_runner(cfg: RunConfig, url: str, *, sinks: list[Sink] | None = None, results: ResultsFile | None = None,
                  checks: list[CellCheck] | None = None, extra_sinks: list[Sink] | None = None,
                  shape: Shape | None = None, resume_command: list[str] | None = None) -> Runner:
@@ -174,18 +189,13 @@ def build_runner(cfg: RunConfig, url: str, *, sinks: list[Sink] | None = None, r
     transport = make_transport(cfg, url, headers)
     results = results or ResultsFile(out)
     driver = sized(make_driver(cfg, url, headers, transport, guard, services, results.sections), shape)
-    exporter = live_exporter(run_id, cfg.exporter, cfg.label, cfg.slo)
-    if exporter is not None:
-        sinks.append(exporter[0])
-        services.append(exporter[1])
-        if shape.watch is not None:
-            shape.watch(exporter[0].search)
-        if shape.tune_watch is not None:
-            shape.tune_watch(exporter[0].tune)
+    add_exporter(cfg, run_id, shape, sinks, services)
     banner, tables = load_report(cfg)
+    console = ConsoleSink(cfg.label, cfg.repeat, cfg.wide, tables + shape.tables)
+    sinks.append(console)
     verifier = make_verifier(cfg, url)
     parts = RunParts(
-        driver=driver, banner=banner, tables=tables + shape.tables, transport=transport, control=control, sinks=sinks,
+        driver=driver, banner=banner, tables=console.tables, transport=transport, control=control, sinks=sinks,
         telemetry=telemetry, plan=shape.plan, verifier=verifier,
         # a search checks drift its own way
         drift=ControlCheck(cfg.drift_check, cfg.size, bool(cfg.parallel.shard)) if shape.plan is None else None,

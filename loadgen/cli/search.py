@@ -14,7 +14,7 @@ from loadgen.cli.run_options import run_parser
 from loadgen.config import RunConfig
 from loadgen.errors import UsageError
 from loadgen.names import SearchOver, values
-from loadgen.results.search import SearchConfig
+from loadgen.search.probes import SearchConfig
 
 if TYPE_CHECKING:
     from loadgen.cli.assemble import Shape
@@ -129,9 +129,9 @@ def search_run(a: argparse.Namespace, default_concurrency: str) -> tuple[RunConf
     """The run of a search: its configuration (the first probe's load as the matrix) and its shape."""
     from loadgen.cli.assemble import Shape  # the run's parts, once the command line has been read
     from loadgen.cli.run_config import config_from_args
-    from loadgen.report.search_report import search_text
     from loadgen.run.early_stop import OversaturationStop
-    from loadgen.run.search_plan import SearchPlan
+    from loadgen.search.plan import SearchPlan
+    from loadgen.search.text import search_text
 
     if a.slo is None:
         raise UsageError("loadgen search needs latency targets: add --slo, e.g. --slo ttft=300ms,tpot=25ms")

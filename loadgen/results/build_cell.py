@@ -70,7 +70,7 @@ def build_cell(key: CellKey, records: Sequence[Record] | RecordTable, sources: S
                found: CellFindings = NOTHING) -> CellResult:
     """The cell's result from its measured records, its telemetry sources' results over the window, the
     client's health and the incidents the caller saw; judged by `max_failed_fraction`. With `verification`
-    (--verify: the cell's verification records, `run/verify.py`), `correctness`; with latency targets (`slo`)
+    (--verify: the cell's verification records, `verify/verifier.py`), `correctness`; with latency targets (`slo`)
     its attainment and goodput, counting the `not_sent` measured requests as not good; with `shared_prefix`
     (groups, tokens), the prefix cache's share of it (`metrics.shared_prefix`). `chunks`: the fold of the
     records' chunks, when the cell made one as it ran (their lists then read back through `arrivals`).

@@ -63,7 +63,7 @@ class Correctness:
 
 @dataclass(frozen=True)
 class Verification:
-    """A cell's verification as `run/verify.py` measured it: its records (those that ended ok carry their
+    """A cell's verification as `verify/verifier.py` measured it: its records (those that ended ok carry their
     verdict), the reference they were compared with and the settings they are judged by."""
 
     records: Sequence[Record]

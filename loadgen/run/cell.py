@@ -29,12 +29,12 @@ from loadgen.run.drivers import Driver
 from loadgen.run.monitor import LoopMonitor
 from loadgen.run.progress import Progress
 from loadgen.run.transport import Transport
-from loadgen.run.verify import Verifier, VerifyingSender
 from loadgen.schedule.cell_run import CellRun, LoadOutcome, StopToken
 from loadgen.schedule.jobs import Inserted, JobList
 from loadgen.schedule.sessions import turns
 from loadgen.sinks.base import Sink
 from loadgen.telemetry.base import TelemetrySource
+from loadgen.verify.verifier import Verifier, VerifyingSender
 from loadgen.workload.dataset import DatasetPrompts
 from loadgen.workload.prompts import PromptBuilder
 from loadgen.workload.sessions import SessionPrompts

@@ -1,11 +1,12 @@
 """The drift check of a plain run and of each sweep configuration (docs/drift.md).
 
 The control is the first cell this run measured: after the last cell it is measured again with the same
-settings (`remeasure.measure_again`: same load, request count and repeats, fresh prompt prefixes) and the two
-measurements are judged beyond noise (`metrics.drift.judge_drift`). A drift is said on the console, stored in
-the results' `drift` part and fails the control cell's check (incident `drifted`: its figures stand, its note
-says the sentence below the table, in compare and the report; the run exits 1, a sweep's configuration is not
-ok, and a resumed run measures the control, and so checks drift, again).
+settings (by the `MeasureAgain` the check is handed, the runner's `remeasure.measure_again`: same load, request
+count and repeats, fresh prompt prefixes) and the two measurements are judged beyond noise
+(`metrics.drift.judge_drift`). A drift is said on the console, stored in the results' `drift` part and fails the
+control cell's check (incident `drifted`: its figures stand, its note says the sentence below the table, in
+compare and the report; the run exits 1, a sweep's configuration is not ok, and a resumed run measures the
+control, and so checks drift, again).
 
 Cost: one more measurement of the first cell. `--drift-check auto` (the default) pays it only when that cell is
 short: at most SHORT_REQUESTS measured requests over all its repeats (SHORT_S seconds with
@@ -17,28 +18,25 @@ what drifts). `on` measures it again whatever it costs, `off` never.
 from __future__ import annotations
 
 import textwrap
-from typing import TYPE_CHECKING
-
-import aiohttp
+from collections.abc import Awaitable, Callable
 
 from loadgen.config import CellSize
 from loadgen.console import WIDTH, log
 from loadgen.metrics.drift import Drift, cell_words, judge_drift
 from loadgen.names import DriftCheck
-from loadgen.report.table import progress_line
+from loadgen.record import CellKey
 from loadgen.results.cell_result import CellResult
 from loadgen.results.incidents import IncidentKind
-from loadgen.run.cell import CellMeasurer
-from loadgen.run.remeasure import CONTROL, measure_again
-
-if TYPE_CHECKING:
-    from loadgen.run.runner import Runner
+from loadgen.run.control import RunControl
+from loadgen.run.remeasure import CONTROL
 
 SHORT_REQUESTS = 256  # auto: a control of at most this many measured requests (all repeats) is measured again
 SHORT_S = 60.0  # auto, --duration-per-cell: at most this many seconds (all repeats)
 # a control measured again that failed for these says nothing of the server's speed (timeouts do: judged)
 NOT_JUDGED = (IncidentKind.SERVER_DOWN, IncidentKind.WORKER_DIED, IncidentKind.BEFORE_LOAD,
               IncidentKind.CONFIGURATION_CHANGED)
+# a cell measured once more with the run's settings under a tag, told to the sinks, not added to the results
+MeasureAgain = Callable[[CellKey, str], Awaitable[CellResult]]
 
 
 class ControlCheck:
@@ -70,21 +68,21 @@ class ControlCheck:
                     "--drift-check on measures it again)")
         return None
 
-    async def run(self, runner: Runner, session: aiohttp.ClientSession, measurer: CellMeasurer,
-                  first: CellResult) -> Drift | None:
-        """The verdict on `first` measured again (None when the check is off or skipped: said why)."""
-        if self.quiet_off(sum(1 for c in runner.cells if c.run_id == runner.run_id)):
+    async def run(self, first: CellResult, measured_cells: int, planned_requests: int, measure_again: MeasureAgain,
+                  control: RunControl) -> Drift | None:
+        """The verdict on `first` measured again by `measure_again` (None when the check is off or skipped: said
+        why). `measured_cells`: the cells this run measured; `planned_requests`: the first cell's."""
+        if self.quiet_off(measured_cells):
             return None
-        reason = self.skipped(first, runner.parts.driver.planned_requests(first.key))
+        reason = self.skipped(first, planned_requests)
         if reason is not None:
             if self.mode is not DriftCheck.OFF:
                 log(f"drift check {reason}")
             return None
         log(f"drift check: measuring the first cell again ({cell_words(first)}), the control")
-        again = await measure_again(runner, session, measurer, first.key, CONTROL)
-        log(progress_line(again, CONTROL))
-        if runner.control.stopping:
-            log(f"drift check: not judged ({runner.control.stop_reason})")
+        again = await measure_again(first.key, CONTROL)
+        if control.stopping:
+            log(f"drift check: not judged ({control.stop_reason})")
             return None
         if any(again.has(kind) for kind in NOT_JUDGED):
             log(textwrap.fill(f"drift check: not judged: measuring the control again failed ({again.error})",

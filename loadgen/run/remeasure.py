@@ -35,10 +35,9 @@ async def measure_again(runner: Runner, session: aiohttp.ClientSession, measurer
                         tag: str = CONTROL) -> CellResult:
     """`cell` measured once more with the run's settings, its records and prompts under `again_run_id(run id,
     tag)`; returned, not added to `runner.results` (module docstring), and told finished to the sinks as a
-    matrix cell is (the live exporter ends its series, under that run id). Progress says `<tag> ctx=… c=…`."""
+    matrix cell is, under that run id (the live exporter ends its series, the console names its line by the
+    tag)."""
     run_id = again_run_id(runner.run_id, tag)
-    again = await runner.measure_repeats(session, measurer.under(run_id), cell, f"{tag} {cell.label()}")
-    entry = again.to_json()
-    for s in runner.parts.sinks:
-        s.cell_finished(cell, entry)
+    again = await runner.measure_repeats(session, measurer.under(run_id), cell)
+    runner.tell_finished(cell, again)
     return again

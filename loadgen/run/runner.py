@@ -21,14 +21,11 @@ import aiohttp
 from loadgen.client.aiohttp_sender import make_session
 from loadgen.client.config import ClientConfig
 from loadgen.config import RunConfig
-from loadgen.console import log, table_width
+from loadgen.console import log
 from loadgen.errors import ServerError
 from loadgen.metrics.drift import Drift
 from loadgen.names import CellStatus
 from loadgen.record import CellKey, RunAnchor
-from loadgen.report.category_table import category_table, lengths_table
-from loadgen.report.knee_text import knee_summary
-from loadgen.report.table import progress_line, table, title
 from loadgen.results.build_cell import amended, unmeasured
 from loadgen.results.cell_result import CellResult
 from loadgen.results.document import ResultsFile
@@ -42,13 +39,14 @@ from loadgen.run.drift_check import ControlCheck
 from loadgen.run.drivers import Driver
 from loadgen.run.interrupts import Interrupts
 from loadgen.run.progress import Progress
+from loadgen.run.remeasure import measure_again
 from loadgen.run.server_down import ServerDownPolicy
 from loadgen.run.setup import find_target, size_prompts
 from loadgen.run.transport import Transport
-from loadgen.run.verify import Verifier
 from loadgen.schedule.cell_run import LoadOutcome, StopToken
 from loadgen.sinks.base import Sink
 from loadgen.target.discover import Target
+from loadgen.verify.verifier import Verifier
 from loadgen.workload.tokenizers import sizing_note
 
 
@@ -95,7 +93,7 @@ class MatrixPlan:
 
 
 TelemetryPlan = Callable[[Target], list[SourceFactory]]  # the sources each cell samples, once the target is known
-Table = Callable[[list[CellResult]], str | None]  # a table printed after the matrix (None: nothing to show)
+Table = Callable[[list[CellResult]], str | None]  # a table printed after the run (None: nothing to show)
 
 
 @dataclass
@@ -111,7 +109,7 @@ class RunParts:
     checks: list[CellCheck] = field(default_factory=list)
     preflight: list[Preflight] = field(default_factory=list)
     banner: str | None = None  # said once before the run: what kind of load it is
-    tables: list[Table] = field(default_factory=list)  # the load's own tables, after the matrix
+    tables: list[Table] = field(default_factory=list)  # printed after the run: the console's, chosen by the CLI
     verifier: Verifier | None = None  # --verify: verification requests in every cell
     plan: CellPlan | None = None  # which cells, in which order (default: the configuration's matrix)
     drift: ControlCheck | None = None  # the first cell measured again at the end (--drift-check)
@@ -180,9 +178,7 @@ class Runner:
                     await svc.close(finished)
                 await self.parts.transport.close()
         cells = list(self.cells)
-        print(table(cells, title(self.cfg.label, self.run_id), wide=self.cfg.wide, width=table_width()))
-        for text in [*(t(cells) for t in self.parts.tables), lengths_table(cells), category_table(cells),
-                     knee_summary(cells)]:
+        for text in (t(cells) for t in self.parts.tables):
             if text:
                 print(text)
         print(f"results: {self.results.path}", file=sys.stderr)
@@ -210,22 +206,17 @@ class Runner:
 
     async def measure_matrix(self, session: aiohttp.ClientSession, measurer: CellMeasurer) -> None:
         known = None if self.parts.plan else len(list(self.cells_to_run()))  # a search decides as it goes
-        count = "" if known is None else f": {known} cell" + ("s" if known != 1 else "")
-        log(title(self.cfg.label, self.run_id) + count +
-            (f" × {self.cfg.repeat} repeats" if self.cfg.repeat > 1 else ""))
-        for i, cell in enumerate(self.cells_to_run(), 1):
+        for s in self.parts.sinks:
+            s.run_started(self.run_id, known)
+        for cell in self.cells_to_run():
             if self.control.stopping:
                 self.results.add(unmeasured(cell, IncidentKind.NOT_REACHED, self.control.stop_reason, self.run_id))
                 continue
-            done = f"cell {i}/{known}" if known is not None else f"cell {i}"
-            result = await self.measure_repeats(session, measurer, cell, done)
+            result = await self.measure_repeats(session, measurer, cell)
             self.first = self.first or result
             self.results.add(result)
-            entry = result.to_json()
-            for s in self.parts.sinks:
-                s.cell_finished(cell, entry)
+            self.tell_finished(cell, result)
             self.results.save()
-            log(progress_line(result, done + (" (mean)" if self.cfg.repeat > 1 else "")))
         self.results.save()  # with the cells that were not measured (marked skipped), the plan's last word
 
     async def check_drift(self, session: aiohttp.ClientSession, measurer: CellMeasurer) -> None:
@@ -234,7 +225,12 @@ class Runner:
         check = self.parts.drift
         if check is None or self.first is None or self.control.stopping:
             return
-        self.drift = await check.run(self, session, measurer, self.first)
+        async def again(cell: CellKey, tag: str) -> CellResult:
+            return await measure_again(self, session, measurer, cell, tag)
+
+        measured = sum(1 for c in self.cells if c.run_id == self.run_id)
+        planned = self.parts.driver.planned_requests(self.first.key)
+        self.drift = await check.run(self.first, measured, planned, again, self.control)
         if self.drift is None:
             return
         if self.drift.drifted:  # the control's check fails: a new first cell in the results
@@ -243,10 +239,17 @@ class Runner:
         self.results.sections["drift"] = self.drift.to_json()
         self.results.save()
 
-    async def measure_repeats(self, session: aiohttp.ClientSession, measurer: CellMeasurer, cell: CellKey,
-                              done: str) -> CellResult:
-        """The cell measured `--repeat` times (each a whole measurement), combined (`combine_repeats`); an
-        interrupt between repeats ends them, and the cell is measured again on resume."""
+    def tell_finished(self, cell: CellKey, result: CellResult) -> None:
+        """A finished cell to every sink (the console says its line, the exporter sets its gauges)."""
+        entry = result.to_json()
+        for s in self.parts.sinks:
+            s.cell_finished(cell, entry)
+
+    async def measure_repeats(self, session: aiohttp.ClientSession, measurer: CellMeasurer,
+                              cell: CellKey) -> CellResult:
+        """The cell measured `--repeat` times (each a whole measurement, told to the sinks when there are
+        several), combined (`combine_repeats`); an interrupt between repeats ends them, and the cell is measured
+        again on resume."""
         n = self.cfg.repeat
         results: list[CellResult] = []
         for repeat in range(n):
@@ -256,7 +259,9 @@ class Runner:
                 break
             results.append(await self.measure_cell(session, measurer, cell, repeat))
             if n > 1:
-                log(progress_line(results[-1], f"{done} run {repeat + 1}/{n}"))
+                entry = results[-1].to_json()
+                for s in self.parts.sinks:
+                    s.repeat_finished(cell, entry, repeat + 1)
         return combine_repeats(results)
 
     async def measure_cell(self, session: aiohttp.ClientSession, measurer: CellMeasurer,

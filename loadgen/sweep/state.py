@@ -19,9 +19,9 @@ from loadgen.errors import UsageError
 from loadgen.files import read_json
 from loadgen.names import ConfigStatus
 from loadgen.record import CellKey
-from loadgen.report.search_report import search_complete
 from loadgen.results.cell_result import CellResult
 from loadgen.results.stored import kept_cells, ok_keys
+from loadgen.search.result import search_complete
 
 
 def paths(out_dir: str, name: str) -> dict[str, str]:

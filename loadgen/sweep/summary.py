@@ -13,7 +13,6 @@ from loadgen.files import write_json_atomic
 from loadgen.names import CellStatus, ConfigStatus
 from loadgen.record import CellKey
 from loadgen.report.compare import Run, compare_table, load_inputs
-from loadgen.report.search_report import capacity_ranking
 from loadgen.report.verdict_text import verdict_lines
 from loadgen.results.cell_result import CellResult
 from loadgen.results.cell_status import check_names, measured
@@ -21,6 +20,7 @@ from loadgen.results.correctness import produced_garbage
 from loadgen.results.schema import SWEEP_SCHEMA
 from loadgen.results.stored import ok_keys, stored_cells
 from loadgen.results.verdict import verdicts
+from loadgen.search.text import capacity_ranking
 from loadgen.sweep import state
 from loadgen.sweep.spec import SweepSpec
 

@@ -2,10 +2,10 @@
 disagreed (the second counts), or whose cells' client fell behind (its latencies are partly the client's).
 
 The bracket's two ends are the answer: the met end is the answer itself, the missed end says the next load
-missed. An end is read from the latest measurement of its load (`search_walk.Bracket.latest`, every part of
+missed. An end is read from the latest measurement of its load (`walk.Bracket.latest`, every part of
 it pooled), so its caveats are:
 - `disagreed`: the load was measured more than once and its latest measurement disagreed with the one before
-  it (`search.disagree`: one met and the other missed, or throughput × 2 apart). The answer moved with a
+  it (`probes.disagree`: one met and the other missed, or throughput × 2 apart). The answer moved with a
   re-measurement: had the first counted, the bracket would be another;
 - `client_saturated`: a part of the end's latest measurement is a cell whose client fell behind
   (`cell_status.client_saturated`): its attainment counts latencies the client added, so a missed end may be
@@ -16,10 +16,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from loadgen.results.cell_status import client_saturated
-from loadgen.results.search import SearchConfig
-from loadgen.results.search_walk import Bracket
+from loadgen.search.probes import SearchConfig
+from loadgen.search.walk import Bracket
 
 
 class CaveatKind(StrEnum):
@@ -41,7 +42,7 @@ class Caveat:
     kind: CaveatKind
     reason: str
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"end": self.end, "load": self.load, "kind": self.kind, "reason": self.reason}
 
 

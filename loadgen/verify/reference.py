@@ -11,6 +11,7 @@ first cell (`reference_lines`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
@@ -40,7 +41,7 @@ class Reference:
     def again_of(self, index: int) -> VerifyOutput | None:
         return self.again[index] if self.again is not None else None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         doc = {"schema": REFERENCE_SCHEMA, "source": self.source, "model": self.model, "api": self.api,
                "max_tokens": self.max_tokens, "prompts_digest": self.digest, "prompts": self.prompts,
                "outputs": [o.to_json() for o in self.outputs]}
@@ -90,7 +91,7 @@ SAYS = {GarbageReason.REPLACEMENT_CHARACTERS: "hold replacement characters", Gar
         GarbageReason.REPETITION_LOOP: "end in a repetition loop", GarbageReason.CUT_SHORT: "are cut short"}
 
 
-def reference_summary(ref: Reference) -> dict:
+def reference_summary(ref: Reference) -> dict[str, Any]:
     """The results' `verify` part: {reference, prompts, max_tokens, answers (1 or 2), reference_garbage
     {reason: [prompt]}: the prompts whose reference answers (either one) are garbage for that reason (that
     check is off for them), unstable [prompt] | null: the prompts whose two one-at-a-time answers differ
@@ -108,7 +109,7 @@ def reference_summary(ref: Reference) -> dict:
             "unstable_divergence_tokens": positions}
 
 
-def reference_lines(summary: dict) -> list[str]:
+def reference_lines(summary: dict[str, Any]) -> list[str]:
     """What the run says of its reference before the first cell: its own garbage ('3 of 8 reference outputs
     hold replacement characters: for those prompts that check is off; divergence still counts') and its noise
     floor ('the server is not deterministic alone for 8 of 8 prompts: divergence under load is not evidence

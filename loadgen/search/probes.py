@@ -1,9 +1,9 @@
 """`loadgen search`'s settings and its probes, pure: a probe's parts pooled, whether its attainment is decided,
 how many requests it measures, and when two probes contradict each other. The walk that chooses the loads
-is `results/search_walk.py`.
+is `search/walk.py`.
 
 A probe is one measurement of a load: its first part and, while its attainment is not decided and the walk rests
-on it (`results/search_walk.py`), extensions (more requests at the same load, each a cell of its own:
+on it (`search/walk.py`), extensions (more requests at the same load, each a cell of its own:
 `CellKey.again`). Pooled over its parts: good = Σ good, scheduled = Σ scheduled, window = Σ duration_s,
 output tok/s = Σ (tok/s × duration) / window. It is decided when it has at least `min_requests` requests and
 `min_s` seconds and the Wilson interval of good / scheduled (`metrics.attainment`) lies on one side of the
@@ -83,7 +83,7 @@ class SearchConfig:
         """The probe inside the bracket: its geometric middle. The resolution is relative to the met end, so each
         probe halves the bracket's ratio (a ×4 growth step is within 10 % after 4 probes: 4^(1/16) = 1.09; the
         arithmetic middle takes 5 where the edge lies near the bracket's foot)."""
-        mid = (lo * hi) ** 0.5
+        mid: float = (lo * hi) ** 0.5
         if self.over == SearchOver.CONCURRENCY:
             return min(max(int(lo) + 1, round(mid)), int(hi) - 1)
         return float(f"{mid:.4g}")
@@ -179,6 +179,20 @@ class Probe:
 
     def interval(self) -> tuple[float, float] | None:
         return wilson_interval(self.good, self.scheduled)
+
+
+@dataclass
+class Again:
+    """A load measured twice: its two measurements, why, and whether they disagree."""
+
+    load: float
+    first: Probe
+    second: Probe
+    why: str
+
+    @property
+    def disagreed(self) -> bool:
+        return disagree(self.first, self.second)
 
 
 def next_part(cfg: SearchConfig, probe: Probe) -> int | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from loadgen.results.search_walk import Bracket
+from loadgen.search.walk import Bracket
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Sequence
+from typing import Any
 
 import aiohttp
 
@@ -27,10 +28,10 @@ from loadgen.metrics.correctness import verdict
 from loadgen.names import Api, Phase
 from loadgen.record import CellKey, Record
 from loadgen.results.correctness import Verification
-from loadgen.results.verify_reference import Reference, check_matches, reference_lines, reference_summary
 from loadgen.schedule.cell_run import SendFn
 from loadgen.schedule.jobs import Inserted, Job, JobList
-from loadgen.workload.verify_prompts import prompts_digest
+from loadgen.verify.prompts import prompts_digest
+from loadgen.verify.reference import Reference, check_matches, reference_lines, reference_summary
 
 REFERENCE_RUN = "verify-reference"  # the run id of the reference's own requests (they are no cell's records)
 REFERENCE_PASSES = 2  # the reference answered twice, one at a time: the second pass is the server's noise floor
@@ -61,7 +62,7 @@ class Verifier:
         assert c.mode is not None  # a Verifier is made for --verify only
         return Verification(records, c.mode, self.reference_name, c.max_tokens, c.max_garbage_fraction)
 
-    def body(self, index: int) -> dict:
+    def body(self, index: int) -> dict[str, Any]:
         return verify_body(self.api, self.prompts[index], self.model, self.cfg.max_tokens)
 
     async def prepare(self, session: aiohttp.ClientSession, model: str) -> None:
@@ -94,7 +95,7 @@ class Verifier:
             outputs.append(out)
         return outputs
 
-    def summary(self) -> dict | None:
+    def summary(self) -> dict[str, Any] | None:
         """The results' `verify` part (`reference_summary`); None before the reference is known."""
         return reference_summary(self.reference) if self.reference is not None else None
 
@@ -123,7 +124,7 @@ class VerifyingSender:
         self.verifier = verifier
         self.session = session
 
-    async def __call__(self, body: dict, rec: Record) -> Record:
+    async def __call__(self, body: dict[str, Any], rec: Record) -> Record:
         if rec.phase != Phase.VERIFY:
             return await self.send(body, rec)
         return await self.verifier.answer(self.session, body["verify_prompt"], rec)

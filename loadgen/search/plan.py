@@ -1,4 +1,4 @@
-"""`loadgen search`'s cells: the walk's cells (`results.search_walk.walk`), one prompt length after another,
+"""`loadgen search`'s cells: the walk's cells (`walk.walk`), one prompt length after another,
 each measured as a normal cell; a cell already in the results (a resumed search) is not measured again.
 
 The plan is also the search's other parts: the size of each cell (`requests`, read by `SizedCells`, the
@@ -19,19 +19,19 @@ from loadgen.metrics.oversaturation import Reference
 from loadgen.metrics.record_table import RecordTable
 from loadgen.names import SearchOver
 from loadgen.record import CellKey, Record
-from loadgen.report.search_report import search_section
 from loadgen.results.cell_result import CellResult
 from loadgen.results.document import ResultsFile
 from loadgen.results.findings import NOTHING, CellFindings, incident
 from loadgen.results.incidents import IncidentKind
-from loadgen.results.search import Measure, Role, SearchConfig
-from loadgen.results.search_state import SearchWatcher, state_of
-from loadgen.results.search_walk import replay, walk
 from loadgen.results.slo_part import attainment_text
 from loadgen.run.control import RunControl
 from loadgen.run.drivers import Driver
 from loadgen.run.early_stop import OversaturationStop
 from loadgen.schedule.cell_run import CellRun
+from loadgen.search.probes import Measure, Role, SearchConfig
+from loadgen.search.result import search_section
+from loadgen.search.state import SearchWatcher, state_of
+from loadgen.search.walk import replay, walk
 
 WIDTH = 120
 

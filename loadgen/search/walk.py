@@ -5,11 +5,11 @@ not decided yet counts by its point estimate): missed = the lowest load that mis
 below it that met. The load grows from `start` until a probe misses (a first probe that misses halves it), then
 the bracket is bisected until it is narrow enough (`SearchConfig.grow`, `lower`, `middle`, `width_ok`). Only
 the probes the next step rests on (the bracket's two ends, or the one end an answer stands on) are made sure of:
-- an end that contradicts another probe (`search.contradiction`: it missed below a load that met, or its
+- an end that contradicts another probe (`probes.contradiction`: it missed below a load that met, or its
   throughput fell by half while the load grew) is measured once more; the new measurement counts, both are
   kept, and the report names those that disagree. A probe past the bracket's missed end, or below its met end,
   decides nothing and is not measured again;
-- an end whose attainment is not decided is extended (`search.next_part`); a probe the growth left behind is not;
+- an end whose attainment is not decided is extended (`probes.next_part`); a probe the growth left behind is not;
 - before answering, the bracket's missed end is measured again (unless it was already): when it now meets,
   the bracket moves and the walk goes on;
 - the control probe is measured again at the end (and every `drift_every` probes when that is set). Its
@@ -32,14 +32,14 @@ from loadgen.metrics.drift import MIN_WINDOW_S, Drift, judge_drift
 from loadgen.record import CellKey
 from loadgen.results.cell_result import CellResult
 from loadgen.results.cell_status import unmeasured
-from loadgen.results.search import (
+from loadgen.search.probes import (
     TIME_MARGIN,
+    Again,
     Measure,
     Probe,
     Role,
     SearchConfig,
     contradiction,
-    disagree,
     extend_why,
     first_requests,
     judged_part,
@@ -49,20 +49,6 @@ from loadgen.results.search import (
     resolution_text,
     usable,
 )
-
-
-@dataclass
-class Again:
-    """A load measured twice: its two measurements, why, and whether they disagree."""
-
-    load: float
-    first: Probe
-    second: Probe
-    why: str
-
-    @property
-    def disagreed(self) -> bool:
-        return disagree(self.first, self.second)
 
 
 @dataclass
@@ -90,6 +76,7 @@ class Ended(Exception):
 
 
 Walk = Generator[Measure, CellResult | None, Bracket]
+Asks = Generator[Measure, CellResult | None, None]  # cells asked of the caller, each answered by the cell measured
 Step = tuple[float, Role, str]  # the next cell: its load, why it is measured (its role) and the note it gets
 
 
@@ -192,7 +179,7 @@ class Walker:
         return probe_key(self.cfg, self.context, load, self.cap, again)
 
     def _ask(self, load: float, requests: int, role: Role, why: str, control: CellKey | None = None,
-             confirms: bool = False):
+             confirms: bool = False) -> Generator[Measure, CellResult | None, CellResult | None]:
         if len(self.b.probes) >= self.cfg.max_cells:
             lo, hi = self.bracket()
             where = f" (bracket {lo:g}–{hi:g})" if lo is not None and hi is not None else " before a bracket was found"
@@ -202,10 +189,10 @@ class Walker:
             self.b.probes.append(load)
         return cell
 
-    def _part(self, probe: Probe, requests: int, role: Role, why: str):
+    def _part(self, probe: Probe, requests: int, role: Role, why: str) -> Asks:
         """One more cell of `probe`."""
         cell = yield from self._ask(probe.load, requests, role, why)
-        if not usable(cell):
+        if cell is None or not usable(cell):
             raise Ended(f"the probe at {probe.load:g} could not be used")
         probe.parts.append(cell)
 
@@ -213,7 +200,7 @@ class Walker:
         lower = [x for x in self.b.latest if x < load]
         return self.b.latest[max(lower)] if lower else None
 
-    def measure(self, load: float, role: Role, why: str):
+    def measure(self, load: float, role: Role, why: str) -> Generator[Measure, CellResult | None, Probe]:
         """A new measurement of `load`, its first part (the first probe: until it holds a part long enough for
         the drift check, if it needs more); it becomes the load's latest measurement."""
         probe = Probe(load, role)
@@ -226,7 +213,7 @@ class Walker:
         self._measured(probe, why)
         return probe
 
-    def extend(self, load: float, why: str):
+    def extend(self, load: float, why: str) -> Asks:
         """One more part of the load's latest measurement, whose attainment is not decided yet."""
         probe = self.b.latest[load]
         n = next_part(self.cfg, probe)
@@ -249,7 +236,7 @@ class Walker:
             if moved.drifted and moved.factor < 1:  # the reference was the slower one: a stall, not the server
                 self.control = part
 
-    def check_control(self, when: str):
+    def check_control(self, when: str) -> Asks:
         """The control probe measured again (as many requests as its reference); one that moved beyond noise is
         measured once more, and only a drift both show ends the walk (a stall of the server inside the check is
         not a drift)."""
@@ -261,7 +248,7 @@ class Walker:
             self.b.drift = drift
             raise Ended(f"no answer: {drift.sentence}")
 
-    def _control_again(self, why: str, confirms: bool):
+    def _control_again(self, why: str, confirms: bool) -> Generator[Measure, CellResult | None, Drift]:
         first = self.control
         assert first is not None, "a control is measured again only once there is one"
         load = self.cfg.load_of(first.key)
@@ -286,7 +273,8 @@ def walk(cfg: SearchConfig, context: int, cell_of: Callable[[CellKey], CellResul
         try:
             m = g.send(cell_of(m.key))
         except StopIteration as end:
-            return end.value
+            bracket: Bracket = end.value
+            return bracket
 
 
 def replay(cfg: SearchConfig, context: int, cells: dict[CellKey, CellResult], cap: int = 0) -> Bracket:
@@ -297,4 +285,5 @@ def replay(cfg: SearchConfig, context: int, cells: dict[CellKey, CellResult], ca
         try:
             m = g.send(cells.get(m.key))
         except StopIteration as end:
-            return end.value
+            bracket: Bracket = end.value
+            return bracket
