@@ -16,7 +16,7 @@ from loadgen.record import CellKey, Record
 from loadgen.report.table import CANCELLED_LEGEND, row, table
 from loadgen.results.build_cell import build_cell
 from loadgen.results.cell_status import failed_fraction, problem
-from loadgen.sinks.jsonl import requests_path
+from loadgen.results.document import requests_path
 
 pytestmark = pytest.mark.unit
 

@@ -40,7 +40,7 @@ from loadgen.record import CellKey
 from loadgen.report.load_banner import open_loop_banner, throttle_banner, trace_banner
 from loadgen.report.open_table import render as open_loop_table
 from loadgen.report.throttle_table import throttle_table
-from loadgen.results.document import ResultsFile
+from loadgen.results.document import ResultsFile, requests_path
 from loadgen.results.search_state import SearchWatcher
 from loadgen.results.verify_reference import load_reference
 from loadgen.run.control import RunControl
@@ -59,7 +59,7 @@ from loadgen.run.transport import AiohttpTransport, CancellingTransport, H1Trans
 from loadgen.run.verify import Verifier
 from loadgen.schedule.throttle import StartGate
 from loadgen.sinks.base import Sink
-from loadgen.sinks.jsonl import JsonlSink, requests_path
+from loadgen.sinks.jsonl import JsonlSink
 from loadgen.tune.live import TuneWatcher
 from loadgen.workload.trace import load_trace
 from loadgen.workload.verify_prompts import load_prompts

@@ -21,8 +21,8 @@ from loadgen.report.regression_gate import gate, pairs, pairs_by_name
 from loadgen.report.report import write_report
 from loadgen.report.table import table, title
 from loadgen.results.comparable import check_comparable
+from loadgen.results.document import requests_path
 from loadgen.results.merge import check_shards, load, merge
-from loadgen.sinks.jsonl import requests_path
 
 
 def add_input_arguments(p: argparse.ArgumentParser) -> None:

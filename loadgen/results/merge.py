@@ -35,12 +35,12 @@ from loadgen.record import CellKey, Record, RunAnchor, cell_key
 from loadgen.results.cell_result import CellResult, from_json
 from loadgen.results.cell_status import max_failed_fraction, requests_failed_fraction, requests_incidents
 from loadgen.results.cell_view import Cell, as_result
+from loadgen.results.document import requests_path
 from loadgen.results.figures import ClientHealth
 from loadgen.results.provenance import wall_clock
 from loadgen.results.schema import RESULTS_SCHEMA as SCHEMA
 from loadgen.results.slo_part import Slo
 from loadgen.results.stored import stored_cells
-from loadgen.sinks.jsonl import requests_path
 
 TIME_FIELDS = ("t_intended_ns", "t_sent_ns", "t_first_byte_ns", "t_first_token_ns", "t_last_token_ns",
                "t_end_ns")
