@@ -3,7 +3,7 @@
 Names, labels and meanings are listed in docs/metrics.md. Each finished request is observed once, when
 `record()` hands it over (TTFT, E2E, per-request rate, send lateness), and its chunk gaps once each (ITL);
 nothing here runs on the client's per-chunk path. Every figure comes from `loadgen.metrics` (the per-request
-ones from `loadgen.metrics.request`, the cell's from its summary), so the dashboard and the results file
+ones from `loadgen.metrics.request`, the cell's from its result), so the dashboard and the results file
 agree. The exporter owns its registry, so two runs in one process (tests, sweeps) never share series, and
 `_created` series are switched off because Prometheus 2.x ingests them as ordinary series.
 """
@@ -34,7 +34,7 @@ from loadgen.metrics.request import e2e_s, itl_pairs, request_tok_s, send_latene
 from loadgen.metrics.request import request_tok_s as request_output_rate  # the name callers import
 from loadgen.names import Phase
 from loadgen.record import CellKey, Record
-from loadgen.results.cell_view import Cell, as_result
+from loadgen.results.cell_result import CellResult
 from loadgen.run.monitor import watch_loop_lag
 
 __all__ = ["LAG_SAMPLE_S", "LiveExporter", "TokenWeightedHistogram", "request_output_rate"]
@@ -163,9 +163,8 @@ class LiveExporter(LiveMetrics):
             self._observe_ok(s, rec)
         self.slo.record(s.key, rec)
 
-    def cell_finished(self, cell: CellKey, summary: Cell) -> None:
-        """The finished cell's gauges, from its result (typed, or its JSON read back once)."""
-        result = as_result(summary)
+    def cell_finished(self, cell: CellKey, result: CellResult) -> None:
+        """The finished cell's gauges, from its result."""
         key = self.key(self._cell_run or self.run_id, cell)
         for attr, (path, _name, _doc) in CELL_RESULTS.items():
             value = summary_value(result, path)

@@ -251,7 +251,7 @@ def test_the_exporter_and_repeat_have_itl_p90():
 
     exp = LiveExporter("r1")
     exp.cell_started(CellKey(60, 1), "r1")
-    exp.cell_finished(CellKey(60, 1), _itl_cell([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]))
+    exp.cell_finished(CellKey(60, 1), from_json(_itl_cell([1, 2, 3, 4, 5, 6, 7, 8, 9, 10])))
     labels = {"run": "r1", "concurrency": "1", "context_tokens": "60", "request_rate": ""}
     assert exp.registry.get_sample_value("loadgen_cell_itl_p90_seconds", labels) == pytest.approx(0.009)
     cell = combine_repeats([from_json(_itl_cell([g] * 20)) for g in (10, 12, 14)])

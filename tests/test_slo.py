@@ -186,12 +186,12 @@ def test_live_exporter_serves_running_and_final_attainment():
     assert value("loadgen_slo_requests_total", labels | {"good": "true"}) == 2
     assert value("loadgen_slo_requests_total", labels | {"good": "false"}) == 1
     assert value("loadgen_slo_attainment_target", {"run": "r"}) == 0.9
-    summary = build_cell(CELL, [rec(0, ttft_ms=10), rec(1, ttft_ms=10), rec(2, ttft_ms=500)],
-                         slo=SloConfig({"ttft": 0.1}, 0.9), not_sent=1).to_json()
-    exp.cell_finished(CELL, summary)
+    result = build_cell(CELL, [rec(0, ttft_ms=10), rec(1, ttft_ms=10), rec(2, ttft_ms=500)],
+                        slo=SloConfig({"ttft": 0.1}, 0.9), not_sent=1)
+    exp.cell_finished(CELL, result)
     assert value("loadgen_slo_attainment", labels) == pytest.approx(0.5)  # 2 of 4 scheduled
     assert value("loadgen_slo_met", labels) == 0
-    assert value("loadgen_slo_goodput_requests_per_second", labels) == pytest.approx(summary["slo"]["goodput_requests_s"])
+    assert value("loadgen_slo_goodput_requests_per_second", labels) == pytest.approx(result.slo.goodput_requests_s)
     plain = LiveExporter("r2")
     plain.cell_started(CELL, "r2")
     plain.record(rec(0))

@@ -38,7 +38,6 @@ async def measure_again(runner: Runner, session: aiohttp.ClientSession, measurer
     matrix cell is (the live exporter ends its series, under that run id). Progress says `<tag> ctx=… c=…`."""
     run_id = again_run_id(runner.run_id, tag)
     again = await runner.measure_repeats(session, measurer.under(run_id), cell, f"{tag} {cell.label()}")
-    entry = again.to_json()
     for s in runner.parts.sinks:
-        s.cell_finished(cell, entry)
+        s.cell_finished(cell, again)
     return again

@@ -221,9 +221,8 @@ class Runner:
             result = await self.measure_repeats(session, measurer, cell, done)
             self.first = self.first or result
             self.results.add(result)
-            entry = result.to_json()
             for s in self.parts.sinks:
-                s.cell_finished(cell, entry)
+                s.cell_finished(cell, result)
             self.results.save()
             log(progress_line(result, done + (" (mean)" if self.cfg.repeat > 1 else "")))
         self.results.save()  # with the cells that were not measured (marked skipped), the plan's last word

@@ -1,4 +1,5 @@
-"""The sink interface. Records flow one way: the scheduler hands each finished `Record` to every sink.
+"""The sink interface. Records flow one way: the scheduler hands each finished `Record` to every sink, and the
+runner each finished cell's typed result (`CellResult`); a sink that writes the cell as JSON calls its `to_json`.
 
 The run's sinks, chosen in `loadgen/cli/assemble.py`: the JSONL records (`loadgen/sinks/jsonl.py`), the
 server-down guard (`loadgen/run/server_down.py`, which watches outcomes) and the live exporter
@@ -13,6 +14,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from loadgen.record import CellKey, Record
+from loadgen.results.cell_result import CellResult
 
 
 class Sink(Protocol):
@@ -25,8 +27,8 @@ class Sink(Protocol):
     def record(self, rec: Record) -> None:
         """A request ended, whatever the outcome. Called exactly once per scheduled request."""
 
-    def cell_finished(self, cell: CellKey, summary: dict) -> None:
-        """The cell's summary (DESIGN.md §4 `cells[]` entry, telemetry included) is final."""
+    def cell_finished(self, cell: CellKey, result: CellResult) -> None:
+        """The cell's result (its `cells[]` entry in the results file, telemetry included) is final."""
 
     def close(self) -> None:
         """The run is over."""
@@ -44,7 +46,7 @@ class NullSink:
     def record(self, rec: Record) -> None:
         pass
 
-    def cell_finished(self, cell: CellKey, summary: dict) -> None:
+    def cell_finished(self, cell: CellKey, result: CellResult) -> None:
         pass
 
     def close(self) -> None:
