@@ -205,7 +205,8 @@ def _itl_cells() -> dict[str, list[dict]]:
 def _itl_runs() -> list:
     from loadgen.report.compare import Run, cell_key
 
-    return [Run(name, f"{name}.json", {}, {cell_key(c): c for c in cells}) for name, cells in _itl_cells().items()]
+    return [Run(name, f"{name}.json", {}, {cell_key(c): from_json(c) for c in cells})
+            for name, cells in _itl_cells().items()]
 
 
 def test_compare_has_itl_p90_in_its_rows_and_shows_it_when_asked(cli, tmp_path):

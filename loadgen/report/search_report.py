@@ -12,7 +12,6 @@ from loadgen.config import SloConfig
 from loadgen.names import SearchOver
 from loadgen.record import CellKey
 from loadgen.results.cell_result import CellResult
-from loadgen.results.cell_view import Cell, as_result
 from loadgen.results.compare_inputs import Run
 from loadgen.results.incidents import IncidentKind
 from loadgen.results.search import Probe, SearchConfig, resolution_text
@@ -87,7 +86,7 @@ def answer_lines(cfg: SearchConfig, context: int, b: Bracket) -> list[str]:
     return lines
 
 
-def search_text(cfg: SearchConfig, slo: SloConfig, contexts: list[int], cells: Sequence[Cell], cap: int = 0) -> str:
+def search_text(cfg: SearchConfig, slo: SloConfig, contexts: list[int], cells: Sequence[CellResult], cap: int = 0) -> str:
     """The whole answer, replayed from the cells (`search_walk.replay`), one block per prompt length."""
     by_key = _by_key(cells)
     lines = _wrap(f"search over {cfg.over}: SLO {targets_text(slo)}; resolution {resolution_text(cfg)}", "    ")
@@ -115,11 +114,11 @@ def answer_json(b: Bracket, cfg: SearchConfig) -> dict[str, Any]:
             "capped": b.capped, "caveats": [] if b.drift is not None else [c.to_json() for c in caveats(b, cfg)]}
 
 
-def _by_key(cells: Sequence[Cell]) -> dict[CellKey, CellResult]:
-    return {c.key: c for c in map(as_result, cells)}
+def _by_key(cells: Sequence[CellResult]) -> dict[CellKey, CellResult]:
+    return {c.key: c for c in cells}
 
 
-def search_section(cfg: SearchConfig, slo: SloConfig, contexts: list[int], cells: Sequence[Cell],
+def search_section(cfg: SearchConfig, slo: SloConfig, contexts: list[int], cells: Sequence[CellResult],
                    cap: int = 0) -> dict[str, Any]:
     """The results document's `search` part: the settings and, per prompt length, the bracket found."""
     by_key = _by_key(cells)
