@@ -32,7 +32,7 @@ from loadgen.config import SloConfig
 from loadgen.metrics.open_loop import achieved_request_rate_of
 from loadgen.metrics.request import e2e_s, itl_pairs, request_tok_s, send_lateness_s, ttft_s
 from loadgen.metrics.request import request_tok_s as request_output_rate  # the name callers import
-from loadgen.names import Phase
+from loadgen.names import Outcome, Phase
 from loadgen.record import CellKey, Record
 from loadgen.results.cell_result import CellResult
 from loadgen.run.monitor import watch_loop_lag
@@ -159,7 +159,7 @@ class LiveExporter(LiveMetrics):
                 return
             self._observe_sent(s, rec)
         self._observe_itl(s.key, rec)
-        if rec.outcome == "ok":
+        if rec.outcome == Outcome.OK:
             self._observe_ok(s, rec)
         self.slo.record(s.key, rec)
 

@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 from loadgen.files import read_json
+from loadgen.names import ConfigStatus
 from loadgen.report.compare import Run
 from loadgen.report.html_build import el, key_values, text
 from loadgen.report.html_tables import load_text, prompt_text
@@ -165,7 +166,7 @@ def problems_section(runs: list[Run], sweeps: list[Sweep]) -> tuple[str, int]:
     for r in (r for r in runs if r.cells):
         cells = _cell_problems(r)
         status = _sweep_status(r, sweeps)
-        if cells or status not in (None, "ok"):
+        if cells or status not in (None, ConfigStatus.OK):
             out += [el("h3", text(f"{r.name}" + (f" ({status})" if status else ""))),
                     el("ul", "".join(cells) or el("li", "no cell failed")), _diagnostics(r)]
             count += len(cells)
