@@ -107,7 +107,6 @@ class Required:
         result = await self.inner.stop()
         why = lost(result)
         if why is not None:
-            note = f"TELEMETRY LOST ({self.flag}): {why}"[:400]
-            log(f"warning: {note}")
-            result.warnings.insert(0, note)
+            result.lost = f"TELEMETRY LOST ({self.flag}): {why}"[:400]
+            log(f"warning: {result.lost}")
         return result

@@ -36,8 +36,6 @@ from loadgen.results.findings import NOTHING, CellFindings
 from loadgen.results.incidents import Incident, IncidentKind
 from loadgen.results.slo_part import Slo, first_wave_note
 
-TELEMETRY_LOST = "TELEMETRY LOST"  # how a requested source that went quiet mid-run opens its warning
-
 
 def figures(key: CellKey, records: Sequence[Record] | RecordTable, sources: Sequence[SourceResult], client: dict | None,
             chunks: ChunkFold | None = None, arrivals: Arrivals = token_arrivals) -> dict:
@@ -84,13 +82,12 @@ def build_cell(key: CellKey, records: Sequence[Record] | RecordTable, sources: S
     parts, extra = typed_parts(flat)
     slo_part = _slo(key, records, slo, flat["duration_s"], not_sent)
     correctness = correctness_part(verification, flat.get("output_tokens") or 0) if verification else None
-    warnings = [w for r in sources for w in r.warnings]
-    notes = [w for w in warnings if not w.startswith(TELEMETRY_LOST)]
+    notes = [w for r in sources for w in r.warnings]
     if parts["workload"].cancellation:
         notes.append(abandoned_note(flat["requests"]))
     if slo_part is not None and (wave := first_wave_note(slo_part)):
         notes.append(wave)
-    seen = [*(Incident(IncidentKind.TELEMETRY_LOST, w) for w in warnings if w.startswith(TELEMETRY_LOST)),
+    seen = [*(Incident(IncidentKind.TELEMETRY_LOST, r.lost) for r in sources if r.lost),
             *requests_incidents(flat["requests"], max_failed_fraction), *incidents]
     if client and client.get("saturated"):
         seen.append(Incident(IncidentKind.CLIENT_SATURATED, saturation_note(client, key.as_dict())))
