@@ -93,12 +93,20 @@ def test_the_entries_are_whole():
 def test_a_misspelt_path_or_key_fails_loudly():
     cell = CELLS[0]
     assert figure(cell, "ttft_s.p50") is not None
-    for bad in ("ttft_s.p5O", "ttft_ss.p50", "output_tok_s.p50", "slo.good_tok_s", "power.mean_w"):
+    for bad in ("ttft_s.p5O", "ttft_ss.p50", "output_tok_s.p50", "slo.good_tok_s", "power.mean_w",
+                "gpu_activity.total.sm_activ"):
         with pytest.raises(KeyError):
             figure(cell, bad)
     with pytest.raises(KeyError, match="no figure 'ttft_p5O'"):
         catalog_figure(cell, "ttft_p5O")
-    assert figure(cell, "gpu_activity.total.anything") is None  # a block whose keys vary is not checked past
+    assert figure(cell, "intervals.anything") is None  # a block whose keys vary is not checked past
+
+
+def test_the_gpu_totals_declared_are_those_the_window_writes():
+    from loadgen.metrics.gpu_window import FIGURE_FIELDS
+    from loadgen.results.figures import GpuTotal
+
+    assert set(GpuTotal.__annotations__) == {"sm_clock_max_mhz", *FIGURE_FIELDS}
 
 
 def _literal_paths() -> list[tuple[str, int, str]]:

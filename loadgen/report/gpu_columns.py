@@ -11,6 +11,8 @@ from loadgen.names import Bottleneck
 from loadgen.report import text_table as tt
 from loadgen.report.text_table import Column
 from loadgen.results.cell_result import CellResult
+from loadgen.results.cell_view import check_path, figure
+from loadgen.results.figures import GpuTotal
 from loadgen.results.gpu_part import Gpu
 
 SHORT: dict[str, str] = {Bottleneck.CLIENT: "clnt", Bottleneck.SERVER_HOST: "host", Bottleneck.GPU_POWER_CAP: "pwr",
@@ -24,7 +26,7 @@ def _gpu(cell: CellResult) -> Gpu:
     return cell.gpu
 
 
-def _total(gpu: Gpu) -> dict[str, float]:
+def _total(gpu: Gpu) -> GpuTotal:
     return (gpu.gpu_activity or {}).get("total") or {}
 
 
@@ -49,8 +51,11 @@ def legend(cells: Sequence[CellResult]) -> str | None:
 
 
 def _share(name: str) -> Callable[[CellResult], str]:
+    path = f"gpu_activity.total.{name}"
+    check_path(path)  # a misspelt name fails when the columns are made, not as a column of "-"
+
     def show(cell: CellResult) -> str:
-        value = _total(_gpu(cell)).get(name)
+        value = figure(cell, path)
         return tt.MISSING if value is None else f"{100 * value:.0f}%"
     return show
 
