@@ -145,6 +145,16 @@ class GpuActivity(TypedDict, total=False):
     unavailable: dict[str, str]
 
 
+class Steps(TypedDict, total=False):
+    """Decode steps (`metrics.steps.step_figures`): events < 1 ms apart are one step."""
+
+    threshold_s: float
+    step_itl_s: Distribution
+    steps_per_request_mean: float | None
+    events_per_step_mean: float | None
+    tokens_per_step: float | None
+
+
 class Ramp(TypedDict, total=False):
     """--ramp: the ramp's rates, its windows and the sustainable-rate verdict."""
 
