@@ -94,7 +94,7 @@ def test_a_misspelt_path_or_key_fails_loudly():
     cell = CELLS[0]
     assert figure(cell, "ttft_s.p50") is not None
     for bad in ("ttft_s.p5O", "ttft_ss.p50", "output_tok_s.p50", "slo.good_tok_s", "power.mean_w",
-                "gpu_activity.total.sm_activ"):
+                "gpu_activity.total.sm_activ", "steps.step_itl_s.maen"):
         with pytest.raises(KeyError):
             figure(cell, bad)
     with pytest.raises(KeyError, match="no figure 'ttft_p5O'"):
@@ -102,11 +102,13 @@ def test_a_misspelt_path_or_key_fails_loudly():
     assert figure(cell, "intervals.anything") is None  # a block whose keys vary is not checked past
 
 
-def test_the_gpu_totals_declared_are_those_the_window_writes():
+def test_the_declared_gpu_totals_and_steps_are_those_the_figures_write():
     from loadgen.metrics.gpu_window import FIGURE_FIELDS
-    from loadgen.results.figures import GpuTotal
+    from loadgen.metrics.steps import step_figures
+    from loadgen.results.figures import GpuTotal, Steps
 
     assert set(GpuTotal.__annotations__) == {"sm_clock_max_mhz", *FIGURE_FIELDS}
+    assert set(Steps.__annotations__) == set(step_figures([]))
 
 
 def _literal_paths() -> list[tuple[str, int, str]]:
