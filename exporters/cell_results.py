@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 
 from loadgen.metrics.catalog import CATALOG
-from loadgen.results.cell_view import Cell, as_result, figure
+from loadgen.results.cell_result import CellResult
+from loadgen.results.cell_view import figure
 
 # figure key -> (summary path, metric name, help): every figure of the catalog with a live gauge, in its order (the
 # terminal matrix's, loadgen/report/table.py)
@@ -19,10 +20,10 @@ CELL_RESULTS: dict[str, tuple[str, str, str]] = {
     f.key: (str(f.path), f.live, f"Finished cell: {f.meaning}") for f in CATALOG if f.live}
 
 
-def summary_value(cell: Cell, path: str) -> float | None:
+def summary_value(cell: CellResult, path: str) -> float | None:
     """The cell's figure at path "a.b" (`cell_view.figure`) as a finite float; None when any step is missing,
     None or NaN. Booleans count as 0/1 (`client.saturated`)."""
-    node = figure(as_result(cell), path)
+    node = figure(cell, path)
     if isinstance(node, bool):
         return float(node)
     if not isinstance(node, (int, float)) or not math.isfinite(node):
@@ -30,12 +31,11 @@ def summary_value(cell: Cell, path: str) -> float | None:
     return float(node)
 
 
-def per_gpu_limit_w(cell: Cell) -> tuple[float, str] | None:
+def per_gpu_limit_w(cell: CellResult) -> tuple[float, str] | None:
     """(power limit per GPU in W, the telemetry source that read it) of a finished cell, or None."""
-    result = as_result(cell)
-    power = result.telemetry.power
-    total = summary_value(result, "power.limit_w_total")
-    gpus = summary_value(result, "power.gpus")
+    power = cell.telemetry.power
+    total = summary_value(cell, "power.limit_w_total")
+    gpus = summary_value(cell, "power.gpus")
     if not power or total is None or not gpus or total <= 0:
         return None
     return total / gpus, str(power.get("source") or "telemetry")

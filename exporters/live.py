@@ -3,7 +3,7 @@
 Names, labels and meanings are listed in docs/metrics.md. Each finished request is observed once, when
 `record()` hands it over (TTFT, E2E, per-request rate, send lateness), and its chunk gaps once each (ITL);
 nothing here runs on the client's per-chunk path. Every figure comes from `loadgen.metrics` (the per-request
-ones from `loadgen.metrics.request`, the cell's from its summary), so the dashboard and the results file
+ones from `loadgen.metrics.request`, the cell's from its result), so the dashboard and the results file
 agree. The exporter owns its registry, so two runs in one process (tests, sweeps) never share series, and
 `_created` series are switched off because Prometheus 2.x ingests them as ordinary series.
 """
@@ -32,9 +32,9 @@ from loadgen.config import SloConfig
 from loadgen.metrics.open_loop import achieved_request_rate_of
 from loadgen.metrics.request import e2e_s, itl_pairs, request_tok_s, send_lateness_s, ttft_s
 from loadgen.metrics.request import request_tok_s as request_output_rate  # the name callers import
-from loadgen.names import Phase
+from loadgen.names import Outcome, Phase
 from loadgen.record import CellKey, Record
-from loadgen.results.cell_view import Cell, as_result
+from loadgen.results.cell_result import CellResult
 from loadgen.run.monitor import watch_loop_lag
 
 __all__ = ["LAG_SAMPLE_S", "LiveExporter", "TokenWeightedHistogram", "request_output_rate"]
@@ -127,7 +127,7 @@ class LiveExporter(LiveMetrics):
     def run_started(self, run_id: str, cells: int | None) -> None:
         pass
 
-    def repeat_finished(self, cell: CellKey, summary: dict, repeat: int) -> None:
+    def repeat_finished(self, cell: CellKey, result: CellResult, repeat: int) -> None:
         pass
 
     def cell_started(self, cell: CellKey, run_id: str) -> None:
@@ -165,13 +165,12 @@ class LiveExporter(LiveMetrics):
                 return
             self._observe_sent(s, rec)
         self._observe_itl(s.key, rec)
-        if rec.outcome == "ok":
+        if rec.outcome == Outcome.OK:
             self._observe_ok(s, rec)
         self.slo.record(s.key, rec)
 
-    def cell_finished(self, cell: CellKey, summary: Cell) -> None:
-        """The finished cell's gauges, from its result (typed, or its JSON read back once)."""
-        result = as_result(summary)
+    def cell_finished(self, cell: CellKey, result: CellResult) -> None:
+        """The finished cell's gauges, from its result."""
         key = self.key(self._cell_run or self.run_id, cell)
         for attr, (path, _name, _doc) in CELL_RESULTS.items():
             value = summary_value(result, path)

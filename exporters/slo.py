@@ -67,12 +67,12 @@ class SloMetrics:
         if tally.attainment is not None:  # None while every ended request was abandoned by design
             self.attainment.labels(*key).set(tally.attainment)
 
-    def cell_finished(self, key: CellLabels, summary: CellResult) -> None:
-        final = summary_value(summary, "slo.attainment")
+    def cell_finished(self, key: CellLabels, result: CellResult) -> None:
+        final = summary_value(result, "slo.attainment")
         if final is not None:
             self.attainment.labels(*key).set(final)
         for path, gauge in self.finished.items():
-            value = summary_value(summary, path)
+            value = summary_value(result, path)
             if value is not None:
                 gauge.labels(*key).set(value)
         self._tally = None

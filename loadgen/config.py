@@ -25,6 +25,7 @@ from loadgen.names import (
     HttpClient,
     PrefixCache,
     ServerDownPolicy,
+    ServerMetrics,
     SpreadLaw,
     VerifyMode,
 )
@@ -105,7 +106,7 @@ class OpenLoopConfig:
 class TelemetryConfig:
     """Where each cell's accept length and power come from (`--server-metrics`, `--accept-log-cmd`, …)."""
 
-    server_metrics: str = "auto"  # auto | off | a /metrics URL
+    server_metrics: str = ServerMetrics.AUTO  # auto | off | a /metrics URL
     accept_log_cmd: str | None = None  # as given; run as accept_log_argv, without a shell
     accept_log_argv: list[str] | None = None
     dcgm: list[str] = field(default_factory=list)

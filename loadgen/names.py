@@ -188,6 +188,14 @@ class DriftCheck(StrEnum):
     OFF = "off"
 
 
+class ServerMetrics(StrEnum):
+    """Where the server's /metrics are scraped from (`--server-metrics`): auto = the target's own /metrics,
+    off = nowhere; any other setting is the URL itself."""
+
+    AUTO = "auto"
+    OFF = "off"
+
+
 class SearchOver(StrEnum):
     """What `loadgen search` raises until the SLO is missed."""
 

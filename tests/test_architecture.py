@@ -149,7 +149,7 @@ LAYERS: list[set[str]] = [
     {"errors", "redact", "aio", "files", "console", "record"},   # the foundation
     {"config"},                                                  # RunConfig and its sub-configs
     {"engines"},                                                 # one adapter per engine: pure facts and parsing
-    {"client", "sinks"},                                         # the transport and the record sinks
+    {"client"},                                                  # the transport
     {"target"},                                                  # what the server is, whether it is ready
     {"workload"},                                                # prompts, sized by the target's tokenizer
     {"schedule"},                                                # jobs and loops
@@ -157,6 +157,7 @@ LAYERS: list[set[str]] = [
     {"telemetry"},                                               # sources sampled during a cell's window
     {"results"},                                                 # the model: typed cells, the file, judgements
     {"verify"},                                                  # --verify: its prompts, reference and verifier
+    {"sinks"},                                                   # each record as it ends, each finished cell
     {"report"},                                                  # its renderings: tables, compare, HTML, plots
     {"run"},                                                     # the runner, one cell, drivers, policies
     {"parallel"},                                                # worker processes, shards

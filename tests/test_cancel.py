@@ -105,14 +105,14 @@ def test_abandoned_requests_are_counted_apart_and_never_fail_the_cell():
                                         "max": pytest.approx(0.2)}
     cell = build_cell(CELL, recs, max_failed_fraction=0.01)
     assert cell.status == "ok" and cell.requests.failed_fraction == 0.0
-    assert ok_failed(cell) == "30/0+10a" and ABANDONED_LEGEND in footnote([cell.to_json()])
+    assert ok_failed(cell) == "30/0+10a" and ABANDONED_LEGEND in footnote([cell])
     assert "10 of 40 abandoned on purpose (--cancel-fraction)" in cell.notes
     assert cancellation_figures(records(ok=3, abandoned=0)) is None
     # --repeat 2: counted over both repeats, still apart
     both = combine_repeats([cell, build_cell(CELL, records(ok=20, abandoned=5))])
     assert (both.requests.requests["abandoned"], both.requests.requests["failed"], both.status) == (15, 0, "ok")
     # a real failure beside them is judged against every scheduled request: 1 of 41
-    assert failed_fraction(build_cell(CELL, records(30, 10, 1)).to_json()) == pytest.approx(1 / 41)
+    assert failed_fraction(build_cell(CELL, records(30, 10, 1))) == pytest.approx(1 / 41)
 
 
 @pytest.mark.sim

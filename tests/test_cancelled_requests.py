@@ -16,7 +16,8 @@ from loadgen.record import CellKey, Record
 from loadgen.report.table import CANCELLED_LEGEND, row, table
 from loadgen.results.build_cell import build_cell
 from loadgen.results.cell_status import failed_fraction, problem
-from loadgen.sinks.jsonl import requests_path
+from loadgen.results.document import requests_path
+from tests.cells import typed
 
 pytestmark = pytest.mark.unit
 
@@ -38,29 +39,31 @@ def _record(seq: int, outcome: Outcome) -> Record:
 
 
 def test_a_double_ctrl_c_cell_shows_its_cancelled_requests_and_no_accept_length():
-    cell = build_cell(CellKey(60, 64), [_record(i, Outcome.CANCELLED) for i in range(64)], [COUNTERS]).to_json()
+    result = build_cell(CellKey(60, 64), [_record(i, Outcome.CANCELLED) for i in range(64)], [COUNTERS])
+    cell = result.to_json()
     assert cell["requests"] == {"ok": 0, "failed": 0, "cancelled": 64, "by_outcome": {"cancelled": 64}}
     assert cell["error"] == "no request succeeded (64 cancelled)"
     assert cell["accept_length"]["value"] is None and cell["accept_length"]["source"] is None
     assert cell["accept_length"]["per_source"]["counters"] == 3.9  # what the server said is kept, not shown
-    shown = row(cell)
+    shown = row(result)
     assert " 0/0+64c " in shown and " 3.90 " not in shown and "failed" not in shown.split("FAILED:")[0]
-    assert CANCELLED_LEGEND in table([cell])
+    assert CANCELLED_LEGEND in table([result])
 
 
 def test_cancelled_requests_still_count_against_the_failed_fraction_but_are_named_as_cancelled():
     recs = [_record(i, Outcome.OK) for i in range(60)] + [_record(60 + i, Outcome.CANCELLED) for i in range(4)]
-    cell = build_cell(CellKey(60, 64), recs, [COUNTERS]).to_json()
+    result = build_cell(CellKey(60, 64), recs, [COUNTERS])
+    cell = result.to_json()
     assert (cell["requests"]["failed"], cell["requests"]["cancelled"]) == (0, 4)
-    assert failed_fraction(cell) == 4 / 64
-    assert problem(cell) == ("4 of 64 requests were cancelled (6.2% > 0.01 --max-failed-fraction): 4 cancelled")
+    assert failed_fraction(result) == 4 / 64
+    assert problem(result) == ("4 of 64 requests were cancelled (6.2% > 0.01 --max-failed-fraction): 4 cancelled")
     assert cell["accept_length"]["value"] == 3.9
-    both = build_cell(CellKey(60, 64), recs + [_record(70, Outcome.TIMEOUT)]).to_json()
+    both = build_cell(CellKey(60, 64), recs + [_record(70, Outcome.TIMEOUT)])
     assert problem(both).startswith("5 of 65 requests failed or were cancelled (1 failed, 4 cancelled) (7.7% > ")
 
 
 def test_a_file_of_an_earlier_loadgen_counts_cancelled_in_failed_and_is_judged_as_before():
-    old = {"status": "ok", "requests": {"ok": 60, "failed": 4, "by_outcome": {"ok": 60, "cancelled": 4}}}
+    old = typed({"status": "ok", "requests": {"ok": 60, "failed": 4, "by_outcome": {"ok": 60, "cancelled": 4}}})
     assert failed_fraction(old) == 4 / 64
     assert problem(old).startswith("4 of 64 requests failed (6.2% > 0.01")
 

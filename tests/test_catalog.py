@@ -93,12 +93,22 @@ def test_the_entries_are_whole():
 def test_a_misspelt_path_or_key_fails_loudly():
     cell = CELLS[0]
     assert figure(cell, "ttft_s.p50") is not None
-    for bad in ("ttft_s.p5O", "ttft_ss.p50", "output_tok_s.p50", "slo.good_tok_s", "power.mean_w"):
+    for bad in ("ttft_s.p5O", "ttft_ss.p50", "output_tok_s.p50", "slo.good_tok_s", "power.mean_w",
+                "gpu_activity.total.sm_activ", "steps.step_itl_s.maen"):
         with pytest.raises(KeyError):
             figure(cell, bad)
     with pytest.raises(KeyError, match="no figure 'ttft_p5O'"):
         catalog_figure(cell, "ttft_p5O")
-    assert figure(cell, "gpu_activity.total.anything") is None  # a block whose keys vary is not checked past
+    assert figure(cell, "intervals.anything") is None  # a block whose keys vary is not checked past
+
+
+def test_the_declared_gpu_totals_and_steps_are_those_the_figures_write():
+    from loadgen.metrics.gpu_window import FIGURE_FIELDS
+    from loadgen.metrics.steps import step_figures
+    from loadgen.results.figures import GpuTotal, Steps
+
+    assert set(GpuTotal.__annotations__) == {"sm_clock_max_mhz", *FIGURE_FIELDS}
+    assert set(Steps.__annotations__) == set(step_figures([]))
 
 
 def _literal_paths() -> list[tuple[str, int, str]]:
@@ -205,7 +215,8 @@ def _itl_cells() -> dict[str, list[dict]]:
 def _itl_runs() -> list:
     from loadgen.report.compare import Run, cell_key
 
-    return [Run(name, f"{name}.json", {}, {cell_key(c): c for c in cells}) for name, cells in _itl_cells().items()]
+    return [Run(name, f"{name}.json", {}, {cell_key(c): from_json(c) for c in cells})
+            for name, cells in _itl_cells().items()]
 
 
 def test_compare_has_itl_p90_in_its_rows_and_shows_it_when_asked(cli, tmp_path):
@@ -251,7 +262,7 @@ def test_the_exporter_and_repeat_have_itl_p90():
 
     exp = LiveExporter("r1")
     exp.cell_started(CellKey(60, 1), "r1")
-    exp.cell_finished(CellKey(60, 1), _itl_cell([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]))
+    exp.cell_finished(CellKey(60, 1), from_json(_itl_cell([1, 2, 3, 4, 5, 6, 7, 8, 9, 10])))
     labels = {"run": "r1", "concurrency": "1", "context_tokens": "60", "request_rate": ""}
     assert exp.registry.get_sample_value("loadgen_cell_itl_p90_seconds", labels) == pytest.approx(0.009)
     cell = combine_repeats([from_json(_itl_cell([g] * 20)) for g in (10, 12, 14)])

@@ -66,7 +66,7 @@ def test_builder_figures_and_incidents_from_known_records():
 
 
 def test_builder_turns_a_lost_source_into_an_incident_and_keeps_other_warnings():
-    lost = SourceResult("dcgm", "power", True, {}, warnings=["TELEMETRY LOST (--dcgm): gone", "dcgm: slow"])
+    lost = SourceResult("dcgm", "power", True, {}, warnings=["dcgm: slow"], lost="TELEMETRY LOST (--dcgm): gone")
     result = build_cell(CellKey(60, 2), [_record(0)], [lost])
     assert result.status is CellStatus.OK and result.has(K.TELEMETRY_LOST)
     assert result.to_json()["warnings"] == ["TELEMETRY LOST (--dcgm): gone", "dcgm: slow"]

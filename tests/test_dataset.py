@@ -14,6 +14,7 @@ from loadgen.files import read_json, read_jsonl
 from loadgen.sim import tokenizer
 from loadgen.sim.prompt_kind import prompt_kind
 from loadgen.workload.dataset_formats import parse_rows
+from tests.cells import typed
 from tests.conftest import run_loadgen, said
 
 CODE = ["def area(r):\n    return 3.14159 * r ** 2  # {}\n", "for i in range(10):\n    if i % 2 == 0:\n        "
@@ -245,7 +246,7 @@ def test_compare_shows_categories_against_the_baseline():
                          "accept_length": {"value": 3.9, "source": "per_request"}},
                 "chat": {"output_tok_s": 50.0, "request_tok_s": {"mean": 60.0}, "ttft_s": {"mean": 0.03},
                          "accept_length": {"value": 2.7, "source": "per_request"}}}
-        return Run(name, name + ".json", {}, {(0, 32, 0.0): {"by_category": cats}})
+        return Run(name, name + ".json", {}, {(0, 32, 0.0): typed({"by_category": cats})})
 
     rows = category_compare.rows([run("b8", 100.0), run("b16", 125.0)], base=0)
     assert [(r["category"], r["run"], r["change"]) for r in rows] == [

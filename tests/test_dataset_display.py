@@ -13,6 +13,7 @@ from loadgen.results.comparable import max_tokens, mismatches
 from loadgen.workload.dataset import Dataset, DatasetPrompts
 from loadgen.workload.dataset_formats import DatasetRow, parse_rows
 from loadgen.workload.textfile import BadRow
+from tests.cells import typed
 
 pytestmark = pytest.mark.unit
 
@@ -60,5 +61,5 @@ def test_compare_names_the_rows_max_tokens_when_two_dataset_runs_differ():
 
 def test_a_dataset_cell_shows_data_in_the_prompt_column():
     cell = {"context_tokens": 0, "concurrency": 2, "requests": {"ok": 2, "failed": 0}}
-    assert row(cell).split()[:3] == ["data", "2", "2/0"]
-    assert row(cell | {"context_tokens": 60}).split()[0] == "60"
+    assert row(typed(cell)).split()[:3] == ["data", "2", "2/0"]
+    assert row(typed(cell | {"context_tokens": 60})).split()[0] == "60"

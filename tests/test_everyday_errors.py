@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cells import typed
 from tests.conftest import ROOT, CliResult, run_loadgen
 
 WIDTH = 120
@@ -420,8 +421,8 @@ def test_the_words_under_the_tables():
         "no regression beyond noise (2 changes past their limits within noise)"
     assert verdict_text(GateResult([term], rows[:1])) == \
         "no regression beyond noise (1 change past its limit within noise)"
-    gpu = {"context_tokens": 60, "concurrency": 1, "status": "ok", "bottleneck": "unknown",
-           "gpu_activity": {"total": {"utilization_percent": 60.0}}}
+    gpu = typed({"context_tokens": 60, "concurrency": 1, "status": "ok", "bottleneck": "unknown",
+                 "gpu_activity": {"total": {"utilization_percent": 60.0}}})
     assert table.row(gpu, [table.gpu_columns.DEFAULT_COLUMN]).strip() == "60 ?"
     assert "GPU%: busy % of the GPUs and what limited the cell (? = not told apart; docs/bottleneck.md)" in \
         table.footnote([gpu]).splitlines()
@@ -432,8 +433,8 @@ def test_the_words_under_the_tables():
 def test_an_slo_run_shows_goodput_beside_attainment():
     from loadgen.report import table
 
-    cell = {"context_tokens": 60, "concurrency": 8, "status": "ok", "output_tok_s": 1000.0,
-            "slo": {"attainment": 0.93, "met": True, "good_output_tok_s": 900.0}}
+    cell = typed({"context_tokens": 60, "concurrency": 8, "status": "ok", "output_tok_s": 1000.0,
+                  "slo": {"attainment": 0.93, "met": True, "good_output_tok_s": 900.0}})
     lines = table.table([cell]).splitlines()
     assert "SLO" in lines[0] and "good tok/s" in lines[0]
     assert lines[1].split()[-2:] == ["met", "900.0"]

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from exporters.live import LAG_SAMPLE_S, LiveExporter, TokenWeightedHistogram, request_output_rate
 from loadgen.record import CellKey, Record
+from tests.cells import typed
 
 MS = 1_000_000
 CELL = CellKey(context_tokens=60, concurrency=4)
@@ -146,7 +147,7 @@ def test_cell_gauges_follow_the_current_cell(exp):
     assert value(exp, "loadgen_cell_active", **LABELS) == 0
     assert value(exp, "loadgen_cell_active", **nxt_labels) == 1
     assert value(exp, "loadgen_target_requests_per_second", run="r1") == 2.5
-    exp.cell_finished(nxt, {"duration_s": 10.0, "requests": {"ok": 20, "failed": 4}})
+    exp.cell_finished(nxt, typed({"duration_s": 10.0, "requests": {"ok": 20, "failed": 4}}))
     assert value(exp, "loadgen_achieved_requests_per_second", run="r1") == pytest.approx(2.4)
     assert value(exp, "loadgen_cell_active", **nxt_labels) == 0
 
@@ -159,7 +160,7 @@ def test_cell_summary_sets_the_last_cell_gauges(exp):
         "power": {"mean_w_total": 900.0, "j_per_output_token": 0.73, "output_tokens_per_j": 1.37},
         "client": {"saturated": True, "loop_lag_p99_s": 0.004},
     }
-    exp.cell_finished(CELL, summary)
+    exp.cell_finished(CELL, typed(summary))
     assert value(exp, "loadgen_accept_length", **LABELS) == 3.8
     assert value(exp, "loadgen_gpu_power_watts", **LABELS) == 900.0
     assert value(exp, "loadgen_energy_per_output_token_joules", **LABELS) == 0.73
@@ -177,7 +178,7 @@ def test_cell_summary_sets_the_last_cell_gauges(exp):
     {"accept_length": {"value": None}, "power": {"mean_w_total": float("nan")}, "client": {"saturated": None}},
 ])
 def test_cell_summary_holes_leave_gauges_unset(exp, summary):
-    exp.cell_finished(CELL, summary)
+    exp.cell_finished(CELL, typed(summary))
     for name in ("loadgen_accept_length", "loadgen_gpu_power_watts", "loadgen_energy_per_output_token_joules",
                  "loadgen_output_tokens_per_joule", "loadgen_cell_output_tokens_per_second"):
         assert value(exp, name, **LABELS) is None, name
@@ -384,7 +385,7 @@ def test_open_loop_cells_of_one_prompt_length_have_their_own_series():
         cell = CellKey(context_tokens=60, concurrency=0, request_rate=rate)
         exp.cell_started(cell, "r1")
         exp.record(make_record(cell=cell))
-        exp.cell_finished(cell, {"output_tok_s": tok_s})
+        exp.cell_finished(cell, typed({"output_tok_s": tok_s}))
     for rate, tok_s in (("20", 900.0), ("40", 1700.0)):
         labels = {"run": "r1", "concurrency": "0", "context_tokens": "60", "request_rate": rate}
         assert value(exp, "loadgen_output_tokens_total", **labels) == 11
@@ -410,13 +411,13 @@ def test_the_power_limit_comes_from_the_flag_else_from_the_telemetry():
     power = {"power": {"source": "nvml", "gpus": 8, "limit_w_total": 5600.0}}
     told = LiveExporter("r1", gpu_power_limit_w=1100.0)
     told.cell_started(CELL, "r1")
-    told.cell_finished(CELL, power)
+    told.cell_finished(CELL, typed(power))
     assert value(told, "loadgen_gpu_power_limit_watts", run="r1", source="flag") == 1100.0
     assert value(told, "loadgen_gpu_power_limit_watts", run="r1", source="nvml") is None
     read = LiveExporter("r1")
     read.cell_started(CELL, "r1")
     assert value(read, "loadgen_gpu_power_limit_watts", run="r1", source="nvml") is None
-    read.cell_finished(CELL, power)
+    read.cell_finished(CELL, typed(power))
     assert value(read, "loadgen_gpu_power_limit_watts", run="r1", source="nvml") == 700.0
 
 
@@ -425,7 +426,7 @@ def test_cells_carry_their_start_and_end_and_the_run_its_end(exp):
     before = time.time()
     nxt = CellKey(context_tokens=60, concurrency=8)
     exp.cell_started(nxt, "r1")
-    exp.cell_finished(nxt, {"requests": {"ok": 3, "failed": 1}, "ttft_s": {"p99": 0.4}})
+    exp.cell_finished(nxt, typed({"requests": {"ok": 3, "failed": 1}, "ttft_s": {"p99": 0.4}}))
     labels = {**LABELS, "concurrency": "8"}
     start = value(exp, "loadgen_cell_start_timestamp_seconds", **labels)
     end = value(exp, "loadgen_cell_end_timestamp_seconds", **labels)
@@ -443,12 +444,12 @@ def test_cell_gpu_figures_and_bottleneck_from_the_summary(exp):
     summary = {"gpu_activity": {"total": {"utilization_percent": 14.0, "sm_clock_fraction": 0.61,
                                           "power_cap_fraction": 0.0, "dram_active": 0.1, "tensor_active": 0.02}},
                "bottleneck": "server_host"}
-    exp.cell_finished(CELL, summary)
+    exp.cell_finished(CELL, typed(summary))
     assert value(exp, "loadgen_cell_gpu_utilization_percent", **LABELS) == 14.0
     assert value(exp, "loadgen_cell_gpu_sm_clock_per_max_ratio", **LABELS) == 0.61
     assert value(exp, "loadgen_cell_gpu_dram_active_ratio", **LABELS) == 0.1
     assert value(exp, "loadgen_cell_bottleneck", **LABELS, bottleneck="server_host") == 1
-    exp.cell_finished(CELL, summary | {"bottleneck": "gpu_power_cap"})  # measured again: one verdict only
+    exp.cell_finished(CELL, typed(summary | {"bottleneck": "gpu_power_cap"}))  # measured again: one verdict only
     assert value(exp, "loadgen_cell_bottleneck", **LABELS, bottleneck="server_host") is None
     assert value(exp, "loadgen_cell_bottleneck", **LABELS, bottleneck="gpu_power_cap") == 1
 
@@ -457,10 +458,10 @@ def test_cell_gpu_figures_and_bottleneck_from_the_summary(exp):
 def test_a_cell_measured_again_is_part_of_the_run_under_its_own_cell_series(exp):
     """The drift check's control runs under `<run>-control`: still one loadgen_run_info and the run's gauges
     for r1; its figures go to series of their own, beside the first measurement's."""
-    exp.cell_finished(CELL, {"output_tok_s": 300.0})
+    exp.cell_finished(CELL, typed({"output_tok_s": 300.0}))
     exp.cell_started(CELL, "r1-control")
     exp.record(make_record(run_id="r1-control"))
-    exp.cell_finished(CELL, {"output_tok_s": 40.0})
+    exp.cell_finished(CELL, typed({"output_tok_s": 40.0}))
     infos = [s for f in exp.registry.collect() if f.name == "loadgen_run_info" for s in f.samples]
     assert [s.labels["run"] for s in infos] == ["r1"] and value(exp, "loadgen_run_active", run="r1") == 1
     again = {**LABELS, "run": "r1-control"}

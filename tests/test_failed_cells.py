@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from loadgen.results.cell_result import from_json
 from loadgen.results.cell_status import failure_note, problem, usable
+from tests.cells import typed
 from tests.conftest import run_loadgen
 from tests.faults_util import assert_accounted, outputs, wait_truth
 
@@ -42,11 +44,11 @@ def test_a_cell_with_too_many_failures_is_failed(tmp_path, sim_factory, limit, s
         assert cell["error"] == (f"{failed} of 32 requests failed ({failed / 32:.1%} > 0.01 --max-failed-fraction):"
                                  f" {failed} http_error")
         assert f"FAILED: {cell['error']}" in run.stdout
-        assert problem(cell) == cell["error"] and not usable(cell)
+        assert problem(from_json(cell)) == cell["error"] and not usable(from_json(cell))
     else:
         note = f"{failed} of 32 failed: {failed} http_error"
         assert cell["error"] is None and note in cell["warnings"] and note in run.stdout
-        assert problem(cell) is None and failure_note(cell) == note
+        assert problem(from_json(cell)) is None and failure_note(from_json(cell)) == note
 
 
 def cell(ok: int, failed: int, status: str = "ok", **extra) -> dict:
@@ -68,5 +70,5 @@ def cell(ok: int, failed: int, status: str = "ok", **extra) -> dict:
      "28 of 64 requests failed (43.8% > 0.01 --max-failed-fraction): 28 http_error"),
 ])
 def test_problem_says_why_a_cell_cannot_be_used(entry, why):
-    assert problem(entry) == why
-    assert usable(entry) is (why is None)
+    assert problem(typed(entry)) == why
+    assert usable(typed(entry)) is (why is None)

@@ -5,6 +5,7 @@ import pytest
 
 from loadgen.metrics.knee import growth_per_doubling, knee, knees
 from loadgen.report.knee_text import knee_phrase, knee_points, knee_summary
+from tests.cells import typed
 
 pytestmark = pytest.mark.unit
 
@@ -29,13 +30,14 @@ def test_no_knee_within_the_range():
 
 
 def test_knees_per_prompt_length_from_usable_closed_loop_cells():
-    cells = [{"context_tokens": 60, "concurrency": c, "output_tok_s": t, "status": "ok"}
-             for c, t in ((1, 100.0), (2, 105.0))]
-    cells += [{"context_tokens": 60, "concurrency": 4, "output_tok_s": 1.0, "status": "failed"},
-              {"context_tokens": 60, "concurrency": 0, "request_rate": 5.0, "output_tok_s": 9.0, "status": "ok"},
-              {"context_tokens": 1024, "concurrency": 1, "output_tok_s": 50.0, "status": "ok"}]
+    raw = [{"context_tokens": 60, "concurrency": c, "output_tok_s": t, "status": "ok"}
+           for c, t in ((1, 100.0), (2, 105.0))]
+    raw += [{"context_tokens": 60, "concurrency": 4, "output_tok_s": 1.0, "status": "failed"},
+            {"context_tokens": 60, "concurrency": 0, "request_rate": 5.0, "output_tok_s": 9.0, "status": "ok"},
+            {"context_tokens": 1024, "concurrency": 1, "output_tok_s": 50.0, "status": "ok"}]
+    cells = [typed(c) for c in raw]
     assert list(knees(knee_points(cells))) == [60]  # 1024 has one concurrency only
     assert knee_summary(cells, "b8") == "knee (output tok/s grows < 10% per doubling past it): b8: ctx 60: 1 (1→2: +5.0% per doubling)"
     assert knee_summary(cells[:1]) is None
-    many = [dict(c, context_tokens=ctx) for ctx in (60, 128, 256, 512, 1024, 2048) for c in cells[:2]]
+    many = [typed(dict(c, context_tokens=ctx)) for ctx in (60, 128, 256, 512, 1024, 2048) for c in raw[:2]]
     assert all(len(line) <= 120 for line in knee_summary(many).splitlines())  # wrapped to fit a terminal

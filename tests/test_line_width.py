@@ -20,8 +20,9 @@ import pytest
 
 from loadgen.console import WIDTH, wrap, wrap_lines
 from loadgen.report import table
-from loadgen.results.cell_result import from_json
+from loadgen.results.cell_result import CellResult, from_json
 from loadgen.results.repeats import combine_repeats
+from tests.cells import typed
 from tests.conftest import ROOT, run_loadgen
 
 SHORT = ["--max-tokens", "32", "--requests-per-cell", "16", "--warmup", "2"]
@@ -92,9 +93,9 @@ def test_wrap_leaves_short_lines_and_breaks_only_a_word_wider_than_a_line():
     assert wrap_lines("x " * 30, width=20, indent="  ")[1].startswith("  x")
 
 
-def _skipped(conc: int) -> dict:
-    return {"context_tokens": 1024, "concurrency": conc, "status": "skipped", "requests": {"ok": 0, "failed": 0},
-            "error": "not measured: the run was interrupted (SIGINT) before this cell"}
+def _skipped(conc: int) -> CellResult:
+    return typed({"context_tokens": 1024, "concurrency": conc, "status": "skipped", "requests": {"ok": 0, "failed": 0},
+            "error": "not measured: the run was interrupted (SIGINT) before this cell"})
 
 
 @pytest.mark.unit
@@ -116,25 +117,25 @@ def _repeat(ttft_s: float, samples: int) -> dict:
 
 @pytest.mark.unit
 def test_the_mark_counts_the_samples_the_shown_figure_was_computed_from():
-    cell = combine_repeats([from_json(_repeat(0.01 * (i + 1), 48)) for i in range(3)]).to_json()
-    assert cell["repeats"]["samples"]["ttft_s.p50"] == [48, 48, 48]
+    cell = combine_repeats([from_json(_repeat(0.01 * (i + 1), 48)) for i in range(3)])
+    assert cell.to_json()["repeats"]["samples"]["ttft_s.p50"] == [48, 48, 48]
     row = table.table([cell]).splitlines()[1]
     p50, p99 = row.split()[6:8]
     assert p50 == "20.0" and p99 == "60.0*"  # the mean over 144 samples; the last run's p99 over its 48
     legend = " ".join(table.footnote([cell]).split())
     assert "fewer than 100 samples" in legend and "TTFT p50 is the mean over the runs" in legend
-    one = from_json(_repeat(0.01, 300)).to_json()
+    one = from_json(_repeat(0.01, 300))
     assert "*" not in table.table([one]).splitlines()[1] and table.footnote([one]) is None
 
 
-def _verified(ok: int, note: str = "") -> dict:
-    return {"context_tokens": 60, "concurrency": 8, "status": "ok", "requests": {"ok": ok, "failed": 0},
-            "output_tok_s": 5000.0, "correctness": {"checked": 8, "exact": 8}, "warnings": [note] if note else []}
+def _verified(ok: int, note: str = "") -> CellResult:
+    return typed({"context_tokens": 60, "concurrency": 8, "status": "ok", "requests": {"ok": ok, "failed": 0},
+            "output_tok_s": 5000.0, "correctness": {"checked": 8, "exact": 8}, "warnings": [note] if note else []})
 
 
 @pytest.mark.unit
 def test_the_default_columns_are_those_of_the_kind_of_run_whatever_the_cells_hold():
-    plain = [c.header for c in table.default_columns([{"context_tokens": 60, "concurrency": 1}])]
+    plain = [c.header for c in table.default_columns([typed({"context_tokens": 60, "concurrency": 1})])]
     assert plain == ["ctx", "conc", "ok/fail", "out tok/s", "±95%", "req tok/s mean", "TTFT p50 ms", "TTFT p99 ms",
                      "E2E s", "accept", "J/tok", "GPU%"]
     few = [_verified(16)]

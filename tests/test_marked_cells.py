@@ -18,6 +18,7 @@ import pytest
 from loadgen.report import plot_data as pd
 from loadgen.report.compare import comparison, load_inputs
 from loadgen.report.plot_marks import by_check, legend_label
+from loadgen.results.cell_result import from_json
 from loadgen.results.cell_status import (
     CHECK_INCIDENTS,
     CheckKind,
@@ -31,6 +32,7 @@ from loadgen.results.cell_status import (
 from loadgen.results.incidents import EFFECTS, Effect
 from loadgen.results.objectives import Objective
 from loadgen.results.verdict import Decision, verdicts
+from tests.cells import typed
 from tests.conftest import run_loadgen, start_sim
 
 GARBAGE = "GARBAGE OUTPUT: 8 of 8 verification outputs (100% > 0 --max-garbage-fraction): 8 repetition_loop"
@@ -71,6 +73,7 @@ def test_every_check_incident_names_its_check():
     ({"status": "failed", "error": "the server went away"}, False, []),  # no incidents stored: by its status
 ])
 def test_measured_and_passed_checks_are_two_questions(entry, was_measured, checks):
+    entry = typed(entry)
     assert measured(entry) is was_measured and (unmeasured(entry) is None) is was_measured
     assert [f.kind for f in failed_checks(entry)] == checks and passed_checks(entry) is (not checks)
     assert (not_best(entry) is None) is (was_measured and not checks)
@@ -79,7 +82,7 @@ def test_measured_and_passed_checks_are_two_questions(entry, was_measured, check
 @pytest.mark.unit
 def test_a_garbage_cell_is_measured_failed_and_never_best():
     garbage = cell("failed", [inc("garbage_output", GARBAGE)])
-    assert measured(garbage) and problem(garbage) == GARBAGE == not_best(garbage)  # the run and search still fail it
+    assert measured(typed(garbage)) and problem(typed(garbage)) == GARBAGE == not_best(typed(garbage))  # the run and search still fail it
     fast = {"context_tokens": 60, "concurrency": 4, "output_tok_s": 900.0}
     rows = {r["config"]: r for r in comparison([_run("b0", garbage | fast), _run("b4", cell())])}
     assert rows["b0"]["measured"] and rows["b0"]["out_tok_s"] == 900.0 and rows["b0"]["checks"] == ["garbage output"]
@@ -88,7 +91,7 @@ def test_a_garbage_cell_is_measured_failed_and_never_best():
 
 def _run(name: str, *cells: dict):
     from loadgen.report.compare import Run
-    return Run(name, f"{name}.json", {}, {(c["context_tokens"], c["concurrency"], None): c for c in cells})
+    return Run(name, f"{name}.json", {}, {(c["context_tokens"], c["concurrency"], None): typed(c) for c in cells})
 
 
 @pytest.mark.unit
@@ -143,7 +146,7 @@ def test_every_cell_fails_its_garbage_check_and_the_run_exits_1(garbled):
     assert len(doc["cells"]) == 4
     for c in doc["cells"]:
         assert c["status"] == "failed" and c["error"].startswith("GARBAGE OUTPUT"), c["error"]
-        assert c["output_tok_s"] > 0 and c["ttft_s"]["p50"] > 0 and measured(c)
+        assert c["output_tok_s"] > 0 and c["ttft_s"]["p50"] > 0 and measured(from_json(c))
 
 
 @pytest.mark.sim

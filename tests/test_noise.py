@@ -19,6 +19,7 @@ from loadgen.results.cell_result import from_json
 from loadgen.results.cell_status import not_best
 from loadgen.results.incidents import IncidentKind
 from loadgen.results.repeats import combine_repeats
+from tests.cells import typed
 
 pytestmark = pytest.mark.unit
 SEEDS = 400
@@ -93,7 +94,7 @@ def _row(config: str, value: float, interval=None, saturated: bool = False) -> d
 
 
 def _marks(*cells: dict) -> dict:
-    runs = [compare.Run(c["config"], c["config"] + ".json", {}, {compare.cell_key(c): c}) for c in cells]
+    runs = [compare.Run(c["config"], c["config"] + ".json", {}, {compare.cell_key(c): typed(c)}) for c in cells]
     return {r["config"]: ("best" if "out_tok_s" in r["best"] else "noise" if "out_tok_s" in r["noise"] else "")
             for r in compare.comparison(runs)}
 
@@ -115,11 +116,11 @@ def test_best_only_beyond_noise_and_the_resolution_and_never_saturated():
 
 
 def test_not_best_names_a_saturated_or_failed_cell():
-    assert not_best(_row("a", 1)) is None
-    assert not_best(_row("a", 1, saturated=True)) == "client saturated: event-loop lag p99 21.0 ms > 10 ms"
+    assert not_best(typed(_row("a", 1))) is None
+    assert not_best(typed(_row("a", 1, saturated=True))) == "client saturated: event-loop lag p99 21.0 ms > 10 ms"
     noted = dict(_row("a", 1), incidents=[{"kind": "client_saturated", "reason": "x"}])
-    assert not_best(noted).startswith("client saturated")
-    assert not_best(dict(_row("a", 1), status="failed", error="boom")) == "boom"
+    assert not_best(typed(noted)).startswith("client saturated")
+    assert not_best(typed(dict(_row("a", 1), status="failed", error="boom"))) == "boom"
 
 
 def test_saturation_advice_fits_the_case():
@@ -136,8 +137,8 @@ def test_saturation_advice_fits_the_case():
     assert not client_health.machine_busy(lagging | {"runqueue_wait_s": 0.1})  # the loop blocked itself
     assert not client_health.machine_busy(lagging | {"runqueue_wait_s": None})
     assert not client_health.machine_busy(lagging | {"reasons": [*lagging["reasons"], "client CPU 95% > 90%"]})
-    note = table.notes({"context_tokens": 60, "concurrency": 1,
-                        "client": {"saturated": True, "cpu_percent": 95.0, "reasons": ["client CPU 95% > 90%"]}})
+    note = table.notes(typed({"context_tokens": 60, "concurrency": 1,
+                              "client": {"saturated": True, "cpu_percent": 95.0, "reasons": ["client CPU 95% > 90%"]}}))
     assert note.startswith("CLIENT SATURATED (client CPU 95% > 90%): one stream") and "add --workers" not in note
 
 
@@ -167,8 +168,9 @@ def _repeat(out: float, ok: int, saturated: bool = False) -> dict:
 
 
 def test_repeats_combine_into_the_mean_with_a_t_interval():
-    cell = combine_repeats([from_json(_repeat(100.0, 8)), from_json(_repeat(110.0, 8, True)),
-                            from_json(_repeat(120.0, 8))]).to_json()
+    result = combine_repeats([from_json(_repeat(100.0, 8)), from_json(_repeat(110.0, 8, True)),
+                              from_json(_repeat(120.0, 8))])
+    cell = result.to_json()
     assert cell["output_tok_s"] == pytest.approx(110.0) and cell["ttft_s"]["p50"] == pytest.approx(0.110)
     assert cell["requests"] == {"ok": 24, "failed": 0, "cancelled": 0, "by_outcome": {"ok": 24}}
     assert cell["repeats"]["n"] == 3 and cell["repeats"]["values"]["output_tok_s"] == [100.0, 110.0, 120.0]
@@ -176,8 +178,8 @@ def test_repeats_combine_into_the_mean_with_a_t_interval():
     assert cell["intervals"]["output_tok_s"] == pytest.approx([110.0 - half, 110.0 + half])
     assert cell["interval_method"]["method"] == "t over repeats"
     assert any(i["kind"] == "client_saturated" for i in cell["incidents"])  # one saturated repeat: the cell's
-    assert not_best(cell) is not None
-    assert "±" in table.progress_line(cell, "cell 1/1")
+    assert not_best(result) is not None
+    assert "±" in table.progress_line(result, "cell 1/1")
 
 
 def _wide_cell(ctx: int, conc: int) -> dict:
@@ -191,7 +193,7 @@ def _wide_cell(ctx: int, conc: int) -> dict:
 
 
 def test_default_table_fits_120_columns_with_room_for_two_more():
-    cells = [_wide_cell(131072, 1024), _wide_cell(60, 1)]
+    cells = [typed(_wide_cell(131072, 1024)), typed(_wide_cell(60, 1))]
     text = table.table(cells, table.title("a-long-label", "20261201T000000-abcdef"))
     assert max(len(line) for line in text.splitlines()) <= 120, text
     assert "n1 ctx 131072 conc 1024, ctx 60 conc 1: FAILED" in text  # one note below the rows, naming both

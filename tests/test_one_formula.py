@@ -23,6 +23,7 @@ from loadgen.metrics.stats import weighted_distribution, weighted_percentile
 from loadgen.record import CellKey, Record
 from loadgen.results.merge import merge_client as merge_shard_clients
 from loadgen.run.monitor import LoopMonitor
+from tests.cells import typed
 
 MS = 1_000_000
 CLOSED = CellKey(context_tokens=60, concurrency=4)
@@ -57,7 +58,7 @@ def live(records: list[Record], cell: CellKey, summary: dict | None = None) -> L
         exp.request_sent(cell)
         exp.record(r)
     if summary is not None:
-        exp.cell_finished(cell, summary)
+        exp.cell_finished(cell, typed(summary))
     return exp
 
 

@@ -22,6 +22,7 @@ from loadgen.record import CellKey, Record
 from loadgen.report.open_table import render
 from loadgen.schedule import arrivals
 from loadgen.workload.corpus import seeded_rng
+from tests.cells import typed
 from tests.conftest import machine_flagged, machine_lag, run_loadgen, said
 
 MS = 1_000_000
@@ -111,14 +112,14 @@ def test_render_shows_both_latencies_per_rate():
             "e2e_s": {"p50": 0.054, "p99": 0.064}, "e2e_from_intended_s": {"p50": 0.5, "p99": 0.919},
             "send_lateness_s": {"p50": 0.4466, "p99": 0.8673, "max": 0.8758},
             "client": {"saturated": True, "reasons": ["send lateness p99 867 ms > 50 ms"]}}
-    lines = render([cell, {"context_tokens": 60, "concurrency": 4}], wide=True).splitlines()
+    lines = render([typed(cell), typed({"context_tokens": 60, "concurrency": 4})], wide=True).splitlines()
     assert len(lines) == 4  # legend (two lines), header, the one open-loop cell
     cols = lines[3].split()
     assert cols[:6] == ["60", "20", "2", "20.00", "9.50", "30/0"]
     assert cols[6:10] == ["4.0", "450.0", "8.0", "870.0"]
     assert cols[10:14] == ["0.054", "0.500", "0.064", "0.919"]
     assert cols[14:17] == ["446.6", "867.3", "875.8"] and "CLIENT-BOUND" in lines[3]
-    assert max(len(line) for line in render([cell]).splitlines()[:3]) <= 120  # the default table's header
+    assert max(len(line) for line in render([typed(cell)]).splitlines()[:3]) <= 120  # the default table's header
 
 
 # ---- command line --------------------------------------------------------------------------------------

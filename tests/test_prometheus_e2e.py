@@ -34,6 +34,7 @@ import pytest
 import yaml
 
 from exporters.cell_results import CELL_RESULTS, summary_value
+from loadgen.results.cell_result import from_json
 from tests import side_by_side
 from tests.conftest import stop_process
 
@@ -287,7 +288,7 @@ def test_per_cell_panels_equal_the_results_json_after_the_run(stack):
             for series in result:
                 if series["metric"]["run"] == again["run_id"]:  # not a cell of the results: checked below
                     continue
-                expected = summary_value(_cell_of(stack.results, series["metric"]), paths[metric])
+                expected = summary_value(from_json(_cell_of(stack.results, series["metric"])), paths[metric])
                 assert expected is not None, (panel["title"], metric)
                 assert float(series["value"][1]) == pytest.approx(expected, rel=0.02, abs=1e-9), (panel["title"], metric)
                 compared += 1

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from loadgen.results.cell_result import from_json
 from loadgen.results.cell_status import measured, not_best, problem
 from tests.browser import CHROMIUM, Browser
 
@@ -57,7 +58,7 @@ def _true_best(group: list, path: str, higher: bool, s_run: float) -> set:
     best (checks passed, not cut short), the leader's margin over every other has a 95 % interval above 0
     (log ratio ± 1.96·√(s_a² + s_b²)) and is ≥ 2 %; no margin is taken against a cell that may not be best."""
     allowed = {name: cell for name, _, cell in group
-               if measured(cell) and not_best(cell) is None and (_judged(cell, path) or 0) > 0}
+               if measured(from_json(cell)) and not_best(from_json(cell)) is None and (_judged(cell, path) or 0) > 0}
     if len(allowed) < 2:
         return set()
     ranked = sorted(allowed, key=lambda n: _judged(allowed[n], path), reverse=higher)
@@ -247,7 +248,7 @@ def check_comparison(table: dict, docs: dict, base: str) -> dict[tuple, set[str]
         tds = {td["metric"]: td for td in row["cells"]}
         assert set(tds) == set(FIELDS) | {"out_tok_s_x", "req_tok_s_x"}
         assert all(COMPARISON_HEADER_WORDS[m] in td["header"] for m, td in tds.items()), tds
-        shown = measured(cell)  # a cell that failed a check keeps its figures
+        shown = measured(from_json(cell))  # a cell that failed a check keeps its figures
         assert (row["data"]["measured"] == "yes") == shown
         for m, (path, _) in FIELDS.items():
             value = field(cell, path) if shown else None
@@ -255,7 +256,7 @@ def check_comparison(table: dict, docs: dict, base: str) -> dict[tuple, set[str]
         base_cell = cell_of(docs, base, row["data"])
         for m in ("out_tok_s", "req_tok_s"):
             v, b = field(cell, FIELDS[m][0]), field(base_cell, FIELDS[m][0])
-            ok = shown and measured(base_cell) and b
+            ok = shown and measured(from_json(base_cell)) and b
             assert tds[m + "_x"]["text"] == (f"{v / b:.2f}x" if ok else "-"), (row["data"], m)
     assert sum(1 for g in groups.values() for _ in g) == sum(len(d["cells"]) for d in docs.values())
     true_best = {}
@@ -329,11 +330,11 @@ def test_report_page_in_a_real_browser(report, tmp_path):
     for table in content["tables"]:
         if table["kind"] == "matrix":
             check_matrix(table, docs)
-    failed = [c for c in docs["b32"]["cells"] if problem(c)]
+    failed = [c for c in docs["b32"]["cells"] if problem(from_json(c))]
     assert len(failed) == 3 and len(content["problems"]) == 4 and docs["b64"]["cells"] == []
     assert content["problems"][0].startswith("b64: failed — reconfigure failed: ")
     assert "diagnose: newest server log" in content["problems"][0]  # its diagnostics output
-    assert all(problem(c) in li for c, li in zip(failed, content["problems"][1:]))
+    assert all(problem(from_json(c)) in li for c, li in zip(failed, content["problems"][1:]))
     assert (ARTIFACTS / "full-page.png").stat().st_size > 50_000
 
 

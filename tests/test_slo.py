@@ -18,11 +18,12 @@ from loadgen.record import CellKey, Record
 from loadgen.report import compare
 from loadgen.report.pareto import Point, frontier
 from loadgen.results.build_cell import build_cell
-from loadgen.results.cell_result import from_json
+from loadgen.results.cell_result import CellResult, from_json
 from loadgen.results.cell_status import not_best
 from loadgen.results.objectives import Objective
 from loadgen.results.verdict import Decision, verdicts
 from loadgen.sweep.spec import parse_spec
+from tests.cells import typed
 
 pytestmark = pytest.mark.unit
 
@@ -133,11 +134,11 @@ def test_bad_slo_and_search_input_is_one_line_and_exit_2(cli, argv, says):
     assert len(out.stderr.strip().splitlines()) == 1 and "started the built-in simulator" not in out.stderr
 
 
-def cell_with(tok_s: float, met: bool | None, good_tok_s: float) -> dict:
+def cell_with(tok_s: float, met: bool | None, good_tok_s: float) -> CellResult:
     slo = None if met is None else {"met": met, "attainment": 0.95 if met else 0.5, "attainment_required": 0.9,
                                     "good_output_tok_s": good_tok_s}
-    return {"context_tokens": 60, "concurrency": 32, "status": "ok", "requests": {"ok": 10, "failed": 0},
-            "output_tok_s": tok_s, "slo": slo}
+    return typed({"context_tokens": 60, "concurrency": 32, "status": "ok", "requests": {"ok": 10, "failed": 0},
+                  "output_tok_s": tok_s, "slo": slo})
 
 
 def test_a_cell_that_missed_its_slo_is_never_best_nor_in_the_goodput_verdict():
@@ -186,12 +187,12 @@ def test_live_exporter_serves_running_and_final_attainment():
     assert value("loadgen_slo_requests_total", labels | {"good": "true"}) == 2
     assert value("loadgen_slo_requests_total", labels | {"good": "false"}) == 1
     assert value("loadgen_slo_attainment_target", {"run": "r"}) == 0.9
-    summary = build_cell(CELL, [rec(0, ttft_ms=10), rec(1, ttft_ms=10), rec(2, ttft_ms=500)],
-                         slo=SloConfig({"ttft": 0.1}, 0.9), not_sent=1).to_json()
-    exp.cell_finished(CELL, summary)
+    result = build_cell(CELL, [rec(0, ttft_ms=10), rec(1, ttft_ms=10), rec(2, ttft_ms=500)],
+                        slo=SloConfig({"ttft": 0.1}, 0.9), not_sent=1)
+    exp.cell_finished(CELL, result)
     assert value("loadgen_slo_attainment", labels) == pytest.approx(0.5)  # 2 of 4 scheduled
     assert value("loadgen_slo_met", labels) == 0
-    assert value("loadgen_slo_goodput_requests_per_second", labels) == pytest.approx(summary["slo"]["goodput_requests_s"])
+    assert value("loadgen_slo_goodput_requests_per_second", labels) == pytest.approx(result.slo.goodput_requests_s)
     plain = LiveExporter("r2")
     plain.cell_started(CELL, "r2")
     plain.record(rec(0))
@@ -235,7 +236,7 @@ def test_merged_shards_are_judged_over_all_their_requests():
     from loadgen.results.merge import merge_cell
     slo = {"targets_s": {"ttft": 0.1}, "attainment_required": 0.9}
     shards = [[rec(0, ttft_ms=10), rec(1, ttft_ms=500)], [rec(2, ttft_ms=10)]]
-    entries = [{"slo": slo, "requests_not_sent": 1}, {"slo": slo, "requests_not_sent": 0}]
+    entries = [typed({"slo": slo, "requests_not_sent": 1}), typed({"slo": slo, "requests_not_sent": 0})]
     merged = merge_cell(CELL, entries, shards).slo
     assert (merged.scheduled, merged.good, merged.met) == (4, 2, False)
     assert merged.attainment == pytest.approx(0.5)
@@ -244,9 +245,9 @@ def test_merged_shards_are_judged_over_all_their_requests():
 def test_slo_column_and_the_wide_goodput_columns():
     from loadgen.report import table
     from loadgen.report.text_table import line
-    cell = {"context_tokens": 60, "concurrency": 4, "slo": {"attainment": 0.925, "met": True,
-                                                          "goodput_requests_s": 36.74, "good_output_tok_s": 4702.4}}
-    missed = cell | {"slo": {"attainment": 0.1}}
+    raw = {"context_tokens": 60, "concurrency": 4, "slo": {"attainment": 0.925, "met": True,
+                                                         "goodput_requests_s": 36.74, "good_output_tok_s": 4702.4}}
+    cell, missed = typed(raw), typed(raw | {"slo": {"attainment": 0.1}})
     assert "  92% met " in table.row(cell, table.columns([cell]))
     assert " 10% MISS " in table.row(missed, table.columns([missed]))
     assert line(table.goodput_columns(), cell) == "     36.74     4702.4"

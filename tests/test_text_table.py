@@ -8,6 +8,7 @@ import pytest
 from loadgen.report import compare, open_table, table
 from loadgen.report.text_table import Column, field, header, line, pad
 from loadgen.results.cell_result import from_json
+from tests.cells import typed
 
 pytestmark = pytest.mark.unit
 
@@ -35,23 +36,23 @@ def test_matrix_table():
         ' TTFT p50 ms    ±p50 TTFT p99 ms  pp tok/s  E2E s tok/chk accept source      ms/step      W   J/tok     GPU% '
         'SM clk '
         ' DRAM tensor pwr cap bottleneck           note')
-    assert table.row(CLOSED) == (
+    assert table.row(typed(CLOSED)) == (
         '  1024    32      63/1    1     4723.2       -       4790.0          147.6       -   120.0*        251.4'
         '      200.0*       -     1037.5*      4073   1.90    3.86   3.91 counters          -   3612   0.765        -'
         '      -     -      -       - -                    sources disagree: counters=3.91 vs log=4.50 | CLIENT SATURATED'
         ' (client CPU 95% > 90%): add --workers auto (client processes share the load) | w')
-    assert table.row({"context_tokens": 60, "concurrency": 1}) == (
+    assert table.row(typed({"context_tokens": 60, "concurrency": 1})) == (
         '    60     1       0/0    1          -       -            -              -       -        -            -'
         '           -       -           -         -      -       -      - -                 -      -       -        - '
         '     -     -      -       - -                    ')
-    wide = table.table([CLOSED], wide=True).splitlines()
-    assert wide[:2] == [table.header(), table.row(CLOSED).rstrip()]  # the wide rows: every column, each note
-    assert " ".join(w.strip() for w in wide[2:]) == table.footnote([CLOSED])  # the legend wrapped, never cut
+    wide = table.table([typed(CLOSED)], wide=True).splitlines()
+    assert wide[:2] == [table.header(), table.row(typed(CLOSED)).rstrip()]  # the wide rows: every column, each note
+    assert " ".join(w.strip() for w in wide[2:]) == table.footnote([typed(CLOSED)])  # the legend wrapped, never cut
     assert all(len(w) <= 120 for w in wide[2:])
 
 
 def test_matrix_names_its_run_numbers_its_notes_and_explains_the_mark():
-    assert table.table([CLOSED], table.title("base", "r1")).splitlines() == [
+    assert table.table([typed(CLOSED)], table.title("base", "r1")).splitlines() == [
         "run r1  label base",
         "   ctx  conc   ok/fail  out tok/s    ±95% req tok/s mean TTFT p50 ms TTFT p99 ms  E2E s accept   J/tok     "
         "GPU% note",
@@ -65,7 +66,7 @@ def test_matrix_names_its_run_numbers_its_notes_and_explains_the_mark():
     ]
     many = dict(CLOSED, ttft_s=dict(CLOSED["ttft_s"], samples=300), request_tok_s={"samples": 300}, warnings=[],
                 client=None, accept_length=None, intervals={"output_tok_s": [4700.0, 4746.5]})
-    lines = table.table([many]).splitlines()
+    lines = table.table([typed(many)]).splitlines()
     assert lines[1] == ("  1024    32      63/1     4723.2   ±23.2              -       200.0      1037.5   1.90      "
                         "-   0.765        -")
     assert lines[2].startswith("±95%: half-width of the 95 % confidence interval of out tok/s")  # no "*" legend
@@ -73,7 +74,7 @@ def test_matrix_names_its_run_numbers_its_notes_and_explains_the_mark():
 
 
 def test_open_loop_table():
-    assert open_table.render([OPEN, CLOSED]) == "\n".join([
+    assert open_table.render([typed(OPEN), typed(CLOSED)]) == "\n".join([
         'open loop — snd: from the actual send (uncorrected); int: from the intended send (corrected).',
         'TTFT and lateness in ms, E2E in s',
         '   ctx      rate/s  cap  achvd/s   ok/fail TTFT50 snd      int TTFT99 snd      int E2E99 snd     int  lat'
@@ -82,17 +83,18 @@ def test_open_loop_table():
         '7.3 n1',
         'n1 ctx 60 rate 40/s: FAILED: x',  # numbered below the rows, so a long note never widens them
     ])
-    assert open_table.render([OPEN], wide=True).splitlines()[2] == (
+    assert open_table.render([typed(OPEN)], wide=True).splitlines()[2] == (
         '   ctx      rate/s  cap  sched/s  achvd/s   ok/fail TTFT50 snd      int TTFT99 snd      int E2E50 snd     '
         'int E2E99 snd     int  late50  late99  lateMax note')
 
 
 def _runs():
     flaky = dict(CLOSED, output_tok_s=9999.0, requests={"ok": 54, "failed": 10, "by_outcome": {"ok": 54, "http_error": 10}})
-    return [compare.Run("base", "a.json", {}, {compare.cell_key(CLOSED): CLOSED}),
+    return [compare.Run("base", "a.json", {}, {compare.cell_key(CLOSED): typed(CLOSED)}),
             compare.Run("other-configuration-name", "b.json", {},
-                        {compare.cell_key(CLOSED): dict(CLOSED, output_tok_s=5000.0), compare.cell_key(OPEN): OPEN}),
-            compare.Run("flaky", "c.json", {}, {compare.cell_key(CLOSED): flaky})]
+                        {compare.cell_key(CLOSED): typed(dict(CLOSED, output_tok_s=5000.0)),
+                         compare.cell_key(OPEN): typed(OPEN)}),
+            compare.Run("flaky", "c.json", {}, {compare.cell_key(CLOSED): typed(flaky)})]
 
 
 def test_compare_text_and_markdown():
@@ -143,11 +145,11 @@ def test_alignment_and_missing_fields():
 
 def test_gpu_columns_show_busy_share_and_verdict():
     from loadgen.report.gpu_columns import WIDE_COLUMNS, busy_and_bottleneck
-    cell = {"bottleneck": "server_host", "gpu_activity": {"total": {
+    cell = typed({"bottleneck": "server_host", "gpu_activity": {"total": {
         "utilization_percent": 17.2, "sm_clock_fraction": 0.99, "dram_active": 0.1, "tensor_active": 0.02,
-        "power_cap_fraction": 0.0}}}
+        "power_cap_fraction": 0.0}}})
     assert busy_and_bottleneck(cell) == "17 host"
     assert [c.text(cell) for c in WIDE_COLUMNS] == ["99%", "10%", "2%", "0%", "server_host"]
-    assert busy_and_bottleneck({"bottleneck": "client", "client": {"saturated": True}}) == "clnt"
-    assert busy_and_bottleneck({}) == "-"
-    assert busy_and_bottleneck({"bottleneck": "gpu_compute", "gpu_activity": {"total": {"gr_engine_active": 1.0}}}) == "100 comp"
+    assert busy_and_bottleneck(typed({"bottleneck": "client", "client": {"saturated": True}})) == "clnt"
+    assert busy_and_bottleneck(typed({})) == "-"
+    assert busy_and_bottleneck(typed({"bottleneck": "gpu_compute", "gpu_activity": {"total": {"gr_engine_active": 1.0}}})) == "100 comp"

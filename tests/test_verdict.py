@@ -16,6 +16,7 @@ from loadgen.results.objectives import Objective
 from loadgen.results.schema_doc import VERDICT_FIELDS
 from loadgen.results.verdict import BetweenRuns, Decision, Estimate, decide, margin, verdicts
 from loadgen.results.verdict_why import why_text
+from tests.cells import typed
 
 pytestmark = pytest.mark.unit
 
@@ -36,7 +37,7 @@ def cell(conc: int, tok_s: float, half: float | None = None, *, accept: float | 
 
 def run(name: str, *cells: dict, info: dict | None = None, params: dict | None = None) -> Run:
     doc = {"target": {"engine": "sglang", "server_info": info or {}}, "sweep": {"params": params or {}}}
-    return Run(name, f"{name}.json", doc, {CellKey(c["context_tokens"], c["concurrency"]): c for c in cells})
+    return Run(name, f"{name}.json", doc, {CellKey(c["context_tokens"], c["concurrency"]): typed(c) for c in cells})
 
 
 def output(vs_: list) -> list:

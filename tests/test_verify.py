@@ -23,6 +23,7 @@ from loadgen.metrics.correctness import (
 from loadgen.names import Api, CellStatus, GarbageReason, Outcome, Phase, TokenUnit, VerifyMode
 from loadgen.record import CellKey, Record
 from loadgen.results.build_cell import build_cell
+from loadgen.results.cell_result import from_json
 from loadgen.results.cell_status import not_best
 from loadgen.results.correctness import Verification, verify_text
 from loadgen.schedule.jobs import Inserted, JobList
@@ -142,12 +143,12 @@ def test_garbage_above_the_limit_fails_the_cell_and_is_never_best():
     assert part["output_share"] == pytest.approx(4 * 64 / (4 * 64 + 800))
     assert cell["status"] == CellStatus.FAILED and cell["error"].startswith(
         "GARBAGE OUTPUT: 2 of 4 verification outputs (50% > 0 --max-garbage-fraction): 2 repetition_loop")
-    assert not_best(cell) == cell["error"]
-    assert verify_text(cell) == "garb 2/4"
+    assert not_best(from_json(cell)) == cell["error"]
+    assert verify_text(from_json(cell)) == "garb 2/4"
     # within a larger limit the cell stands, but its garbage still keeps it from being best
     lenient = cell_of([CLEAN, LOOPED, CLEAN, CLEAN], limit=0.5)
-    assert lenient["status"] == CellStatus.OK and not_best(lenient) is None
-    assert not_best(cell_of([CLEAN, LOOPED, LOOPED, LOOPED], limit=0.5)).startswith("GARBAGE OUTPUT")
+    assert lenient["status"] == CellStatus.OK and not_best(from_json(lenient)) is None
+    assert not_best(from_json(cell_of([CLEAN, LOOPED, LOOPED, LOOPED], limit=0.5))).startswith("GARBAGE OUTPUT")
 
 
 def test_divergence_is_a_note_and_fails_only_under_exact():
@@ -155,16 +156,16 @@ def test_divergence_is_a_note_and_fails_only_under_exact():
     assert cell["status"] == CellStatus.OK and cell["correctness"]["first_divergence_tokens"] == {
         "min": 48, "p50": 48.0, "n": 1}
     assert "1 of 3 outputs differ from the reference (run_start) from token 48 (min), 48 (p50)" in cell["warnings"]
-    assert verify_text(cell) == "diff 1/3" and not_best(cell) is None
+    assert verify_text(from_json(cell)) == "diff 1/3" and not_best(from_json(cell)) is None
     exact = cell_of([CLEAN, DRIFTED, CLEAN], mode=VerifyMode.EXACT)
     assert exact["status"] == CellStatus.FAILED and exact["error"].startswith("OUTPUT MISMATCH (--verify exact)")
-    assert verify_text(cell_of([CLEAN, CLEAN], failed=1)) == "exact 2/2"
+    assert verify_text(from_json(cell_of([CLEAN, CLEAN], failed=1))) == "exact 2/2"
     assert cell_of([CLEAN, CLEAN], failed=1)["correctness"]["failed"] == 1
 
 
 def test_a_cell_without_verify_has_no_part_and_no_column_text():
-    cell = build_cell(CellKey(60, 8), measured()).to_json()
-    assert "correctness" not in cell and verify_text(cell) == "-"
+    cell = build_cell(CellKey(60, 8), measured())
+    assert "correctness" not in cell.to_json() and verify_text(cell) == "-"
 
 
 # ---- the three APIs' answers ------------------------------------------------------------------------------
@@ -317,15 +318,15 @@ def test_garbage_is_never_best_in_compare_and_shows_in_the_report():
     garbage = cell_of([CLEAN, LOOPED, CLEAN, CLEAN])
     garbage["output_tok_s"] = 10 * (cell_of([CLEAN])["output_tok_s"] or 1)
     clean = cell_of([CLEAN, CLEAN, CLEAN, CLEAN])
-    runs = [compare.Run("fast", "a.json", {}, {(60, 8, None): garbage}),
-            compare.Run("right", "b.json", {}, {(60, 8, None): clean})]
+    runs = [compare.Run("fast", "a.json", {}, {(60, 8, None): from_json(garbage)}),
+            compare.Run("right", "b.json", {}, {(60, 8, None): from_json(clean)})]
     rows = {r["config"]: r for r in compare.comparison(runs)}
     assert rows["fast"]["status"] == "failed" and rows["fast"]["error"].startswith("GARBAGE OUTPUT: 1 of 4")
     assert "tok_s" not in " ".join(rows["fast"]["best"])
     html = matrix_table_html(runs[0])
     assert ">verify<" in html and "garb 1/4" in html
     assert ">verify<" not in matrix_table_html(compare.Run("plain", "c.json", {}, {
-        (60, 8, None): build_cell(CellKey(60, 8), measured()).to_json()}))
+        (60, 8, None): build_cell(CellKey(60, 8), measured())}))
 
 
 def test_live_exporter_keeps_verification_requests_out_of_its_latency_histograms():

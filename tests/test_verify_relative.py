@@ -14,6 +14,7 @@ from loadgen.metrics.correctness import absolute_garbage, checks_off, garbage_al
 from loadgen.names import CellStatus, GarbageReason, Outcome, Phase, TokenUnit
 from loadgen.record import CellKey, Record
 from loadgen.results.build_cell import build_cell
+from loadgen.results.cell_result import from_json
 from loadgen.results.correctness import Verification, verify_text
 from loadgen.verify.reference import Reference, load_reference, reference_lines, reference_summary
 
@@ -93,7 +94,7 @@ def test_the_relative_count_judges_the_cell_and_the_absolute_one_is_kept():
     assert part["garbage_fraction"] == 0.0 and part["absolute_garbage_fraction"] == 3 / 8
     assert part["absolute_garbage"] == {"replacement_characters": {"count": 3, "example": HOLDS_FFFD.text[:20]}}
     assert clean["status"] == CellStatus.OK and part["exact_match_fraction"] == 1.0
-    assert verify_text(clean) == "exact 8/8"
+    assert verify_text(from_json(clean)) == "exact 8/8"
     # the same server looping above a batch size: every output is garbage against its reference
     looped = cell_of([verdict(i, LOOPS_FFFD if ref is HOLDS_FFFD else LOOPS, ref, 64) for i, ref in enumerate(refs)])
     part = looped["correctness"]

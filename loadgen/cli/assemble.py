@@ -42,7 +42,7 @@ from loadgen.report.console_sink import ConsoleSink
 from loadgen.report.load_banner import open_loop_banner, throttle_banner, trace_banner
 from loadgen.report.open_table import render as open_loop_table
 from loadgen.report.throttle_table import throttle_table
-from loadgen.results.document import ResultsFile
+from loadgen.results.document import ResultsFile, requests_path
 from loadgen.run.control import RunControl
 from loadgen.run.drift_check import ControlCheck
 from loadgen.run.drivers import ClosedLoop, Driver, OpenLoop
@@ -59,7 +59,7 @@ from loadgen.schedule.throttle import StartGate
 from loadgen.search.plan import SizedCells
 from loadgen.search.state import SearchWatcher
 from loadgen.sinks.base import Sink
-from loadgen.sinks.jsonl import JsonlSink, requests_path
+from loadgen.sinks.jsonl import JsonlSink
 from loadgen.tune.live import TuneWatcher
 from loadgen.verify.prompts import load_prompts
 from loadgen.verify.reference import load_reference

@@ -21,8 +21,9 @@ from loadgen.report.regression_gate import gate, pairs, pairs_by_name
 from loadgen.report.report import write_report
 from loadgen.report.table import table, title
 from loadgen.results.comparable import check_comparable
+from loadgen.results.document import requests_path
 from loadgen.results.merge import check_shards, load, merge
-from loadgen.sinks.jsonl import requests_path
+from loadgen.results.stored import stored_cells
 
 
 def add_input_arguments(p: argparse.ArgumentParser) -> None:
@@ -159,6 +160,6 @@ def merge_main(argv: list[str]) -> int:
     doc, records = merge(docs, rows)
     write_atomic(requests_path(a.out), b"".join(orjson.dumps(r) + b"\n" for r in records))
     write_json_atomic(a.out, doc)
-    print(table(doc["cells"], title(doc.get("label"), doc.get("run_id", "merged"))))
+    print(table(stored_cells(doc), title(doc.get("label"), doc.get("run_id", "merged"))))
     print(f"merged {len(docs)} results ({len(records)} records): {a.out}", file=sys.stderr)
     return 0

@@ -31,10 +31,10 @@ from loadgen.errors import UsageError
 from loadgen.files import read_json
 from loadgen.report.table import table
 from loadgen.results.cell_result import CellResult
-from loadgen.results.document import ResultsFile, host_identity
+from loadgen.results.document import ResultsFile, host_identity, requests_path
 from loadgen.results.incidents import IncidentKind
 from loadgen.results.stored import kept_cells, prune_records, stored_cells
-from loadgen.sinks.jsonl import JsonlSink, requests_path
+from loadgen.sinks.jsonl import JsonlSink
 
 # settings that change how a run is driven or reported, not what a finished cell measured
 NOT_COMPARED = frozenset({

@@ -39,7 +39,7 @@ from loadgen.config import (
 )
 from loadgen.errors import UsageError
 from loadgen.metrics.open_loop import MIN_RAMP_REQUESTS
-from loadgen.names import ArrivalLaw, DriftCheck, HttpClient, ServerDownPolicy, VerifyMode, values
+from loadgen.names import ArrivalLaw, DriftCheck, HttpClient, ServerDownPolicy, ServerMetrics, VerifyMode, values
 from loadgen.parallel.open_files import check_open_files, raise_open_file_limit, workers_needed
 from loadgen.parallel.workers import auto_workers
 from loadgen.telemetry.accept_log import split_command
@@ -109,8 +109,8 @@ def telemetry_config(a: argparse.Namespace) -> TelemetryConfig:
     for u in dcgm:
         if not u.startswith(("http://", "https://")):
             raise UsageError(f"--dcgm {u!r} needs a scheme and host, e.g. http://gpu-node-1:9400/metrics")
-    server_metrics = (a.server_metrics or "auto").strip()
-    if server_metrics not in ("auto", "off"):
+    server_metrics = (a.server_metrics or ServerMetrics.AUTO).strip()
+    if server_metrics not in (ServerMetrics.AUTO, ServerMetrics.OFF):
         server_metrics = metrics_url(server_metrics)
     argv = split_command(a.accept_log_cmd) if a.accept_log_cmd is not None else None
     return TelemetryConfig(server_metrics=server_metrics, accept_log_cmd=a.accept_log_cmd, accept_log_argv=argv,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from loadgen.cli.telemetry_checks import Required
 from loadgen.config import TelemetryConfig
 from loadgen.console import log
+from loadgen.names import ServerMetrics
 from loadgen.run.cell import SourceFactory
 from loadgen.target.discover import Target
 from loadgen.telemetry.accept_log import AcceptLogSource, LogReader
@@ -49,11 +50,12 @@ class TelemetryPlan:
     def accept_length(self, target: Target) -> list[SourceFactory]:
         interval, setting = self.cfg.telemetry_interval_s, self.cfg.server_metrics
         factories: list[SourceFactory]
-        if setting == "off":
+        if setting == ServerMetrics.OFF:
             factories = [lambda: Unavailable("server_metrics", METRICS_OFF)]
         else:
-            url, origin = (target.url + "/metrics", "auto") if setting == "auto" else (setting, "--server-metrics")
-            if origin == "auto":
+            auto = setting == ServerMetrics.AUTO
+            url, origin = (target.url + "/metrics", ServerMetrics.AUTO) if auto else (setting, "--server-metrics")
+            if auto:
                 factories = [lambda: ServerMetricsSource(url, interval_s=interval, origin=origin)]
             else:
                 factories = [lambda: Required(ServerMetricsSource(url, interval_s=interval, origin=origin), origin)]

@@ -14,6 +14,7 @@ import aiohttp
 from loadgen.config import TelemetryConfig
 from loadgen.console import log
 from loadgen.errors import UsageError
+from loadgen.names import ServerMetrics
 from loadgen.telemetry.base import SourceResult, TelemetrySource
 from loadgen.telemetry.dcgm import normalize_url
 from loadgen.telemetry.dcgm_format import POWER, parse_dcgm
@@ -74,13 +75,13 @@ class TelemetryPreflight:
     async def check(self, session: aiohttp.ClientSession, url: str) -> None:
         if self.cfg.nvml:
             check_nvml()
-        if not self.cfg.dcgm and self.cfg.server_metrics in ("auto", "off"):
+        if not self.cfg.dcgm and self.cfg.server_metrics in (ServerMetrics.AUTO, ServerMetrics.OFF):
             return
         # a session of its own: the run's session carries the API key, which only the target may see
         async with aiohttp.ClientSession() as plain:
             for u in self.cfg.dcgm:
                 await check_dcgm(plain, normalize_url(u))
-            if self.cfg.server_metrics not in ("auto", "off"):
+            if self.cfg.server_metrics not in (ServerMetrics.AUTO, ServerMetrics.OFF):
                 await check_server_metrics(plain, self.cfg.server_metrics)
 
 
@@ -106,7 +107,6 @@ class Required:
         result = await self.inner.stop()
         why = lost(result)
         if why is not None:
-            note = f"TELEMETRY LOST ({self.flag}): {why}"[:400]
-            log(f"warning: {note}")
-            result.warnings.insert(0, note)
+            result.lost = f"TELEMETRY LOST ({self.flag}): {why}"[:400]
+            log(f"warning: {result.lost}")
         return result

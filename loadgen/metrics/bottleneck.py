@@ -18,6 +18,9 @@ Utilization is DCGM_FI_DEV_GPU_UTIL / NVML's utilization.gpu, else 100 · GR_ENG
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from loadgen.names import Bottleneck
 
 SERVER_HOST_UTIL_PERCENT = 50.0
@@ -29,7 +32,7 @@ BUSY_UTIL_PERCENT = 80.0
 SM_BUSY = 0.8
 
 
-def utilization_percent(total: dict) -> float | None:
+def utilization_percent(total: Mapping[str, Any]) -> float | None:
     """The GPUs' busy percentage: utilization, else 100 · GR_ENGINE_ACTIVE; None when neither was served."""
     if total.get("utilization_percent") is not None:
         return total["utilization_percent"]

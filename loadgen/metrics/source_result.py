@@ -13,7 +13,9 @@ class SourceResult:
     """What one source measured over one cell window.
 
     `kind` names the quantity family ("accept_length", "power", "server"). `values` holds the source's
-    figures (documented by each adapter); `warnings` are one-line notes shown to the user.
+    figures (documented by each adapter); `warnings` are one-line notes shown to the user; `lost` is the note of
+    a source the run asked for that went quiet (`cli/telemetry_checks.Required`), its cell's telemetry_lost
+    incident.
     """
 
     name: str
@@ -22,3 +24,4 @@ class SourceResult:
     values: dict[str, Any] = field(default_factory=dict)
     reason: str | None = None
     warnings: list[str] = field(default_factory=list)
+    lost: str | None = None

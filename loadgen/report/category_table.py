@@ -9,7 +9,6 @@ from typing import Any
 from loadgen.report import text_table as tt
 from loadgen.report.text_table import Column, millis, number
 from loadgen.results.cell_result import CellResult
-from loadgen.results.cell_view import Cell, as_result
 from loadgen.results.figures import RequestCounts
 
 Row = dict[str, Any]  # a category's figures, with its name and its cell
@@ -66,9 +65,9 @@ def columns(rows: list[Row]) -> list[Column]:
     return [Column(c.header, -width, c.text) if c.header == "category" else c for c in COLUMNS]
 
 
-def category_table(cells: Sequence[Cell]) -> str | None:
+def category_table(cells: Sequence[CellResult]) -> str | None:
     """Every cell's categories under one header; None when no cell has categories."""
-    rows = [item for cell in map(as_result, cells) for item in items(cell)]
+    rows = [item for cell in cells for item in items(cell)]
     cols = columns(rows)
     return "\n".join(["per category:", tt.header(cols), *(tt.line(cols, item) for item in rows)]) if rows else None
 
@@ -87,11 +86,10 @@ LENGTH_COLUMNS = [
 ]
 
 
-def lengths_table(cells: Sequence[Cell]) -> str | None:
+def lengths_table(cells: Sequence[CellResult]) -> str | None:
     """The achieved prompt and output lengths (server usage counts) of every cell, when they vary within a
     cell (a dataset, or a length spread); None when every request of every cell had the same lengths."""
-    typed = [as_result(c) for c in cells]
-    if not any(_varies(c) for c in typed):
+    if not any(_varies(c) for c in cells):
         return None
     return "\n".join(["achieved lengths (tokens):", tt.header(LENGTH_COLUMNS),
-                      *(tt.line(LENGTH_COLUMNS, c) for c in typed if c.prompts.lengths)])
+                      *(tt.line(LENGTH_COLUMNS, c) for c in cells if c.prompts.lengths)])

@@ -18,7 +18,6 @@ from loadgen.report.category_table import category_table, lengths_table
 from loadgen.report.knee_text import knee_summary
 from loadgen.report.table import progress_line, table, title
 from loadgen.results.cell_result import CellResult
-from loadgen.results.cell_view import Cell, as_result
 from loadgen.sinks.base import NullSink
 
 Table = Callable[[list[CellResult]], str | None]  # a table printed after the run (None: nothing to show)
@@ -59,14 +58,12 @@ class ConsoleSink(NullSink):
         n = self.finished + 1
         return f"cell {n}/{self.planned}" if self.planned is not None else f"cell {n}"
 
-    def repeat_finished(self, cell: CellKey, summary: Cell, repeat: int) -> None:
-        result = as_result(summary)
+    def repeat_finished(self, cell: CellKey, result: CellResult, repeat: int) -> None:
         tag = self.tag(result)
         done = self.in_matrix() if tag is None else f"{tag} {cell.label()}"
         log(progress_line(result, f"{done} run {repeat}/{self.repeat}"))
 
-    def cell_finished(self, cell: CellKey, summary: Cell) -> None:
-        result = as_result(summary)
+    def cell_finished(self, cell: CellKey, result: CellResult) -> None:
         tag = self.tag(result)
         if tag is not None:
             log(progress_line(result, tag))

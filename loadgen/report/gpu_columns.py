@@ -1,6 +1,6 @@
 """The matrix's GPU columns: one short column for the default table (`GPU%`: busy % and the bottleneck's short
 name: host, pwr, temp, mem, comp, clnt, ?) and the wide ones (the figures behind it). Values from the cell's
-`gpu_activity` and `bottleneck` (the typed cell's `gpu` part; a cell's JSON is read back first)."""
+`gpu_activity` and `bottleneck` (the typed cell's `gpu` part)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from loadgen.metrics.bottleneck import utilization_percent
 from loadgen.names import Bottleneck
 from loadgen.report import text_table as tt
 from loadgen.report.text_table import Column
-from loadgen.results.cell_view import Cell, as_result
+from loadgen.results.cell_result import CellResult
+from loadgen.results.cell_view import check_path, figure
+from loadgen.results.figures import GpuTotal
 from loadgen.results.gpu_part import Gpu
 
 SHORT: dict[str, str] = {Bottleneck.CLIENT: "clnt", Bottleneck.SERVER_HOST: "host", Bottleneck.GPU_POWER_CAP: "pwr",
@@ -20,15 +22,15 @@ MEANING = {"clnt": "the client", "host": "the server's host side", "pwr": "the G
            "mem": "memory bandwidth", "comp": "GPU compute", "?": "not told apart"}
 
 
-def _gpu(cell: Cell) -> Gpu:
-    return as_result(cell).gpu
+def _gpu(cell: CellResult) -> Gpu:
+    return cell.gpu
 
 
-def _total(gpu: Gpu) -> dict[str, float]:
+def _total(gpu: Gpu) -> GpuTotal:
     return (gpu.gpu_activity or {}).get("total") or {}
 
 
-def busy_and_bottleneck(cell: Cell) -> str:
+def busy_and_bottleneck(cell: CellResult) -> str:
     """"17 host": the GPUs' utilization (%) and the bottleneck's short name (SHORT); "-" without GPU figures."""
     gpu = _gpu(cell)
     util = utilization_percent(_total(gpu))
@@ -38,7 +40,7 @@ def busy_and_bottleneck(cell: Cell) -> str:
     return f"{util:.0f} {verdict}".strip()
 
 
-def legend(cells: Sequence[Cell]) -> str | None:
+def legend(cells: Sequence[CellResult]) -> str | None:
     """The legend of `GPU%`'s short names, those the rows show: 'GPU%: busy % of the GPUs and what limited the
     cell (host = the server's host side, ? = not told apart; docs/bottleneck.md)'."""
     shown = {SHORT[b] for c in cells if (b := _gpu(c).bottleneck) in SHORT}
@@ -48,9 +50,12 @@ def legend(cells: Sequence[Cell]) -> str | None:
     return f"GPU%: busy % of the GPUs and what limited the cell ({said}; docs/bottleneck.md)"
 
 
-def _share(name: str) -> Callable[[Cell], str]:
-    def show(cell: Cell) -> str:
-        value = _total(_gpu(cell)).get(name)
+def _share(name: str) -> Callable[[CellResult], str]:
+    path = f"gpu_activity.total.{name}"
+    check_path(path)  # a misspelt name fails when the columns are made, not as a column of "-"
+
+    def show(cell: CellResult) -> str:
+        value = figure(cell, path)
         return tt.MISSING if value is None else f"{100 * value:.0f}%"
     return show
 

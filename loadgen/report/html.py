@@ -30,7 +30,6 @@ from loadgen.report.html_verdict import answer_section
 from loadgen.report.knee_text import knee_lines
 from loadgen.report.plot_axes import config_colors
 from loadgen.report.plots import Plot
-from loadgen.results.cell_view import results_of
 from loadgen.results.verdict import verdicts
 
 if TYPE_CHECKING:
@@ -115,7 +114,7 @@ def _knee_section(runs: list[Run], colors: dict[str, ColorType]) -> str:
 def _open_loop(runs: list[Run]) -> str:
     parts = []
     for r in runs:
-        cells = [c for key, c in results_of(r).items() if key.request_rate is not None]
+        cells = [c for key, c in r.cells.items() if key.request_rate is not None]
         if cells:
             parts += [el("h3", text(r.name)), columns_table(open_table.COLUMNS, cells, data_table="open-loop")]
     return "".join(parts)

@@ -7,12 +7,12 @@ import os
 from typing import Any
 
 from loadgen.files import read_json
+from loadgen.names import ConfigStatus
 from loadgen.report.compare import Run
 from loadgen.report.html_build import el, key_values, text
 from loadgen.report.html_tables import load_text, prompt_text
 from loadgen.report.plot_axes import sim_note
 from loadgen.results.cell_status import measured, problem
-from loadgen.results.cell_view import results_of
 from loadgen.results.comparable import max_tokens, mismatches
 from loadgen.results.schema import SWEEP_SCHEMA
 
@@ -65,7 +65,7 @@ def run_facts(run: Run) -> list[tuple[str, str]]:
              ("model", t.get("model")), ("server fingerprint", t.get("fingerprint")),
              ("max tokens", max_tokens(d)), ("requests per cell", args.get("requests_per_cell")),
              ("warm-up requests", args.get("warmup"))]
-    walls = [w for c in results_of(run).values() if (w := c.load.wall_clock) and w.get("start")]
+    walls = [w for c in run.cells.values() if (w := c.load.wall_clock) and w.get("start")]
     if walls:
         facts.append(("cells measured", f"{min(w['start'] for w in walls)} → {max(w['end'] for w in walls)}"))
     facts += [(f"parameter {k}", v) for k, v in run.params.items()]
@@ -129,7 +129,7 @@ def _diagnostics(run: Run) -> str:
 
 def _cell_problems(run: Run) -> list[str]:
     items = []
-    for key, cell in sorted(results_of(run).items()):
+    for key, cell in sorted(run.cells.items()):
         why = problem(cell)
         if why:
             kept = " (measured: its figures are shown, marked, never best)" if measured(cell) else ""
@@ -166,7 +166,7 @@ def problems_section(runs: list[Run], sweeps: list[Sweep]) -> tuple[str, int]:
     for r in (r for r in runs if r.cells):
         cells = _cell_problems(r)
         status = _sweep_status(r, sweeps)
-        if cells or status not in (None, "ok"):
+        if cells or status not in (None, ConfigStatus.OK):
             out += [el("h3", text(f"{r.name}" + (f" ({status})" if status else ""))),
                     el("ul", "".join(cells) or el("li", "no cell failed")), _diagnostics(r)]
             count += len(cells)

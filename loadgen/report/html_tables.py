@@ -15,8 +15,9 @@ from loadgen.report import text_table as tt
 from loadgen.report.compare import Run
 from loadgen.report.html_build import el, text
 from loadgen.report.plot_axes import config_colors
+from loadgen.results.cell_result import CellResult
 from loadgen.results.cell_status import check_names, measured, unmeasured
-from loadgen.results.cell_view import Cell, as_result, figure, results_of
+from loadgen.results.cell_view import figure
 from loadgen.results.correctness import produced_garbage, verify_text
 from loadgen.results.figures import Figures, RequestCounts
 
@@ -74,13 +75,13 @@ def _head(columns: list[str], numeric_from: int) -> str:
                                         for i, h in enumerate(columns))))
 
 
-def _row_classes(first: bool, cell: Cell, baseline: bool = False) -> str | None:
+def _row_classes(first: bool, cell: CellResult, baseline: bool = False) -> str | None:
     """'group-start', 'unusable' (not measured), 'checked' (measured, a check failed), 'baseline'."""
     state = "unusable" if not measured(cell) else "checked" if check_names(cell) else ""
     return " ".join(c for c in ("group-start" if first else "", state, "baseline" if baseline else "") if c) or None
 
 
-def _comparison_row(row: compare.Row, cell: Cell, first: bool, color: ColorType | None, metrics: list[str]) -> str:
+def _comparison_row(row: compare.Row, cell: CellResult, first: bool, color: ColorType | None, metrics: list[str]) -> str:
     key = cell_key(row)
     checks = ", ".join(row["checks"])
     tds = [el("td", text(prompt_text(key[0])) if first else "", class_="num"),
@@ -124,26 +125,25 @@ def comparison_table(runs: list[Run], base: int, asked: Sequence[str] = ()) -> s
     return el("div", table, class_="scroll")
 
 
-def _matrix_row(key: CellKey, cell: Cell, verify: bool = False) -> str:
+def _matrix_row(key: CellKey, cell: CellResult, verify: bool = False) -> str:
     """The cell's figures (marked when a check failed), and below them (full width) its notes when it has any."""
-    typed = as_result(cell)
-    why = unmeasured(typed)
-    checks = "" if why else check_names(typed)
-    wall = typed.load.wall_clock or {}
+    why = unmeasured(cell)
+    checks = "" if why else check_names(cell)
+    wall = cell.load.wall_clock or {}
     when = f"measured {wall['start']} → {wall['end']}" if wall.get("start") and wall.get("end") else None
     tds = [el("td", text(prompt_text(key[0])), class_="num"),
            el("td", text(load_text(key)), class_="num", title=when),
-           el("td", text(tt.ok_failed(typed)), class_="num")]
+           el("td", text(tt.ok_failed(cell)), class_="num")]
     for _, metric, spec in MATRIX:
-        tds.append(_figure_td(figure(typed, metric), spec, metric, checks=checks))
-    tds.append(el("td", text((typed.accept.accept_length or {}).get("source") or "")))
+        tds.append(_figure_td(figure(cell, metric), spec, metric, checks=checks))
+    tds.append(el("td", text((cell.accept.accept_length or {}).get("source") or "")))
     if verify:  # --verify: garbage / differing / exact outputs of the cell, as the terminal's verify column
-        tds.append(el("td", text(verify_text(typed)), data_metric="correctness",
-                      class_="bad" if produced_garbage(typed) else None))
-    classes = _row_classes(False, typed)
+        tds.append(el("td", text(verify_text(cell)), data_metric="correctness",
+                      class_="bad" if produced_garbage(cell) else None))
+    classes = _row_classes(False, cell)
     row = el("tr", "".join(tds), class_=classes, data_ctx=key[0], data_concurrency=key[1],
              data_rate=key[2] or None, data_measured="no" if why else "yes", data_checks=checks or None)
-    note = matrix_table.notes(typed)
+    note = matrix_table.notes(cell)
     if note:
         row += el("tr", el("td", text(note), colspan=len(MATRIX) + 4 + verify, class_="note"),
                   class_=f"note-row {classes or ''}".strip())
@@ -190,7 +190,7 @@ def _category_row(run: Run, key: CellKey, name: str, fig: Figures, checks: str =
 def category_table(runs: list[Run]) -> str:
     """Per configuration × measured cell × prompt category (`by_category`), or "" when no cell has categories."""
     rows = [_category_row(r, key, name, fig, check_names(cell)) for r in runs
-            for key, cell in sorted(results_of(r).items())
+            for key, cell in sorted(r.cells.items())
             if measured(cell) for name, fig in (cell.prompts.by_category or {}).items()]
     if not rows:
         return ""

@@ -8,7 +8,7 @@ from typing import Any
 
 from loadgen.metrics.knee import KNEE_GROWTH, knees
 from loadgen.names import CellStatus
-from loadgen.results.cell_view import Cell, as_result
+from loadgen.results.cell_result import CellResult
 
 
 def knee_phrase(found: dict[str, Any]) -> str:
@@ -26,23 +26,23 @@ def knee_phrase(found: dict[str, Any]) -> str:
     return f"{c0} ({c0}→{c1}: {g:+.1%} per doubling)" + left
 
 
-def knee_points(cells: Sequence[Cell]) -> dict[int, list[tuple[int, float]]]:
+def knee_points(cells: Sequence[CellResult]) -> dict[int, list[tuple[int, float]]]:
     """{context_tokens: [(concurrency, output tok/s), …]} over the usable closed-loop cells (status ok, with
     output tok/s), in the order given."""
     points: dict[int, list[tuple[int, float]]] = {}
-    for c in map(as_result, cells):
+    for c in cells:
         tok_s = c.throughput.output_tok_s
         if c.key.request_rate is None and c.status is CellStatus.OK and tok_s:
             points.setdefault(c.key.context_tokens, []).append((c.key.concurrency, tok_s))
     return points
 
 
-def knee_lines(cells: Sequence[Cell]) -> list[str]:
+def knee_lines(cells: Sequence[CellResult]) -> list[str]:
     """One "ctx N: …" phrase per prompt length with two or more usable concurrencies."""
     return [f"ctx {ctx}: {knee_phrase(found)}" for ctx, found in knees(knee_points(cells)).items()]
 
 
-def knee_summary(cells: Sequence[Cell], name: str | None = None) -> str | None:
+def knee_summary(cells: Sequence[CellResult], name: str | None = None) -> str | None:
     """The line after a run's matrix, wrapped at 120 columns (None when no prompt length has two usable
     concurrencies)."""
     lines = knee_lines(cells)

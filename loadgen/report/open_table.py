@@ -10,7 +10,6 @@ from loadgen.names import CellStatus
 from loadgen.report import text_table as tt
 from loadgen.report.text_table import Column, millis, number
 from loadgen.results.cell_result import CellResult
-from loadgen.results.cell_view import Cell, as_result
 
 
 def _load(cell: CellResult) -> str:
@@ -55,13 +54,12 @@ COLUMNS = [
 DEFAULT = [c for i, c in enumerate(COLUMNS) if i not in (3, 10, 11, 14, 16)]
 
 
-def render_row(cell: Cell, columns: list[Column] = COLUMNS) -> str:
-    return tt.line(columns, as_result(cell))
+def render_row(cell: CellResult, columns: list[Column] = COLUMNS) -> str:
+    return tt.line(columns, cell)
 
 
-def ramp_line(cell: Cell) -> str:
+def ramp_line(cell: CellResult) -> str:
     """The one number people ask for, with how it was found."""
-    cell = as_result(cell)
     r = cell.load.ramp or {}
     head = (f"ramp ctx={cell.key.context_tokens} {r['r0']:g}→{r['r1']:g} req/s over {r['duration_s']:g} s, "
             f"SLO TTFT p99 ≤ {r['slo_ttft_s'] * 1e3:g} ms "
@@ -91,11 +89,11 @@ def _default_rows(rows: list[CellResult]) -> list[str]:
     return lines + [w for note in notes for w in wrap_lines(note)]
 
 
-def render(cells: Sequence[Cell], wide: bool = False) -> str:
+def render(cells: Sequence[CellResult], wide: bool = False) -> str:
     """The open-loop table: latency from the actual send (snd, uncorrected) and from the intended send (int,
     corrected for client queueing), achieved vs scheduled rate, and lateness; then one line per ramp. Wide:
     every column, each note in its row; else `DEFAULT`, the notes numbered below."""
-    rows = [c for c in map(as_result, cells) if c.key.request_rate is not None]
+    rows = [c for c in cells if c.key.request_rate is not None]
     if not rows:
         return ""
     lines = ["open loop — snd: from the actual send (uncorrected); int: from the intended send (corrected).",

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from loadgen.report.compare import Run
 from loadgen.results.cell_status import check_names, measured
-from loadgen.results.cell_view import results_of
 
 
 @dataclass(frozen=True)
@@ -30,7 +29,7 @@ def points(runs: list[Run]) -> dict[int, list[Point]]:
     """{context: [Point, …]}, in configuration then concurrency order."""
     out: dict[int, list[Point]] = {}
     for r in runs:
-        for key, c in sorted(results_of(r).items()):
+        for key, c in sorted(r.cells.items()):
             x, y = (c.throughput.request_tok_s or {}).get("mean"), c.throughput.output_tok_s
             if key[2] is None and measured(c) and x and y:
                 met = c.slo.met if c.slo is not None else None
@@ -51,4 +50,4 @@ def _dominates(q: Point, p: Point) -> bool:
 
 def targets_of(runs: list[Run]) -> dict[str, float]:
     """The SLO targets the cells were measured with (the first found; {} without any)."""
-    return next((c.slo.targets_s for r in runs for c in results_of(r).values() if c.slo and c.slo.targets_s), {})
+    return next((c.slo.targets_s for r in runs for c in r.cells.values() if c.slo and c.slo.targets_s), {})

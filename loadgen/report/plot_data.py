@@ -15,7 +15,7 @@ from loadgen.names import AcceptSource
 from loadgen.report.compare import Run, comparison
 from loadgen.results.cell_result import CellResult
 from loadgen.results.cell_status import check_names, measured
-from loadgen.results.cell_view import number, results_of
+from loadgen.results.cell_view import number
 
 Getter = Callable[[CellResult], float | None]
 
@@ -57,13 +57,13 @@ def per_gpu(get: Getter) -> Getter:
 
 
 def _closed(run: Run) -> Iterator[tuple[int, int, CellResult]]:
-    for (ctx, conc, rate, *_), cell in sorted(results_of(run).items()):
+    for (ctx, conc, rate, *_), cell in sorted(run.cells.items()):
         if not rate and measured(cell):
             yield ctx, conc, cell
 
 
 def _open(run: Run) -> Iterator[tuple[int, float, CellResult]]:
-    for (ctx, _, rate, *_), cell in sorted(results_of(run).items()):
+    for (ctx, _, rate, *_), cell in sorted(run.cells.items()):
         if rate and measured(cell):
             yield ctx, rate, cell
 
@@ -132,7 +132,7 @@ def accept_by_source(runs: list[Run]) -> dict[int, dict[str, dict[str, tuple[flo
     configuration's measured cells (closed and open loop) of that prompt length, sources in AcceptSource order."""
     values: dict[int, dict[str, dict[str, list[float]]]] = {}
     for r in runs:
-        for (ctx, *_), cell in sorted(results_of(r).items()):
+        for (ctx, *_), cell in sorted(r.cells.items()):
             if not measured(cell):
                 continue
             acc = cell.accept.accept_length or {}
@@ -150,7 +150,7 @@ def accept_by_source(runs: list[Run]) -> dict[int, dict[str, dict[str, tuple[flo
 
 def chosen_sources(runs: list[Run]) -> list[str]:
     """The sources the cells' accept length values came from (a table reader's "accept" column)."""
-    found = {(c.accept.accept_length or {}).get("source") for r in runs for c in results_of(r).values() if measured(c)}
+    found = {(c.accept.accept_length or {}).get("source") for r in runs for c in r.cells.values() if measured(c)}
     return [s.value for s in AcceptSource if s in found] + sorted(s for s in found - set(AcceptSource) if s)
 
 
@@ -173,7 +173,7 @@ def accept_by_category(runs: list[Run]) -> dict[str, dict[str, tuple[float, floa
     per-category figures; empty when no cell has any."""
     values: dict[str, dict[str, list[float]]] = {}
     for r in runs:
-        for cell in results_of(r).values():
+        for cell in r.cells.values():
             if measured(cell):
                 for cat, v in _category_values(cell).items():
                     values.setdefault(r.name, {}).setdefault(cat, []).append(v)
@@ -182,6 +182,6 @@ def accept_by_category(runs: list[Run]) -> dict[str, dict[str, tuple[float, floa
 
 def power_limit_per_gpu(runs: list[Run]) -> float | None:
     """The highest per-GPU power limit any measured cell reported (W), for the plot's reference line."""
-    limits = [lim for r in runs for c in results_of(r).values() if measured(c)
+    limits = [lim for r in runs for c in r.cells.values() if measured(c)
               for lim in [per_gpu(path("power", "limit_w_total"))(c)] if lim]
     return max(limits) if limits else None

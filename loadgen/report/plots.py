@@ -26,7 +26,7 @@ from loadgen.report.plots_load import Layer, Row, grid
 from loadgen.report.plots_pareto import pareto
 from loadgen.results.cell_result import CellResult
 from loadgen.results.cell_status import measured
-from loadgen.results.cell_view import results_of, value
+from loadgen.results.cell_view import value
 
 NO_POWER = "no cell has power data (measure with --dcgm URL or --nvml)"
 NO_GPU = "no cell has GPU utilization (--dcgm URL or --nvml)"
@@ -149,7 +149,7 @@ PLOTS: list[tuple[str, str, Drawing, WhyMissing]] = [
 def _missing(runs: list[Run], part: str, what: str, why: str) -> str:
     """Why a plot of the cells' `part` is missing: `why`, unless cells that were not measured hold it (then
     it says so: a failed measurement's figures are not drawn)."""
-    held = sum(1 for r in runs for c in results_of(r).values() if value(c, part) and not measured(c))
+    held = sum(1 for r in runs for c in r.cells.values() if value(c, part) and not measured(c))
     return why if not held else f"no measured cell has {what} ({held} not measured have it: not drawn)"
 
 

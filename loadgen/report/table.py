@@ -1,5 +1,4 @@
-"""The matrix table of cells (pure: typed cells in, text out; a cell's JSON is read back first). Times in ms, rates
-in tok/s.
+"""The matrix table of cells (pure: typed cells in, text out). Times in ms, rates in tok/s.
 
 Two tables from one list of columns: the wide one (`--wide`) shows every column; the default one shows the
 columns named in `DEFAULT` and fits `WIDTH` characters (or a narrower terminal): when its columns are wider,
@@ -27,7 +26,6 @@ from loadgen.report import gpu_columns
 from loadgen.report import text_table as tt
 from loadgen.report.text_table import Column, millis, number
 from loadgen.results.cell_result import CellResult
-from loadgen.results.cell_view import Cell, as_result
 from loadgen.results.correctness import verify_text
 from loadgen.results.slo_part import attainment_text
 
@@ -47,9 +45,8 @@ def _accept(cell: CellResult) -> str:
     return tt.MISSING if acc.get("value") is None else f"{acc['value']:.2f}"
 
 
-def notes(cell: Cell) -> str:
+def notes(cell: CellResult) -> str:
     """The cell's notes in one line: not ok, sources that disagree, a saturated client, the warnings."""
-    cell = as_result(cell)
     acc = cell.accept.accept_length or {}
     found = []
     if cell.status != CellStatus.OK:
@@ -159,18 +156,17 @@ VERIFY = Column("verify", 10, verify_text)  # --verify: before the note (results
 SLO = Column("SLO", 8, _slo)  # --slo: attainment and met, before the note
 
 
-def columns(cells: Sequence[Cell]) -> list[Column]:
+def columns(cells: Sequence[CellResult]) -> list[Column]:
     """The matrix's columns for these cells: before the note, the verify column when a cell was verified
     (--verify), the SLO's when a cell had latency targets (--slo)."""
-    results = [as_result(c) for c in cells]
-    extra = [VERIFY] if verified(results) else []
-    if any(c.slo for c in results):
+    extra = [VERIFY] if verified(cells) else []
+    if any(c.slo for c in cells):
         extra += [SLO, *goodput_columns()]
     return [*COLUMNS[:-1], *extra, COLUMNS[-1]]
 
 
-def verified(cells: Sequence[Cell]) -> bool:
-    return any(as_result(c).correctness for c in cells)
+def verified(cells: Sequence[CellResult]) -> bool:
+    return any(c.correctness for c in cells)
 
 
 def title(label: str | None, run_id: str) -> str:
@@ -182,28 +178,27 @@ def header(columns: list[Column] = COLUMNS) -> str:
     return tt.header(columns)
 
 
-def row(cell: Cell, columns: list[Column] = COLUMNS) -> str:
-    return tt.line(columns, as_result(cell))
+def row(cell: CellResult, columns: list[Column] = COLUMNS) -> str:
+    return tt.line(columns, cell)
 
 
 CANCELLED_LEGEND = "+Nc in ok/fail: N requests cancelled by the client (an interrupt), neither ok nor failed"
 ABANDONED_LEGEND = "+Na in ok/fail: N requests closed on purpose (--cancel-fraction), neither ok nor failed"
 
 
-def footnote(cells: Sequence[Cell]) -> str | None:
+def footnote(cells: Sequence[CellResult]) -> str | None:
     """The legends of "*", "+Nc", "+Na", "±95%" and GPU%'s names, for the marks the rows carry, one a line."""
-    results = [as_result(c) for c in cells]
     legends = []
-    if any(_few_samples(c, path) for c in results for path in PERCENTILES):
-        legends.append(few_samples_legend(any(c.noise.repeats for c in results)))
-    if any(c.requests.requests.get("cancelled") for c in results):
+    if any(_few_samples(c, path) for c in cells for path in PERCENTILES):
+        legends.append(few_samples_legend(any(c.noise.repeats for c in cells)))
+    if any(c.requests.requests.get("cancelled") for c in cells):
         legends.append(CANCELLED_LEGEND)
-    if any(c.requests.requests.get("abandoned") for c in results):
+    if any(c.requests.requests.get("abandoned") for c in cells):
         legends.append(ABANDONED_LEGEND)
-    if any(c.noise.intervals for c in results):
+    if any(c.noise.intervals for c in cells):
         legends.append("±95%: half-width of the 95 % confidence interval of out tok/s (over the requests, or "
                        "over the runs of --repeat)")
-    gpu = gpu_columns.legend(results)
+    gpu = gpu_columns.legend(cells)
     return "\n".join(legends + ([gpu] if gpu else [])) or None
 
 
@@ -220,7 +215,7 @@ def few_samples_legend(repeated: bool) -> str:
     return text
 
 
-def note_refs(cells: list[CellResult]) -> tuple[list[str], list[str]]:
+def note_refs(cells: Sequence[CellResult]) -> tuple[list[str], list[str]]:
     """Each cell's note reference and the notes as lines "n1 ctx 1024 conc 128, ctx 60 conc 1: …" (`note_refs`)."""
     return tt.note_refs(cells, notes, row_label)
 
@@ -245,51 +240,48 @@ def declared_width(columns: list[Column]) -> int:
     return sum(max(abs(c.width), len(c.header)) + 1 for c in columns) + len("note")
 
 
-def default_columns(cells: Sequence[Cell], width: int = WIDTH, candidates: list[Column] = COLUMNS,
+def default_columns(cells: Sequence[CellResult], width: int = WIDTH, candidates: list[Column] = COLUMNS,
                     priorities: dict[str, int] = DEFAULT) -> list[Column]:
     """The default table's columns that fit `width`: the `candidates` named in `priorities`, the lowest
     priority left out first while their declared widths are wider (the same columns for every run of a kind),
     then only while a row whose texts overflow (its note reference included) is still wider."""
-    results = [as_result(c) for c in cells]
     columns = [c for c in candidates if c.header in priorities and c.header != "note"]
-    refs, _ = note_refs(results)
+    refs, _ = note_refs(cells)
     ref_width = max([len("note"), *(len(r) for r in refs)])
 
     def rows_fit(cols: list[Column]) -> bool:
-        lines = [tt.header(cols), *(tt.line(cols, c) for c in results)]
+        lines = [tt.header(cols), *(tt.line(cols, c) for c in cells)]
         return max(len(line) for line in lines) + 1 + ref_width <= width
     fixed = _drop_until(columns, priorities, lambda cols: declared_width(cols) <= width)
     return _drop_until(fixed, priorities, rows_fit)
 
 
-def table(cells: Sequence[Cell], heading: str | None = None, wide: bool = False, width: int = WIDTH,
+def table(cells: Sequence[CellResult], heading: str | None = None, wide: bool = False, width: int = WIDTH,
           candidates: list[Column] | None = None, priorities: dict[str, int] = DEFAULT) -> str:
     """The matrix: `heading` (e.g. `title(...)`), the header, one row per cell, the legend of "*". Wide:
     every column, each note in its row; else the default columns fitted to `width` (`default_columns`), the
     notes below. The candidates default to the matrix's columns (`columns`: the verify column when a cell
     was verified)."""
-    results = [as_result(c) for c in cells]
-    candidates = candidates if candidates is not None else columns(results)
+    candidates = candidates if candidates is not None else columns(cells)
     if wide:
-        lines = [header(candidates), *(row(c, candidates) for c in results)]
+        lines = [header(candidates), *(row(c, candidates) for c in cells)]
         notes_below: list[str] = []
     else:
-        shown = default_columns(results, width, candidates, priorities)
-        refs, notes_below = note_refs(results)
+        shown = default_columns(cells, width, candidates, priorities)
+        refs, notes_below = note_refs(cells)
         lines = [tt.header([*shown, NOTE_REF])]
-        lines += [tt.join([*shown, NOTE_REF], [*tt.texts(shown, c), ref]) for c, ref in zip(results, refs)]
+        lines += [tt.join([*shown, NOTE_REF], [*tt.texts(shown, c), ref]) for c, ref in zip(cells, refs)]
     lines = [line.rstrip() for line in ([heading] if heading else []) + lines]
     wrapped = [w for n in notes_below for w in wrap_lines(n, width)]
-    legend = (footnote(results) or "").splitlines()
+    legend = (footnote(cells) or "").splitlines()
     legends = [w for line in legend for w in wrap_lines(line, width, "  ")]
     return "\n".join(lines + wrapped + legends)
 
 
-def progress_line(cell: Cell, done: str) -> str:
+def progress_line(cell: CellResult, done: str) -> str:
     """The one line said on stderr when a cell (or one repeat of it) is measured: `done` ("cell 3/6"), the
     cell's headline figures and what its notes are about ("CLIENT SATURATED"; the notes are under the final
     table); `console.log` wraps it within WIDTH."""
-    cell = as_result(cell)
     out = tt.field(cell, "output_tok_s")
     interval = (cell.noise.intervals or {}).get("output_tok_s")
     spread = f" {half_width('output_tok_s')(cell)}" if interval else ""

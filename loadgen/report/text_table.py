@@ -109,7 +109,7 @@ def counts_text(req: RequestCounts) -> str:
     return f"{req.get('ok', 0)}/{req.get('failed', 0)}{cancelled}{abandoned}"
 
 
-def note_refs(items: list[Any], note_of: Callable[[Any], str],
+def note_refs(items: Sequence[Any], note_of: Callable[[Any], str],
               label_of: Callable[[Any], str]) -> tuple[list[str], list[str]]:
     """(each item's note reference, "n1" or "", the notes as lines "n1 <label>, <label>: <note>"), one number per
     distinct note text, so a long reason never widens the table; a note names every row that carries it.

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from loadgen.report import text_table as tt
 from loadgen.report.text_table import Column, number
 from loadgen.results.cell_result import CellResult
-from loadgen.results.cell_view import Cell, as_result
 
 
 def _fraction(cell: CellResult) -> str:
@@ -27,8 +26,8 @@ COLUMNS = [
 ]
 
 
-def throttle_table(cells: Sequence[Cell]) -> str | None:
-    rows = [c for c in map(as_result, cells) if c.load.throttle]
+def throttle_table(cells: Sequence[CellResult]) -> str | None:
+    rows = [c for c in cells if c.load.throttle]
     if not rows:
         return None
     return "\n".join(["request-rate ceiling:", tt.header(COLUMNS), *(tt.line(COLUMNS, c) for c in rows)])

@@ -2,7 +2,7 @@
 one way a built result changes afterwards (`amended`: a new result with later `CellFindings`).
 
 Figures come from `loadgen.metrics` (the formulas, shared with the tables and the live exporter); the
-incidents the builder sees itself are the request counts' (`cell_status.request_incidents`), a telemetry
+incidents the builder sees itself are the request counts' (`cell_status.requests_incidents`), a telemetry
 source lost mid-run and a client that fell behind; the caller passes the ones only it saw (a worker that
 died, the server going away, an interrupt). Its typed parts are built from the figures directly; `from_json`
 is for reading files.
@@ -29,14 +29,12 @@ from loadgen.metrics.source_result import SourceResult
 from loadgen.metrics.steady import Arrivals, token_arrivals
 from loadgen.record import CellKey, Record, cell_key
 from loadgen.results.cell_result import CellResult, typed_parts
-from loadgen.results.cell_status import DEFAULT_MAX_FAILED_FRACTION, failed_fraction, request_incidents
+from loadgen.results.cell_status import DEFAULT_MAX_FAILED_FRACTION, requests_failed_fraction, requests_incidents
 from loadgen.results.correctness import Verification, correctness_incidents, correctness_part
 from loadgen.results.figures import ClientHealth
 from loadgen.results.findings import NOTHING, CellFindings
 from loadgen.results.incidents import Incident, IncidentKind
 from loadgen.results.slo_part import Slo, first_wave_note
-
-TELEMETRY_LOST = "TELEMETRY LOST"  # how a requested source that went quiet mid-run opens its warning
 
 
 def figures(key: CellKey, records: Sequence[Record] | RecordTable, sources: Sequence[SourceResult], client: dict | None,
@@ -80,18 +78,17 @@ def build_cell(key: CellKey, records: Sequence[Record] | RecordTable, sources: S
     flat = figures(key, records, sources, client, chunks, arrivals) | {"max_failed_fraction": max_failed_fraction}
     if shared_prefix:
         flat["shared_prefix"] = shared_prefix_figures(records.ok(), *shared_prefix)
-    flat["failed_fraction"] = failed_fraction(flat)
+    flat["failed_fraction"] = requests_failed_fraction(flat["requests"])
     parts, extra = typed_parts(flat)
     slo_part = _slo(key, records, slo, flat["duration_s"], not_sent)
     correctness = correctness_part(verification, flat.get("output_tokens") or 0) if verification else None
-    warnings = [w for r in sources for w in r.warnings]
-    notes = [w for w in warnings if not w.startswith(TELEMETRY_LOST)]
+    notes = [w for r in sources for w in r.warnings]
     if parts["workload"].cancellation:
         notes.append(abandoned_note(flat["requests"]))
     if slo_part is not None and (wave := first_wave_note(slo_part)):
         notes.append(wave)
-    seen = [*(Incident(IncidentKind.TELEMETRY_LOST, w) for w in warnings if w.startswith(TELEMETRY_LOST)),
-            *request_incidents(flat), *incidents]
+    seen = [*(Incident(IncidentKind.TELEMETRY_LOST, r.lost) for r in sources if r.lost),
+            *requests_incidents(flat["requests"], max_failed_fraction), *incidents]
     if client and client.get("saturated"):
         seen.append(Incident(IncidentKind.CLIENT_SATURATED, saturation_note(client, key.as_dict())))
     if correctness is not None:

@@ -90,7 +90,7 @@ class Latency:
     e2e_s: fig.Distribution | None = doc("t_end − t_sent", "s")
     e2e_from_intended_s: fig.Distribution | None = doc("t_end − t_intended", "s")
     prefill_s: float | None = doc("prompt processing as the client sees it = mean TTFT", "s")
-    steps: Figures | None = doc("decode steps: events < 1 ms apart are one step; step ITL and tokens per step")
+    steps: fig.Steps | None = doc("decode steps: events < 1 ms apart are one step; step ITL and tokens per step")
 
 
 @dataclass

@@ -15,8 +15,8 @@ requests it scheduled. Failures below the limit leave the cell usable; `failure_
 were. Messages say "failed" only of failed requests and "cancelled" of cancelled ones. Requests closed on
 purpose (`abandoned`, `--cancel-fraction`) are scheduled and never count against the cell.
 
-Every judgement reads the typed cell (`CellResult`); handed a cell's JSON object, it reads it back first
-(`cell_view.as_result`, through `cell_result.from_json`), so an older file is judged as this loadgen judges.
+Every judgement reads the typed cell (`CellResult`); a file's cells are read back once, where the file is
+loaded (`cell_result.from_json`), so an older file is judged as this loadgen judges.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from enum import StrEnum
 from loadgen.config import RunConfig
 from loadgen.metrics.counts import not_ok, scheduled
 from loadgen.names import CellStatus, Outcome
-from loadgen.results.cell_view import Cell, as_result
+from loadgen.results.cell_result import CellResult
 from loadgen.results.correctness import produced_garbage
 from loadgen.results.figures import RequestCounts
 from loadgen.results.incidents import Effect, Incident, IncidentKind, measurement
@@ -42,14 +42,14 @@ def requests_failed_fraction(req: RequestCounts) -> float | None:
     return not_ok(req) / n if n else None
 
 
-def failed_fraction(cell: Cell) -> float | None:
+def failed_fraction(cell: CellResult) -> float | None:
     """`requests_failed_fraction` over the cell's measured requests."""
-    return requests_failed_fraction(as_result(cell).requests.requests)
+    return requests_failed_fraction(cell.requests.requests)
 
 
-def max_failed_fraction(cell: Cell) -> float:
+def max_failed_fraction(cell: CellResult) -> float:
     """The limit the cell was judged by (stored in the cell; the default for files written before it was)."""
-    return _limit(as_result(cell).requests.max_failed_fraction)
+    return _limit(cell.requests.max_failed_fraction)
 
 
 def _limit(stored: float | None) -> float:
@@ -84,41 +84,38 @@ def _too_many(req: RequestCounts, limit: float) -> str | None:
             f"--max-failed-fraction): {_outcomes(req)}")
 
 
-def too_many_failed(cell: Cell) -> str | None:
+def too_many_failed(cell: CellResult) -> str | None:
     """'12 of 64 requests failed (18.8% > 1% --max-failed-fraction): 12 http_error', or None."""
-    c = as_result(cell)
-    return _too_many(c.requests.requests, _limit(c.requests.max_failed_fraction))
+    return _too_many(cell.requests.requests, _limit(cell.requests.max_failed_fraction))
 
 
-def problem(cell: Cell) -> str | None:
+def problem(cell: CellResult) -> str | None:
     """Why the cell does not stand as a passing measurement: not measured (`unmeasured`), or failed by a check
     (garbage output, output mismatch: its status); None when it is ok and usable. The search and the run's
     verdict judge by it; the views ask `measured` and `failed_checks` apart."""
-    c = as_result(cell)
-    if c.status != CellStatus.OK:
-        return c.error or c.status
-    return too_many_failed(c)
+    if cell.status != CellStatus.OK:
+        return cell.error or cell.status
+    return too_many_failed(cell)
 
 
-def unmeasured(cell: Cell) -> str | None:
+def unmeasured(cell: CellResult) -> str | None:
     """Why the cell's figures are not a measurement (skipped, a failed measurement, too many failed requests),
     or None when it was measured, whether or not its checks passed. A failed cell without a failed check among
     its incidents (a hand-written or older file) is judged by its status alone."""
-    c = as_result(cell)
-    if c.status != CellStatus.OK and not any(i.effect is Effect.CHECK for i in c.incidents):
-        return c.error or c.status
-    verdict = measurement(c.incidents)
+    if cell.status != CellStatus.OK and not any(i.effect is Effect.CHECK for i in cell.incidents):
+        return cell.error or cell.status
+    verdict = measurement(cell.incidents)
     if verdict.status is not CellStatus.OK:
         return verdict.error or verdict.status
-    return too_many_failed(c)
+    return too_many_failed(cell)
 
 
-def measured(cell: Cell) -> bool:
+def measured(cell: CellResult) -> bool:
     """The cell's figures are a measurement: shown in every table and plot (marked when a check failed)."""
     return unmeasured(cell) is None
 
 
-def usable(cell: Cell) -> bool:
+def usable(cell: CellResult) -> bool:
     """Measured and ok: it stands as a passing measurement (`problem` None)."""
     return problem(cell) is None
 
@@ -129,10 +126,9 @@ def _failure_note(req: RequestCounts, limit: float) -> str | None:
     return f"{not_ok(req)} of {scheduled(req)} {_verb(req)}: {_outcomes(req)}"
 
 
-def failure_note(cell: Cell) -> str | None:
+def failure_note(cell: CellResult) -> str | None:
     """The failures of a usable cell, for its note: '2 of 256 failed: 1 timeout, 1 http_error', or None."""
-    c = as_result(cell)
-    return _failure_note(c.requests.requests, _limit(c.requests.max_failed_fraction))
+    return _failure_note(cell.requests.requests, _limit(cell.requests.max_failed_fraction))
 
 
 def requests_incidents(req: RequestCounts, limit: float | None) -> list[Incident]:
@@ -147,26 +143,19 @@ def requests_incidents(req: RequestCounts, limit: float | None) -> list[Incident
     return [Incident(IncidentKind.SOME_FAILED, note)] if note else []
 
 
-def request_incidents(cell: Cell) -> list[Incident]:
-    """`requests_incidents` of a cell (or the builder's flat figures: `requests` and `max_failed_fraction`)."""
-    c = as_result(cell)
-    return requests_incidents(c.requests.requests, c.requests.max_failed_fraction)
-
-
-def missed_slo(cell: Cell) -> str | None:
+def missed_slo(cell: CellResult) -> str | None:
     """'missed its SLO (attainment 72% < 90%)' for a cell measured with latency targets that it missed."""
-    slo = as_result(cell).slo
+    slo = cell.slo
     if slo is None or slo.met is not False:
         return None
     shown = "no request scheduled" if slo.attainment is None else f"attainment {slo.attainment:.0%}"
     return f"missed its SLO ({shown} < {slo.attainment_required or 0:.0%})"
 
 
-def client_saturated(cell: Cell) -> str | None:
+def client_saturated(cell: CellResult) -> str | None:
     """Why the cell's client is known to have fallen behind ('client saturated: …'), or None."""
-    c = as_result(cell)
-    client = c.telemetry.client or {}
-    if not (client.get("saturated") or c.has(IncidentKind.CLIENT_SATURATED)):
+    client = cell.telemetry.client or {}
+    if not (client.get("saturated") or cell.has(IncidentKind.CLIENT_SATURATED)):
         return None
     return "client saturated: " + ("; ".join(client.get("reasons") or []) or "see its note")
 
@@ -195,10 +184,9 @@ class FailedCheck:
     reason: str
 
 
-def failed_checks(cell: Cell) -> list[FailedCheck]:
+def failed_checks(cell: CellResult) -> list[FailedCheck]:
     """The checks the cell failed: its failing incidents (garbage, mismatch, drift) as recorded, then SLO, client;
     empty when it passed them all. Judged whether or not the cell was measured (views ask `measured` first)."""
-    cell = as_result(cell)
     found = [FailedCheck(CHECK_INCIDENTS[i.kind], i.reason) for i in cell.incidents if i.effect is Effect.CHECK]
     if produced_garbage(cell) and not any(f.kind is CheckKind.GARBAGE for f in found):
         found.insert(0, FailedCheck(CheckKind.GARBAGE, "garbage output"))  # a file without its incident
@@ -208,28 +196,26 @@ def failed_checks(cell: Cell) -> list[FailedCheck]:
     return found
 
 
-def passed_checks(cell: Cell) -> bool:
+def passed_checks(cell: CellResult) -> bool:
     return not failed_checks(cell)
 
 
-def check_names(cell: Cell) -> str:
+def check_names(cell: CellResult) -> str:
     """'garbage output, missed SLO': the short names of the checks the cell failed ('' when none)."""
     return ", ".join(dict.fromkeys(f.kind.value for f in failed_checks(cell)))
 
 
-def cut_short(cell: Cell) -> str | None:
+def cut_short(cell: CellResult) -> str | None:
     """'cut short: stopped early: 35 measured requests not sent' for a cell an interrupt or a server that went
     away stopped before every measured request was sent (its figures cover part of the cell), or None."""
-    c = as_result(cell)
-    found = next((i.reason for i in c.incidents if i.kind is IncidentKind.INTERRUPTED), None)
+    found = next((i.reason for i in cell.incidents if i.kind is IncidentKind.INTERRUPTED), None)
     return None if found is None else f"cut short: {found}"
 
 
-def not_best(cell: Cell) -> str | None:
+def not_best(cell: CellResult) -> str | None:
     """Why this cell may not be named best in compare and the report, or None when it may: it was not measured
     (`unmeasured`), or it failed a check (`failed_checks`: its outputs were garbage or differed under --verify
     exact, it missed its latency targets, its client fell behind and its latencies are partly the client's), or
     it was cut short (`cut_short`: part of the cell, not a measurement of it)."""
-    cell = as_result(cell)
     checks = failed_checks(cell)
     return unmeasured(cell) or (checks[0].reason if checks else None) or cut_short(cell)

@@ -4,9 +4,6 @@ that holds it, `figure(cell, "ttft_s.p50")` a step further into its block. The n
 is checked against the parts' declared types (`check_path`): a name no part or typed block declares
 ("ttft_s.p5O") is an error at once (`KeyError`), never a silent None; only a block whose keys vary (a `dict`)
 is not checked past. `catalog_figure(cell, key)` reads a figure of the catalog (`metrics/catalog.py`) by its key.
-
-`as_result` takes a cell as the views are handed it: a `CellResult`, or the JSON object of one (a file read
-back, an older file, a test's hand-written cell), read through the one `cell_result.from_json`.
 """
 
 from __future__ import annotations
@@ -14,39 +11,17 @@ from __future__ import annotations
 import types
 from dataclasses import is_dataclass
 from functools import cache
-from typing import Any, Protocol, Union, get_args, get_origin, get_type_hints, is_typeddict
+from typing import Any, Union, get_args, get_origin, get_type_hints, is_typeddict
 
 from loadgen.metrics import catalog
-from loadgen.record import CellKey
 from loadgen.results.cell_result import (
     KEY_FIELDS,
     PARTS,
     RESERVED,
     TYPED_RESERVED,
     CellResult,
-    from_json,
     part_keys,
 )
-
-Cell = CellResult | dict  # what a view may be handed; `as_result` makes the one the view reads
-
-
-def as_result(cell: Cell) -> CellResult:
-    """The typed cell: itself, or its JSON object read back (a cell without a key gets the key 0, 0)."""
-    if isinstance(cell, CellResult):
-        return cell
-    return from_json({"context_tokens": 0, "concurrency": 0} | cell)
-
-
-class HasCells(Protocol):
-    """A configuration's results as the views are handed them (`compare.Run`): its cells by key."""
-
-    cells: dict
-
-
-def results_of(run: HasCells) -> dict[CellKey, CellResult]:
-    """The run's cells by key, each typed (`as_result`)."""
-    return {key: as_result(cell) for key, cell in run.cells.items()}
 
 
 @cache

@@ -13,7 +13,6 @@ from loadgen.errors import UsageError
 from loadgen.files import read_input
 from loadgen.record import CellKey
 from loadgen.results.cell_result import CellResult
-from loadgen.results.cell_view import as_result
 from loadgen.results.schema import SWEEP_SCHEMA, TUNE_SCHEMA
 from loadgen.results.stored import stored_cells
 
@@ -27,10 +26,6 @@ class Run:
     path: str
     doc: dict
     cells: dict[CellKey, CellResult] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        # a run made of cells' JSON objects (a test's, a caller's own) holds them typed all the same
-        self.cells = {key: as_result(cell) for key, cell in self.cells.items()}
 
     @property
     def params(self) -> dict:

@@ -19,8 +19,7 @@ from loadgen.metrics.correctness import (
 )
 from loadgen.names import VerifyMode
 from loadgen.record import Record
-from loadgen.results.cell_result import Figures, doc
-from loadgen.results.cell_view import Cell, as_result
+from loadgen.results.cell_result import CellResult, Figures, doc
 from loadgen.results.incidents import Incident, IncidentKind
 
 
@@ -152,15 +151,15 @@ def correctness_incidents(part: dict) -> list[Incident]:
     return found
 
 
-def produced_garbage(cell: Cell) -> bool:
+def produced_garbage(cell: CellResult) -> bool:
     """The cell's garbage fraction is above the limit it was judged by."""
-    return garbage_note(as_result(cell).correctness or {}) is not None
+    return garbage_note(cell.correctness or {}) is not None
 
 
-def verify_text(cell: Cell) -> str:
+def verify_text(cell: CellResult) -> str:
     """The table's `verify` column: 'garb 8/8' (garbage outputs / checked), else 'diff 3/8' (outputs that
     differ from the reference), else 'exact 8/8'; '-' for a cell without verification."""
-    part = as_result(cell).correctness or {}
+    part = cell.correctness or {}
     checked = part.get("checked")
     if not checked:
         return "-" if not part else "none 0/0"

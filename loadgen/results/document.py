@@ -19,6 +19,12 @@ from loadgen.results.provenance import environment
 from loadgen.results.schema import RESULTS_SCHEMA
 
 
+def requests_path(results_path: str) -> str:
+    """The records (JSONL) written beside a results file: `run.json` → `run.requests.jsonl`."""
+    base = results_path[:-5] if results_path.endswith(".json") else results_path
+    return base + ".requests.jsonl"
+
+
 def host_identity() -> dict:
     """Which clock the records' monotonic times are on: same boot_id = same CLOCK_MONOTONIC."""
     boot_id = None

@@ -112,15 +112,47 @@ class AcceptFigures(TypedDict, total=False):
     disagreement: str
 
 
+class GpuTotal(TypedDict, total=False):
+    """The GPUs' activity over the window in total (`metrics.gpu_window.total_figures`): the sum of the memory used
+    and the time throttled, the mean of the others, each over the GPUs that served it."""
+
+    utilization_percent: float
+    sm_clock_mhz: float
+    sm_clock_max_mhz: float
+    sm_clock_fraction: float
+    gr_engine_active: float
+    sm_active: float
+    sm_occupancy: float
+    tensor_active: float
+    dram_active: float
+    memory_used_mib: float
+    power_cap_fraction: float
+    thermal_fraction: float
+    hw_slowdown_fraction: float
+    power_violation_s: float
+    power_violation_fraction: float
+    thermal_violation_s: float
+
+
 class GpuActivity(TypedDict, total=False):
     """GPU activity over the window (`metrics.gpu_window.cell_activity`): the figures per GPU and in total
     (utilization_percent, sm_clock_fraction, dram_active, tensor_active, power_cap_fraction, …)."""
 
     source: str
     gpus: int
-    total: dict[str, float]
+    total: GpuTotal
     per_gpu: list[dict[str, Any]]
     unavailable: dict[str, str]
+
+
+class Steps(TypedDict, total=False):
+    """Decode steps (`metrics.steps.step_figures`): events < 1 ms apart are one step."""
+
+    threshold_s: float
+    step_itl_s: Distribution
+    steps_per_request_mean: float | None
+    events_per_step_mean: float | None
+    tokens_per_step: float | None
 
 
 class Ramp(TypedDict, total=False):

@@ -34,13 +34,12 @@ from loadgen.names import Phase
 from loadgen.record import CellKey, Record, RunAnchor, cell_key
 from loadgen.results.cell_result import CellResult, from_json
 from loadgen.results.cell_status import max_failed_fraction, requests_failed_fraction, requests_incidents
-from loadgen.results.cell_view import Cell, as_result
+from loadgen.results.document import requests_path
 from loadgen.results.figures import ClientHealth
 from loadgen.results.provenance import wall_clock
 from loadgen.results.schema import RESULTS_SCHEMA as SCHEMA
 from loadgen.results.slo_part import Slo
 from loadgen.results.stored import stored_cells
-from loadgen.sinks.jsonl import requests_path
 
 TIME_FIELDS = ("t_intended_ns", "t_sent_ns", "t_first_byte_ns", "t_first_token_ns", "t_last_token_ns",
                "t_end_ns")
@@ -97,9 +96,8 @@ def _server_accept(first: CellResult) -> SourceResult:
     return SourceResult("shard-0", "accept_length", bool(others), {"per_source": others, "unavailable": unavailable})
 
 
-def merge_cell(key: CellKey, shards: Sequence[Cell | None], records: list[list[Record]]) -> CellResult:
-    """One merged cell from each shard's cell (None where a shard lacks it) and measured records."""
-    entries = [None if e is None else as_result(e) for e in shards]
+def merge_cell(key: CellKey, entries: Sequence[CellResult | None], records: list[list[Record]]) -> CellResult:
+    """One merged cell from each shard's cell (`entries`: None where a shard lacks it) and measured records."""
     # in end order, as one process appends them, so even float sums come out the same
     measured = sorted((r for recs in records for r in recs), key=lambda r: r.t_end_ns)
     summary = summarize(measured)

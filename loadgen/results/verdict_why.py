@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from loadgen.engines.registry import adapter
 from loadgen.metrics import verify_steps as vs
+from loadgen.names import Bottleneck
 from loadgen.results.cell_result import CellResult
 from loadgen.results.cell_view import catalog_figure, figure, number
 from loadgen.results.objectives import sustained_output_tok_s
@@ -205,7 +206,7 @@ def limit_text(w: Why) -> str:
 def gpu_text(w: Why) -> str:
     f = w.configs[w.leader]
     power = "" if f.power_fraction_of_limit is None else f"GPU power {f.power_fraction_of_limit:.0%} of its limit"
-    neck = f"bottleneck {f.bottleneck}" if f.bottleneck and f.bottleneck != "unknown" else ""
+    neck = f"bottleneck {f.bottleneck}" if f.bottleneck and f.bottleneck != Bottleneck.UNKNOWN else ""
     return ", ".join(p for p in (power, neck) if p)
 
 

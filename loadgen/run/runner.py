@@ -241,9 +241,8 @@ class Runner:
 
     def tell_finished(self, cell: CellKey, result: CellResult) -> None:
         """A finished cell to every sink (the console says its line, the exporter sets its gauges)."""
-        entry = result.to_json()
         for s in self.parts.sinks:
-            s.cell_finished(cell, entry)
+            s.cell_finished(cell, result)
 
     async def measure_repeats(self, session: aiohttp.ClientSession, measurer: CellMeasurer,
                               cell: CellKey) -> CellResult:
@@ -259,9 +258,8 @@ class Runner:
                 break
             results.append(await self.measure_cell(session, measurer, cell, repeat))
             if n > 1:
-                entry = results[-1].to_json()
                 for s in self.parts.sinks:
-                    s.repeat_finished(cell, entry, repeat + 1)
+                    s.repeat_finished(cell, results[-1], repeat + 1)
         return combine_repeats(results)
 
     async def measure_cell(self, session: aiohttp.ClientSession, measurer: CellMeasurer,

@@ -17,7 +17,7 @@ from loadgen.console import log
 from loadgen.metrics.drift import judge_drift
 from loadgen.metrics.oversaturation import Reference
 from loadgen.metrics.record_table import RecordTable
-from loadgen.names import SearchOver
+from loadgen.names import CellStatus, SearchOver
 from loadgen.record import CellKey, Record
 from loadgen.results.cell_result import CellResult
 from loadgen.results.document import ResultsFile
@@ -42,7 +42,8 @@ def load_of(over: SearchOver, key: CellKey) -> float:
 
 def reference(over: SearchOver, key: CellKey, cells: list[CellResult]) -> Reference | None:
     """The usable probe of the same prompt length nearest below `key`'s load, as the early stop's reference."""
-    below = [(c, tok_s, ttft_s) for c in cells if c.key.context_tokens == key.context_tokens and c.status == "ok"
+    below = [(c, tok_s, ttft_s) for c in cells
+             if c.key.context_tokens == key.context_tokens and c.status == CellStatus.OK
              and load_of(over, c.key) < load_of(over, key) and (tok_s := c.throughput.output_tok_s)
              and (ttft_s := (c.latency.ttft_s or {}).get("p50"))]
     if not below:

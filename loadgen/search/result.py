@@ -10,7 +10,6 @@ from typing import Any
 from loadgen.config import SloConfig
 from loadgen.record import CellKey
 from loadgen.results.cell_result import CellResult
-from loadgen.results.cell_view import Cell, as_result
 from loadgen.search.caveats import caveats
 from loadgen.search.probes import Probe, SearchConfig
 from loadgen.search.walk import Bracket, replay
@@ -35,11 +34,11 @@ def answer_json(b: Bracket, cfg: SearchConfig) -> dict[str, Any]:
             "capped": b.capped, "caveats": [] if b.drift is not None else [c.to_json() for c in caveats(b, cfg)]}
 
 
-def cells_by_key(cells: Sequence[Cell]) -> dict[CellKey, CellResult]:
-    return {c.key: c for c in map(as_result, cells)}
+def cells_by_key(cells: Sequence[CellResult]) -> dict[CellKey, CellResult]:
+    return {c.key: c for c in cells}
 
 
-def search_section(cfg: SearchConfig, slo: SloConfig, contexts: list[int], cells: Sequence[Cell],
+def search_section(cfg: SearchConfig, slo: SloConfig, contexts: list[int], cells: Sequence[CellResult],
                    cap: int = 0) -> dict[str, Any]:
     """The results document's `search` part: the settings and, per prompt length, the bracket found."""
     by_key = cells_by_key(cells)

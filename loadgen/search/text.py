@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from loadgen.config import SloConfig
 from loadgen.names import SearchOver
-from loadgen.results.cell_view import Cell
+from loadgen.results.cell_result import CellResult
 from loadgen.results.compare_inputs import Run
 from loadgen.results.incidents import IncidentKind
 from loadgen.search.caveats import caveats
@@ -85,7 +85,8 @@ def answer_lines(cfg: SearchConfig, context: int, b: Bracket) -> list[str]:
     return lines
 
 
-def search_text(cfg: SearchConfig, slo: SloConfig, contexts: list[int], cells: Sequence[Cell], cap: int = 0) -> str:
+def search_text(cfg: SearchConfig, slo: SloConfig, contexts: list[int], cells: Sequence[CellResult],
+                cap: int = 0) -> str:
     """The whole answer, replayed from the cells (`walk.replay`), one block per prompt length."""
     by_key = cells_by_key(cells)
     lines = _wrap(f"search over {cfg.over}: SLO {targets_text(slo)}; resolution {resolution_text(cfg)}", "    ")

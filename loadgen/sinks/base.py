@@ -1,4 +1,5 @@
-"""The sink interface. Records flow one way: the scheduler hands each finished `Record` to every sink.
+"""The sink interface. Records flow one way: the scheduler hands each finished `Record` to every sink, and the
+runner each finished cell's typed result (`CellResult`); a sink that writes the cell as JSON calls its `to_json`.
 
 The run's sinks, chosen in `loadgen/cli/assemble.py`: the JSONL records (`loadgen/sinks/jsonl.py`), the
 server-down guard (`loadgen/run/server_down.py`, which watches outcomes), the live exporter
@@ -14,6 +15,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from loadgen.record import CellKey, Record
+from loadgen.results.cell_result import CellResult
 
 
 class Sink(Protocol):
@@ -29,13 +31,14 @@ class Sink(Protocol):
     def record(self, rec: Record) -> None:
         """A request ended, whatever the outcome. Called exactly once per scheduled request."""
 
-    def repeat_finished(self, cell: CellKey, summary: dict, repeat: int) -> None:
+    def repeat_finished(self, cell: CellKey, result: CellResult, repeat: int) -> None:
         """One of `--repeat`'s measurements of the cell (`repeat`, from 1) is final; the cell that combines
         them follows (`cell_finished`). Not called for a cell measured once."""
 
-    def cell_finished(self, cell: CellKey, summary: dict) -> None:
-        """The cell's summary (DESIGN.md §4 `cells[]` entry, telemetry included) is final. A cell measured again
-        outside the matrix (`run/remeasure.py`) is told too, under its own run id (`<run id>-<tag>`)."""
+    def cell_finished(self, cell: CellKey, result: CellResult) -> None:
+        """The cell's result (its `cells[]` entry in the results file, telemetry included) is final. A cell
+        measured again outside the matrix (`run/remeasure.py`) is told too, under its own run id
+        (`<run id>-<tag>`)."""
 
     def close(self) -> None:
         """The run is over."""
@@ -56,10 +59,10 @@ class NullSink:
     def record(self, rec: Record) -> None:
         pass
 
-    def repeat_finished(self, cell: CellKey, summary: dict, repeat: int) -> None:
+    def repeat_finished(self, cell: CellKey, result: CellResult, repeat: int) -> None:
         pass
 
-    def cell_finished(self, cell: CellKey, summary: dict) -> None:
+    def cell_finished(self, cell: CellKey, result: CellResult) -> None:
         pass
 
     def close(self) -> None:

@@ -9,11 +9,6 @@ from loadgen.record import Record
 from loadgen.sinks.base import NullSink
 
 
-def requests_path(results_path: str) -> str:
-    base = results_path[:-5] if results_path.endswith(".json") else results_path
-    return base + ".requests.jsonl"
-
-
 class JsonlSink(NullSink):
     """Opened when the first cell starts, not before: a run that stops on bad input (exit 2) must not
     truncate the records of an earlier run written to the same path. Every line is the record (which carries

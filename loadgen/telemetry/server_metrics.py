@@ -36,6 +36,7 @@ from __future__ import annotations
 import aiohttp
 
 from loadgen.engines.registry import adapter, metrics_switches
+from loadgen.names import ServerMetrics
 from loadgen.telemetry.base import PeriodicSampler, SourceResult
 from loadgen.telemetry.engine_metrics import (
     ABORTED,
@@ -98,7 +99,7 @@ class ServerMetricsSource(PeriodicSampler):
     name = "server_metrics"
     kind = "accept_length"
 
-    def __init__(self, url: str, interval_s: float = 1.0, origin: str = "auto", timeout_s: float = 5.0):
+    def __init__(self, url: str, interval_s: float = 1.0, origin: str = ServerMetrics.AUTO, timeout_s: float = 5.0):
         super().__init__(interval_s)
         self.url = url
         self.origin = origin
@@ -171,10 +172,10 @@ class ServerMetricsSource(PeriodicSampler):
         if self.scrapes == 0:
             why = self.errors[-1] if self.errors else "no answer"
             hint = (f"start {metrics_switches()}, or pass --server-metrics URL (or off)"
-                    if self.origin == "auto" else "check the --server-metrics URL")
+                    if self.origin == ServerMetrics.AUTO else "check the --server-metrics URL")
             reason = f"{self.url} could not be scraped ({why}); {hint}"
             values["unavailable"] = {"counters": reason, "gauge": reason}
-            if self.origin != "auto":
+            if self.origin != ServerMetrics.AUTO:
                 warnings.append(f"server metrics: {reason}")
             return SourceResult(self.name, self.kind, False, values, reason=reason, warnings=warnings)
         if self.errors:
