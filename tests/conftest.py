@@ -88,14 +88,16 @@ class SimHandle:
 
 
 def start_sim(tmp_path: Path, *args: str, name: str = "truth.jsonl", env: dict | None = None,
-              pin_speed: bool = True) -> SimHandle:
+              pin_speed: bool = True, fresh: bool = False) -> SimHandle:
     """`loadgen sim` on a free port. Without `--speed` in `args` it runs at speed 1 (`pin_speed`): the tests
-    were written against the calibrated step times, before the one default became 4."""
+    were written against the calibrated step times, before the one default became 4. Forked from the session's
+    process that has imported loadgen (tests/forked.py), or started afresh (`fresh`) as loadgen starts its
+    built-in simulator."""
     truth = tmp_path / name
     if pin_speed and "--speed" not in args:
         args = ("--speed", "1", *args)
     proc = forked.spawn(["sim", "--port", "0", "--truth", str(truth), *args], stdout=subprocess.PIPE,
-                        stderr=subprocess.PIPE, env={**os.environ, **(env or {})})
+                        stderr=subprocess.PIPE, env={**os.environ, **(env or {})}, fresh=fresh)
     deadline = time.monotonic() + 30
     line = b""
     while time.monotonic() < deadline:

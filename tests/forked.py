@@ -41,15 +41,12 @@ _SERVER: dict = {}
 def serve(path: str) -> None:
     """Import `PRELOAD`, listen on the Unix socket `path`, fork a child for each request, and send each caller
     its child's pid, then its exit status."""
-    import gc
     import importlib
 
     sys.path[0] = str(ROOT)  # `python -c` put the cwd here; a child's chdir must not move it
     for name in PRELOAD:
         with contextlib.suppress(ImportError):  # a module moved: the child imports what it needs
             importlib.import_module(name)
-    gc.collect()
-    gc.freeze()  # the children's collections leave the imported objects alone (no copy-on-write of them)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(64)
@@ -295,10 +292,10 @@ class Forked:
 
 
 def spawn(argv: list[str], *, cwd=ROOT, env: dict | None = None, stdin=None, stdout=None, stderr=None,
-          text: bool = False):
-    """`python -m loadgen ARGV`: forked when `enabled()`, else `subprocess.Popen`."""
+          text: bool = False, fresh: bool = False):
+    """`python -m loadgen ARGV`: forked when `enabled()`, else (or `fresh`) `subprocess.Popen`."""
     env = dict(os.environ if env is None else env)
-    if not enabled():
+    if fresh or not enabled():
         return subprocess.Popen([sys.executable, "-m", "loadgen", *argv], cwd=cwd, env=env, stdin=stdin,
                                 stdout=stdout, stderr=stderr, text=text)
     return Forked(argv, cwd=cwd, env=env, stdin=stdin, stdout=stdout, stderr=stderr, text=text)

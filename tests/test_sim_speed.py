@@ -25,7 +25,7 @@ def test_the_built_in_simulator_starts_with_loadgen_sims_own_defaults():
 
 @pytest.mark.sim
 def test_the_same_cell_gives_the_same_tok_s_against_either_simulator(sim_factory, tmp_path):
-    sim = sim_factory(pin_speed=False)  # `loadgen sim` with its defaults
+    sim = sim_factory(pin_speed=False, fresh=True)  # `loadgen sim` with its defaults, started as the built-in one
     figures = []
     for name, url in (("builtin", ()), ("sim", ("--url", sim.url))):
         run = run_loadgen(*url, *CELL, "--out", str(tmp_path / f"{name}.json"))
