@@ -176,7 +176,10 @@ def shutdown() -> None:
     """Stop the server (its children that still run are left to their callers)."""
     with _LOCK:
         proc = _SERVER.pop("proc", None)
-        _SERVER.pop("path", None)
+        path = _SERVER.pop("path", None)
+    if path is not None:
+        import shutil
+        shutil.rmtree(os.path.dirname(path), ignore_errors=True)
     if proc is not None:
         proc.stdin.close()
         try:
