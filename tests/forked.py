@@ -60,7 +60,10 @@ def serve(path: str) -> None:
                 if not os.read(0, 1):
                     return
             elif key.data is None:
-                _fork_one(listener, sel)
+                try:
+                    _fork_one(listener, sel)
+                except (OSError, EOFError, ValueError) as exc:  # a caller that went away: serve the next ones
+                    print(f"fork server: a request failed: {exc!r}", file=sys.stderr, flush=True)
             else:
                 pid, conn = key.data
                 sel.unregister(key.fd)
@@ -73,11 +76,14 @@ def serve(path: str) -> None:
 
 def _fork_one(listener: socket.socket, sel: selectors.BaseSelector) -> None:
     conn, _ = listener.accept()
+    conn.settimeout(30)  # a caller that connected sends its request at once
     size = int.from_bytes(_recv_exact(conn, 4), "big")
     msg, fds, _, _ = socket.recv_fds(conn, size, 3)
-    while len(msg) < size:
-        msg += conn.recv(size - len(msg))
+    if not msg:
+        raise EOFError("the caller went away")
+    msg += _recv_exact(conn, size - len(msg))
     request = json.loads(msg)
+    conn.settimeout(None)
     pid = os.fork()
     if pid == 0:
         listener.detach()
