@@ -78,7 +78,7 @@ class StreamRecorder:
             rec.t_first_byte_ns = now
         state, parser, said = self.state, self.parser, MORE
         while data and said == MORE:
-            if parser.idle:  # the whole SSE events of the stream's template it begins with, without the parser
+            if parser.idle:  # the whole SSE events of the stream's template from here on, without the parser
                 pos = read_template(state, data, 0, True, self.chunk_tokens)
                 if pos:
                     data = data[pos:]
