@@ -91,6 +91,16 @@ class StreamState:
             self._feed_openai_meta(obj, choices)
         return False
 
+    def _feed_text(self, obj: dict, usage: dict | None, text: bool) -> bool:
+        """An event with choices: counted when it carries usage or llama.cpp's `timings`, else a chunk whose
+        tokens are not known (`text`: it has content)."""
+        if usage or "timings" in obj:
+            return self._feed_counted(obj, usage, text)
+        self._uncounted = self._uncounted or text
+        self.content = text
+        self.new_tokens = None if text else 0
+        return text
+
     def _feed_counted(self, obj: dict, usage: dict | None, text: bool) -> bool:
         """A chunk with choices and usage (or timings): a running count, or, after content without counts
         (llama.cpp's finish chunk), the request's totals."""
@@ -210,12 +220,7 @@ class ChatState(StreamState):
         if choice.get("finish_reason"):
             self.finished = True
         usage = obj.get("usage")
-        if usage or "timings" in obj:
-            said = self._feed_counted(obj, usage, text)
-        else:
-            self._uncounted = self._uncounted or text
-            said = self.content = text
-            self.new_tokens = None if text else 0
+        said = self._feed_text(obj, usage, text)
         if self.learns_left > 0 or self._template is not None:
             plain = type(delta) is dict and not (delta.get("reasoning_content") or delta.get("reasoning"))
             learnt(self, payload, obj, CHAT_TEXT, b'"content":', content if plain else None, usage)
@@ -244,12 +249,7 @@ class CompletionsState(StreamState):
         if choice.get("finish_reason"):
             self.finished = True
         usage = obj.get("usage")
-        if usage or "timings" in obj:
-            said = self._feed_counted(obj, usage, text)
-        else:
-            self._uncounted = self._uncounted or text
-            said = self.content = text
-            self.new_tokens = None if text else 0
+        said = self._feed_text(obj, usage, text)
         if self.learns_left > 0 or self._template is not None:
             learnt(self, payload, obj, COMPLETION_TEXT, b'"text":', value, usage)
         return said
