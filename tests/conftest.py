@@ -44,7 +44,9 @@ def pytest_collection_finish(session):
     """Note the waiting module fixtures of the selected tests, to be built side by side (tests/side_by_side.py),
     and start them, beside the unit tier, when a test of another tier reads them."""
     from tests import side_by_side
-    side_by_side.select(session.items, session.config._tmp_path_factory.mktemp)
+    factory = session.config._tmp_path_factory
+    factory.getbasetemp()  # made once here: the builds' threads would each make one at once, and race on it
+    side_by_side.select(session.items, factory.mktemp)
     if not session.config.option.collectonly:
         side_by_side.start_selected()
 
