@@ -90,3 +90,41 @@ def test_summarize_reads_the_same_figures():
     assert s["achieved_concurrency"] == sum(request.e2e_s(r) for r in recs) / window
     assert s["output_tokens"] == sum(r.completion_tokens or 0 for r in ok)
     assert s["tokens_per_chunk_mean"] == s["output_tokens"] / sum(r.chunks for r in ok)
+
+
+# the modules that compute per-request figures: each calls `request.py`'s formulas, none writes one of its own
+READERS = ("loadgen/metrics/request_columns.py", "loadgen/metrics/slo.py", "loadgen/metrics/chunk_fold.py",
+           "loadgen/metrics/open_loop.py", "loadgen/metrics/oversaturation.py", "exporters/live.py")
+
+
+def _divisions_by_a_second(path: str) -> list[int]:
+    """The lines of `path` that divide by NS or 1e9 (a time turned into seconds: the start of a formula)."""
+    import ast
+    from pathlib import Path
+
+    tree = ast.parse((Path(__file__).resolve().parents[1] / path).read_text())
+    return [node.lineno for node in ast.walk(tree)
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)
+            and (isinstance(node.right, ast.Name) and node.right.id == "NS"
+                 or isinstance(node.right, ast.Constant) and node.right.value == 1e9)]
+
+
+@pytest.mark.parametrize("path", READERS)
+def test_no_per_request_formula_is_written_twice(path):
+    # oversaturation's own figure (the cell's span, not a request's) is the one division it may hold
+    allowed = 1 if path.endswith("oversaturation.py") else 0
+    assert len(_divisions_by_a_second(path)) <= allowed, (path, _divisions_by_a_second(path))
+
+
+def test_the_formulas_read_alike_on_one_record_and_on_columns():
+    recs = table()
+    cols = RequestColumns.of(recs)
+    tokens = np.array([r.completion_tokens or 0 for r in recs], dtype=np.int64)
+    spans = np.array([r.t_end_ns - r.t_sent_ns for r in recs], dtype=np.int64)
+    for formula, args in ((request.latency_s, (cols.t_end_ns, cols.t_sent_ns)),
+                          (request.lateness_s, (cols.t_sent_ns, cols.t_intended_ns)),
+                          (request.decode_rate, (tokens, spans / 1e9 + 1)),
+                          (request.token_gap_s, (spans, tokens + 1))):
+        columns = formula(*args)
+        ones = [formula(*(int(a[i]) if a.dtype.kind == "i" else float(a[i]) for a in args)) for i in range(len(recs))]
+        assert columns.tolist() == ones, formula.__name__

@@ -17,12 +17,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from loadgen.metrics.request import itl_arrays
+from loadgen.metrics.request import itl_arrays, token_gap_s
 from loadgen.metrics.sketch import BoundedDistribution
 from loadgen.metrics.steps import STEP_GAP_NS, StepSums, joined_gaps
 from loadgen.record import Record, chunks_elsewhere
-
-NS = 1e9
 
 
 class ChunkFold:
@@ -67,7 +65,7 @@ class ChunkFold:
             if len(counts) == len(gaps):
                 n = np.frombuffer(counts, dtype=np.int64)
                 if n.size == 0 or n.min() > 0:
-                    self.itl.add(gaps / NS / n, n)
+                    self.itl.add(token_gap_s(gaps, n), n)
                     return
         for r in recs:
             self.itl.add(*itl_arrays(r))

@@ -17,6 +17,7 @@ import numpy as np
 
 from loadgen.metrics.counts import scheduled
 from loadgen.metrics.record_table import NONE, RecordTable
+from loadgen.metrics.request import latency_s
 from loadgen.metrics.stats import percentile
 from loadgen.record import Record
 
@@ -69,7 +70,7 @@ def corrected_ttft_s(recs: Sequence[Record] | RecordTable) -> np.ndarray:
     first, intended = t.ints("t_first_token_ns"), t.ints("t_intended_ns")
     came = t.ok_mask() & (first != NONE)
     out = np.full(len(t), math.inf)
-    out[came] = (first[came] - intended[came]) / NS
+    out[came] = latency_s(first[came], intended[came])
     return out
 
 

@@ -1,7 +1,10 @@
-"""Per-request figures from one `Record`: one function per figure, the formula in its docstring.
+"""Per-request figures: each formula written once, over a record's fields or over columns of them.
 
-The cell summary (`loadgen.metrics.cell`) and the live exporter (`exporters/live.py`) both read them from
-here, so a figure means the same in the results file and on the dashboard. Record times are integer ns on
+A figure's formula (`latency_s`, `decode_rate`, ...) is plain arithmetic that reads the same on one record's
+integers and on numpy columns of a cell's records; the one-record functions below (`ttft_s(r)`, ...) and the
+columns (`loadgen.metrics.request_columns`) both call it, each only choosing the rows that have the figure. The
+cell summary reads the columns, the live exporter (`exporters/live.py`) and the SLO judge the one-record
+functions, so a figure means the same in the results file and on the dashboard. Record times are integer ns on
 the monotonic clock; every figure here is in seconds (or tokens per second).
 """
 
@@ -14,24 +17,55 @@ from loadgen.record import Record
 NS = 1e9
 
 
+def latency_s(later_ns, earlier_ns):
+    """(later − earlier) / 1e9: TTFT, end-to-end latency, each from the sent or the intended time."""
+    return (later_ns - earlier_ns) / NS
+
+
+def lateness_s(sent_ns, intended_ns):
+    """max(0, sent − intended) / 1e9, written as a product so that it reads alike on an int and a column."""
+    late = sent_ns - intended_ns
+    return late * (late > 0) / NS
+
+
+def decode_rate(completion_tokens, decode_s):
+    """(completion_tokens − 1) / decode_s: the tokens after the first over the time from first to last token."""
+    return (completion_tokens - 1) / decode_s
+
+
+def per_token_s(rate):
+    """1 / rate: the time per output token after the first, of a decode rate."""
+    return 1.0 / rate
+
+
+def token_gap_s(gaps_ns, tokens):
+    """gap / 1e9 / tokens: the inter-token latency of each token a chunk carried after its gap."""
+    return gaps_ns / NS / tokens
+
+
+def prefill_rate(computed_tokens, ttft):
+    """computed_tokens / TTFT: the prompt tokens the server computed (not served from its cache) per second."""
+    return computed_tokens / ttft
+
+
 def ttft_s(r: Record) -> float | None:
     """Time to first token = t_first_token − t_sent (first chunk carrying content, not the first byte)."""
-    return (r.t_first_token_ns - r.t_sent_ns) / NS if r.t_first_token_ns is not None else None
+    return latency_s(r.t_first_token_ns, r.t_sent_ns) if r.t_first_token_ns is not None else None
 
 
 def ttft_from_intended_s(r: Record) -> float | None:
     """TTFT from the intended send time = t_first_token − t_intended (includes client queueing)."""
-    return (r.t_first_token_ns - r.t_intended_ns) / NS if r.t_first_token_ns is not None else None
+    return latency_s(r.t_first_token_ns, r.t_intended_ns) if r.t_first_token_ns is not None else None
 
 
 def e2e_s(r: Record) -> float:
     """End-to-end latency = t_end − t_sent."""
-    return (r.t_end_ns - r.t_sent_ns) / NS
+    return latency_s(r.t_end_ns, r.t_sent_ns)
 
 
 def e2e_from_intended_s(r: Record) -> float:
     """End-to-end latency from the intended send time = t_end − t_intended."""
-    return (r.t_end_ns - r.t_intended_ns) / NS
+    return latency_s(r.t_end_ns, r.t_intended_ns)
 
 
 def send_lateness_s(r: Record) -> float | None:
@@ -41,7 +75,7 @@ def send_lateness_s(r: Record) -> float | None:
     never go down (Prometheus would read a counter reset)."""
     if not r.t_sent_ns or not r.t_intended_ns:
         return None
-    return max(0, r.t_sent_ns - r.t_intended_ns) / NS
+    return lateness_s(r.t_sent_ns, r.t_intended_ns)
 
 
 def request_tok_s(r: Record) -> float | None:
@@ -52,14 +86,14 @@ def request_tok_s(r: Record) -> float | None:
     final event's delay, so its rate reads slightly low. None without a second token or a time span."""
     if not r.completion_tokens or r.completion_tokens < 2 or r.t_first_token_ns is None:
         return None
-    dt = ((r.t_last_token_ns or r.t_end_ns) - r.t_first_token_ns) / NS
-    return (r.completion_tokens - 1) / dt if dt > 0 else None
+    dt = latency_s(r.t_last_token_ns or r.t_end_ns, r.t_first_token_ns)
+    return decode_rate(r.completion_tokens, dt) if dt > 0 else None
 
 
 def tpot_s(r: Record) -> float | None:
     """Time per output token after the first = (t_last_token − t_first_token) / (completion_tokens − 1)."""
     rate = request_tok_s(r)
-    return 1.0 / rate if rate else None
+    return per_token_s(rate) if rate else None
 
 
 def prefill_tok_s(r: Record) -> float | None:
@@ -68,7 +102,7 @@ def prefill_tok_s(r: Record) -> float | None:
     queueing and network, so this is a lower bound."""
     t = ttft_s(r)
     computed = (r.prompt_tokens or 0) - (r.cached_tokens or 0)
-    return computed / t if computed > 0 and t and t > 0 else None
+    return prefill_rate(computed, t) if computed > 0 and t and t > 0 else None
 
 
 def itl_arrays(r: Record, estimate: bool = True) -> tuple[np.ndarray, np.ndarray]:
@@ -91,11 +125,11 @@ def itl_arrays(r: Record, estimate: bool = True) -> tuple[np.ndarray, np.ndarray
     counts = np.asarray(r.chunk_tokens, dtype=np.int64)[1:len(gaps) + 1]
     gaps = gaps[:len(counts)]
     if counts.size and counts.min() > 0:
-        return gaps / NS / counts, counts
+        return token_gap_s(gaps, counts), counts
     carrying = np.flatnonzero(counts > 0)
     ends = np.cumsum(gaps)[carrying]  # time from the first chunk to each token-carrying chunk
     spans = np.diff(ends, prepend=0)
-    return spans / NS / counts[carrying], counts[carrying]
+    return token_gap_s(spans, counts[carrying]), counts[carrying]
 
 
 def itl_pairs(r: Record, estimate: bool = True) -> tuple[list[float], list[int]]:

@@ -1,10 +1,11 @@
 """The per-request figures of `loadgen.metrics.request` over a whole cell at once, from int64 columns.
 
 A cell of 100,000 requests asked each record for each figure: ~30 passes of Python calls over the records. Here
-the fields those figures read are taken once into numpy columns (`RequestColumns.of`) and each figure is one
-array expression with the same formula as its one-record function, in the same float64 operations (an int
-difference, then a true division), so every value is bit-for-bit the one `request.py` gives; a figure's values
-come back as a float64 array in record order, the records without the figure (None there) left out.
+the fields those figures read are taken once into numpy columns (`RequestColumns.of`) and each figure calls its
+formula in `request.py` on the columns of the rows that have it, in the same float64 operations (an int
+difference, then a true division), so every value is bit-for-bit the one the one-record function gives; a
+figure's values come back as a float64 array in record order, the records without the figure (None there) left
+out.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from operator import attrgetter
 import numpy as np
 
 from loadgen.metrics.record_table import RecordTable, or_zero
+from loadgen.metrics.request import decode_rate, latency_s, lateness_s, per_token_s, prefill_rate
 from loadgen.record import Record
 
-NS = 1e9
 FIELDS = ("t_intended_ns", "t_sent_ns", "t_first_token_ns", "t_last_token_ns", "t_end_ns", "prompt_tokens",
           "completion_tokens", "cached_tokens", "chunks")
 NONE = -(1 << 63)  # a field that is None
@@ -55,51 +56,55 @@ class RequestColumns:
     def ttft_s(self) -> np.ndarray:
         """`request.ttft_s` of the rows with a first token."""
         has = self.t_first_token_ns != NONE
-        return ((self.t_first_token_ns[has] - self.t_sent_ns[has]) / NS)
+        return latency_s(self.t_first_token_ns[has], self.t_sent_ns[has])
 
     def ttft_from_intended_s(self) -> np.ndarray:
         """`request.ttft_from_intended_s` of the rows with a first token."""
         has = self.t_first_token_ns != NONE
-        return ((self.t_first_token_ns[has] - self.t_intended_ns[has]) / NS)
+        return latency_s(self.t_first_token_ns[has], self.t_intended_ns[has])
 
     def e2e_s(self) -> np.ndarray:
         """`request.e2e_s` of every row."""
-        return ((self.t_end_ns - self.t_sent_ns) / NS)
+        return latency_s(self.t_end_ns, self.t_sent_ns)
 
     def e2e_from_intended_s(self) -> np.ndarray:
         """`request.e2e_from_intended_s` of every row."""
-        return ((self.t_end_ns - self.t_intended_ns) / NS)
+        return latency_s(self.t_end_ns, self.t_intended_ns)
 
     def send_lateness_s(self) -> np.ndarray:
         """`request.send_lateness_s`, max(0, t_sent − t_intended) / 1e9, of the rows sent (both times set, not 0)."""
         sent = ~np.isin(self.t_sent_ns, (0, NONE)) & ~np.isin(self.t_intended_ns, (0, NONE))
-        return (np.maximum(self.t_sent_ns[sent] - self.t_intended_ns[sent], 0) / NS)
+        return lateness_s(self.t_sent_ns[sent], self.t_intended_ns[sent])
 
-    def _decode_rates(self) -> np.ndarray:
-        """`request.request_tok_s` of the rows that have one: (completion_tokens − 1) / (t_last_token (else
-        t_end) − t_first_token), with at least 2 tokens, a first token and a span > 0."""
-        tokens = self.completion_tokens
-        has = (tokens != NONE) & (tokens >= 2) & (self.t_first_token_ns != NONE)
+    def has_decode_rate(self) -> np.ndarray:
+        """Where a row has `request.request_tok_s`: at least 2 tokens, a first token, and a time from the first
+        to the last token (else t_end) > 0."""
+        tokens, first = self.completion_tokens, self.t_first_token_ns
+        has = (tokens != NONE) & (tokens >= 2) & (first != NONE)
+        has[has] = self._decode_s(has) > 0
+        return has
+
+    def _decode_s(self, rows: np.ndarray) -> np.ndarray:
+        """The time from the first to the last token (t_end where the last token's time is missing) of `rows`."""
         last = np.where(np.isin(self.t_last_token_ns, (0, NONE)), self.t_end_ns, self.t_last_token_ns)
-        dt = (last[has] - self.t_first_token_ns[has]) / NS
-        positive = dt > 0
-        return (tokens[has][positive] - 1) / dt[positive]
+        return latency_s(last[rows], self.t_first_token_ns[rows])
 
     def request_tok_s(self) -> np.ndarray:
         """`request.request_tok_s` of the rows that have one."""
-        return self._decode_rates()
+        has = self.has_decode_rate()
+        return decode_rate(self.completion_tokens[has], self._decode_s(has))
 
     def tpot_s(self) -> np.ndarray:
-        """`request.tpot_s` = 1 / `request_tok_s`, of the rows that have one."""
-        return (1.0 / self._decode_rates())
+        """`request.tpot_s` of the rows that have one."""
+        return per_token_s(self.request_tok_s())
 
     def prefill_tok_s(self) -> np.ndarray:
         """`request.prefill_tok_s`, (prompt_tokens − cached_tokens) / TTFT, where both are > 0."""
         has = self.t_first_token_ns != NONE
-        t = (self.t_first_token_ns[has] - self.t_sent_ns[has]) / NS
+        t = latency_s(self.t_first_token_ns[has], self.t_sent_ns[has])
         computed = or_zero(self.prompt_tokens[has]) - or_zero(self.cached_tokens[has])
         keep = (computed > 0) & (t > 0)
-        return (computed[keep] / t[keep])
+        return prefill_rate(computed[keep], t[keep])
 
     def total(self, name: str) -> int:
         """Σ of a count column, None counted as 0."""

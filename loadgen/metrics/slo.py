@@ -28,7 +28,7 @@ import numpy as np
 
 from loadgen.metrics.record_table import NONE, RecordTable, or_zero
 from loadgen.metrics.request import e2e_s, itl_pairs, tpot_s, ttft_from_intended_s, ttft_s
-from loadgen.metrics.request_columns import NS, RequestColumns
+from loadgen.metrics.request_columns import RequestColumns
 from loadgen.metrics.stats import weighted_percentile
 from loadgen.metrics.steady import sent_mask
 from loadgen.names import Outcome, SloMetric
@@ -116,7 +116,7 @@ def row_values_s(recs: Sequence[Record] | RecordTable, metric: str) -> tuple[np.
         has[:] = True
         values = cols.e2e_s()
     elif found == SloMetric.TPOT:
-        has = _has_decode_rate(cols)
+        has = cols.has_decode_rate()
         values = cols.tpot_s()
     else:
         ok = t.ok_mask()
@@ -126,15 +126,6 @@ def row_values_s(recs: Sequence[Record] | RecordTable, metric: str) -> tuple[np.
     out = np.full(len(t), np.nan)
     out[has] = values
     return out, has
-
-
-def _has_decode_rate(cols: RequestColumns) -> np.ndarray:
-    """Where `RequestColumns.request_tok_s` gives a row a rate: ≥ 2 tokens, a first token, a time span > 0."""
-    tokens, first = cols.completion_tokens, cols.t_first_token_ns
-    last = np.where(np.isin(cols.t_last_token_ns, (0, NONE)), cols.t_end_ns, cols.t_last_token_ns)
-    has = (tokens != NONE) & (tokens >= 2) & (first != NONE)
-    has[has] = (last[has] - first[has]) / NS > 0
-    return has
 
 
 def meets_rows(recs: Sequence[Record] | RecordTable, metric: str, target_s: float) -> np.ndarray:
