@@ -77,10 +77,10 @@ def test_the_json_round_trip_and_an_unmeasured_cell():
     result.add(K.INTERRUPTED, "stopped early (interrupted by SIGINT): 1 of 4 measured requests not sent")
     back = from_json(result.to_json())
     assert back.to_json() == result.to_json() and back.incidents == result.incidents and not back.finished
-    skipped = unmeasured(CellKey(1024, 8), K.NOT_REACHED, "not measured: interrupted by SIGINT", "run-1")
+    skipped = unmeasured(CellKey(1024, 8), K.INTERRUPTED_BEFORE, "not measured: interrupted by SIGINT", "run-1")
     assert skipped.to_json() == {"context_tokens": 1024, "concurrency": 8, "run_id": "run-1", "status": "skipped",
                                  "error": "not measured: interrupted by SIGINT", "warnings": [],
-                                 "incidents": [{"kind": "not_reached", "reason": "not measured: interrupted by SIGINT"}]}
+                                 "incidents": [{"kind": "interrupted_before", "reason": "not measured: interrupted by SIGINT"}]}
 
 
 @pytest.mark.parametrize("path", sorted(FIXTURES.glob("*.json")), ids=lambda p: p.name)
@@ -131,7 +131,7 @@ def test_a_plain_run_and_a_sweep_keep_the_same_cells_of_one_interrupted_file(tmp
     first, stopped = doc["cells"]
     stopped |= {"requests_not_sent": 3, "warnings": ["stopped early (interrupted by SIGINT): 3 of 8 measured "
                                                      "requests not sent"]}
-    doc["cells"].append(unmeasured(CellKey(60, 8), K.NOT_REACHED, "not measured: interrupted by SIGINT").to_json())
+    doc["cells"].append(unmeasured(CellKey(60, 8), K.INTERRUPTED_BEFORE, "not measured: interrupted by SIGINT").to_json())
     out = tmp_path / "run.json"
     argv = ["--concurrency", "1,4,8", "--contexts", "60", "--max-tokens", "32", "--requests-per-cell", "8",
             "--out", str(out)]

@@ -98,7 +98,7 @@ def check_drained(lg: Loadgen, sim, name: str) -> list[dict]:
     assert first["status"] == "ok" and first["requests_not_sent"] == PLANNED - 4
     assert first["warnings"] == [f"stopped early (interrupted by {name}): 4 of 8 measured requests not sent"]
     why = f"not measured: interrupted by {name}"
-    assert verdict(second) == (60, 8, "skipped", why, [{"kind": "not_reached", "reason": why}])
+    assert verdict(second) == (60, 8, "skipped", why, [{"kind": "interrupted_before", "reason": why}])
     assert first["incidents"] == [{"kind": "interrupted", "reason": first["warnings"][0]}]
     truth = wait_truth(sim, lambda rows: len(rows) >= 5)
     for rec in records:

@@ -51,9 +51,13 @@ def test_the_interrupted_file_of_the_same_settings_is_found(tmp_path, monkeypatc
     killed = stored(tmp_path, "loadgen-3.json", [])  # killed before its first cell ended
     assert find_interrupted(cfg) == os.path.join("results", "loadgen-3.json") == os.path.relpath(killed)
     os.utime(killed, (1, 1))
-    stored(tmp_path, "loadgen-4.json", [(1, NOT_REACHED, "not measured: interrupted by SIGTERM"),
-                                        (4, NOT_REACHED, "not measured: interrupted by SIGTERM")])
+    before = IncidentKind.INTERRUPTED_BEFORE  # the kind says it, whatever the reason's words
+    newest = stored(tmp_path, "loadgen-4.json", [(1, before, "not measured: stopped"), (4, before, "not measured")])
     assert find_interrupted(cfg) == os.path.join("results", "loadgen-4.json")  # the newest
+    os.utime(newest, (2, 2))
+    # a file written before the kind existed: its not_reached cells an interrupt stopped are read as such
+    stored(tmp_path, "loadgen-5.json", [(1, NOT_REACHED, "not measured: interrupted by SIGTERM")])
+    assert find_interrupted(cfg) == os.path.join("results", "loadgen-5.json")
     assert not config(tmp_path, "--out", "mine.json").out_auto and not config(tmp_path, "--label", "x").out_auto
 
 

@@ -396,6 +396,7 @@ def test_interrupt_while_measuring_keeps_the_cells_and_stops(bench):
             [i["kind"] for i in c["incidents"]]]
     assert 1 <= len(done) < 3
     assert doc["sweep"]["attempts"][-1]["reason"] == "interrupted by SIGINT"
+    assert doc["sweep"]["attempts"][-1]["interrupted_by"] == "SIGINT"
     status = {c["name"]: c["status"] for c in bench.summary()["configs"]}
     assert status == {"budget8_topk4": "partial", "budget16_topk4": "pending"}
     cut = [c for c in doc["cells"] if c["status"] == "ok" and "interrupted" in [i["kind"] for i in c["incidents"]]]

@@ -225,8 +225,11 @@ def test_a_failed_part_ends_the_visit():
     assert keys == [CellKey(60, 1)] and p.ended is not None
 
 
-def _doc(ready: bool, reason: str | None, cells: list[dict[str, Any]], tail: str | None = None) -> dict[str, Any]:
+def _doc(ready: bool, reason: str | None, cells: list[dict[str, Any]], tail: str | None = None,
+         interrupted_by: str | None = None) -> dict[str, Any]:
     attempt = {"readiness": {"ready": ready}, "reason": reason, "outcome": "ok" if reason is None else "failed"}
+    if interrupted_by:
+        attempt["interrupted_by"] = interrupted_by
     if tail:
         attempt["diagnostics"] = {"output_tail": tail}
     return {"run_id": "r2", "cells": cells, "sweep": {"attempts": [attempt]}}
@@ -242,7 +245,9 @@ def test_a_configuration_is_infeasible_when_it_did_not_come_up_or_a_cell_failed_
                                "access was encountered")
     never = infeasible_of("b8", _doc(False, "not ready after 900 s", []))
     assert never is not None and never.load is None and "did not come up: not ready after 900 s" in never.reason
-    assert infeasible_of("b8", _doc(True, "interrupted by SIGINT", [down])) is None
+    assert infeasible_of("b8", _doc(True, "interrupted by SIGINT", [down], interrupted_by="SIGINT")) is None
+    # the attempt's kind decides, not its words: the same reason without the mark is a failure under load
+    assert infeasible_of("b8", _doc(True, "interrupted by SIGINT", [down])) is not None
     assert infeasible_of("b8", _doc(True, None, [])) is None
     assert telling_line("a\nb\n") == "b"
 

@@ -111,8 +111,7 @@ def interrupted(doc: dict, cfg: RunConfig, searched: bool) -> bool:
     stored = stored_cells(doc)
     if not searched and not set(cfg.cells()) <= {c.key for c in stored}:
         return True
-    return any(i.kind is IncidentKind.INTERRUPTED or (i.kind is IncidentKind.NOT_REACHED and "interrupted" in i.reason)
-               for c in stored for i in c.incidents)
+    return any(i.kind in (IncidentKind.INTERRUPTED, IncidentKind.INTERRUPTED_BEFORE) for c in stored for i in c.incidents)
 
 
 def find_interrupted(cfg: RunConfig, searched: bool = False) -> str | None:

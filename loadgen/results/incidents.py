@@ -41,6 +41,7 @@ class IncidentKind(StrEnum):
     """Everything that can go wrong in a cell, each with its effect (`EFFECTS`)."""
 
     NOT_REACHED = "not_reached"  # the run stopped before this cell
+    INTERRUPTED_BEFORE = "interrupted_before"  # an interrupt stopped the run before this cell: measured on resume
     NO_SLOT = "no_slot"  # a shard whose part of the cell's concurrency is empty
     BEFORE_LOAD = "before_load"  # preparing the cell failed before any request was sent
     NOTHING_SUCCEEDED = "nothing_succeeded"
@@ -64,6 +65,7 @@ class IncidentKind(StrEnum):
 
 EFFECTS: dict[IncidentKind, Effect] = {
     IncidentKind.NOT_REACHED: Effect.SKIP,
+    IncidentKind.INTERRUPTED_BEFORE: Effect.SKIP,
     IncidentKind.NO_SLOT: Effect.SKIP,
     IncidentKind.BEFORE_LOAD: Effect.FAIL,
     IncidentKind.NOTHING_SUCCEEDED: Effect.FAIL,
@@ -86,6 +88,7 @@ EFFECTS: dict[IncidentKind, Effect] = {
 }
 
 
+LEGACY_INTERRUPTED = "not measured: interrupted by "  # an older file's not_reached cell an interrupt stopped
 SYMPTOMS = frozenset({IncidentKind.FAILED_REQUESTS, IncidentKind.NOTHING_SUCCEEDED})
 
 
@@ -108,9 +111,12 @@ class Incident:
         """An incident read back; a kind this version does not know (a newer loadgen's) fails the cell as a
         recorded failure, its kind kept in the reason."""
         try:
-            return cls(IncidentKind(data["kind"]), str(data["reason"]))
+            kind, reason = IncidentKind(data["kind"]), str(data["reason"])
         except ValueError:
             return cls(IncidentKind.RECORDED, f"{data['kind']}: {data['reason']}")
+        if kind is IncidentKind.NOT_REACHED and reason.startswith(LEGACY_INTERRUPTED):
+            kind = IncidentKind.INTERRUPTED_BEFORE  # written before the kind existed: its reason is all it has
+        return cls(kind, reason)
 
 
 @dataclass(frozen=True, slots=True)

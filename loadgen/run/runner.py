@@ -210,7 +210,8 @@ class Runner:
             s.run_started(self.run_id, known)
         for cell in self.cells_to_run():
             if self.control.stopping:
-                self.results.add(unmeasured(cell, IncidentKind.NOT_REACHED, self.control.stop_reason, self.run_id))
+                kind = IncidentKind.NOT_REACHED if self.control.interrupted_by is None else IncidentKind.INTERRUPTED_BEFORE
+                self.results.add(unmeasured(cell, kind, self.control.stop_reason, self.run_id))
                 continue
             result = await self.measure_repeats(session, measurer, cell)
             self.first = self.first or result

@@ -156,6 +156,8 @@ async def _judge(spec: SweepSpec, plan: Plan, order: list[CellKey], cells: list[
     status = state.config_status(cells, order, attempted=True, searched=doc if spec.search else None,
                                  contexts=plan.run_cfg.contexts)
     attempt.update(outcome=status, reason=reason, cells_after=len(ok_keys(cells)))
+    if stop.signum is not None:
+        attempt["interrupted_by"] = signal.Signals(stop.signum).name
     if status is not ConfigStatus.OK:
         reason = reason or "; ".join(f"{c.key.label()}: {c.error}" for c in cells
                                      if c.status is not CellStatus.OK) or "cells missing"

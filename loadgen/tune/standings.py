@@ -74,7 +74,7 @@ def infeasible_of(name: str, doc: dict[str, Any] | None) -> Infeasible | None:
         return None
     last = attempts[-1]
     reason = last.get("reason") or ""
-    if reason.startswith("interrupted"):
+    if last.get("interrupted_by"):
         return None
     tail = _tail(last.get("diagnostics"))
     if not (last.get("readiness") or {}).get("ready"):
