@@ -5,6 +5,8 @@ import threading
 
 import pytest
 
+from loadgen.cli.telemetry_checks import lost
+from loadgen.metrics.source_result import SourceResult
 from loadgen.sim.gpus import SimulatedGpus, SimulatedNvml
 from loadgen.telemetry import nvml as nvml_mod
 from loadgen.telemetry.nvml import NvmlSource, nvml_available
@@ -103,6 +105,9 @@ def test_gpu_lost_mid_cell_keeps_its_earlier_readings():
     g0, g1 = res.values["per_gpu"]
     assert g1["samples"] == 3 and g0["samples"] > 3
     assert any("GPU 1 could not be read (GPU is lost)" in w for w in res.warnings)
+    # the loss is said as a loss, and that, not its words, is what a required source's check reads
+    assert res.losses == [w for w in res.warnings if "could not be read" in w] and lost(res) == res.losses[0]
+    assert lost(SourceResult("n", "power", True, warnings=["nvml: GPU 1 could not be read (x)"])) is None
 
 
 class NoDriverNvml(SimulatedNvml):

@@ -22,8 +22,6 @@ from loadgen.telemetry.nvml import nvml_available
 from loadgen.telemetry.promtext import parse_text
 
 CHECK_TIMEOUT_S = 5.0
-LOSS_SIGNS = ("stopped answering", "did not answer", "could not be scraped", "scrapes failed", "scrapes of",
-              "could not be read", "sampling failed")
 
 
 async def _fetch(session: aiohttp.ClientSession, flag: str, url: str) -> str:
@@ -89,8 +87,7 @@ def lost(result: SourceResult) -> str | None:
     """Why a requested source did not measure the whole cell, or None."""
     if not result.available:
         return result.reason or "unavailable"
-    signs = [w for w in result.warnings if any(s in w for s in LOSS_SIGNS)]
-    return "; ".join(signs) or None
+    return "; ".join(result.losses) or None
 
 
 class Required:

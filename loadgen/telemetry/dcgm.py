@@ -210,14 +210,18 @@ class DcgmSource(PeriodicSampler):
         values["activity_gpus"] = [{"node": g.node.url, "gpu": p["gpu"], "uuid": g.uuid,
                                     "series": g.activity.to_json()} for g, p in zip(gpus, per_gpu)]
         values["activity_missing"] = missing_reasons(self._nodes[0].url if len(self._nodes) == 1 else "dcgm-exporter")
-        return SourceResult(self.name, self.kind, True, values=values, warnings=self._warnings(gpus, window_s))
+        warnings, losses = self._warnings(gpus, window_s)
+        return SourceResult(self.name, self.kind, True, values=values, warnings=warnings, losses=losses)
 
-    def _warnings(self, gpus: list[_Gpu], window_s: float) -> list[str]:
-        out = []
+    def _warnings(self, gpus: list[_Gpu], window_s: float) -> tuple[list[str], list[str]]:
+        """(every note of every node, the notes of those that did not answer throughout: data lost)."""
+        out, losses = [], []
         for node in self._nodes:
             mine = [g for g in gpus if g.node is node]
-            out += _node_warnings(node, mine, self.t_start_ns, window_s)
-        return out
+            lost = _answer_warnings(node, mine, self.t_start_ns, window_s)
+            out += [*lost, *_node_warnings(node, mine)]
+            losses += lost
+        return out, losses
 
 
 def _gpu_order(gpu: str) -> tuple[int, str]:
@@ -232,10 +236,9 @@ def _per_gpu(g: _Gpu, period_ns: int | None) -> dict[str, Any]:
             "refresh_period_s": period_ns / 1e9 if period_ns else None}  # None also for FRESH: under 60 ms
 
 
-def _node_warnings(node: _Node, gpus: list[_Gpu], t_start_ns: int, window_s: float) -> list[str]:
-    """Every one-line note about one node's cell: how it answered, how fresh its values were, what it lacks."""
-    return [*_answer_warnings(node, gpus, t_start_ns, window_s), *_staleness_warnings(node, gpus),
-            *_energy_warnings(node, gpus), *_field_warnings(node, gpus)]
+def _node_warnings(node: _Node, gpus: list[_Gpu]) -> list[str]:
+    """The notes about one node's cell beside how it answered: how fresh its values were, what it lacks."""
+    return [*_staleness_warnings(node, gpus), *_energy_warnings(node, gpus), *_field_warnings(node, gpus)]
 
 
 def _answer_warnings(node: _Node, gpus: list[_Gpu], t_start_ns: int, window_s: float) -> list[str]:

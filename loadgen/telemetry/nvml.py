@@ -284,11 +284,13 @@ class NvmlSource(PeriodicSampler):
         values["activity_gpus"] = [{"node": self.node, "gpu": dev.index, "uuid": dev.uuid, "series": a.to_json()}
                                    for dev, a in zip(self._devices, self._activity)]
         values["activity_missing"] = NVML_MISSING
-        warnings = [f"nvml: GPU {i} could not be read ({err}); its figures cover only the readings that worked"
-                    for i, err in sorted(self._read_errors.items())]
+        losses = [f"nvml: GPU {i} could not be read ({err}); its figures cover only the readings that worked"
+                  for i, err in sorted(self._read_errors.items())]
+        warnings = list(losses)
         no_counter = [str(d.index) for d in self._devices if not d.has_energy]
         if no_counter:
             warnings.append(f"nvml: no energy counter on GPU {', '.join(no_counter)}: energy integrated from "
                             f"power readings (trapezoid, every {self.interval_s:g} s)")
-        warnings += [f"nvml: sampling failed: {e}" for e in self.errors[:3]]
-        return SourceResult(self.name, self.kind, True, values=values, warnings=warnings)
+        failed = [f"nvml: sampling failed: {e}" for e in self.errors[:3]]
+        return SourceResult(self.name, self.kind, True, values=values, warnings=warnings + failed,
+                            losses=losses + failed)

@@ -177,10 +177,13 @@ class ServerMetricsSource(PeriodicSampler):
             values["unavailable"] = {"counters": reason, "gauge": reason}
             if self.origin != ServerMetrics.AUTO:
                 warnings.append(f"server metrics: {reason}")
-            return SourceResult(self.name, self.kind, False, values, reason=reason, warnings=warnings)
+            return SourceResult(self.name, self.kind, False, values, reason=reason, warnings=warnings,
+                                losses=list(warnings))
+        losses = []
         if self.errors:
-            warnings.append(f"server metrics: {len(self.errors)} of {self.scrapes + len(self.errors)} scrapes "
-                            f"of {self.url} failed ({self.errors[-1]})")
+            losses.append(f"server metrics: {len(self.errors)} of {self.scrapes + len(self.errors)} scrapes "
+                          f"of {self.url} failed ({self.errors[-1]})")
+            warnings += losses
         if self.scrapes < 2:
             warnings.append("server metrics: only one scrape succeeded; counters need two")
         per_source: dict[str, float] = {}
@@ -192,7 +195,7 @@ class ServerMetricsSource(PeriodicSampler):
         values["window_s"] = (self.last_t_ns - self.first_t_ns) / 1e9
         values["per_source"] = per_source
         values["unavailable"] = unavailable
-        return SourceResult(self.name, self.kind, True, values, warnings=warnings)
+        return SourceResult(self.name, self.kind, True, values, warnings=warnings, losses=losses)
 
     def _counters(self, values: dict, per_source: dict, unavailable: dict, warnings: list) -> None:
         d = {name: c.delta for name, c in self.counters.items() if name in self.seen}
