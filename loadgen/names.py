@@ -99,6 +99,14 @@ class CellStatus(StrEnum):
     SKIPPED = "skipped"
 
 
+class MeasureFailure(StrEnum):
+    """Why a sweep configuration's measurement ended without its cells (`sweep.attempts[].failure`)."""
+
+    COULD_NOT_START = "could_not_start"  # the run refused its arguments against this server
+    CRASHED = "crashed"  # the run raised
+    NOT_AS_EXPECTED = "not_as_expected"  # the server measured is not the configuration's `expect`
+
+
 class ConfigStatus(StrEnum):
     """A sweep configuration's status: every cell measured, some, none although tried, not tried yet."""
 

@@ -226,10 +226,12 @@ def test_a_failed_part_ends_the_visit():
 
 
 def _doc(ready: bool, reason: str | None, cells: list[dict[str, Any]], tail: str | None = None,
-         interrupted_by: str | None = None) -> dict[str, Any]:
+         interrupted_by: str | None = None, failure: str | None = None) -> dict[str, Any]:
     attempt = {"readiness": {"ready": ready}, "reason": reason, "outcome": "ok" if reason is None else "failed"}
     if interrupted_by:
         attempt["interrupted_by"] = interrupted_by
+    if failure:
+        attempt["failure"] = failure
     if tail:
         attempt["diagnostics"] = {"output_tail": tail}
     return {"run_id": "r2", "cells": cells, "sweep": {"attempts": [attempt]}}
@@ -249,6 +251,9 @@ def test_a_configuration_is_infeasible_when_it_did_not_come_up_or_a_cell_failed_
     # the attempt's kind decides, not its words: the same reason without the mark is a failure under load
     assert infeasible_of("b8", _doc(True, "interrupted by SIGINT", [down])) is not None
     assert infeasible_of("b8", _doc(True, None, [])) is None
+    crashed = infeasible_of("b8", _doc(True, "measurement crashed: OSError: x", [], failure="crashed"))
+    assert crashed is not None and crashed.reason == "measurement crashed: OSError: x"
+    assert infeasible_of("b8", _doc(True, "measurement crashed: OSError: x", [])) is None  # words alone decide nothing
     assert telling_line("a\nb\n") == "b"
 
 

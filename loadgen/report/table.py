@@ -27,6 +27,7 @@ from loadgen.report import text_table as tt
 from loadgen.report.text_table import Column, millis, number
 from loadgen.results.cell_result import CellResult
 from loadgen.results.correctness import verify_text
+from loadgen.results.incidents import IncidentKind
 from loadgen.results.slo_part import attainment_text
 
 FEW_SAMPLES = 100
@@ -56,7 +57,7 @@ def notes(cell: CellResult) -> str:
     client = cell.telemetry.client or {}
     saturated = saturation_note(client, cell.key.as_dict()) if client.get("saturated") else None
     warnings = cell.notes  # as the file's `warnings`: the incidents' notes, then the other warnings
-    if saturated and not any(w.startswith("CLIENT SATURATED") for w in warnings):  # a file of an earlier loadgen
+    if saturated and not cell.has(IncidentKind.CLIENT_SATURATED):  # its note is among the notes already
         found.append(saturated)
     return " | ".join(found + warnings)
 

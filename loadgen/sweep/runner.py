@@ -25,7 +25,7 @@ from loadgen.config import RunConfig
 from loadgen.console import log
 from loadgen.errors import UsageError
 from loadgen.files import write_json_atomic
-from loadgen.names import Api, CellStatus, ConfigStatus
+from loadgen.names import Api, CellStatus, ConfigStatus, MeasureFailure
 from loadgen.record import CellKey
 from loadgen.results.cell_result import CellResult
 from loadgen.results.document import ResultsFile
@@ -132,7 +132,9 @@ async def run_config(spec: SweepSpec, plan: Plan, order: list[CellKey], force: b
     if reason is None:
         log(f"[{cfg.name}] {attempt['readiness']['reason']}")
         runner = _config_runner(plan, kept, order, info, headers, runs)
-        reason = await _measure(runner, cfg, stop)
+        failure, reason = await _measure(runner, cfg, stop)
+        if failure is not None:
+            attempt["failure"] = failure
     cells = runner.cells if runner is not None else stored_cells(plan.doc) if not force else []
     _save(plan, runner, cells, info)
     status = await _judge(spec, plan, order, cells, attempt, reason, stop)
@@ -206,16 +208,17 @@ class StopSweep:
             self.signum = rc - 128
 
 
-async def _measure(runner: Runner, cfg: Config, stop: StopSweep) -> str | None:
+async def _measure(runner: Runner, cfg: Config, stop: StopSweep) -> tuple[MeasureFailure | None, str | None]:
+    """(why the measurement failed, its reason); (None, a reason) when an interrupt stopped it; (None, None)."""
     try:
         stop.measured(await runner.run())
         if stop.signum is not None:
-            return f"interrupted by {signal.Signals(stop.signum).name}"
+            return None, f"interrupted by {signal.Signals(stop.signum).name}"
     except UsageError as exc:
-        return f"measurement could not start: {exc}"
+        return MeasureFailure.COULD_NOT_START, f"measurement could not start: {exc}"
     except Exception as exc:  # noqa: BLE001 - one configuration's crash must not end the sweep
         traceback.print_exc()
-        return f"measurement crashed: {type(exc).__name__}: {exc}"
+        return MeasureFailure.CRASHED, f"measurement crashed: {type(exc).__name__}: {exc}"
     finally:
         for s in runner.parts.sinks:
             s.close()
@@ -223,8 +226,8 @@ async def _measure(runner: Runner, cfg: Config, stop: StopSweep) -> str | None:
     if runner.target is not None and cfg.expect:
         wrong = expect_mismatches(runner.target.server_info, cfg.expect)
         if wrong:
-            return "the server measured does not match expect: " + "; ".join(wrong)
-    return None
+            return MeasureFailure.NOT_AS_EXPECTED, "the server measured does not match expect: " + "; ".join(wrong)
+    return None, None
 
 
 def plan_sweep(spec: SweepSpec, force: bool, only: list[str] | None, runs: RunBuilder) -> list[Plan]:

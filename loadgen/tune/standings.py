@@ -82,7 +82,7 @@ def infeasible_of(name: str, doc: dict[str, Any] | None) -> Infeasible | None:
     failed = [c for c in stored_cells(doc) if c.run_id == (doc or {}).get("run_id") and c.status is CellStatus.FAILED]
     if failed:
         return Infeasible(name, _failure(failed[0]), Load.of(failed[0].key), tail)
-    if reason.startswith(("measurement crashed", "measurement could not start", "the server measured")):
+    if last.get("failure"):  # the measurement crashed, could not start, or met another server
         return Infeasible(name, reason, None, tail)
     return None
 
