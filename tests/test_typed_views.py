@@ -28,7 +28,8 @@ CELL_KEYS = set(part_keys()) | set(KEY_FIELDS) | set(JUDGED) | set(RESERVED) | {
 NOT_CELLS = {"doc", "d", "row", "r", "conf", "fig", "figures", "ref", "details", "delta", "meta", "obj", "args",
              "target", "plan"}
 # reading a cell's JSON into its type is where `.get` belongs: every `from_json`, and these helpers of it
-READERS = {("loadgen/results/cell_result.py", "legacy_incidents"), ("loadgen/results/cell_result.py", "_stored_verdict"),
+READERS = {("loadgen/results/legacy_incidents.py", "legacy_incidents"),
+           ("loadgen/results/legacy_incidents.py", "stored_verdict"),
            ("loadgen/record.py", "cell_key")}
 # the builder reads the figures of records (`metrics.cell.summarize`) before a cell exists; nothing in metrics/
 # can hold a CellResult (it lives a layer above)

@@ -12,14 +12,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from loadgen.metrics.client_health import saturation_note
 from loadgen.names import CellStatus
 from loadgen.record import CellKey, cell_key
 from loadgen.results import figures as fig
+from loadgen.results.correctness_part import Correctness
 from loadgen.results.fields_doc import doc
 from loadgen.results.figures import Figures
 from loadgen.results.gpu_part import Gpu
 from loadgen.results.incidents import Incident, IncidentKind, Verdict, finished, judge
+from loadgen.results.legacy_incidents import legacy_incidents, stored_verdict
 from loadgen.results.slo_part import Slo
 from loadgen.results.workload_part import Workload
 
@@ -161,7 +162,7 @@ class CellResult:
     noise: Noise = field(default_factory=Noise)
     gpu: Gpu = field(default_factory=Gpu)
     slo: Slo | None = None  # latency targets and goodput (--slo)
-    correctness: Figures | None = None  # room for output verification
+    correctness: Correctness | None = None  # output verification (--verify)
     incidents: list[Incident] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # notes that are not incidents (telemetry sources)
     extra: dict[str, Any] = field(default_factory=dict)  # keys of no part (newer or unknown), kept as they were
@@ -204,7 +205,7 @@ PARTS = {"requests": Requests, "load": Load, "prompts": Prompts, "latency": Late
          "accept": AcceptLength, "telemetry": Telemetry, "noise": Noise, "workload": Workload,
          "gpu": Gpu}
 RESERVED = ("slo", "correctness")
-TYPED_RESERVED = {"slo": Slo}  # reserved parts filled with a typed part: written by its to_json, read by from_json
+TYPED_RESERVED: dict[str, Any] = {"slo": Slo, "correctness": Correctness}  # reserved parts filled with a typed part: written by its to_json, read by from_json
 KEY_FIELDS = ("context_tokens", "concurrency", "request_rate", "again")
 JUDGED = ("status", "error", "warnings", "incidents")
 
@@ -267,34 +268,9 @@ def from_json(data: dict) -> CellResult:
     if "incidents" in data:
         result.incidents = [Incident.from_json(i) for i in data["incidents"]]
         if data.get("status", result.status) != result.status:  # a status set by hand (or by another tool)
-            result.incidents += _stored_verdict(data)
+            result.incidents += stored_verdict(data)
     else:
         result.incidents = legacy_incidents(data)
     notes = set(result.verdict.notes)
     result.warnings = [w for w in data.get("warnings") or [] if w not in notes]
     return result
-
-
-def legacy_incidents(data: dict) -> list[Incident]:
-    """The incidents behind a cell written before they were stored: its failure or skip as it was recorded,
-    an early stop (requests not sent while the cell was ok) and a saturated client."""
-    found = _stored_verdict(data)
-    if not found and data.get("requests_not_sent"):
-        stored = [w for w in data.get("warnings") or [] if w.startswith("stopped early")]
-        found.append(Incident(IncidentKind.INTERRUPTED, stored[0] if stored else
-                              f"stopped early: {data['requests_not_sent']} measured requests not sent"))
-    client = data.get("client") or {}
-    if client.get("saturated"):
-        found.append(Incident(IncidentKind.CLIENT_SATURATED, saturation_note(client, data)))
-    return found
-
-
-def _stored_verdict(data: dict) -> list[Incident]:
-    """The incident a stored status of skipped or failed stands for (none for ok)."""
-    status = data.get("status", CellStatus.OK)
-    if status == CellStatus.SKIPPED:
-        kind = IncidentKind.NO_SLOT if data.get("shard_has_no_slot") else IncidentKind.NOT_REACHED
-        return [Incident(kind, data.get("error") or "not measured")]
-    if status != CellStatus.OK:
-        return [Incident(IncidentKind.RECORDED, data.get("error") or str(status))]
-    return []

@@ -7,7 +7,8 @@ is a note, said beside the server's own noise floor, or fails it under `--verify
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from loadgen.metrics.correctness import (
     absolute_garbage,
@@ -19,45 +20,11 @@ from loadgen.metrics.correctness import (
 )
 from loadgen.names import VerifyMode
 from loadgen.record import Record
-from loadgen.results.cell_result import CellResult, Figures, doc
+from loadgen.results.correctness_part import Correctness
 from loadgen.results.incidents import Incident, IncidentKind
 
-
-@dataclass
-class Correctness:
-    """Output verification (--verify): the cell's verification requests against the reference."""
-
-    mode: str | None = doc("garbage (only garbage fails the cell) | exact (any difference fails it)")
-    reference: str | None = doc("what the outputs were compared with: run_start (the prompts answered one at "
-                                "a time before the first cell), file:PATH, or config:NAME (a sweep's)")
-    max_tokens: int | None = doc("max tokens of every verification request", "tokens")
-    checked: int | None = doc("verification requests that ended ok (each judged once)", "requests")
-    failed: int | None = doc("verification requests that did not end ok (not judged)", "requests")
-    unit: str | None = doc("what positions count: ids (token ids), logprobs (token strings), text (pieces of "
-                           "the text, positions carried over to tokens)")
-    exact_match_fraction: float | None = doc("outputs identical to the reference / checked", "fraction")
-    diverged: int | None = doc("outputs that differ from the reference", "requests")
-    first_divergence_tokens: Figures | None = doc("{min, p50, n}: first differing position, in the server's "
-                                                  "tokens, over the outputs that differ", "tokens")
-    garbage_fraction: float | None = doc("garbage outputs / checked, each judged against its reference output: a "
-                                         "reason counts only where the reference is not garbage for it (this "
-                                         "judges the cell; older files: judged alone)", "fraction")
-    garbage: Figures | None = doc("{reason: {count, example}}: repetition_loop, empty, replacement_characters, "
-                                  "cut_short (relative to the reference), each with its first example")
-    absolute_garbage_fraction: float | None = doc("outputs garbage for some reason judged alone / checked, "
-                                                  "the reference's own garbage included", "fraction")
-    absolute_garbage: Figures | None = doc("{reason: {count, example}}: the outputs judged alone, each under its "
-                                           "first reason")
-    reference_unstable: int | None = doc("checked prompts whose two one-at-a-time reference answers differ: the "
-                                         "server's noise floor; null when the reference was answered once",
-                                         "requests")
-    diverged_where_stable: int | None = doc("outputs that differ from the reference among the prompts the server "
-                                            "answered the same twice alone; null when the reference was "
-                                            "answered once", "requests")
-    max_garbage_fraction: float | None = doc("the --max-garbage-fraction the cell was judged by", "fraction")
-    output_share: float | None = doc("the verification requests' share of the cell's output tokens = Σ their "
-                                     "completion_tokens / (that + output_tokens); their tokens are in no "
-                                     "throughput figure", "fraction")
+if TYPE_CHECKING:
+    from loadgen.results.cell_result import CellResult
 
 
 @dataclass(frozen=True)
@@ -72,7 +39,7 @@ class Verification:
     max_garbage_fraction: float
 
 
-def correctness_part(verification: Verification, output_tokens: int) -> dict:
+def correctness_part(verification: Verification, output_tokens: int) -> Correctness:
     """The part, from the cell's verification and the measured requests' output tokens."""
     verified = verification.records
     verdicts = [r.verify for r in verified if r.ok and r.verify is not None]
@@ -89,62 +56,62 @@ def correctness_part(verification: Verification, output_tokens: int) -> dict:
                        absolute_garbage=alone, reference_unstable=unstable, diverged_where_stable=where_stable,
                        max_garbage_fraction=verification.max_garbage_fraction,
                        output_share=verification_share(verified, output_tokens))
-    return asdict(part)
+    return part
 
 
-def garbage_note(part: dict) -> str | None:
+def garbage_note(part: Correctness) -> str | None:
     """'GARBAGE OUTPUT: 8 of 8 verification outputs (100% > 0 --max-garbage-fraction): 8 repetition_loop (…)',
     or None when the garbage fraction is within the limit."""
-    frac, limit = part.get("garbage_fraction"), part.get("max_garbage_fraction") or 0.0
+    frac, limit = part.garbage_fraction, part.max_garbage_fraction or 0.0
     if frac is None or frac <= limit:
         return None
-    reasons = part.get("garbage") or {}
+    reasons = part.garbage or {}
     n = sum(r["count"] for r in reasons.values())
     first = next(iter(reasons.items()))
     detail = ", ".join(f"{r['count']} {name}" for name, r in reasons.items())
-    return (f"GARBAGE OUTPUT: {n} of {part['checked']} verification outputs ({frac:.0%} > {limit:g} "
+    return (f"GARBAGE OUTPUT: {n} of {part.checked} verification outputs ({frac:.0%} > {limit:g} "
             f"--max-garbage-fraction){against_reference(part)}: {detail} (e.g. {first[0]}: {first[1]['example']})")
 
 
-def against_reference(part: dict) -> str:
+def against_reference(part: Correctness) -> str:
     """' against the reference (11 alone)' where the outputs judged alone count more garbage, else ''."""
-    alone = part.get("absolute_garbage")
+    alone = part.absolute_garbage
     if alone is None:
         return ""
     n_alone = sum(r["count"] for r in alone.values())
-    n = sum(r["count"] for r in (part.get("garbage") or {}).values())
+    n = sum(r["count"] for r in (part.garbage or {}).values())
     return f" against the reference ({n_alone} alone)" if n_alone > n else ""
 
 
-def divergence_note(part: dict) -> str | None:
+def divergence_note(part: Correctness) -> str | None:
     """'3 of 8 outputs differ from the reference (run_start) from token 47 (min), 48 (p50)', then the server's
     noise floor beside it where the reference was answered twice ('; noise floor: alone the server answered 2 of
     8 prompts two ways, 1 of the 6 others differ here'), or None."""
-    div = part.get("first_divergence_tokens")
+    div = part.first_divergence_tokens
     if not div:
         return None
-    note = (f"{part['diverged']} of {part['checked']} outputs differ from the reference ({part['reference']}) "
+    note = (f"{part.diverged} of {part.checked} outputs differ from the reference ({part.reference}) "
             f"from token {div['min']} (min), {div['p50']:g} (p50)")
-    unstable, where_stable = part.get("reference_unstable"), part.get("diverged_where_stable")
+    unstable, where_stable = part.reference_unstable, part.diverged_where_stable
     if unstable is None or where_stable is None:
         return note
     if not unstable:
         return note + "; noise floor: none (alone the server answered every prompt the same twice)"
-    stable = part["checked"] - unstable
+    stable = (part.checked or 0) - unstable
     if not stable:
         return note + f"; noise floor: alone the server answered all {unstable} prompts two ways (no evidence)"
-    return (note + f"; noise floor: alone the server answered {unstable} of {part['checked']} prompts two ways, "
+    return (note + f"; noise floor: alone the server answered {unstable} of {part.checked} prompts two ways, "
             f"{where_stable} of the {stable} others differ here")
 
 
-def correctness_incidents(part: dict) -> list[Incident]:
+def correctness_incidents(part: Correctness) -> list[Incident]:
     """Garbage beyond the limit fails the cell; a divergence is a note, and fails it under --verify exact."""
     found = []
     garbage = garbage_note(part)
     if garbage:
         found.append(Incident(IncidentKind.GARBAGE_OUTPUT, garbage))
     diverged = divergence_note(part)
-    if diverged and part.get("mode") == VerifyMode.EXACT:
+    if diverged and part.mode == VerifyMode.EXACT:
         found.append(Incident(IncidentKind.OUTPUT_MISMATCH, f"OUTPUT MISMATCH (--verify exact): {diverged}"))
     elif diverged:
         found.append(Incident(IncidentKind.OUTPUT_DIVERGED, diverged))
@@ -153,19 +120,21 @@ def correctness_incidents(part: dict) -> list[Incident]:
 
 def produced_garbage(cell: CellResult) -> bool:
     """The cell's garbage fraction is above the limit it was judged by."""
-    return garbage_note(cell.correctness or {}) is not None
+    return cell.correctness is not None and garbage_note(cell.correctness) is not None
 
 
 def verify_text(cell: CellResult) -> str:
     """The table's `verify` column: 'garb 8/8' (garbage outputs / checked), else 'diff 3/8' (outputs that
     differ from the reference), else 'exact 8/8'; '-' for a cell without verification."""
-    part = cell.correctness or {}
-    checked = part.get("checked")
+    part = cell.correctness
+    if part is None:
+        return "-"
+    checked = part.checked
     if not checked:
-        return "-" if not part else "none 0/0"
-    garbage = sum(r["count"] for r in (part.get("garbage") or {}).values())
+        return "none 0/0"
+    garbage = sum(r["count"] for r in (part.garbage or {}).values())
     if garbage:
         return f"garb {garbage}/{checked}"
-    if part.get("diverged"):
-        return f"diff {part['diverged']}/{checked}"
+    if part.diverged:
+        return f"diff {part.diverged}/{checked}"
     return f"exact {checked}/{checked}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import fields
 
 from loadgen.results.cell_result import JUDGED, KEY_FIELDS, PARTS, RESERVED, TYPED_RESERVED
-from loadgen.results.correctness import Correctness
+from loadgen.results.correctness_part import Correctness
 from loadgen.results.incidents import EFFECTS
 from loadgen.results.schema import RESULTS_SCHEMA, TUNE_SCHEMA
 
@@ -141,6 +141,20 @@ def _row(name: str, unit: str, text: str) -> str:
     return f"| `{name}` | {unit} | {text} |"
 
 
+def _reserved_sections() -> list[str]:
+    """The typed parts under a key of their own: correctness's fields by their names, the others' by their paths."""
+    lines = ["", f"### correctness: {(Correctness.__doc__ or '').strip()}", "",
+             "One object under the cell's `correctness` key.", "", "| field | unit | meaning |", "|---|---|---|"]
+    lines += [_row(f.name, f.metadata["unit"], f.metadata["doc"]) for f in fields(Correctness)]
+    for part, cls in TYPED_RESERVED.items():
+        if cls is Correctness:
+            continue
+        lines += ["", f"### {part} (one object): {(cls.__doc__ or '').strip()}", "", "| field | unit | meaning |",
+                  "|---|---|---|"]
+        lines += [_row(f"{part}.{f.name}", f.metadata["unit"], f.metadata["doc"]) for f in fields(cls)]
+    return lines
+
+
 def render() -> str:
     """The whole of docs/results.md."""
     lines = ["# The results file", "",
@@ -158,13 +172,7 @@ def render() -> str:
     for part, cls in PARTS.items():
         lines += ["", f"### {part}: {(cls.__doc__ or '').strip()}", "", "| field | unit | meaning |", "|---|---|---|"]
         lines += [_row(f.name, f.metadata["unit"], f.metadata["doc"]) for f in fields(cls)]
-    lines += ["", f"### correctness: {(Correctness.__doc__ or '').strip()}", "",
-              "One object under the cell's `correctness` key.", "", "| field | unit | meaning |", "|---|---|---|"]
-    lines += [_row(f.name, f.metadata["unit"], f.metadata["doc"]) for f in fields(Correctness)]
-    for part, cls in TYPED_RESERVED.items():
-        lines += ["", f"### {part} (one object): {(cls.__doc__ or '').strip()}", "", "| field | unit | meaning |",
-                  "|---|---|---|"]
-        lines += [_row(f"{part}.{f.name}", f.metadata["unit"], f.metadata["doc"]) for f in fields(cls)]
+    lines += _reserved_sections()
     lines += ["", "## Incidents", "", "skip: not measured; fail: the measurement failed (its figures are not used); "
               "check: measured, and a check failed it (the cell fails; its figures are shown, marked, never best); "
               "note: a note beside the figures.", "", "| kind | effect on the cell |", "|---|---|"]
