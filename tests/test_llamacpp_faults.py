@@ -79,8 +79,9 @@ def test_a_stalled_server_is_accounted_request_by_request(server, tmp_path):
     assert set(by) <= {"ok", "timeout"} and by["timeout"] >= 1, (by, stderr[-2000:])
     for r in records:
         if r["outcome"] == "ok":
-            # no stream can be ok across the stall: it would have gone IDLE_TIMEOUT_S without a byte
-            assert r["t_end_ns"] < t_stop or r["t_first_byte_ns"] > t_cont, r["request_id"]
+            # no stream can be ok across the stall: it would have gone IDLE_TIMEOUT_S without a byte. One may end
+            # a little after t_stop on bytes the server wrote before it stopped (a busy client reads them late)
+            assert r["t_end_ns"] < t_stop + IDLE_TIMEOUT_S * 1e9 or r["t_first_byte_ns"] > t_cont, r["request_id"]
             assert r["completion_tokens"] == MAX_TOKENS
         else:
             assert "idle timeout" in r["error"], r["error"]
