@@ -66,6 +66,14 @@ def metric_names(role: MetricRole) -> tuple[str, ...]:
     return tuple(name for a in ADAPTERS if (name := a.metric(role)) is not None)
 
 
+def draft_counting() -> tuple[str, ...]:
+    """The engines that count their drafts (a drafts and an accepted-tokens metric), in registry order: the
+    server-metrics source writes their counts under the engine's name (`drafts`, `accepted_tokens` and, where
+    the engine exports them, `accepted_per_position`)."""
+    return tuple(a.name for a in ADAPTERS
+                 if a.metric(MetricRole.DRAFTS) is not None and a.metric(MetricRole.ACCEPTED_TOKENS) is not None)
+
+
 def counter_names() -> tuple[str, ...]:
     """Every counter loadgen reads, of any engine."""
     return tuple(m.name for a in ADAPTERS for m in a.metrics if m.role in COUNTER_ROLES)
