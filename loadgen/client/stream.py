@@ -281,13 +281,13 @@ class GenerateState(StreamState):
         self._running_tokens = ct
         self.content = self.new_tokens > 0
         self.completion_tokens = ct
-        counts = read_generate_meta(meta)  # each count it gives replaces the last event's
-        self.prompt_tokens = self.prompt_tokens if counts.prompt_tokens is None else counts.prompt_tokens
-        self.cached_tokens = self.cached_tokens if counts.cached_tokens is None else counts.cached_tokens
+        prompt, cached, spec = read_generate_meta(meta)  # each count it gives replaces the last event's
+        self.prompt_tokens = self.prompt_tokens if prompt is None else prompt
+        self.cached_tokens = self.cached_tokens if cached is None else cached
         if meta.get("finish_reason"):
             self.finished = True
-        if counts.spec is not None:
-            self.spec = counts.spec
+        if spec is not None:
+            self.spec = spec
         return self.content
 
 
