@@ -4,8 +4,9 @@ An adapter (`EngineAdapter`) holds everything loadgen knows of one engine: how i
 detection stages), what its settings are (`spec_settings`, `stable_info` for the fingerprint), the flags it is
 launched with (`launch`), its Prometheus metric names by role (`metrics`), the log line that gives an accept
 length (`parse_log_line`), its tokenize routes (`tokenize`) and the fields of its answers beside OpenAI's
-(`response_fields`, read into `EventCounts` by its `field_readers`). It sends nothing itself: detection asks through a `Probe`, which target/discover.py
-implements over HTTP, so an adapter is pure facts and pure parsing, tested with tables of answers.
+(`response_fields`, read into `EventCounts` by its `field_readers`). It sends nothing itself: detection asks
+through a `Probe`, which target/discover.py implements over HTTP, so an adapter is pure facts and pure parsing,
+tested with tables of answers.
 """
 
 from __future__ import annotations

@@ -87,12 +87,12 @@ def read_timings(t: Json) -> EventCounts | None:
     if not isinstance(t, dict):
         return None
     predicted, prompt, cache, drafted = t.get("predicted_n"), t.get("prompt_n"), t.get("cache_n"), t.get("draft_n")
+    accepted = int(t.get("draft_n_accepted") or 0) if drafted is not None else 0
     return EventCounts(
         prompt_tokens=None if prompt is None else int(prompt) + int(cache or 0),
         completion_tokens=None if predicted is None else int(predicted),
         cached_tokens=None if cache is None else int(cache),
-        spec=None if drafted is None else {"draft_n": int(drafted), "draft_n_accepted": int(t.get("draft_n_accepted")
-                                                                                           or 0)})
+        spec=None if drafted is None else {"draft_n": int(drafted), "draft_n_accepted": accepted})
 
 
 TIMINGS = FieldReader("timings", read_timings, on_chunks=True)
