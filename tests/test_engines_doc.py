@@ -3,6 +3,9 @@ name are the fields the client reads."""
 
 from __future__ import annotations
 
+import pathlib
+import sys
+
 import pytest
 
 from loadgen.engines import doc, registry
@@ -31,10 +34,22 @@ def test_splice_replaces_only_the_generated_part():
     assert doc.splice("# Title\n") == f"# Title\n\n{doc.render()}"
 
 
-def test_every_response_field_an_adapter_names_is_read_by_the_client():
-    """A field's last key appears as a string in the client's stream parser (loadgen/client/stream.py), so a
-    renamed field on either side fails here."""
-    source = (ROOT / "loadgen" / "client" / "stream.py").read_text()
+def test_every_response_field_an_adapter_names_is_read():
+    """A field's last key appears as a string in its reader: the adapter's module (loadgen/engines/<engine>.py,
+    its `field_readers` and `/generate`'s meta reader) or, for OpenAI's `usage` and the running counts, the
+    client's stream parser (loadgen/client/stream.py), so a renamed field on either side fails here."""
+    client = (ROOT / "loadgen" / "client" / "stream.py").read_text()
+    missing = []
+    for a in registry.ADAPTERS:
+        own = pathlib.Path(sys.modules[type(a).__module__].__file__ or "").read_text()
+        missing += [f.path for f in a.response_fields
+                    if not any(f'"{f.path.rsplit(".", 1)[-1]}"' in source for source in (own, client))]
     fields = [f.path for a in registry.ADAPTERS for f in a.response_fields]
-    missing = [p for p in fields if f'"{p.rsplit(".", 1)[-1]}"' not in source]
     assert fields and missing == []
+
+
+def test_every_field_reader_reads_a_field_its_adapter_names():
+    """An adapter's `field_readers` read fields it documents in `response_fields` (their first key)."""
+    keys = [(a.name, r.key) for a in registry.ADAPTERS for r in a.field_readers]
+    named = {(a.name, f.path.split(".", 1)[0]) for a in registry.ADAPTERS for f in a.response_fields}
+    assert keys and [k for k in keys if k not in named] == []

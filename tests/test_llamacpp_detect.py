@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from loadgen.engines.llamacpp import context_per_slot, is_props, model_meta, recognised_by, server_info
 from loadgen.target.discover import Target
 from loadgen.target.engine_detect import engine_from_metrics
 from loadgen.target.launch_args import (
@@ -21,7 +22,6 @@ from loadgen.target.launch_args import (
     local_llamacpp_settings,
     loopback_port,
 )
-from loadgen.target.llamacpp import context_per_slot, is_props, model_meta, recognised_by, server_info
 
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "samples"
 

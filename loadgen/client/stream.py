@@ -3,11 +3,11 @@ tables of inputs.
 
 Token counts always come from the server, wherever it puts them: OpenAI routes carry `usage` (running usage in
 every chunk when the server honours `continuous_usage_stats`; else a final usage chunk with `choices: []`, or
-the finish chunk itself, as llama.cpp's `/v1/completions` does), and llama.cpp adds `timings` (`predicted_n`,
-`prompt_n`, `cache_n`, `draft_n`, `draft_n_accepted`) beside it; SGLang's `/generate` carries a cumulative
-`meta_info.completion_tokens` in every event. A usage that arrives after content events without counts is
-a total, not a running count. Cached prompt tokens come from `usage.prompt_tokens_details.cached_tokens`
-(llama.cpp, vLLM, SGLang with its cache report), `timings.cache_n` or `meta_info.cached_tokens`.
+the finish chunk itself, as llama.cpp's `/v1/completions` does); an engine's own fields beside it are read by
+its adapter's `FieldReader`s (`engines.registry.FIELD_READERS`) into `EventCounts`, only in events that are not
+plain content chunks. SGLang's `/generate` carries a cumulative `completion_tokens` in every event's meta object
+(`engines.sglang.GENERATE_META`). A usage that arrives after content events without counts is a total, not a
+running count. Cached prompt tokens: `usage.prompt_tokens_details.cached_tokens` or an engine's field.
 """
 
 from __future__ import annotations
@@ -17,6 +17,9 @@ from dataclasses import dataclass, field
 import orjson
 
 from loadgen.client.template_reader import LEARNS, learnt, read_template
+from loadgen.engines.base import EventCounts, FieldReader
+from loadgen.engines.registry import CHUNK_FIELD, CHUNK_READERS, FIELD_READERS
+from loadgen.engines.sglang import GENERATE_META, read_generate_meta
 from loadgen.names import Api
 
 CHAT_TEXT = ("choices", 0, "delta", "content")
@@ -76,9 +79,9 @@ class StreamState:
 
     def _parse(self, payload: bytes) -> bool:
         """The full parse of one event: each API's common case inline (the event's JSON, then an OpenAI chunk
-        with choices or a `/generate` event with meta_info); error objects are looked for only in events that
-        are not chunks (no choices / no meta_info), where servers put them. Every branch sets `content` and
-        `new_tokens` once; events that set `done` or `error` never carry content."""
+        with choices or a `/generate` event with its meta object); error objects are looked for only in events
+        that are not chunks (no choices / no meta object), where servers put them. Every branch sets `content`
+        and `new_tokens` once; events that set `done` or `error` never carry content."""
         raise NotImplementedError
 
     def _done(self) -> bool:
@@ -86,15 +89,15 @@ class StreamState:
         return False
 
     def _no_choices(self, obj: dict, choices) -> bool:
-        """An OpenAI event without choices: an error object, SGLang's spec details or the final usage."""
+        """An OpenAI event without choices: an error object, an engine's own event or the final usage."""
         if not self._error(obj):
             self._feed_openai_meta(obj, choices)
         return False
 
     def _feed_text(self, obj: dict, usage: dict | None, text: bool) -> bool:
-        """An event with choices: counted when it carries usage or llama.cpp's `timings`, else a chunk whose
-        tokens are not known (`text`: it has content)."""
-        if usage or "timings" in obj:
+        """An event with choices: counted when it carries usage or the engine field that rides on chunks
+        (`CHUNK_FIELD`), else a chunk whose tokens are not known (`text`: it has content)."""
+        if usage or CHUNK_FIELD in obj:
             return self._feed_counted(obj, usage, text)
         self._uncounted = self._uncounted or text
         self.content = text
@@ -102,9 +105,9 @@ class StreamState:
         return text
 
     def _feed_counted(self, obj: dict, usage: dict | None, text: bool) -> bool:
-        """A chunk with choices and usage (or timings): a running count, or, after content without counts
-        (llama.cpp's finish chunk), the request's totals."""
-        if usage is not None and not (self._uncounted or self.finished) and "timings" not in obj:
+        """A chunk with choices and usage (or an engine's chunk field): a running count, or, after content
+        without counts (llama.cpp's finish chunk), the request's totals."""
+        if usage is not None and not (self._uncounted or self.finished) and CHUNK_FIELD not in obj:
             ct = usage.get("completion_tokens")
             if ct is not None:  # a running count mid-stream, the common event: the totals come at the end
                 new = self.new_tokens = ct - self._running_tokens
@@ -112,7 +115,7 @@ class StreamState:
                 self.completion_tokens = ct
                 content = self.content = text or new > 0
                 return content
-        self._totals(obj, usage)
+        self._totals(obj, usage, CHUNK_READERS)
         ct = usage.get("completion_tokens") if usage else None
         if ct is None or self._uncounted:
             self._uncounted = self._uncounted or text
@@ -123,11 +126,12 @@ class StreamState:
         content = self.content = text or new > 0
         return content
 
-    def _totals(self, obj: dict, usage: dict | None) -> None:
-        """The counts of a usage object and of llama.cpp's `timings`; usage wins where both give one."""
-        timings = obj.get("timings")
-        if isinstance(timings, dict):
-            self._timings(timings)
+    def _totals(self, obj: dict, usage: dict | None, readers: tuple[FieldReader, ...]) -> None:
+        """The counts of the engine fields `readers` read and of a usage object; usage wins where both give one."""
+        for reader in readers:
+            value = obj.get(reader.key)
+            if value is not None and (counts := reader.read(value)) is not None:
+                self._fill(counts)
         if not usage:
             return
         if usage.get("prompt_tokens") is not None:
@@ -142,17 +146,16 @@ class StreamState:
         if isinstance(reasoning, int) and not isinstance(reasoning, bool):
             self.reasoning_tokens = reasoning
 
-    def _timings(self, t: dict) -> None:
-        """llama.cpp's per-request `timings`: counts where usage gave none, and the draft tokens (`draft_n`
-        proposed, `draft_n_accepted` accepted) as the request's speculative details."""
-        if self.completion_tokens is None and t.get("predicted_n") is not None:
-            self.completion_tokens = int(t["predicted_n"])
-        if self.prompt_tokens is None and t.get("prompt_n") is not None:
-            self.prompt_tokens = int(t["prompt_n"]) + int(t.get("cache_n") or 0)
-        if self.cached_tokens is None and t.get("cache_n") is not None:
-            self.cached_tokens = int(t["cache_n"])
-        if t.get("draft_n") is not None:
-            self.spec = {"draft_n": int(t["draft_n"]), "draft_n_accepted": int(t.get("draft_n_accepted") or 0)}
+    def _fill(self, counts: EventCounts) -> None:
+        """An engine field's counts where none is known yet (a usage read after them overrides), and its spec."""
+        if self.completion_tokens is None:
+            self.completion_tokens = counts.completion_tokens
+        if self.prompt_tokens is None:
+            self.prompt_tokens = counts.prompt_tokens
+        if self.cached_tokens is None:
+            self.cached_tokens = counts.cached_tokens
+        if counts.spec is not None:
+            self.spec = counts.spec
 
     def _error(self, obj: dict) -> bool:
         """An error object sent as an event (`{"error": ...}`, or OpenAI's `{"object": "error", ...}`)."""
@@ -167,16 +170,11 @@ class StreamState:
         return True
 
     def _feed_openai_meta(self, obj: dict, choices) -> None:
-        """An OpenAI event without choices: SGLang's spec details or the final usage (no `choices` key at all
-        is a protocol error)."""
+        """An OpenAI event without choices: an engine's own event or the final usage (no `choices`: an error)."""
         self.content, self.new_tokens = False, 0
         if choices is None:
             raise ProtocolError(f"event has no 'choices': {orjson.dumps(obj)[:120]!r}")
-        sglext = obj.get("sglext")
-        if sglext and sglext.get("spec_tokens_details") is not None:
-            details = sglext["spec_tokens_details"]
-            self.spec = details[0] if isinstance(details, list) else details
-        self._totals(obj, obj.get("usage"))
+        self._totals(obj, obj.get("usage"), FIELD_READERS)
 
     def incomplete_reason(self) -> str | None:
         """Why a stream that ended is not a complete response, or None when it is."""
@@ -257,7 +255,7 @@ class CompletionsState(StreamState):
 
 @dataclass(slots=True)
 class GenerateState(StreamState):
-    """SGLang's `/generate`: cumulative `meta_info.completion_tokens`; an error object has no meta_info."""
+    """SGLang's `/generate`: a cumulative `completion_tokens` in each event's `GENERATE_META`; an error has none."""
 
     def feed(self, payload: bytes) -> bool:
         if payload == b"[DONE]":
@@ -268,28 +266,28 @@ class GenerateState(StreamState):
             raise _bad_event(payload, "JSON") from None
         if type(obj) is not dict:
             raise _bad_event(payload, "a JSON object")
-        meta = obj.get("meta_info")
+        meta = obj.get(GENERATE_META)
         if meta is None:
-            if "meta_info" not in obj and self._error(obj):
+            if GENERATE_META not in obj and self._error(obj):
                 return False
             self.content, self.new_tokens = False, 0
-            raise ProtocolError(f"event has no 'meta_info': {orjson.dumps(obj)[:120]!r}")
+            raise ProtocolError(f"event has no '{GENERATE_META}': {orjson.dumps(obj)[:120]!r}")
         ct = meta.get("completion_tokens")
         if ct is None:
             self.content, self.new_tokens = False, 0
-            raise ProtocolError("meta_info has no completion_tokens")
+            raise ProtocolError(f"{GENERATE_META} has no completion_tokens")
         self.running_counts = True
         self.new_tokens = ct - self._running_tokens
         self._running_tokens = ct
         self.content = self.new_tokens > 0
         self.completion_tokens = ct
-        self.prompt_tokens = meta.get("prompt_tokens", self.prompt_tokens)
-        if meta.get("cached_tokens") is not None:
-            self.cached_tokens = int(meta["cached_tokens"])
+        prompt, cached, spec = read_generate_meta(meta)  # each count it gives replaces the last event's
+        self.prompt_tokens = self.prompt_tokens if prompt is None else prompt
+        self.cached_tokens = self.cached_tokens if cached is None else cached
         if meta.get("finish_reason"):
             self.finished = True
-        if meta.get("spec_verify_ct") is not None:
-            self.spec = {k: v for k, v in meta.items() if k.startswith("spec_")}
+        if spec is not None:
+            self.spec = spec
         return self.content
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from loadgen.client.event_template import ASCII_TEXT, MAX_COUNT, learn, read_count, rest_for, utf8_text
+from loadgen.engines.registry import CHUNK_FIELD
 
 if TYPE_CHECKING:
     from loadgen.client.stream import StreamState
@@ -77,8 +78,9 @@ def _after_run(state: StreamState, counted: bool, running: int, step: int, text:
 def learnt(state: StreamState, payload: bytes, obj: dict, path: tuple, key: bytes, text, usage) -> None:
     """After the full parse of an event with choices: a counted template stands only while the stream reads
     running counts (no finish, no chunk without counts); a plain content event (its text a string that needs no
-    escape, no finish, no reasoning, the text not kept for `answer`, no `timings`) is learnt from, counted when it
-    took the running count's branch. A template that cannot be proven leaves the one before in place."""
+    escape, no finish, no reasoning, the text not kept for `answer`, no `CHUNK_FIELD` of an engine) is learnt
+    from, counted when it took the running count's branch. A template that cannot be proven leaves the one
+    before in place."""
     tpl = state._template
     if tpl is not None and tpl[2] is not None and (state.finished or state._uncounted):
         state._template = state._framed = None
@@ -88,7 +90,7 @@ def learnt(state: StreamState, payload: bytes, obj: dict, path: tuple, key: byte
         return
     if not text.isprintable() or '"' in text or "\\" in text:  # a newline, say: the next plain event will do
         return
-    if state.answer is not None or state.finished or "timings" in obj:
+    if state.answer is not None or state.finished or CHUNK_FIELD in obj:
         return
     if usage:
         if state._uncounted or type(usage) is not dict or type(usage.get("completion_tokens")) is not int:

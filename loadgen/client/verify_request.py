@@ -19,6 +19,7 @@ import orjson
 
 from loadgen.client.api import PATHS, RequestOptions, build_body
 from loadgen.client.recorder import CANCELLED, http_error, one_line
+from loadgen.engines.sglang import GENERATE_META
 from loadgen.names import Api, Outcome, TokenUnit
 from loadgen.record import Record
 
@@ -84,9 +85,9 @@ def read_output(api: Api, raw: bytes) -> VerifyOutput:
 
 
 def _generate_output(obj: dict) -> VerifyOutput:
-    meta = obj.get("meta_info")
+    meta = obj.get(GENERATE_META)
     if not isinstance(meta, dict):
-        raise ValueError("the answer has no meta_info")
+        raise ValueError(f"the answer has no {GENERATE_META}")
     ids = obj.get("output_ids")
     tokens, unit = (list(ids), TokenUnit.IDS) if ids else (None, TokenUnit.TEXT)
     return VerifyOutput(str(obj.get("text") or ""), tokens, unit, meta.get("completion_tokens"),

@@ -3,13 +3,15 @@
 An adapter (`EngineAdapter`) holds everything loadgen knows of one engine: how it is recognised (`detect`, in
 detection stages), what its settings are (`spec_settings`, `stable_info` for the fingerprint), the flags it is
 launched with (`launch`), its Prometheus metric names by role (`metrics`), the log line that gives an accept
-length (`parse_log_line`), its tokenize routes (`tokenize`) and the speculative-decoding fields of its answers
-(`response_fields`). It sends nothing itself: detection asks through a `Probe`, which target/discover.py
-implements over HTTP, so an adapter is pure facts and pure parsing, tested with tables of answers.
+length (`parse_log_line`), its tokenize routes (`tokenize`) and the fields of its answers beside OpenAI's
+(`response_fields`, read into `EventCounts` by its `field_readers`). It sends nothing itself: detection asks
+through a `Probe`, which target/discover.py implements over HTTP, so an adapter is pure facts and pure parsing,
+tested with tables of answers.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
 from typing import Any, Protocol
@@ -123,6 +125,31 @@ class ResponseField:
     meaning: str
 
 
+@dataclass(slots=True)
+class EventCounts:
+    """What an engine's own field of one answer event says of its request; None where it says nothing. The
+    token counts are the request's so far; `spec` is its speculative-decoding details as the engine names them
+    (records keep them so: metrics read `draft_n`, `spec_verify_ct`, ... from there)."""
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_tokens: int | None = None
+    spec: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class FieldReader:
+    """An engine's field at the root of an OpenAI-route event, beside `usage`, and the function that reads its
+    value (None: nothing the client keeps). The client reads it only in events that are not plain content
+    chunks: events without choices and, for a field `on_chunks`, chunks that carry it or `usage`."""
+
+    key: str
+    read: Callable[[Json], EventCounts | None]
+    # the field may ride on a chunk with choices, which it then makes a counted event whose counts are the
+    # request's totals (llama.cpp's `timings` on its finish chunk); else it comes in an event of its own
+    on_chunks: bool = False
+
+
 @dataclass(frozen=True)
 class LaunchFlags:
     """Settings an engine does not serve over HTTP, read from its process: setting → (flags, variables)."""
@@ -153,6 +180,7 @@ class EngineAdapter:
     identity_routes: tuple[str, ...] = ()  # routes whose whole answer is the server's settings
     tokenize: tuple[TokenizeRoute, ...] = ()
     response_fields: tuple[ResponseField, ...] = ()
+    field_readers: tuple[FieldReader, ...] = ()  # how the `response_fields` outside `usage` are read
     launch: LaunchFlags | None = None
     log_line: str | None = None  # the log line an accept length is read from, as it is named in messages
     metrics_switch: str | None = None  # how the server is started with its /metrics, when it is off by default

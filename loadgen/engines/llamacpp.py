@@ -20,6 +20,8 @@ from typing import Any
 from loadgen.engines.base import (
     Detection,
     EngineAdapter,
+    EventCounts,
+    FieldReader,
     Json,
     LaunchFlags,
     LogReading,
@@ -76,6 +78,24 @@ RESPONSE_FIELDS = (
     ResponseField("timings.cache_n", "prompt tokens served from the slot's cache"),
     ResponseField("usage.prompt_tokens_details.cached_tokens", "the same as `timings.cache_n`"),
 )
+
+
+def read_timings(t: Json) -> EventCounts | None:
+    """llama-server's per-request `timings` (on its finish chunk, beside `usage` or in its place): output tokens
+    `predicted_n`, prompt tokens `prompt_n` + `cache_n` (`prompt_n` counts only those evaluated), cached
+    `cache_n`, and the draft tokens (`draft_n` proposed, `draft_n_accepted` accepted) as the request's spec."""
+    if not isinstance(t, dict):
+        return None
+    predicted, prompt, cache, drafted = t.get("predicted_n"), t.get("prompt_n"), t.get("cache_n"), t.get("draft_n")
+    accepted = int(t.get("draft_n_accepted") or 0) if drafted is not None else 0
+    return EventCounts(
+        prompt_tokens=None if prompt is None else int(prompt) + int(cache or 0),
+        completion_tokens=None if predicted is None else int(predicted),
+        cached_tokens=None if cache is None else int(cache),
+        spec=None if drafted is None else {"draft_n": int(drafted), "draft_n_accepted": accepted})
+
+
+TIMINGS = FieldReader("timings", read_timings, on_chunks=True)
 
 
 def recognised_by(models: Json, server_header: str | None) -> list[str]:
@@ -184,6 +204,7 @@ class LlamaCpp(EngineAdapter):
                       "by `/tokenize` (builds without input_tokens)"),
     )
     response_fields = RESPONSE_FIELDS
+    field_readers = (TIMINGS,)
     launch: LaunchFlags | None = LAUNCH
     metrics_switch = "llama-server with --metrics"
     log_line = "llama.cpp 'draft acceptance … mean len' line (one per request)"

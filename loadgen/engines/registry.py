@@ -12,6 +12,7 @@ from loadgen.engines.base import (
     COUNTER_ROLES,
     Detection,
     EngineAdapter,
+    FieldReader,
     LogReading,
     MetricRole,
     Probe,
@@ -22,6 +23,14 @@ from loadgen.engines.base import (
 ADAPTERS: tuple[EngineAdapter, ...] = (sglang.ADAPTER, vllm.ADAPTER, llamacpp.ADAPTER, tgi.ADAPTER)
 FALLBACK: EngineAdapter = openai_generic.ADAPTER
 BY_NAME = {a.name: a for a in (*ADAPTERS, FALLBACK)}
+# The engines' fields of OpenAI-route events (beside `usage`), in registry order, and those that may ride on a
+# chunk with choices. The client tests every chunk it parses for the latter with one key lookup (`CHUNK_FIELD`),
+# so at most one engine may have one: a second would need a set test there, on every chunk.
+FIELD_READERS: tuple[FieldReader, ...] = tuple(r for a in ADAPTERS for r in a.field_readers)
+CHUNK_READERS: tuple[FieldReader, ...] = tuple(r for r in FIELD_READERS if r.on_chunks)
+if len(CHUNK_READERS) > 1:
+    raise RuntimeError(f"more than one engine field rides on chunks: {[r.key for r in CHUNK_READERS]}")
+CHUNK_FIELD: str | None = CHUNK_READERS[0].key if CHUNK_READERS else None
 
 
 def adapter(name: str) -> EngineAdapter:
@@ -64,6 +73,14 @@ def parse_log_line(line: str) -> LogReading | None:
 def metric_names(role: MetricRole) -> tuple[str, ...]:
     """Every adapter's metric in `role`, in registry order."""
     return tuple(name for a in ADAPTERS if (name := a.metric(role)) is not None)
+
+
+def draft_counting() -> tuple[str, ...]:
+    """The engines that count their drafts (a drafts and an accepted-tokens metric), in registry order: the
+    server-metrics source writes their counts under the engine's name (`drafts`, `accepted_tokens` and, where
+    the engine exports them, `accepted_per_position`)."""
+    return tuple(a.name for a in ADAPTERS
+                 if a.metric(MetricRole.DRAFTS) is not None and a.metric(MetricRole.ACCEPTED_TOKENS) is not None)
 
 
 def counter_names() -> tuple[str, ...]:

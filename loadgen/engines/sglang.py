@@ -8,10 +8,14 @@ arguments, which are its server info (secrets blanked by discovery). Accept leng
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from loadgen.engines.base import (
     Detection,
     EngineAdapter,
+    EventCounts,
+    FieldReader,
+    Json,
     LogReading,
     Metric,
     MetricRole,
@@ -38,6 +42,36 @@ def parse_line(line: str) -> tuple[float, int | None] | None:
         return None
     r = RUNNING_RE.search(line)
     return accept, int(r.group(1)) if r else None
+
+
+def read_sglext(ext: Json) -> EventCounts | None:
+    """`sglext.spec_tokens_details` of a chat/completions stream (an event of its own, without choices): the
+    request's speculative details (the first one's when it is a list, one per choice)."""
+    details = ext.get("spec_tokens_details") if isinstance(ext, dict) else None
+    if details is None:
+        return None
+    return EventCounts(spec=details[0] if isinstance(details, list) else details)
+
+
+# (prompt tokens, cached tokens, spec) of one `/generate` event; None: not in it. A tuple, not an `EventCounts`:
+# it is read from every event of the stream, where building a dataclass costs about a tenth of the event's parse.
+GenerateCounts = tuple[int | None, int | None, dict[str, Any] | None]
+
+
+def read_generate_meta(meta: dict[str, Any]) -> GenerateCounts:
+    """The counts of a `/generate` event's `meta_info` beyond its running `completion_tokens` (which the
+    stream reads itself): `prompt_tokens`, `cached_tokens` (from the prefix cache), and the `spec_*` fields
+    as the request's speculative details when it has `spec_verify_ct`."""
+    cached = meta.get("cached_tokens")
+    spec = {k: v for k, v in meta.items() if k.startswith("spec_")} if meta.get("spec_verify_ct") is not None \
+        else None
+    return meta.get("prompt_tokens"), None if cached is None else int(cached), spec
+
+
+SGLEXT = FieldReader("sglext", read_sglext)
+# `/generate`: the object of every event that holds its running `completion_tokens`, `finish_reason` and the
+# counts `read_generate_meta` reads
+GENERATE_META = "meta_info"
 
 
 class SGLang(EngineAdapter):
@@ -81,6 +115,7 @@ class SGLang(EngineAdapter):
         ResponseField("meta_info.completion_tokens", "`/generate`: cumulative output tokens in every event"),
         ResponseField("meta_info.cached_tokens", "`/generate`: prompt tokens served from the prefix cache"),
     )
+    field_readers = (SGLEXT,)
     metrics_switch = "SGLang with --enable-metrics"
     log_line = "'accept len' line (SGLang logs one every decode_log_interval decode steps)"
 

@@ -17,11 +17,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from loadgen.engines.registry import draft_counting
 from loadgen.metrics.record_table import RecordTable
 from loadgen.metrics.source_result import SourceResult
 from loadgen.record import Record
 
-ENGINES = ("vllm", "llamacpp")  # the server_metrics values that carry drafts and accepted_per_position
+DRAFT_BLOCKS = draft_counting()  # the server_metrics values that carry drafts and accepted_per_position
 
 
 def acceptance_by_position(accepted: Sequence[float | None], drafts: float) -> list[dict] | None:
@@ -55,7 +56,7 @@ def from_sources(sources: Sequence[SourceResult]) -> list[dict] | None:
     """The cell's acceptance by draft position from the server-metrics source, or None where the server
     exports no per-position counters."""
     for src in sources:
-        for engine in ENGINES:
+        for engine in DRAFT_BLOCKS:
             block = src.values.get(engine) if src.available else None
             if isinstance(block, dict) and block.get("accepted_per_position"):
                 return acceptance_by_position(block["accepted_per_position"], block.get("drafts") or 0)

@@ -1,6 +1,7 @@
 """Per-cell sums of what the server reported about each request beyond its token counts: prompt tokens served
-from its prefix cache, and the draft tokens of speculative decoding (llama.cpp's `timings`). One function
-per figure, the formula in its docstring; "ok" measure-phase records only.
+from its prefix cache, and the draft tokens of speculative decoding (the records' `cached_tokens` and `spec`, as
+the engines' adapters read them from each answer: loadgen/engines/, `field_readers`). One function per figure,
+the formula in its docstring; "ok" measure-phase records only.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ PER_TOKEN_CHUNKS_MAX = 1.1
 
 def cached_tokens(ok: Sequence[Record] | RecordTable) -> int | None:
     """Σ cached_tokens over the ok requests that reported it (usage.prompt_tokens_details.cached_tokens,
-    llama.cpp's timings.cache_n, /generate meta_info.cached_tokens); None when none reported it."""
+    or an engine's own field, `EngineAdapter.response_fields`); None when none reported it."""
     cached = RecordTable.of(ok).ints("cached_tokens")
     reported = cached != NONE
     return int(cached[reported].sum()) if reported.any() else None
@@ -46,7 +47,7 @@ def draft_tokens(ok: Sequence[Record] | RecordTable) -> dict | None:
     Σ int(draft_n_accepted or 0), accept_rate: accepted / proposed, requests}, over the requests whose spec
     holds a number as draft_n; None when no request carried one.
 
-    An accept *length* needs the number of verify steps, which the per-request timings do not give (the
+    An accept *length* needs the number of verify steps, which llama.cpp's per-request counts do not give (the
     server's counters and its log do), so this is a cross-check of their accepted and proposed tokens."""
     t = RecordTable.of(ok)
     proposed_values, proposed_kinds = t.spec_numbers("draft_n")

@@ -42,7 +42,7 @@ from loadgen.sweep.ready import reconfigure_and_wait, run_diagnostics
 from loadgen.sweep.spec import Config, SweepSpec
 from loadgen.sweep.summary import lock_dir, print_summary, write_summary
 from loadgen.target.expect import expect_mismatches
-from loadgen.target.llamacpp import llamacpp_identity
+from loadgen.target.identity import server_identity
 
 INFO_TIMEOUT_S = 5.0
 
@@ -90,7 +90,7 @@ class ConfigurationCheck:
         except (TimeoutError, aiohttp.ClientError, OSError, ValueError):
             return None
         if not isinstance(info, dict):  # llama-server has no /server_info: its settings stand for it
-            info = await llamacpp_identity(session, self.url, self.headers)
+            info = await server_identity(session, self.url, self.headers)
         wrong = expect_mismatches(info, self.expect) if isinstance(info, dict) else []
         return "the server changed configuration (" + "; ".join(wrong) + ")" if wrong else None
 

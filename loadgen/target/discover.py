@@ -14,6 +14,7 @@ from loadgen.client.recorder import one_line
 from loadgen.console import log
 from loadgen.engines import registry
 from loadgen.engines.base import EngineAdapter
+from loadgen.engines.sglang import GENERATE_META
 from loadgen.errors import ERROR_ROOM, ServerError, UsageError
 from loadgen.names import Api
 from loadgen.redact import redact
@@ -241,7 +242,7 @@ async def probe_prompt_tokens(session: aiohttp.ClientSession, target: Target, te
     snippet = one_line(raw.decode("utf-8", "replace"))
     if status != 200:
         raise probe_failed(path, status, snippet)
-    counts = "meta_info" if target.api is Api.SGLANG_GENERATE else "usage"  # where the answer counts tokens
+    counts = GENERATE_META if target.api is Api.SGLANG_GENERATE else "usage"  # where the answer counts tokens
     try:
         answer = orjson.loads(raw)
     except orjson.JSONDecodeError:

@@ -35,7 +35,7 @@ from loadgen.engines.registry import identity_routes
 from loadgen.names import Outcome, Phase
 from loadgen.record import CellKey, Record
 from loadgen.target.expect import expect_mismatches
-from loadgen.target.llamacpp import server_identity
+from loadgen.target.identity import server_identity
 from loadgen.target.unreachable import down_state
 
 HEALTH_PATHS = ("/health_generate", "/health", "/v1/models")

@@ -1,7 +1,6 @@
-"""A server's settings for a sweep's `expect` map where it has no settings route of its own (llama-server).
-
-What llama.cpp is and how its server info is assembled lives in its adapter (loadgen/engines/llamacpp.py);
-its names are kept here for the callers that read them from this module.
+"""A server's settings for a sweep's `expect` map where it has no settings route of its own (llama-server):
+the first adapter whose `identity` recognises the server gives them (how an engine's settings are assembled is
+its adapter's, loadgen/engines/).
 """
 
 from __future__ import annotations
@@ -11,12 +10,8 @@ from typing import Any
 import aiohttp
 import orjson
 
-from loadgen.engines.llamacpp import HOW_KNOWN, context_per_slot, is_props, model_meta, recognised_by, server_info
 from loadgen.engines.registry import ADAPTERS
 from loadgen.target.probe import HttpProbe, first_model
-
-__all__ = ["HOW_KNOWN", "context_per_slot", "is_props", "llamacpp_identity", "model_meta", "recognised_by",
-           "server_identity", "server_info"]
 
 
 async def server_identity(session: aiohttp.ClientSession, url: str, headers: dict | None = None) -> dict | None:
@@ -40,5 +35,3 @@ async def _models(session: aiohttp.ClientSession, url: str, headers: dict | None
     except (TimeoutError, aiohttp.ClientError, OSError, orjson.JSONDecodeError):
         return None, None
 
-
-llamacpp_identity = server_identity
