@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import pytest
 
-from tests import forked
+from tests import companion, forked
 
 ROOT = Path(__file__).resolve().parents[1]
 TIERS = ("unit", "sim", "engine", "infra")  # registered in pyproject.toml; tests/README.md "Tiers"
@@ -29,15 +29,17 @@ def pytest_collection_modifyitems(config, items):
             found = ", ".join(tiers) if tiers else "none"
             raise pytest.UsageError(f"{item.nodeid}: needs exactly one tier marker of {', '.join(TIERS)} "
                                     f"(found {found}); see tests/README.md \"Tiers\"")
-    # the unit tier first, while the waiting builds run (tests/side_by_side.py); then the modules that read
-    # the builds, so that their processes are stopped before the rest; each group in the files' order
+    # the unit tier first, while the waiting builds and the companions run (tests/side_by_side.py,
+    # tests/companion.py); then the untimed tests the companions ran; then the modules that read the builds, so
+    # that their processes are stopped before the rest; each group in the files' order
     from tests import side_by_side
     built = side_by_side.modules()
-    def group(item) -> tuple[bool, bool]:
+    def group(item) -> tuple[bool, bool, bool]:
         module = getattr(item, "module", None)
         reads_a_build = module is not None and module.__name__.rsplit(".", 1)[-1] in built
-        return item.get_closest_marker("unit") is None, not reads_a_build
+        return item.get_closest_marker("unit") is None, not companion.untimed(item), not reads_a_build
     items.sort(key=group)
+    companion.order(items)
 
 
 def pytest_collection_finish(session):
@@ -49,18 +51,42 @@ def pytest_collection_finish(session):
     side_by_side.select(session.items, factory.mktemp)
     if not session.config.option.collectonly:
         side_by_side.start_selected()
+    companion.start(session)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    """A companion runs only the modules it claimed; the session reports what the companions ran."""
+    if companion.lane() is not None:
+        return None if companion.claimed(item) else True
+    return True if companion.replay(item) else None
+
+
+def pytest_runtest_logreport(report):
+    if companion.lane() is not None:
+        companion.record(_CONFIG[0], report)
+
+
+def pytest_configure(config):
+    _CONFIG[:] = [config]
+
+
+_CONFIG: list = []  # the session's config, for the companions' reports
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
-    """No test of another tier than `unit` runs beside a build: the first one waits until they have all ended."""
+    """No test of another tier than `unit` runs beside a build or a companion: the first one waits until they
+    have all ended."""
     if item.get_closest_marker("unit") is None:
         from tests import side_by_side
         side_by_side.wait_all()
+        companion.wait()
 
 
 def pytest_sessionfinish(session):
     from tests import side_by_side
+    companion.stop()
     side_by_side.finish_all()
     forked.shutdown()
 

@@ -18,6 +18,8 @@ from loadgen.report.plot_data import accept_by_source, series_vs_concurrency
 from loadgen.report.plots import render
 from loadgen.report.report import write_plots
 
+pytestmark = pytest.mark.untimed  # its tests of other tiers than unit time nothing against the machine
+
 PNG = b"\x89PNG\r\n\x1a\n"
 
 

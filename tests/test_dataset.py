@@ -17,6 +17,8 @@ from loadgen.workload.dataset_formats import parse_rows
 from tests.cells import typed
 from tests.conftest import run_loadgen, said
 
+pytestmark = pytest.mark.untimed  # its tests of other tiers than unit time nothing against the machine
+
 CODE = ["def area(r):\n    return 3.14159 * r ** 2  # {}\n", "for i in range(10):\n    if i % 2 == 0:\n        "
         "print(i, [x * x for x in range(i)])\n", "class Stack:\n    def __init__(self):\n        self.items = []\n"
         "    def push(self, x):\n        self.items.append(x)\n"]

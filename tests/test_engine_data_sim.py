@@ -17,6 +17,8 @@ from loadgen.record import Record
 from loadgen.workload.tokenizers import sizing_description, sizing_note
 from tests.conftest import run_loadgen
 
+pytestmark = pytest.mark.untimed  # its tests of other tiers than unit time nothing against the machine
+
 CONTEXTS = (60, 128)
 TAG_FIRST_TOKEN = 1  # the unique tag's first token, shared by chance (workload/prefix.py)
 TEMPLATE_OPEN = 3  # the imitation's chat template tokens before the message (sim/llamacpp.py CHAT_OPEN_IDS)

@@ -12,6 +12,8 @@ from tests.cells import typed
 from tests.conftest import run_loadgen
 from tests.faults_util import assert_accounted, outputs, wait_truth
 
+pytestmark = pytest.mark.untimed  # its tests of other tiers than unit time nothing against the machine
+
 ARGS = ("--concurrency", "4", "--contexts", "60", "--max-tokens", "32", "--requests-per-cell", "32",
         "--server-metrics", "off")
 

@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import run_loadgen
 from tests.faults_util import assert_accounted, jsonl_lines, outputs, streamed, wait_truth
 
-pytestmark = pytest.mark.sim
+pytestmark = [pytest.mark.sim, pytest.mark.untimed]  # nothing here is timed against the machine
 
 APIS = ("openai-chat", "openai-completions", "sglang-generate")
 # every API on the default client (h1), and the aiohttp client (--http-client aiohttp) on one API

@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import ROOT, run_loadgen, start_sim, stop_process
 
-pytestmark = pytest.mark.sim
+pytestmark = [pytest.mark.sim, pytest.mark.untimed]  # nothing here is timed against the machine
 
 REQUESTS = 8
 

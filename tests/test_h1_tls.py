@@ -19,6 +19,8 @@ from loadgen.client.tls import proxy_notice
 from tests.conftest import run_loadgen, stop_process
 from tests.test_h1_proxy_faults import start_proxy
 
+pytestmark = pytest.mark.untimed  # its tests of other tiers than unit time nothing against the machine
+
 
 def self_signed(folder: Path) -> tuple[Path, Path]:
     """A certificate for 127.0.0.1 signed by its own key (also its own CA); (cert.pem, key.pem)."""

@@ -25,6 +25,8 @@ from loadgen.results.repeats import combine_repeats
 from tests.cells import typed
 from tests.conftest import ROOT, run_loadgen
 
+pytestmark = pytest.mark.untimed  # its tests of other tiers than unit time nothing against the machine
+
 SHORT = ["--max-tokens", "32", "--requests-per-cell", "16", "--warmup", "2"]
 SEARCH = ["search", "--contexts", "60", "--max-tokens", "32", "--slo", "ttft=20ms,tpot=25ms", "--warmup", "2",
           "--probe-min-requests", "16", "--probe-min-seconds", "1", "--drift-every", "0", "--max-cells", "4"]

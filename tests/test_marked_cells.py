@@ -35,6 +35,8 @@ from loadgen.results.verdict import Decision, verdicts
 from tests.cells import typed
 from tests.conftest import run_loadgen, start_sim
 
+pytestmark = pytest.mark.untimed  # its tests of other tiers than unit time nothing against the machine
+
 GARBAGE = "GARBAGE OUTPUT: 8 of 8 verification outputs (100% > 0 --max-garbage-fraction): 8 repetition_loop"
 SLO = ("--slo", "ttft=2s,tpot=1s")  # lenient: every cell meets it, so only the garbage keeps it out of the verdict
 

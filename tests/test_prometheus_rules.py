@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+pytestmark = pytest.mark.untimed  # its tests of other tiers than unit time nothing against the machine
+
 ROOT = Path(__file__).resolve().parents[1]
 PROM = ROOT / "prometheus"
 RULE_FILES = sorted((PROM / "rules").glob("*.yml"))

@@ -92,7 +92,7 @@ COMPARISON_HEADER_WORDS = {"out_tok_s": "out", "req_tok_s": "req", "ttft_p50_s":
                            "power_w": "W", "j_per_token": "J/tok", "out_tok_s_x": "vs base",
                            "req_tok_s_x": "vs base"}
 
-pytestmark = [pytest.mark.infra, pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (scripts/test-deps.sh installs "
+pytestmark = [pytest.mark.infra, pytest.mark.untimed, pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (scripts/test-deps.sh installs "
                                 "Debian's chromium)")]
 
 

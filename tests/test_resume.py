@@ -21,7 +21,7 @@ from tests.conftest import ROOT, run_loadgen
 from tests.faults_util import jsonl_lines, outputs
 from tests.schema_check import assert_documented
 
-pytestmark = pytest.mark.sim
+pytestmark = [pytest.mark.sim, pytest.mark.untimed]  # nothing here is timed against the machine
 
 # two cells of 8 requests; ~0.5 s per request at --sim-speed 8, so the second cell is long enough to be killed in
 MATRIX = ("--concurrency", "2,4", "--contexts", "60", "--max-tokens", "600", "--requests-per-cell", "8",

@@ -18,6 +18,8 @@ from loadgen.redact import REDACTED, redact
 from tests.conftest import ROOT, start_sim
 from tests.faults_util import outputs
 
+pytestmark = pytest.mark.untimed  # its tests of other tiers than unit time nothing against the machine
+
 KEY = "sk-live-Q9wX3vT7pL2mN8rB"
 BASE_ENV = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
 

@@ -19,6 +19,8 @@ from loadgen.workload.dataset_formats import parse_rows
 from loadgen.workload.sessions import Conversation, SessionPlan, split_turns, think_times
 from tests.conftest import run_loadgen
 
+pytestmark = pytest.mark.untimed  # its tests of other tiers than unit time nothing against the machine
+
 CHAT = {"messages": [{"role": "system", "content": "Be brief."},
                      {"role": "user", "content": "one"}, {"role": "assistant", "content": "answer one"},
                      {"role": "user", "content": "two"}, {"role": "user", "content": "three"}],

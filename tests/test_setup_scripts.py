@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-pytestmark = pytest.mark.sim
+pytestmark = [pytest.mark.sim, pytest.mark.untimed]  # nothing here is timed against the machine
 
 FAKE_BUILD = "echo '[3/10] Building CXX a.o'; sleep 1.1; echo '[7/10] Building CXX b.o'; sleep 0.4; exit 3"
 

@@ -18,7 +18,7 @@ import pytest
 
 from tests.schema_check import assert_documented
 
-pytestmark = pytest.mark.sim
+pytestmark = [pytest.mark.sim, pytest.mark.untimed]  # nothing here is timed against the machine
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = str(ROOT / "tests" / "fixtures" / "sim_reconfigure.py")

@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import run_loadgen, said_lines
 from tests.faults_util import outputs
 
-pytestmark = pytest.mark.sim
+pytestmark = [pytest.mark.sim, pytest.mark.untimed]  # nothing here is timed against the machine
 
 ARGS = ("--concurrency", "2", "--contexts", "60", "--max-tokens", "16", "--requests-per-cell", "4")
 DCGM_TEXT = b'DCGM_FI_DEV_POWER_USAGE{gpu="0",UUID="GPU-0",modelName="H200"} 412.5\n'

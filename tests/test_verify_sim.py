@@ -12,7 +12,7 @@ import pytest
 from loadgen.names import Phase
 from tests.conftest import run_loadgen, start_sim
 
-pytestmark = pytest.mark.sim
+pytestmark = [pytest.mark.sim, pytest.mark.untimed]  # nothing here is timed against the machine
 
 PROMPTS = ["Explain what a hash table is.", "Write a Python function for Fibonacci numbers.",
            "List the planets of the solar system.", "Translate into French: the train leaves at seven."]

@@ -16,7 +16,7 @@ import pytest
 from tests.conftest import ROOT, run_loadgen
 from tests.faults_util import assert_accounted, outputs, wait_truth
 
-pytestmark = pytest.mark.sim
+pytestmark = [pytest.mark.sim, pytest.mark.untimed]  # nothing here is timed against the machine
 
 PLANNED = 16
 ARGS = ("--concurrency", "4", "--contexts", "60", "--max-tokens", "64", "--requests-per-cell", str(PLANNED),
