@@ -298,7 +298,7 @@ def _parse(*argv: str):
     import argparse
 
     from loadgen.cli.observe_config import exporter_config
-    from loadgen.cli.run_options import exporter_options, power_limit_options
+    from loadgen.cli.observe_options import exporter_options, power_limit_options
     from loadgen.config import RunConfig
     p = argparse.ArgumentParser()
     exporter_options(p)

@@ -1,6 +1,6 @@
 """What is watched beside the load, checked: the telemetry flags to a `TelemetryConfig` and the live
 metrics flags to an `ExporterConfig` (exit 2 on a bad URL, port or limit). Its own module because neither
-changes a request (its flags are in `run_options`); whether a requested source answers is checked later,
+changes a request (the flags are `observe_options`); whether a requested source answers is checked later,
 by `telemetry_checks`."""
 
 from __future__ import annotations
