@@ -12,7 +12,7 @@ import pytest
 from loadgen.config import RunConfig
 from loadgen.names import Phase
 from loadgen.parallel.shard import AlignedStart, ShardPart
-from loadgen.parallel.workers import WorkerDriver
+from loadgen.parallel.worker_driver import WorkerDriver
 from loadgen.record import CellKey, Record
 from loadgen.results.build_cell import amended
 from loadgen.results.cell_result import CellResult

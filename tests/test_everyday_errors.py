@@ -311,7 +311,7 @@ def _seconds_to_refuse_404s(tmp_path: Path) -> float:
 # ---- widths ---------------------------------------------------------------------------------------------------
 @pytest.mark.unit
 def test_too_many_streams_for_the_open_file_limit(cli, monkeypatch, tmp_path):
-    monkeypatch.setattr("loadgen.cli.run_config.raise_open_file_limit", lambda: (20000, 20000))
+    monkeypatch.setattr("loadgen.cli.parallel_config.raise_open_file_limit", lambda: (20000, 20000))
     said = one_line_exit_2(cli(*RUN, "--out", str(tmp_path / "r.json"), "--concurrency", "100000"))
     assert said == "--concurrency 100000: ulimit -n 20000 allows 19936 streams a process; use --workers 6 or raise it"
 

@@ -297,8 +297,8 @@ def test_event_loop_lag_is_sampled_while_serving():
 def _parse(*argv: str):
     import argparse
 
-    from loadgen.cli.run_config import exporter_config
-    from loadgen.cli.run_options import exporter_options, power_limit_options
+    from loadgen.cli.observe_config import exporter_config
+    from loadgen.cli.observe_options import exporter_options, power_limit_options
     from loadgen.config import RunConfig
     p = argparse.ArgumentParser()
     exporter_options(p)

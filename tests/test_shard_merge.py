@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from loadgen.cli.checks import parse_start_at
-from loadgen.cli.run_config import parse_shard
+from loadgen.cli.parallel_config import parse_shard
 from loadgen.errors import UsageError
 from loadgen.files import read_json, read_jsonl
 from loadgen.metrics.cell import summarize

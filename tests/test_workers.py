@@ -16,7 +16,8 @@ from loadgen.cli.checks import parse_workers
 from loadgen.files import read_json, read_jsonl
 from loadgen.metrics.cell import summarize
 from loadgen.metrics.client_health import merge_client
-from loadgen.parallel.workers import auto_workers, prefetch
+from loadgen.parallel.dispatch import prefetch
+from loadgen.parallel.workers import auto_workers
 from loadgen.record import Record
 from tests.conftest import ROOT, run_loadgen
 from tests.faults_util import assert_accounted

@@ -36,7 +36,8 @@ from loadgen.names import HttpClient
 from loadgen.parallel.ray_driver import RayDriver
 from loadgen.parallel.ray_pool import RayPool
 from loadgen.parallel.shard import AlignedStart, ShardPart
-from loadgen.parallel.workers import WorkerDriver, WorkerPool
+from loadgen.parallel.worker_driver import WorkerDriver
+from loadgen.parallel.workers import WorkerPool
 from loadgen.record import CellKey
 from loadgen.report.console_sink import ConsoleSink
 from loadgen.report.load_banner import open_loop_banner, throttle_banner, trace_banner

@@ -1,4 +1,4 @@
-"""What `workers.Dispatch` drives in a cell: a worker process (`workers.Worker`) or a Ray actor
+"""What `dispatch.Dispatch` drives in a cell: a worker process (`workers.Worker`) or a Ray actor
 (`ray_worker.RayWorker`), each part of the cell's slots behind the same few calls."""
 
 from __future__ import annotations

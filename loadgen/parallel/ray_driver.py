@@ -1,4 +1,4 @@
-"""The driver of `--ray` cells: `workers.WorkerDriver` over a `ray_pool.RayPool`, with what a lost part means
+"""The driver of `--ray` cells: `worker_driver.WorkerDriver` over a `ray_pool.RayPool`, with what a lost part means
 for a cell (a `worker_lost` incident naming its node; the next cells on the parts left, or skipped when none
 is left) and which parts ran it (the results' `ray.cells`)."""
 
@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from loadgen.metrics.record_table import RecordTable
 from loadgen.parallel.ray_pool import RayPool
-from loadgen.parallel.workers import WorkerDriver
+from loadgen.parallel.worker_driver import WorkerDriver
 from loadgen.record import CellKey, Record
 from loadgen.results.findings import CellFindings
 from loadgen.results.incidents import Incident, IncidentKind

@@ -4,7 +4,7 @@ The driver (this process) keeps everything `--workers` keeps in the parent: setu
 (JSONL, live exporter), telemetry, the summary and the choice of the next cell, so plain runs, `--repeat`,
 `loadgen search` and `loadgen sweep` run unchanged. Each part is a `ray_actor.WorkerActor` placed by
 `ray_plan.plan`, running the `--workers` worker code; the driver feeds it jobs over TCP exactly as it feeds a
-worker process over its pipes (`workers.Dispatch`), through a `ray_worker.RayWorker` that moves every time onto
+worker process over its pipes (`dispatch.Dispatch`), through a `ray_worker.RayWorker` that moves every time onto
 the driver's clock. Before the first cell and before each cell the clocks are mapped again (ping-pong); a node
 mapped worse than `ray_clock.MAX_UNCERTAINTY_NS` is named before any load.
 

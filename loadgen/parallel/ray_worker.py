@@ -1,6 +1,6 @@
 """The driver's side of one `--ray` part: the wire to its actor over TCP, on the driver's time base.
 
-A `RayWorker` is what `parallel.workers.Dispatch` drives, as it drives a worker process: `send`, `recv`, `ended`,
+A `RayWorker` is what `parallel.dispatch.Dispatch` drives, as it drives a worker process: `send`, `recv`, `ended`,
 `gone`. Every time that comes back (a `Sent`, a record's times) is moved onto the driver's clock by the part's
 `ClockMap`, and a cell's deadline is moved onto the part's clock before it leaves, so the records and the
 cell's window are all on one time base, whichever node sent the request.

@@ -4,7 +4,7 @@
 - `OpenLoop`: requests leave on a precomputed schedule at a target rate (`--request-rate`, `--ramp`).
 - Wrappers that take another driver as a constructor argument and implement every method of `Driver`
   themselves, forwarding explicitly: `parallel.shard.ShardPart` (this process's part of every cell),
-  `parallel.shard.AlignedStart` (cell k starts at T + k·S), `parallel.workers.WorkerDriver` (the slots
+  `parallel.shard.AlignedStart` (cell k starts at T + k·S), `parallel.worker_driver.WorkerDriver` (the slots
   spread over worker processes).
 
 A driver plans and drives, nothing else: it answers how many measured requests a cell plans, runs the warmup

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from loadgen.errors import UsageError
 
-SEARCH_FLAGS = {  # key → (flag, kind), as spec.MATRIX_FLAGS
+SEARCH_FLAGS = {  # key → (flag, kind), as table_flags.MATRIX_FLAGS
     "slo": ("--slo", "str"), "slo_attainment": ("--slo-attainment", "float"), "over": ("--over", "str"),
     "start": ("--start", "float"), "growth": ("--growth", "float"), "max": ("--max", "float"),
     "resolution": ("--resolution", "str"), "max_cells": ("--max-cells", "int"),

@@ -1,6 +1,9 @@
 """The sweep file (TOML): read, validate every value, render every template — all before anything runs.
 
-Reference of the format: docs/sweep.md. Each bad value is a UsageError naming the key and the fix.
+Reference of the format: docs/sweep.md. Each bad value is a UsageError naming the key and the fix. This module
+holds the file's shape (its sections, the configurations of [grid] and [[configs]], readiness) and the
+`SweepSpec` it becomes; its tables' keys become run flags in `table_flags`, [search] and [verify] are read by
+`search_table` and `verify_spec`, and single values are read by `toml_values`.
 """
 
 from __future__ import annotations
@@ -10,13 +13,14 @@ import os
 import re
 import tomllib
 from dataclasses import dataclass, field
-from typing import overload
 
 from loadgen.client.api import APIS
 from loadgen.errors import UsageError
 from loadgen.files import read_input
 from loadgen.sweep.search_table import SEARCH_FLAGS, check_search
+from loadgen.sweep.table_flags import MATRIX_FLAGS, TELEMETRY_FLAGS, table_flags
 from loadgen.sweep.template import render, render_argv, value_text
+from loadgen.sweep.toml_values import argv_list, check_keys, is_number, string, table
 from loadgen.sweep.verify_spec import reference_args, reference_first, verify_flags
 
 TOP_KEYS = {"name", "out_dir", "reconfigure", "diagnostics", "server", "readiness", "expect", "matrix",
@@ -25,21 +29,6 @@ SERVER_KEYS = {"url", "api", "model", "api_key_env", "api_key_file"}
 READINESS_KEYS = {"timeout_s", "poll_s", "successes", "reconfigure_timeout_s", "diagnostics_timeout_s",
                   "request_timeout_s"}
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
-
-# key → (run flag, kind); each kind is checked and turned into argv words by `_FLAG_ARGS`
-MATRIX_FLAGS = {
-    "contexts": ("--contexts", "ints"), "concurrency": ("--concurrency", "ints"),
-    "max_tokens": ("--max-tokens", "int"), "requests_per_cell": ("--requests-per-cell", "int"),
-    "duration_per_cell_s": ("--duration-per-cell", "float"), "warmup": ("--warmup", "int"),
-    "repeat": ("--repeat", "int"),
-    "temperature": ("--temperature", "float"), "seed": ("--seed", "int"), "timeout_s": ("--timeout", "float"),
-    "idle_timeout_s": ("--idle-timeout", "float"), "prompts": ("--prompts", "path"),
-    "args": (None, "strs"),
-}
-TELEMETRY_FLAGS = {
-    "server_metrics": ("--server-metrics", "str"), "accept_log_cmd": ("--accept-log-cmd", "str"),
-    "dcgm": ("--dcgm", "strs"), "nvml": ("--nvml", "bool"), "interval_s": ("--telemetry-interval", "float"),
-}
 
 
 @dataclass
@@ -105,35 +94,35 @@ def load_spec(path: str, out_dir: str | None = None) -> SweepSpec:
 
 
 def parse_spec(doc: dict, path: str, text: str = "", out_dir: str | None = None) -> SweepSpec:
-    _keys(doc, TOP_KEYS, path)
+    check_keys(doc, TOP_KEYS, path)
     base = os.path.dirname(os.path.abspath(path))
-    name = _str(doc, "name", path, os.path.splitext(os.path.basename(path))[0])
+    name = string(doc, "name", path, os.path.splitext(os.path.basename(path))[0])
     if not NAME.fullmatch(name):
         raise UsageError(f"{path}: name = {name!r}: use letters, digits, _ . - (it names the results folder)")
-    server = _table(doc, "server", path, required=True)
-    _keys(server, SERVER_KEYS, f"{path} [server]")
-    url = _str(server, "url", f"{path} [server]")
+    server = table(doc, "server", path, required=True)
+    check_keys(server, SERVER_KEYS, f"{path} [server]")
+    url = string(server, "url", f"{path} [server]")
     if url is None:
         raise UsageError(f"{path} [server]: url is missing; e.g. url = \"http://gpu-host:30000\"")
-    api = _str(server, "api", f"{path} [server]", "openai-chat")
+    api = string(server, "api", f"{path} [server]", "openai-chat")
     if api not in APIS:
         raise UsageError(f"{path} [server]: api = {api!r} is unknown; choose one of {', '.join(APIS)}")
-    model = _str(server, "model", f"{path} [server]")
-    reconfigure = _argv(doc, "reconfigure", path, required=True)
-    diagnostics = _argv(doc, "diagnostics", path)
-    readiness = _readiness(_table(doc, "readiness", path), f"{path} [readiness]")
-    expect = _table(doc, "expect", path)
-    matrix, verify = _table(doc, "matrix", path, required=True), _table(doc, "verify", path)
+    model = string(server, "model", f"{path} [server]")
+    reconfigure = argv_list(doc, "reconfigure", path, required=True)
+    diagnostics = argv_list(doc, "diagnostics", path)
+    readiness = _readiness(table(doc, "readiness", path), f"{path} [readiness]")
+    expect = table(doc, "expect", path)
+    matrix, verify = table(doc, "matrix", path, required=True), table(doc, "verify", path)
     flags = ["--api", api] + (["--model", model] if model else [])
-    flags += [w for key in ("api_key_env", "api_key_file") if _str(server, key, f"{path} [server]")
+    flags += [w for key in ("api_key_env", "api_key_file") if string(server, key, f"{path} [server]")
               for w in ("--" + key.replace("_", "-"), server[key])]
-    flags += _flags(matrix, MATRIX_FLAGS, f"{path} [matrix]", base)
-    flags += _flags(_table(doc, "telemetry", path), TELEMETRY_FLAGS, f"{path} [telemetry]", base)
+    flags += table_flags(matrix, MATRIX_FLAGS, f"{path} [matrix]", base)
+    flags += table_flags(table(doc, "telemetry", path), TELEMETRY_FLAGS, f"{path} [telemetry]", base)
     flags += verify_flags(verify, f"{path} [verify]", base)
-    search = _table(doc, "search", path)
+    search = table(doc, "search", path)
     check_search(search, matrix, path)
-    flags += _flags(search, SEARCH_FLAGS, f"{path} [search]", base)
-    out_dir = out_dir or _str(doc, "out_dir", path) or os.path.join("results", name)
+    flags += table_flags(search, SEARCH_FLAGS, f"{path} [search]", base)
+    out_dir = out_dir or string(doc, "out_dir", path) or os.path.join("results", name)
     configs = [_config(params, where, path, out_dir, url, reconfigure, diagnostics, expect, readiness)
                for params, where in _config_params(doc, path)]
     names = [c.name for c in configs]
@@ -149,7 +138,7 @@ def parse_spec(doc: dict, path: str, text: str = "", out_dir: str | None = None)
 def _config_params(doc: dict, path: str) -> list[tuple[dict, str]]:
     """[grid] (Cartesian product, in key order) then [[configs]], each as (params, where)."""
     out = []
-    grid = _table(doc, "grid", path)
+    grid = table(doc, "grid", path)
     if grid:
         for key, values in grid.items():
             if not isinstance(values, list) or not values:
@@ -171,7 +160,7 @@ def _config(params: dict, where: str, path: str, out_dir: str, url: str, reconfi
             readiness) -> Config:
     name = params.pop("name", None)
     timeout_s = params.pop("timeout_s", readiness.timeout_s)
-    if not _is_number(timeout_s) or timeout_s <= 0:
+    if not is_number(timeout_s) or timeout_s <= 0:
         raise UsageError(f"{where}: timeout_s = {timeout_s!r} must be a number of seconds > 0")
     values = {k: value_text(k, v, where) for k, v in params.items()}
     if name is None:
@@ -195,105 +184,14 @@ def _config(params: dict, where: str, path: str, out_dir: str, url: str, reconfi
 
 
 def _readiness(t: dict, where: str) -> Readiness:
-    _keys(t, READINESS_KEYS, where)
+    check_keys(t, READINESS_KEYS, where)
     r = Readiness()
     for key in READINESS_KEYS:
         if key in t:
             v = t[key]
-            if not _is_number(v) or v <= 0:
+            if not is_number(v) or v <= 0:
                 raise UsageError(f"{where}: {key} = {v!r} must be a number > 0")
             if key == "successes" and not isinstance(v, int):
                 raise UsageError(f"{where}: successes = {v!r} must be a whole number, e.g. 3")
             setattr(r, key, v)
     return r
-
-
-def _flags(t: dict, spec: dict, where: str, base: str) -> list[str]:
-    """The run flags for table `t`, each key checked against its kind in `spec` (key → (flag, kind))."""
-    _keys(t, set(spec), where)
-    out: list[str] = []
-    for key, value in t.items():
-        flag, kind = spec[key]
-        args = _FLAG_ARGS[kind](flag, value, base)
-        if args is None:
-            raise UsageError(f"{where}: {key} = {value!r} must be {_KIND_TEXT[kind]}")
-        out += args
-    return out
-
-
-def _ints_args(flag, v, base):
-    return [flag, ",".join(map(str, v))] if isinstance(v, list) and v and all(map(_is_int, v)) else None
-
-
-def _strs_args(flag, v, base):
-    v = [v] if isinstance(v, str) and flag else v
-    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-        return None
-    return v if flag is None else [flag, ",".join(v)]
-
-
-# kind → (flag, TOML value, sweep file's folder) → the argv words, or None when the value has the wrong type.
-# A flag of None (matrix `args`) passes the strings through as they are.
-_FLAG_ARGS = {
-    "ints": _ints_args,
-    "int": lambda flag, v, base: [flag, str(v)] if _is_int(v) else None,
-    "float": lambda flag, v, base: [flag, repr(float(v))] if _is_number(v) else None,
-    "bool": lambda flag, v, base: ([flag] if v else []) if isinstance(v, bool) else None,
-    "strs": _strs_args,
-    "str": lambda flag, v, base: [flag, v] if isinstance(v, str) else None,
-    "path": lambda flag, v, base: [flag, os.path.join(base, v)] if isinstance(v, str) else None,
-}
-_KIND_TEXT = {"ints": "a non-empty list of whole numbers, e.g. [1, 32, 64]", "int": "a whole number",
-              "float": "a number", "bool": "true or false", "strs": "a list of strings",
-              "str": "a string", "path": "a file path (relative to the sweep file)"}
-
-
-def _is_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _keys(t: dict, allowed: set, where: str) -> None:
-    unknown = sorted(set(t) - allowed)
-    if unknown:
-        raise UsageError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(allowed))}")
-
-
-def _table(doc: dict, key: str, where: str, required: bool = False) -> dict:
-    t = doc.get(key)
-    if t is None:
-        if required:
-            raise UsageError(f"{where}: the [{key}] section is missing; see docs/sweep.md")
-        return {}
-    if not isinstance(t, dict):
-        raise UsageError(f"{where}: {key} must be a table ([{key}] section)")
-    return t
-
-
-@overload
-def _str(t: dict, key: str, where: str, default: str) -> str: ...
-@overload
-def _str(t: dict, key: str, where: str, default: None = None) -> str | None: ...
-def _str(t: dict, key: str, where: str, default: str | None = None) -> str | None:
-    v = t.get(key, default)
-    if v is not None and not isinstance(v, str):
-        raise UsageError(f"{where}: {key} = {v!r} must be a string")
-    return v
-
-
-def _argv(doc: dict, key: str, where: str, required: bool = False) -> list[str] | None:
-    v = doc.get(key)
-    if v is None:
-        if required:
-            raise UsageError(f"{where}: {key} is missing; give an argv list, e.g. "
-                             f'{key} = ["ssh", "gpu-host", "bash /root/reconfig.sh {{budget}}"]')
-        return None
-    if isinstance(v, str):
-        raise UsageError(f"{where}: {key} must be an argv list, not a shell string; split it, e.g. "
-                         f"{key} = {v.split()!r}")
-    if not isinstance(v, list) or not v or not all(isinstance(a, str) for a in v):
-        raise UsageError(f"{where}: {key} must be a non-empty list of strings (an argv)")
-    return v
