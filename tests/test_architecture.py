@@ -29,7 +29,7 @@ MAX_MODULE_LINES = 300
 MAX_FUNCTION_LINES = 40
 
 
-@functools.lru_cache(maxsize=None)  # every rule reads every module: each is parsed once (nothing here changes a tree)
+@functools.cache  # every rule reads every module: each is parsed once (nothing here changes a tree)
 def _tree(path: pathlib.Path) -> ast.Module:
     return ast.parse(path.read_text(), filename=str(path))
 
