@@ -20,6 +20,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 LANE = "LOADGEN_TEST_LANE"  # set in a companion: its lane (0: from the first module, 1: from the last)
@@ -30,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 _LANES: list[tuple[subprocess.Popen, Path, Path]] = []  # (process, its reports, its output)
 _SENT: set[str] = set()  # the node ids handed to the companions
 _REPORTS: dict[str, list[dict]] | None = None  # node id -> its serialised reports, once both have ended
+_TIMES: dict[str, float] = {}  # started, waited (the session's wait for them), ended (monotonic s)
 
 
 def lane() -> int | None:
@@ -50,18 +52,19 @@ def start(session) -> list[str]:
     ids = [item.nodeid for item in session.items if untimed(item)]
     if not ids:
         return []
-    base = session.config._tmp_path_factory.getbasetemp() / "companions"
+    base = session.config._tmp_path_factory.getbasetemp() / "c"  # short: paths in a test's lines may wrap
     claims = base / "claims"
     claims.mkdir(parents=True, exist_ok=True)
     for n in (0, 1):
         reports, output = base / f"lane-{n}.jsonl", base / f"lane-{n}.out"
         env = {**os.environ, LANE: str(n), CLAIMS: str(claims), REPORTS: str(reports)}
-        argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--basetemp", str(base / f"tmp-{n}"),
+        argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--basetemp", str(base / str(n)),
                 *ids]
         with open(output, "wb") as out:
             _LANES.append((subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT),
                            reports, output))
     _SENT.update(ids)
+    _TIMES["started"] = time.monotonic()
     return ids
 
 
@@ -102,6 +105,7 @@ def wait() -> None:
     if _REPORTS is not None or not _LANES:
         return
     found: dict[str, list[dict]] = {}
+    _TIMES["waited"] = time.monotonic()
     for proc, reports, output in _LANES:
         proc.wait()
         if reports.exists():
@@ -114,6 +118,16 @@ def wait() -> None:
             sys.stderr.write(f"\ncompanion {output.name} ended with {proc.returncode}:\n"
                              f"{output.read_text()[-3000:]}\n")
     _REPORTS = found
+    _TIMES["ended"] = time.monotonic()
+
+
+def summary() -> str | None:
+    """'companions: 160 tests in 212 s beside the unit tier; the session waited 35 s for them', once they ran."""
+    if "ended" not in _TIMES:
+        return None
+    ran = sum(1 for reports in (_REPORTS or {}).values() if reports)
+    return (f"companions: {ran} untimed tests in {_TIMES['ended'] - _TIMES['started']:.0f} s beside the unit tier; "
+            f"the session waited {_TIMES['ended'] - _TIMES['waited']:.0f} s for them (tests/companion.py)")
 
 
 def replay(item) -> bool:

@@ -84,6 +84,12 @@ def pytest_runtest_setup(item):
         companion.wait()
 
 
+def pytest_terminal_summary(terminalreporter):
+    said = companion.summary()
+    if said:
+        terminalreporter.write_line(said)
+
+
 def pytest_sessionfinish(session):
     from tests import side_by_side
     companion.stop()

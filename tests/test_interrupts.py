@@ -111,6 +111,7 @@ def check_drained(lg: Loadgen, sim, name: str) -> list[dict]:
     return records
 
 
+@pytest.mark.untimed  # outcomes and files; its requests last seconds, far longer than any busy machine's delay
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
 def test_first_signal_drains_in_flight_requests(sig, code, loadgen, sim_factory):
     sim = sim_factory("--speed", "8")
@@ -183,6 +184,7 @@ def test_interrupt_while_waiting_for_the_server(loadgen, sim_factory):
     assert second["error"] == "not measured: interrupted by SIGINT"
 
 
+@pytest.mark.untimed  # outcomes and files; its requests last seconds, far longer than any busy machine's delay
 def test_ctrl_c_at_the_terminal_leaves_the_builtin_simulator_running_for_the_drain(loadgen):
     # no --url: loadgen starts its own simulator; a terminal's Ctrl-C goes to the whole process group
     lg = loadgen(*LONG, "--sim-speed", "8")
@@ -199,6 +201,7 @@ def child_pids(pid: int) -> list[int]:
         return [int(p) for p in fh.read().split()]
 
 
+@pytest.mark.untimed  # outcomes and files; its requests last seconds, far longer than any busy machine's delay
 def test_sigkill_loses_at_most_the_requests_in_flight(loadgen):
     lg = loadgen(*LONG, "--sim-speed", "8", "--requests-per-cell", "12")
     lg.wait_streaming()

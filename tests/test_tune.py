@@ -197,6 +197,7 @@ def _finished(bench: Bench, names: list[str]) -> dict[tuple[str, int, int], str]
     return out
 
 
+@pytest.mark.untimed  # which cells are kept and measured, never how fast
 def test_an_interrupted_tune_resumes_without_measuring_a_finished_cell_again_and_the_grid_is_the_sweeps(bench):
     """SIGINT once the second configuration has a finished part: exit 130; the same command goes on, keeps every
     finished cell (its run id unchanged), measures no request twice, and ends complete. Then `loadgen sweep` on the
