@@ -3,8 +3,9 @@
     python grafana/generate.py          # rewrite grafana/dashboards/*.json
     python grafana/generate.py --check  # exit 1 when the committed files differ from this generator
 
-Hand-written builders over plain dicts (no loadgen import, no Grafana SDK): what you read here is what the
-JSON holds. Every panel queries the `${datasource}` variable (never an `${DS_...}` import placeholder, which
+Hand-written builders over plain dicts (no Grafana SDK): what you read here is what the JSON holds. The server's
+metric names are its engine adapter's, by role (`loadgen/engines/sglang.py`, `SERVER` here), the one place
+loadgen names them. Every panel queries the `${datasource}` variable (never an `${DS_...}` import placeholder, which
 file provisioning does not resolve), every rate/increase window is `$__rate_interval` or `$__range`, and the
 run / concurrency / prompt-length / model / GPU variables narrow every query.
 """
@@ -16,6 +17,12 @@ import json
 import re
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout: loadgen beside this folder
+from loadgen.engines.base import MetricRole as R  # noqa: E402
+from loadgen.engines.sglang import ADAPTER as SGLANG  # noqa: E402
+
+SERVER = {m.role: m.name for m in SGLANG.metrics}  # the server's metric names, by what loadgen reads them as
 
 OUT_DIR = Path(__file__).resolve().parent / "dashboards"
 DS = {"type": "prometheus", "uid": "${datasource}"}
@@ -205,7 +212,7 @@ CELL_VARIABLES = [
     query_variable("context_tokens", "Prompt tokens",
                    f"label_values(loadgen_requests_total{{{RUN_CELLS}}}, context_tokens)", sort=3),
 ]
-MODEL_VARIABLE = query_variable("model", "Model", "label_values(sglang:num_requests_total, model_name)")
+MODEL_VARIABLE = query_variable("model", "Model", f"label_values({SERVER[R.REQUESTS]}, model_name)")
 GPU_VARIABLES = [
     query_variable("instance", "GPU node", "label_values(DCGM_FI_DEV_POWER_USAGE, instance)"),
     query_variable("gpu", "GPU", 'label_values(DCGM_FI_DEV_POWER_USAGE{instance=~"$instance"}, gpu)', sort=3),
@@ -252,7 +259,7 @@ def run_overview() -> dict:
         timeseries("Output tokens/s", "Aggregate output tokens per second per cell (client), next to the "
                    "server's own generation counter.",
                    [target(f"sum by ({CELL_BY}) ({tokens})", CELL_LEGEND),
-                    target(f"sum by (model_name) (rate(sglang:generation_tokens_total{{{MODEL}}}[$__rate_interval]))",
+                    target(f"sum by (model_name) (rate({SERVER[R.GENERATED_TOKENS]}{{{MODEL}}}[$__rate_interval]))",
                            "server {{model_name}}")], TOK_S, min=0),
         timeseries("Request rate by outcome", "Requests ended per second, by outcome.",
                    [target(f"sum by (outcome) (rate(loadgen_requests_total{{{CELL}}}[$__rate_interval]))",
@@ -266,7 +273,7 @@ def run_overview() -> dict:
                    "p99 from its own histogram. Caveat: SGLang's first TTFT bucket is 0.1 s, so below 0.1 s the "
                    "server line reads ~0.099 s whatever the truth; the client histogram is 10 ms fine there.",
                    [*quantiles("loadgen_ttft_seconds", CELL),
-                    target("histogram_quantile(0.99, sum by (le) (rate(sglang:time_to_first_token_seconds_bucket"
+                    target(f"histogram_quantile(0.99, sum by (le) (rate({SERVER[R.SERVER_TTFT]}_bucket"
                            f"{{{MODEL}}}[$__rate_interval])))", "server p99 (0.1 s resolution)")], "s", min=0),
         heatmap("TTFT distribution", "Requests per TTFT bucket and interval (client).", "loadgen_ttft_seconds_bucket",
                 CELL, "s"),
@@ -276,12 +283,12 @@ def run_overview() -> dict:
         timeseries("Inter-token latency", "Per-token latency: each chunk's gap spread over the tokens it carried "
                    "(speculative decoding sends several per chunk), with the server's own p99.",
                    [*quantiles("loadgen_itl_seconds", CELL), mean_of("loadgen_itl_seconds", CELL),
-                    target("histogram_quantile(0.99, sum by (le) (rate(sglang:inter_token_latency_seconds_bucket"
+                    target(f"histogram_quantile(0.99, sum by (le) (rate({SERVER[R.SERVER_ITL]}_bucket"
                            f"{{{MODEL}}}[$__rate_interval])))", "server p99")], "s", min=0),
         timeseries("End-to-end latency", "Send to the end of the stream, ok requests (client), with the server's "
                    "own p99.",
                    [*quantiles("loadgen_e2e_latency_seconds", CELL),
-                    target("histogram_quantile(0.99, sum by (le) (rate(sglang:e2e_request_latency_seconds_bucket"
+                    target(f"histogram_quantile(0.99, sum by (le) (rate({SERVER[R.SERVER_E2E]}_bucket"
                            f"{{{MODEL}}}[$__rate_interval])))", "server p99")], "s", min=0),
         timeseries("Errors by outcome", "Failed requests per second by outcome (http_error, timeout, "
                    "connection_error, protocol_error, cancelled; not abandoned: closed on purpose).",
@@ -293,8 +300,8 @@ def run_overview() -> dict:
                    "concurrency, with the server's running and queued requests.",
                    [target(f"sum by (run) (loadgen_in_flight_requests{{{RUN}}})", "in flight {{run}}"),
                     target(f"max by (run) (loadgen_target_concurrency{{{RUN}}})", "target {{run}}"),
-                    target(f"sum by (model_name) (sglang:num_running_reqs{{{MODEL}}})", "server running"),
-                    target(f"sum by (model_name) (sglang:num_queue_reqs{{{MODEL}}})", "server queued")],
+                    target(f"sum by (model_name) ({SERVER[R.RUNNING]}{{{MODEL}}})", "server running"),
+                    target(f"sum by (model_name) ({SERVER[R.QUEUED]}{{{MODEL}}})", "server queued")],
                    "short", min=0),
         timeseries("Client health", "Largest event-loop lag of the client per second and p99 send lateness; "
                    "both should stay in the low milliseconds.",
@@ -428,28 +435,28 @@ def server_panels() -> list[dict]:
     """What the SGLang server itself reports: KV cache, queueing, prefix cache."""
     return [
         row("Server (SGLang)"),
-        timeseries("KV-cache usage", "sglang:token_usage: the share of the KV-cache pool in use; near 1 the "
+        timeseries("KV-cache usage", f"{SERVER[R.KV_USAGE]}: the share of the KV-cache pool in use; near 1 the "
                    "scheduler stops admitting requests and they queue.",
-                   [target(f"max by (model_name) (sglang:token_usage{{{MODEL}}})", "{{model_name}}")],
+                   [target(f"max by (model_name) ({SERVER[R.KV_USAGE]}{{{MODEL}}})", "{{model_name}}")],
                    "percentunit", w=8, min=0, max=1),
         timeseries("Queue time", "Time a request waited in the scheduler's queue before it ran (server "
                    "histogram): p50 / p99.",
-                   [target(f"histogram_quantile({q}, sum by (le) (rate(sglang:queue_time_seconds_bucket{{{MODEL}}}"
+                   [target(f"histogram_quantile({q}, sum by (le) (rate({SERVER[R.QUEUE_TIME]}_bucket{{{MODEL}}}"
                            "[$__rate_interval])))", f"p{round(q * 100)}") for q in (0.5, 0.99)], "s", w=8, min=0),
-        timeseries("Prefix cache hit rate", "sglang:cache_hit_rate: the share of prompt tokens served from the "
+        timeseries("Prefix cache hit rate", f"{SERVER[R.CACHE_HIT_RATE]}: the share of prompt tokens served from the "
                    "radix (prefix) cache.",
-                   [target(f"avg by (model_name) (sglang:cache_hit_rate{{{MODEL}}})", "{{model_name}}")],
+                   [target(f"avg by (model_name) ({SERVER[R.CACHE_HIT_RATE]}{{{MODEL}}})", "{{model_name}}")],
                    "percentunit", w=8, min=0, max=1),
     ]
 
 
 def speculative_decoding() -> dict:
-    server_ratio = (f"sum by (model_name) (rate(sglang:generation_tokens_total{{{MODEL}}}[$__rate_interval])) / "
-                    f"sum by (model_name) (rate(sglang:spec_verify_calls_total{{{MODEL}}}[$__rate_interval]))")
+    server_ratio = (f"sum by (model_name) (rate({SERVER[R.GENERATED_TOKENS]}{{{MODEL}}}[$__rate_interval])) / "
+                    f"sum by (model_name) (rate({SERVER[R.VERIFY_STEPS]}{{{MODEL}}}[$__rate_interval]))")
     client_ratio = (f"sum by ({CELL_BY}) (rate(loadgen_output_tokens_total{{{CELL}}}"
                     f"[$__rate_interval])) / sum by ({CELL_BY}) "
                     f"(rate(loadgen_chunks_total{{{CELL}}}[$__rate_interval]))")
-    verify_rate = f"sum by (model_name) (rate(sglang:spec_verify_calls_total{{{MODEL}}}[$__rate_interval]))"
+    verify_rate = f"sum by (model_name) (rate({SERVER[R.VERIFY_STEPS]}{{{MODEL}}}[$__rate_interval]))"
     panels = [
         row("Accept length"),
         stat("Server accept length (last seen)", "Tokens generated per verify step over the last interval: "
@@ -463,12 +470,12 @@ def speculative_decoding() -> dict:
         stat("Verify calls/s (last seen)", "Speculative verify steps per second on the server.",
              [target(verify_rate, "{{model_name}}")], "suffix: /s"),
         stat("Draft tokens per step", "The server's current speculative_num_draft_tokens setting.",
-             [target(f"max by (model_name) (sglang:spec_num_draft_tokens{{{MODEL}}})", "{{model_name}}")],
+             [target(f"max by (model_name) ({SERVER[R.DRAFT_BUDGET]}{{{MODEL}}})", "{{model_name}}")],
              "none"),
         timeseries("Accept length: server vs client", "Server counters (Δgeneration tokens / Δverify calls), the "
                    "server's windowed spec_accept_length gauge, and the client's tokens per chunk per cell.",
                    [target(server_ratio, "server counters {{model_name}}"),
-                    target(f"avg by (model_name) (avg_over_time(sglang:spec_accept_length{{{MODEL}}}"
+                    target(f"avg by (model_name) (avg_over_time({SERVER[R.ACCEPT_LENGTH]}{{{MODEL}}}"
                            "[$__rate_interval]))", "server gauge {{model_name}}"),
                     target(client_ratio, "client " + CELL_LEGEND)], "none", w=24, min=0, decimals=2),
         row("Verify steps"),
@@ -476,12 +483,12 @@ def speculative_decoding() -> dict:
                    "model over the draft tree).", [target(verify_rate, "{{model_name}}")], "suffix: /s", min=0),
         timeseries("Verify steps per request", "Verify steps per finished request; with a fixed output length a "
                    "better drafter needs fewer.",
-                   [target(f"{verify_rate} / sum by (model_name) (rate(sglang:num_requests_total{{{MODEL}}}"
+                   [target(f"{verify_rate} / sum by (model_name) (rate({SERVER[R.REQUESTS]}{{{MODEL}}}"
                            "[$__rate_interval]))", "{{model_name}}")], "short", min=0),
         timeseries("Generation throughput: gauge vs counter", "The scheduler's gen_throughput gauge against the "
                    "rate of the generation-token counter.",
-                   [target(f"sum by (model_name) (sglang:gen_throughput{{{MODEL}}})", "gauge {{model_name}}"),
-                    target(f"sum by (model_name) (rate(sglang:generation_tokens_total{{{MODEL}}}"
+                   [target(f"sum by (model_name) ({SERVER[R.THROUGHPUT]}{{{MODEL}}})", "gauge {{model_name}}"),
+                    target(f"sum by (model_name) (rate({SERVER[R.GENERATED_TOKENS]}{{{MODEL}}}"
                            "[$__rate_interval]))", "counter {{model_name}}")], TOK_S, min=0),
         timeseries("Mean inter-token latency", "Mean per-token latency seen by the client: at the same verify "
                    "step time, a longer accept length lowers it.",
@@ -508,7 +515,7 @@ def while_measuring(expr: str) -> str:
 def gpu_power() -> dict:
     energy_w = f"sum(rate(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{{{GPU}}}[$__rate_interval])) / 1000"
     client_tok = f"sum(rate(loadgen_output_tokens_total{{{CELL}}}[$__rate_interval]))"
-    server_tok = f"sum(rate(sglang:generation_tokens_total{{{MODEL}}}[$__rate_interval]))"
+    server_tok = f"sum(rate({SERVER[R.GENERATED_TOKENS]}{{{MODEL}}}[$__rate_interval]))"
     panels = [
         row("Power"),
         stat("Total GPU power (last seen)", "Sum of DCGM_FI_DEV_POWER_USAGE over the selected GPUs.",

@@ -246,6 +246,20 @@ def test_loadgen_metrics_in_dashboards_and_rules_are_served_by_the_exporter():
 
 
 @pytest.mark.unit
+def test_server_metrics_in_dashboards_and_rules_are_the_engine_adapters():
+    """The dashboards take the server's metric names from its adapter by role; the hand-written rules may name no
+    other (a histogram's series: the adapter's name and a suffix)."""
+    from loadgen.engines.sglang import ADAPTER
+    names = {m.name for m in ADAPTER.metrics}
+    text = " ".join(e for d in DASHBOARDS.values() for _, _, e in GEN.panel_queries(d))
+    text += " ".join(p.read_text() for p in (ROOT / "prometheus" / "rules").glob("*.yml"))
+    used = set(re.findall(r"(?<![\w:])(sglang:[a-z0-9_]+)", text))
+    base = {re.sub(r"_(bucket|sum|count)$", "", u) if u not in names else u for u in used}
+    assert used and base <= names, base - names
+    assert {m.role: m.name for m in ADAPTER.metrics} == GEN.SERVER
+
+
+@pytest.mark.unit
 def test_substitute_replaces_grafana_variables():
     values = {"__rate_interval": "10s", "run": ".*"}
     assert GEN.substitute('rate(x{run=~"$run"}[$__rate_interval])', values) == 'rate(x{run=~".*"}[10s])'

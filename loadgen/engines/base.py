@@ -74,6 +74,16 @@ class MetricRole(StrEnum):
     RUNNING = "running"  # gauge: requests being decoded
     QUEUED = "queued"  # gauge: requests waiting for a slot
     ABORTED = "aborted"  # counter: requests the server stopped because the client went away
+    # read by the dashboards only (grafana/generate.py), beside the client's own figures
+    REQUESTS = "requests"  # counter: requests finished
+    SERVER_TTFT = "server_ttft"  # histogram (seconds): time to first token as the server measures it
+    SERVER_ITL = "server_itl"  # histogram (seconds): inter-token latency as the server measures it
+    SERVER_E2E = "server_e2e"  # histogram (seconds): request latency as the server measures it
+    QUEUE_TIME = "queue_time"  # histogram (seconds): time a request waited for the scheduler
+    KV_USAGE = "kv_usage"  # gauge: the share of the KV-cache pool in use
+    CACHE_HIT_RATE = "cache_hit_rate"  # gauge: the share of prompt tokens served from the prefix cache
+    DRAFT_BUDGET = "draft_budget"  # gauge: draft tokens a verify step carries
+    THROUGHPUT = "throughput"  # gauge: the scheduler's recent output tokens per second
 
 
 COUNTER_ROLES = frozenset({MetricRole.GENERATED_TOKENS, MetricRole.VERIFY_STEPS, MetricRole.DRAFTS,
