@@ -1,13 +1,13 @@
-"""Untimed test modules run beside the unit tier, in two companion pytest processes.
+"""Untimed test modules run beside the unit tier, in three companion pytest processes.
 
 Most of the suite's wall time is waiting: a fault test waits out an idle timeout, a sweep waits for a restarted
 server, an interrupt test for a drain. A module marked `untimed` (its `pytestmark`) checks outcomes, files and
 words, never a time against the machine, so it may run while the machine is busy with other work. At the end of
-the collection (`start`), the session hands the selected untimed tests to two companion processes (`python -m
+the collection (`start`), the session hands the selected untimed tests to `LANES` companion processes (`python -m
 pytest` on their node ids), which run beside the unit tier and the waiting builds (tests/side_by_side.py), one
-from the first module on, the other from the last module back; each claims a module before it runs it (a file
-created with O_EXCL), so the two meet in the middle and no module runs twice. The first test of another tier
-than `unit` waits until both have ended (`wait`), so that nothing timed against the machine runs beside them.
+from the first module on, one from the last module back, one from the middle on (`order`); each claims a module
+before it runs it (a file created with O_EXCL), so they meet and no module runs twice. The first test of another
+tier than `unit` waits until all have ended (`wait`), so that nothing timed against the machine runs beside them.
 Each untimed test is then reported in the session from what its companion ran (`replay`: pytest's own report
 serialisation, as pytest-xdist uses it), with its outcome, its captured output and its time; one no companion ran
 (a companion that died) runs in the session as any other. `LOADGEN_TEST_COMPANIONS=0` runs them all in the
@@ -23,14 +23,15 @@ import sys
 import time
 from pathlib import Path
 
-LANE = "LOADGEN_TEST_LANE"  # set in a companion: its lane (0: from the first module, 1: from the last)
+LANE = "LOADGEN_TEST_LANE"  # set in a companion: its lane (0: from the first module, 1: from the last, 2: the middle)
 CLAIMS = "LOADGEN_TEST_CLAIMS"  # the folder where companions claim modules
 REPORTS = "LOADGEN_TEST_REPORTS"  # the file a companion appends its reports to, one JSON object a line
 ROOT = Path(__file__).resolve().parents[1]
+LANES = 3  # measured: with two the session waited 64 s for them after the unit tier, with three 6 s
 
 _LANES: list[tuple[subprocess.Popen, Path, Path]] = []  # (process, its reports, its output)
 _SENT: set[str] = set()  # the node ids handed to the companions
-_REPORTS: dict[str, list[dict]] | None = None  # node id -> its serialised reports, once both have ended
+_REPORTS: dict[str, list[dict]] | None = None  # node id -> its serialised reports, once all have ended
 _TIMES: dict[str, float] = {}  # started, waited (the session's wait for them), ended (monotonic s)
 
 
@@ -45,7 +46,7 @@ def untimed(item) -> bool:
 
 
 def start(session) -> list[str]:
-    """Start the two companions on the selected untimed tests (none in a companion, under --collect-only, with
+    """Start the companions on the selected untimed tests (none in a companion, under --collect-only, with
     LOADGEN_TEST_COMPANIONS=0, or without such a test); returns the node ids handed over."""
     if lane() is not None or os.environ.get("LOADGEN_TEST_COMPANIONS") == "0" or session.config.option.collectonly:
         return []
@@ -55,7 +56,7 @@ def start(session) -> list[str]:
     base = session.config._tmp_path_factory.getbasetemp() / "c"  # short: paths in a test's lines may wrap
     claims = base / "claims"
     claims.mkdir(parents=True, exist_ok=True)
-    for n in (0, 1):
+    for n in range(int(os.environ.get("LOADGEN_TEST_LANES", LANES))):
         reports, output = base / f"lane-{n}.jsonl", base / f"lane-{n}.out"
         env = {**os.environ, LANE: str(n), CLAIMS: str(claims), REPORTS: str(reports)}
         argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--basetemp", str(base / str(n)),
@@ -69,11 +70,18 @@ def start(session) -> list[str]:
 
 
 def order(items: list) -> None:
-    """In a companion of lane 1: the modules from the last to the first, each module's tests in their order."""
-    if lane() != 1:
+    """In a companion: its modules' order. Lane 0 takes them from the first on, lane 1 from the last back, lane 2
+    (when there are three) from the middle on; each module's tests stay in their order."""
+    n = lane()
+    if not n:
         return
     modules = list(dict.fromkeys(item.path for item in items))
-    rank = {path: i for i, path in enumerate(reversed(modules))}
+    if n == 1:
+        modules.reverse()
+    else:
+        middle = len(modules) // 2
+        modules = modules[middle:] + modules[:middle]
+    rank = {path: i for i, path in enumerate(modules)}
     items.sort(key=lambda item: rank[item.path])
 
 
@@ -100,7 +108,7 @@ def record(config, report) -> None:
 
 
 def wait() -> None:
-    """Until both companions have ended (a no-op in a session that started none)."""
+    """Until every companion has ended (a no-op in a session that started none)."""
     global _REPORTS
     if _REPORTS is not None or not _LANES:
         return
