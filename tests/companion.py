@@ -158,11 +158,7 @@ def replay(item) -> bool:
 
 def stop() -> None:
     """End the companions still running (an interrupted session)."""
+    from tests.conftest import stop_process  # conftest imports this module: its helper is reached at the end
     for proc, _, _ in _LANES:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_process(proc)
 

@@ -6,14 +6,14 @@ read back into this type. The formulas are in `loadgen.metrics.correctness`.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 
-from loadgen.results.fields_doc import doc
+from loadgen.results.fields_doc import KeyedPart, doc
 from loadgen.results.figures import Figures
 
 
 @dataclass
-class Correctness:
+class Correctness(KeyedPart):
     """Output verification (--verify): the cell's verification requests against the reference."""
 
     mode: str | None = doc("garbage (only garbage fails the cell) | exact (any difference fails it)")
@@ -47,11 +47,3 @@ class Correctness:
     output_share: float | None = doc("the verification requests' share of the cell's output tokens = Σ their "
                                      "completion_tokens / (that + output_tokens); their tokens are in no "
                                      "throughput figure", "fraction")
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict) -> Correctness:
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})

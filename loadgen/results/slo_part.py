@@ -6,13 +6,13 @@ this type. Each formula is in `loadgen/metrics/slo.py` and docs/definitions.md#s
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 
-from loadgen.results.fields_doc import doc
+from loadgen.results.fields_doc import KeyedPart, doc
 
 
 @dataclass
-class Slo:
+class Slo(KeyedPart):
     """Latency targets and goodput (`--slo`, `--slo-attainment`; definitions.md#slo)."""
 
     targets_s: dict = doc("the targets: metric (ttft, tpot, itl, e2e, ttft_from_intended) → the most a "
@@ -31,14 +31,6 @@ class Slo:
                                  "slot's first; C = concurrency; 0 in an open loop)", "requests")
     first_wave_misses: int | None = doc("the misses among the first wave (where the misses were; the attainment "
                                         "counts them like any other)", "requests")
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict) -> Slo:
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 def first_wave_note(slo: Slo) -> str | None:
