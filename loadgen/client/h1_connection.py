@@ -21,10 +21,8 @@ from loadgen.client.h1_parse import (
     MAX_HEAD,
     MAX_SIZE_LINE,
     HttpFormatError,
-    body_framing,
-    keep_alive_limits,
     parse_fields,
-    parse_head,
+    read_head,
     remember_chunk_size,
 )
 from loadgen.names import Outcome
@@ -160,18 +158,12 @@ class Connection(asyncio.Protocol):
                 raise HttpFormatError("response head with bare LF line ends")
             self.buf = buf
             return b""
-        status, headers = parse_head(buf[:end])
+        status, headers, self.mode, self.body_left, self.keep_alive, idle_s = read_head(buf[:end])
         rest, self.buf = buf[end + 4:], b""
         if 100 <= status < 200:
-            if status == 101:
-                raise HttpFormatError("101 Switching Protocols, to a request that asked for no upgrade")
             return self._head(rest, now) if rest else b""
-        self.mode, self.body_left, self.keep_alive = body_framing(headers, status)
-        if "keep-alive" in headers:
-            idle_s, more = keep_alive_limits(headers)
-            self.keep_alive = self.keep_alive and more
-            if idle_s is not None:
-                self.reuse_idle_s = min(self.pool.reuse_idle_s, idle_s * KEEP_ALIVE_SHARE)
+        if idle_s is not None:
+            self.reuse_idle_s = min(self.pool.reuse_idle_s, idle_s * KEEP_ALIVE_SHARE)
         self.chunk_left = -1
         self.state = BODY
         self.body = self.handler.head(status, headers, now)

@@ -10,6 +10,7 @@ loadgen is stricter than h11 the function says so.
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 MAX_HEAD = 64 * 1024
 MAX_FIELDS = 256  # header (or trailer) lines of one response
@@ -18,6 +19,8 @@ MAX_SIZE_DIGITS = 16  # 2**64 - 1 bytes: a larger chunk size is a bug or an atta
 MAX_LENGTH_DIGITS = 20  # Content-Length digits (h11's limit)
 HEX_DIGITS = b"0123456789abcdefABCDEF"
 MAX_KNOWN_SIZES = 4096  # distinct size lines remembered (`CHUNK_SIZES`)
+MAX_KNOWN_HEADS = 256  # distinct heads remembered (`KNOWN_HEADS`)
+MAX_KNOWN_HEAD = 1024  # bytes of a head remembered: 256 of them stay well under 1 MiB
 NO_BODY = (204, 304)  # with 1xx and answers to HEAD: the body ends at the head's blank line (RFC 9112 6.3)
 
 # RFC 9112 4: HTTP-version SP 3DIGIT SP reason; an absent reason (with its space) is accepted as h11 does, and
@@ -122,6 +125,59 @@ def keep_alive_limits(headers: dict[str, str]) -> tuple[float | None, bool]:
             continue
     left = params.get("max")
     return params.get("timeout"), left is None or left > 1
+
+
+class Head(NamedTuple):
+    """What a response head says: its status and lower-cased headers (`parse_head`); for a final answer its
+    body's framing (`body_framing`: mode, content length, and keep-alive, here also false when
+    `keep_alive_limits` says this answer may be the last) and the server's idle limit in seconds (None: not
+    given). An interim (1xx) answer's framing is not read: mode "", 0, True, None."""
+    status: int
+    headers: dict[str, str]
+    mode: str
+    body_left: int
+    keep_alive: bool
+    idle_s: float | None
+
+
+def derive_head(head: bytes) -> Head:
+    """The `Head` of a response head (without the final blank line), read afresh. A 101 is an error: loadgen
+    asks for no upgrade."""
+    status, headers = parse_head(head)
+    if 100 <= status < 200:
+        if status == 101:
+            raise HttpFormatError("101 Switching Protocols, to a request that asked for no upgrade")
+        return Head(status, headers, "", 0, True, None)
+    mode, body_left, keep_alive = body_framing(headers, status)
+    idle_s, more = keep_alive_limits(headers)
+    return Head(status, headers, mode, body_left, keep_alive and more, idle_s)
+
+
+KNOWN_HEADS: dict[bytes, Head] = {}
+"""Heads already read by `derive_head`, to their `Head`: a server sends the same head bytes over and over, and
+a dict lookup costs a fraction of the regex work. Only heads that `derive_head` accepted are in it (a malformed
+one raises every time), up to `MAX_KNOWN_HEADS` of at most `MAX_KNOWN_HEAD` bytes. Its `Head`s are never handed
+out: `read_head` gives each caller its own headers dict."""
+
+
+def read_head(head: bytes) -> Head:
+    """`derive_head(head)`, from `KNOWN_HEADS` when the same bytes were read before; the headers dict is the
+    caller's own (a copy), whatever it does with it."""
+    known = KNOWN_HEADS.get(head)
+    if known is None:
+        known = remember_head(head)
+    status, headers, mode, body_left, keep_alive, idle_s = known
+    return Head(status, headers.copy(), mode, body_left, keep_alive, idle_s)
+
+
+def remember_head(head: bytes) -> Head:
+    """`derive_head(head)`, kept in `KNOWN_HEADS` when the head is short."""
+    known = derive_head(head)
+    if len(head) <= MAX_KNOWN_HEAD:
+        if len(KNOWN_HEADS) >= MAX_KNOWN_HEADS:
+            KNOWN_HEADS.clear()  # not closed to new heads when full: a `Date:` line makes a new head every second
+        KNOWN_HEADS[head] = known
+    return known
 
 
 def chunk_size(line: bytes) -> int:
