@@ -54,12 +54,15 @@ def reads_of(events: int, writes_per_read: int) -> list[bytes]:
 
 
 class Handler:
-    """A `Connection` handler whose body reader is `body`."""
+    """A `Connection` handler whose body reader is `body`: a callable, or a `StreamRecorder`, whose `feed` reads
+    the body and which reads whole chunks itself, as `h1_sender.StreamHandler` offers it (`chunk_reader`)."""
 
-    __slots__ = ("body",)
+    __slots__ = ("body", "chunk_reader")
 
-    def __init__(self, body: Callable[[bytes, int], int]):
-        self.body = body
+    def __init__(self, body: Callable[[bytes, int], int] | StreamRecorder):
+        recorder = body if isinstance(body, StreamRecorder) else None
+        self.body = recorder.feed if recorder is not None else body
+        self.chunk_reader = recorder
 
     def head(self, status, headers, now):
         return self.body
@@ -123,7 +126,7 @@ def new_record(seq: int = 0) -> Record:
 
 
 def recorder_body():
-    return StreamRecorder(new_record(), Api.OPENAI_CHAT).feed
+    return StreamRecorder(new_record(), Api.OPENAI_CHAT)
 
 
 def request_run(reads: list[bytes], responses: int, keep: Callable[[Record], object] = Record.compact) -> float:
@@ -133,7 +136,7 @@ def request_run(reads: list[bytes], responses: int, keep: Callable[[Record], obj
     t0 = time.process_time()
     for seq in range(responses):
         recorder = StreamRecorder(new_record(seq), Api.OPENAI_CHAT)
-        conn.start(b"", Handler(recorder.feed))
+        conn.start(b"", Handler(recorder))
         for data in reads:
             conn.data_received(data)
         keep(recorder.finish(None, None))

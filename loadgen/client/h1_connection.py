@@ -8,6 +8,9 @@ body is complete, or the reader said DONE or CLOSE) or `fail(kind, message, now_
 "connection_error" when the connection broke, "protocol_error" when the peer spoke no HTTP/1.1 or the reader
 raised `ValueError` (bytes it cannot read). `now_ns` is `time.monotonic_ns()` when the read's bytes
 arrived, before any parsing. The reader is called directly, one call per read: it is the client's hot path.
+A handler's `chunk_reader` (optional; None: none) reads a chunked body's whole chunks itself: while its
+`whole_chunks` holds, the reader has every chunk as it is decoded, and `read_chunks(data, pos, now)` is offered
+the read from each chunk's start on; it returns where the first chunk it did not read starts.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from loadgen.client.h1_parse import (
     MAX_HEAD,
     MAX_SIZE_LINE,
     HttpFormatError,
+    chunk_rest,
     parse_fields,
     read_head,
     remember_chunk_size,
@@ -42,7 +46,7 @@ class Connection(asyncio.Protocol):
     went out on a reused connection); `reuse_idle_s` is how long it may stay idle, from the server's
     `Keep-Alive: timeout`; `fd` is its socket's descriptor (the pool polls it before reuse)."""
 
-    __slots__ = ("pool", "transport", "state", "handler", "body", "buf", "chunk_left", "body_left", "mode",
+    __slots__ = ("pool", "transport", "state", "handler", "body", "chunks", "buf", "chunk_left", "body_left", "mode",
                  "keep_alive", "lost", "last_rx_ns", "drained", "idle_since", "served", "reuse_idle_s", "fd")
 
     def __init__(self, pool) -> None:
@@ -51,6 +55,7 @@ class Connection(asyncio.Protocol):
         self.state = IDLE
         self.handler: Any = None  # the request's handler: head, end, fail (h1.py, h1_sender.py)
         self.body: Any = None  # the handler's reader of the body in progress
+        self.chunks: Any = None  # its reader of whole chunks, if it has one (`chunk_reader`)
         self.buf = b""
         self.chunk_left = -1  # chunked: bytes left of a chunk begun in an earlier read, its CRLF included; -1: none
         self.body_left = 0  # content-length: bytes left
@@ -167,6 +172,7 @@ class Connection(asyncio.Protocol):
         self.chunk_left = -1
         self.state = BODY
         self.body = self.handler.head(status, headers, now)
+        self.chunks = getattr(self.handler, "chunk_reader", None)
         if self.handler is None or self.state not in (BODY, DRAIN):
             return b""
         if self.mode == "length" and self.body_left == 0:
@@ -175,16 +181,20 @@ class Connection(asyncio.Protocol):
         return rest
 
     def _chunked(self, data: bytes, now: int) -> None:  # noqa: C901 (one loop over a read, inline: the hot path)
-        """Decode chunked framing; all chunk payload of a read, whole or partial, goes to the handler at once.
-        Each chunk's data must be followed by CRLF: a size that does not match its data is an error, not a
-        guess at where the next size line starts."""
+        """Decode chunked framing; a read's chunk data, whole or partial, goes to the handler at once (or to its
+        `chunk_reader`). A size that does not match its data (no CRLF after it) is an error, not a guess."""
         if self.buf:
             data, self.buf = self.buf + data, b""
         pieces: list[bytes] = []
         pos, n, find, sizes = 0, len(data), data.find, CHUNK_SIZES
         if self.chunk_left >= 0:
-            pos = self._chunk_rest(data, pieces)
+            pos, self.chunk_left = chunk_rest(data, self.chunk_left, pieces)
+        run = self.chunks if self.state == BODY else None
         while pos < n:
+            if run is not None and run.whole_chunks:
+                pos, run = self._whole_chunks(run, data, pos, pieces, now)
+                if pos < 0 or pos >= n:
+                    return
             nl = find(b"\r\n", pos)
             if nl < 0:
                 self._hold_size_line(data[pos:])
@@ -209,21 +219,18 @@ class Connection(asyncio.Protocol):
                 raise HttpFormatError("chunk data not followed by CRLF")
             pos = end + 2
         if pieces:
-            self._deliver(pieces[0] if len(pieces) == 1 else b"".join(pieces), now)
+            self._deliver(b"".join(pieces), now)  # one piece: join gives that piece itself, no copy
 
-    def _chunk_rest(self, data: bytes, pieces: list[bytes]) -> int:
-        """Take the rest of a chunk begun in an earlier read; returns where it ends in `data`."""
-        left = self.chunk_left
-        if left > 2:
-            pieces.append(data[:left - 2])
-        crlf = data[max(left - 2, 0):left]  # what this read holds of the CRLF after the chunk's data
-        if crlf and not b"\r\n"[max(2 - left, 0):].startswith(crlf):
-            raise HttpFormatError("chunk data not followed by CRLF")
-        if left > len(data):
-            self.chunk_left = left - len(data)
-            return len(data)
-        self.chunk_left = -1
-        return left
+    def _whole_chunks(self, run, data: bytes, pos: int, pieces: list[bytes], now: int) -> tuple[int, Any]:
+        """The chunks decoded so far go to the handler's reader, then it reads on from `pos` (`chunk_reader`);
+        returns where decoding goes on (-1: nowhere, the response was dropped) and the reader while the body's bytes
+        still go to it (else None)."""
+        if pieces:
+            self._deliver(b"".join(pieces), now)
+            pieces.clear()
+            if self.state != BODY:
+                return (pos if self.state == DRAIN else -1), None
+        return run.read_chunks(data, pos, now), run
 
     def _hold_size_line(self, part: bytes) -> None:
         if len(part) > MAX_SIZE_LINE:

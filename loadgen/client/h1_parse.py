@@ -194,6 +194,19 @@ def chunk_size(line: bytes) -> int:
     return int(size, 16)
 
 
+def chunk_rest(data: bytes, left: int, pieces: list[bytes]) -> tuple[int, int]:
+    """The rest of a chunk begun in an earlier read, `left` bytes with its CRLF: its data goes to `pieces`;
+    returns (where it ends in `data`, the bytes of it still left after `data`, or -1 when it ended there)."""
+    if left > 2:
+        pieces.append(data[:left - 2])
+    crlf = data[max(left - 2, 0):left]  # what this read holds of the CRLF after the chunk's data
+    if crlf and not b"\r\n"[max(2 - left, 0):].startswith(crlf):
+        raise HttpFormatError("chunk data not followed by CRLF")
+    if left > len(data):
+        return len(data), left - len(data)
+    return left, -1
+
+
 CHUNK_SIZES: dict[bytes, int] = {}
 """Size lines already read by `chunk_size`, to their size: a stream's chunks repeat a few sizes, and one dict
 lookup costs less than the hex-digits check and `int()`. Only lines that `chunk_size` accepted are in it, up to

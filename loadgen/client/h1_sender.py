@@ -39,11 +39,12 @@ class StreamHandler:
     recorder itself (its `feed` is the connection's body reader), another status's body becomes the error
     message; the ending, None (judge the stream) or (outcome, error), goes to the sender's future."""
 
-    __slots__ = ("rec", "recorder", "fut", "status", "error_body")
+    __slots__ = ("rec", "recorder", "fut", "status", "error_body", "chunk_reader")
 
     def __init__(self, rec: Record, api: Api, fut: asyncio.Future):
         self.rec = rec
         self.recorder = StreamRecorder(rec, api)
+        self.chunk_reader: StreamRecorder | None = None  # a 200 body's chunks, read whole (`read_chunks`)
         self.fut = fut
         self.status = 0
         self.error_body = b""
@@ -55,7 +56,10 @@ class StreamHandler:
 
     def head(self, status: int, headers: dict, now: int):
         self.status = self.rec.status = status
-        return self.recorder.feed if status == 200 else self._error_body
+        if status != 200:
+            return self._error_body
+        self.chunk_reader = self.recorder
+        return self.recorder.feed
 
     def end(self, now: int) -> None:
         if self.status != 200:

@@ -29,7 +29,7 @@ import time
 
 from loadgen.client.sse import SseParser
 from loadgen.client.stream import StreamState
-from loadgen.client.template_reader import read_template
+from loadgen.client.template_reader import read_chunked_template, read_template
 from loadgen.names import Api, Outcome
 from loadgen.record import Record
 
@@ -55,7 +55,7 @@ class StreamRecorder:
     """Fills one request's record from its streamed body."""
 
     __slots__ = ("rec", "state", "parser", "chunk_tokens", "last_token_ns", "abandon_at", "abandoned", "reasoning",
-                 "leading")
+                 "leading", "whole_chunks")
 
     def __init__(self, rec: Record, api: Api):
         self.rec = rec
@@ -69,6 +69,9 @@ class StreamRecorder:
         self.leading = LEADING_EVENTS  # events still to give the parser one at a time
         if rec.session is not None:
             self.state.answer = []  # a session's next turn sends this answer back
+        # a chunked body's reader gives each chunk here as it is decoded, and the next ones to `read_chunks`: while
+        # the stream may learn its template (not a session's turn: its text is kept) or reads it
+        self.whole_chunks = rec.session is None and self.abandon_at is None
 
     def feed(self, data: bytes, now: int) -> int:
         """Record the events of one read of body bytes; MORE, END or STOP. Raises `ProtocolError` (what came
@@ -83,6 +86,7 @@ class StreamRecorder:
                 if pos:
                     data = data[pos:]
                     self._run(now)
+                    self.whole_chunks = self.abandon_at is None
             # one event to the parser: the one it holds the start of, or one of the stream's first (a template
             # learnt from it reads the rest of the read); else the whole rest
             end = data.find(b"\n\n") + 2 if self.leading or not parser.idle else 0
@@ -94,6 +98,22 @@ class StreamRecorder:
             if part:
                 said = self._events(parser.feed(part), now)
         return said if self.abandon_at is None else self._abandon(said, self.abandon_at)
+
+    def read_chunks(self, data: bytes, pos: int, now: int) -> int:
+        """Record the template's events of a chunked body read at `now` from `data[pos:]`, where a chunk starts,
+        one whole event a chunk (`read_chunked_template`); returns where the first other chunk starts. The
+        connection calls it while `whole_chunks`, having given this reader every chunk before `pos`. An event the
+        template cannot read ends the calls (`whole_chunks` False) until a read's run reads the template again;
+        before the template is learnt, only once the stream's first events are read."""
+        state = self.state
+        if self.parser.idle:
+            end = read_chunked_template(state, data, pos, self.chunk_tokens)
+            if end > pos:
+                self._run(now)
+                return end
+        if state._framed is not None or not self.leading:
+            self.whole_chunks = False
+        return pos
 
     def _events(self, events: list[bytes], now: int) -> int:  # noqa: C901 (the per-event hot path, inline)
         """Record the events the parser gave for a part of a read at `now`; MORE, END or STOP. The chunks

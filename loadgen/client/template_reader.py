@@ -1,12 +1,16 @@
 """Reading the events of a stream's template (`loadgen.client.event_template`) into its state, without their JSON.
 
-The part of `loadgen.client.stream.StreamState`'s reading that learns the template from an event the full parse
-read (`learnt`) and reads later events of it (`read_template`): one event (`StreamState.feed`), or,
-straight from a read's bytes while the SSE parser holds nothing, the run of whole SSE events of the template it
-begins with (`StreamRecorder.feed`: no SSE split, no call per event). Either way each event is read as the full
-parse reads the event the template was learnt from, with this event's text and count: the running count's branch
-of `StreamState._feed_counted` (a counted template), else a chunk without counts; the full parse itself stays
-the one place that decides what any other event means.
+The part of `loadgen.client.stream.StreamState`'s reading that learns the template from an event the full parse read
+(`learnt`) and reads later events of it (`read_template`): one event (`StreamState.feed`), or, straight from a
+read's bytes while the SSE parser holds nothing, the run of whole SSE events of the template it begins with
+(`StreamRecorder.feed`: no SSE split, no call per event), or straight from a chunked HTTP body, one event a chunk,
+without decoding its framing first (`read_chunked_template`, `StreamRecorder.read_chunks`). Any way each event is
+read as the full parse reads the event the template was learnt from, with this event's text and count: the running
+count's branch of `StreamState._feed_counted` (a counted template), else a chunk without counts; the full parse
+itself stays the one place that decides what any other event means.
+
+Size exception: read_chunked_template, one loop over a read's chunks inline (a call per event would cost what
+the chunk-level read saves: docs/performance.md, *The event template*).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from loadgen.client.event_template import ASCII_TEXT, MAX_COUNT, learn, read_count, rest_for, utf8_text
+from loadgen.client.h1_parse import CHUNK_SIZES, HttpFormatError, remember_chunk_size
 from loadgen.engines.registry import CHUNK_FIELD
 
 if TYPE_CHECKING:
@@ -47,6 +52,62 @@ def read_template(state: StreamState, buf: bytes, pos: int, framed: bool,  # noq
             rest, new = rest_for(tpl, ct), ct - running
         end = e + len(rest)
         if not framed and end != n or buf[t:e].strip(ASCII_TEXT) and not utf8_text(buf[t:e]):
+            break
+        pos, step, text = end, new, e > t
+        if first is None:
+            chunks += text
+            continue
+        running = ct
+        if text or step > 0:
+            chunks += 1
+            if tokens is not None:
+                tokens.append(step)
+    if pos > start:
+        _after_run(state, first is not None, running, step, text, chunks)
+    return pos
+
+
+def read_chunked_template(state: StreamState, buf: bytes, pos: int,  # noqa: C901 (the hot path)
+                          tokens: list[int] | None) -> int:
+    """`read_template` of SSE events straight from a chunked HTTP body: reads the chunks in `buf` from `pos` (where
+    a chunk-size line starts) while each is one whole SSE event of the template, followed by its CRLF; returns
+    where the first other chunk starts. The chunk's end is known from its size, so the event's rest is tried there,
+    as predicted, then as written after the text's closing quote. A size line that is not one ends the run: the
+    connection's decoder reads it again and fails the response there. Called only where the SSE parser holds
+    nothing, as `read_template` is: the decoder would have given this event's bytes, whole, to an idle parser,
+    which yields this one event and is idle again."""
+    tpl = state._framed
+    if tpl is None:
+        return pos
+    head, fmt, first, second, _, _ = tpl
+    fmt += b"\r\n"  # the rest and the CRLF after the chunk's data: one check of both
+    h, start, sizes, find, startswith = len(head), pos, CHUNK_SIZES, buf.find, buf.startswith
+    running, step, chunks, text = state._running_tokens, state._step, 0, False
+    while True:
+        nl = find(b"\r\n", pos)
+        if nl < 0:
+            break
+        size = sizes.get(buf[pos:nl])
+        if size is None:
+            try:
+                size = remember_chunk_size(buf[pos:nl])
+            except HttpFormatError:  # the decoder reads it again and fails the response where it is
+                break
+        t, end, new = nl + 2 + h, nl + 4 + size, step  # `end`: after the CRLF
+        if not startswith(head, nl + 2):
+            break
+        ct = running + step
+        rest = fmt if first is None else fmt % (ct + first) if second is None else fmt % (ct + first, ct + second)
+        e = end - len(rest)
+        if e < t or not startswith(rest, e) or first is not None and not 0 <= ct < MAX_COUNT:
+            e = find(b'"', t, end - 2)  # not as predicted: as written?
+            ct = -1 if e < 0 or first is None else read_count(tpl, buf, e)
+            if ct < 0:
+                break
+            rest, new = rest_for(tpl, ct) + b"\r\n", ct - running
+            if e + len(rest) != end or not startswith(rest, e):
+                break
+        if buf[t:e].strip(ASCII_TEXT) and not utf8_text(buf[t:e]):
             break
         pos, step, text = end, new, e > t
         if first is None:
