@@ -1,6 +1,7 @@
 """The wire's fuzzers, run long: the differential HTTP/1.1 fuzzer (loadgen's client against h11,
 tests/test_h1_fuzz.py), the SSE parser against the WHATWG algorithm (tests/test_sse_spec.py) and the event
-template against the full parse (tests/test_event_template.py).
+template against the full parse (tests/test_event_template.py; read straight from chunked bodies:
+tests/test_chunked_template.py).
 
     python benchmarks/fuzz_wire.py [--examples 20000] [--seed N]
 
@@ -19,7 +20,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FILES = ["tests/test_h1_fuzz.py", "tests/test_sse_spec.py", "tests/test_event_template.py"]
+FILES = ["tests/test_h1_fuzz.py", "tests/test_sse_spec.py", "tests/test_event_template.py",
+         "tests/test_chunked_template.py"]
 
 
 def main() -> int:

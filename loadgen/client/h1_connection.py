@@ -21,13 +21,13 @@ from typing import Any
 
 from loadgen.client.h1_parse import (
     CHUNK_SIZES,
-    MAX_HEAD,
-    MAX_SIZE_LINE,
     HttpFormatError,
     chunk_rest,
-    parse_fields,
+    head_end,
     read_head,
     remember_chunk_size,
+    size_line_start,
+    trailer_end,
 )
 from loadgen.names import Outcome
 
@@ -155,12 +155,8 @@ class Connection(asyncio.Protocol):
         """Read the response head (1xx answers skipped); returns the bytes after it when its body is to be read."""
         start = max(len(self.buf) - 3, 0)  # the blank line may have begun in the bytes held from earlier reads
         buf = self.buf + data if self.buf else data
-        end = buf.find(b"\r\n\r\n", start)
+        end = head_end(buf, start)
         if end < 0:
-            if len(buf) > MAX_HEAD:
-                raise HttpFormatError("response head larger than 64 KiB")
-            if buf.find(b"\n\n", start) >= 0:
-                raise HttpFormatError("response head with bare LF line ends")
             self.buf = buf
             return b""
         status, headers, self.mode, self.body_left, self.keep_alive, idle_s = read_head(buf[:end])
@@ -180,12 +176,21 @@ class Connection(asyncio.Protocol):
             return b""
         return rest
 
-    def _chunked(self, data: bytes, now: int) -> None:  # noqa: C901 (one loop over a read, inline: the hot path)
+    def _chunked(self, data: bytes, now: int) -> None:
         """Decode chunked framing; a read's chunk data, whole or partial, goes to the handler at once (or to its
-        `chunk_reader`). A size that does not match its data (no CRLF after it) is an error, not a guess."""
+        `chunk_reader`). A size that does not match its data (no CRLF after it) is an error, not a guess; the whole
+        chunks before it go to the handler first, as the events before a bad event are recorded."""
+        pieces: list[bytes] = []
+        try:
+            self._decode(data, now, pieces)
+        except HttpFormatError:
+            if pieces and self.state == BODY:
+                self._flush(pieces, now)
+            raise
+
+    def _decode(self, data: bytes, now: int, pieces: list[bytes]) -> None:  # noqa: C901 (one loop, the hot path)
         if self.buf:
             data, self.buf = self.buf + data, b""
-        pieces: list[bytes] = []
         pos, n, find, sizes = 0, len(data), data.find, CHUNK_SIZES
         if self.chunk_left >= 0:
             pos, self.chunk_left = chunk_rest(data, self.chunk_left, pieces)
@@ -197,7 +202,7 @@ class Connection(asyncio.Protocol):
                     return
             nl = find(b"\r\n", pos)
             if nl < 0:
-                self._hold_size_line(data[pos:])
+                self.buf = size_line_start(data[pos:])
                 break
             line = data[pos:nl]
             try:
@@ -209,38 +214,39 @@ class Connection(asyncio.Protocol):
                 self._last_chunk(data[pos:], pieces, now)
                 return
             end = pos + size
-            pieces.append(data[pos:end])
             if end + 2 > n:  # the chunk goes on in the next read
-                self.chunk_left = end + 2 - n
                 if end == n - 1 and data[end] != 13:
                     raise HttpFormatError("chunk data not followed by CRLF")
+                pieces.append(data[pos:end])
+                self.chunk_left = end + 2 - n
                 break
             if data[end] != 13 or data[end + 1] != 10:  # CRLF; two indexings cost less than a method call
                 raise HttpFormatError("chunk data not followed by CRLF")
+            pieces.append(data[pos:end])
             pos = end + 2
         if pieces:
-            self._deliver(b"".join(pieces), now)  # one piece: join gives that piece itself, no copy
+            self._flush(pieces, now)
+
+    def _flush(self, pieces: list[bytes], now: int) -> None:
+        """The decoded `pieces` go to the handler (and are gone from the list, whatever its reader says)."""
+        batch = b"".join(pieces)  # one piece: join gives that piece itself, no copy
+        pieces.clear()
+        self._deliver(batch, now)
 
     def _whole_chunks(self, run, data: bytes, pos: int, pieces: list[bytes], now: int) -> tuple[int, Any]:
         """The chunks decoded so far go to the handler's reader, then it reads on from `pos` (`chunk_reader`);
         returns where decoding goes on (-1: nowhere, the response was dropped) and the reader while the body's bytes
         still go to it (else None)."""
         if pieces:
-            self._deliver(b"".join(pieces), now)
-            pieces.clear()
+            self._flush(pieces, now)
             if self.state != BODY:
                 return (pos if self.state == DRAIN else -1), None
         return run.read_chunks(data, pos, now), run
 
-    def _hold_size_line(self, part: bytes) -> None:
-        if len(part) > MAX_SIZE_LINE:
-            raise HttpFormatError("chunk size line too long")
-        self.buf = part
-
     def _last_chunk(self, rest: bytes, pieces: list[bytes], now: int) -> None:
         """The zero-size chunk: what the read held before it goes to the handler, then the trailer is read."""
         if pieces:
-            self._deliver(b"".join(pieces), now)
+            self._flush(pieces, now)
         if self.state in (BODY, DRAIN):
             self.state = TRAILER
             self._trailer(rest, now)
@@ -248,19 +254,12 @@ class Connection(asyncio.Protocol):
     def _trailer(self, data: bytes, now: int) -> None:
         """The trailer section after the last chunk: field lines (checked, not kept), then a blank line."""
         buf = self.buf + data if self.buf else data
-        if buf.startswith(b"\r\n"):
-            rest = buf[2:]
-        else:
-            end = buf.find(b"\r\n\r\n")
-            if end < 0:
-                if len(buf) > MAX_HEAD:
-                    raise HttpFormatError("trailer section larger than 64 KiB")
-                self.buf = buf
-                return
-            parse_fields(buf[:end].split(b"\r\n"))
-            rest = buf[end + 4:]
+        end = trailer_end(buf)
+        if end < 0:
+            self.buf = buf
+            return
         self.buf = b""
-        self._body_done(now, past=bool(rest))
+        self._body_done(now, past=len(buf) > end)
 
     def _deliver(self, payload: bytes, now: int) -> None:
         if self.state == BODY:

@@ -194,6 +194,40 @@ def chunk_size(line: bytes) -> int:
     return int(size, 16)
 
 
+def head_end(buf: bytes, start: int = 0) -> int:
+    """Where the head in `buf` ends (its blank line's CRLF CRLF begins), the search from `start`; -1 while it has
+    not ended. A head larger than `MAX_HEAD`, or one with bare LF line ends, is an error."""
+    end = buf.find(b"\r\n\r\n", start)
+    if end < 0:
+        if len(buf) > MAX_HEAD:
+            raise HttpFormatError("response head larger than 64 KiB")
+        if buf.find(b"\n\n", start) >= 0:
+            raise HttpFormatError("response head with bare LF line ends")
+    return end
+
+
+def trailer_end(buf: bytes) -> int:
+    """Where the trailer section at the start of `buf` ends, after its blank line (its field lines checked, not
+    kept); -1 while it has not ended. A section larger than `MAX_HEAD` is an error."""
+    if buf.startswith(b"\r\n"):
+        return 2
+    end = buf.find(b"\r\n\r\n")
+    if end < 0:
+        if len(buf) > MAX_HEAD:
+            raise HttpFormatError("trailer section larger than 64 KiB")
+        return -1
+    parse_fields(buf[:end].split(b"\r\n"))
+    return end + 4
+
+
+def size_line_start(part: bytes) -> bytes:
+    """`part`, the start of a chunk-size line that the next read goes on with (held until then); too long to be
+    one is an error."""
+    if len(part) > MAX_SIZE_LINE:
+        raise HttpFormatError("chunk size line too long")
+    return part
+
+
 def chunk_rest(data: bytes, left: int, pieces: list[bytes]) -> tuple[int, int]:
     """The rest of a chunk begun in an earlier read, `left` bytes with its CRLF: its data goes to `pieces`;
     returns (where it ends in `data`, the bytes of it still left after `data`, or -1 when it ended there)."""
