@@ -78,17 +78,20 @@ class StepSums:
         gaps, owner, starts = joined
         marks = np.flatnonzero(gaps >= self.gap_ns)
         ends = np.cumsum(gaps)
+        at = ends[marks]  # from the first gap of the batch to each step's first event
         mark_owner = owner[marks]
-        same = np.zeros(len(marks), dtype=bool)
-        same[1:] = mark_owner[1:] == mark_owner[:-1]
-        base_at = np.where(same, np.append(-1, marks[:-1]), starts[mark_owner] - 1)
-        base = np.where(base_at >= 0, ends[np.maximum(base_at, 0)], 0)
-        self.gaps.add((ends[marks] - base) / NS)
+        base = np.empty_like(at)  # … to the first event of the step before, or the record's first event
+        base[1:] = at[:-1]
+        first = np.ones(len(marks), dtype=bool)
+        first[1:] = mark_owner[1:] != mark_owner[:-1]
+        record_base = np.where(starts > 0, ends[starts - 1], 0) if len(gaps) else np.zeros_like(starts)
+        base[first] = record_base[mark_owner[first]]
+        self.gaps.add((at - base) / NS)
         per_rec = np.bincount(mark_owner, minlength=len(recs))
         self.requests += len(recs)
         self.steps += len(recs) + len(marks)
         self.events += len(gaps) + len(recs)
-        tokens = np.fromiter((r.completion_tokens or 0 for r in recs), dtype=np.int64, count=len(recs))
+        tokens = np.array([r.completion_tokens or 0 for r in recs], dtype=np.int64)
         decoding = (per_rec >= 1) & (tokens > 0)
         self.decode_steps += int(per_rec[decoding].sum())
         self.decode_tokens += int(tokens[decoding].sum())

@@ -43,18 +43,24 @@ class ChunkSpill:
         their place."""
         buf = array("q")
         for r in recs:
-            self._index(r.seq, self._end + 8 * len(buf), len(r.chunk_gaps_ns), r.chunk_tokens is not None)
-            buf.extend(r.chunk_gaps_ns)
-            if r.chunk_tokens is not None:
-                buf.extend(r.chunk_tokens)
+            gaps, tokens = r.chunk_gaps_ns, r.chunk_tokens
+            self._index(r.seq, self._end + 8 * len(buf), len(gaps) if tokens is not None else -1 - len(gaps))
+            buf.extend(gaps)
+            if tokens is not None:
+                buf.extend(tokens)
                 r.chunk_tokens = CHUNKS_ELSEWHERE
             r.chunk_gaps_ns = CHUNKS_ELSEWHERE
         self._file.write(buf.tobytes())
         self._end += 8 * len(buf)
 
-    def _index(self, seq: int, offset: int, gaps: int, tokens: bool) -> None:
+    def _index(self, seq: int, offset: int, gaps: int) -> None:
+        """Record `seq`'s lists start at `offset`; `gaps` of them, or −1 − that many without per-chunk counts."""
         if self._first_seq is None:
             self._first_seq = seq
+        if seq - self._first_seq == len(self._offsets):  # the common case: the next one
+            self._offsets.append(offset)
+            self._gaps.append(gaps)
+            return
         if seq < self._first_seq:  # requests end out of order: room in front
             before = self._first_seq - seq
             self._offsets = array("q", [-1] * before) + self._offsets
@@ -64,7 +70,7 @@ class ChunkSpill:
         if i >= len(self._offsets):
             self._offsets.extend([-1] * (i + 1 - len(self._offsets)))
             self._gaps.extend([0] * (i + 1 - len(self._gaps)))
-        self._offsets[i], self._gaps[i] = offset, gaps if tokens else -1 - gaps
+        self._offsets[i], self._gaps[i] = offset, gaps
 
     def lists(self, seq: int) -> tuple[array, array | None]:
         """The gaps and counts (None: none) of the record `seq`."""

@@ -23,7 +23,7 @@ from operator import attrgetter, itemgetter
 import numpy as np
 
 from loadgen.metrics.record_table import NONE, RecordTable
-from loadgen.record import CHUNKS_ELSEWHERE, Record, request_id_for, request_id_prefix
+from loadgen.record import CHUNKS_ELSEWHERE, Record, request_id_prefix, request_id_tail
 from loadgen.run.spec_columns import SpecColumns
 
 INT_FIELDS = tuple(f.name for f in fields(Record) if f.type in ("int", "int | None"))  # one int64 each
@@ -70,8 +70,7 @@ class RecordColumns:
 
     def append(self, r: Record) -> None:
         i = self.n
-        ints = _INTS_OF(r)
-        self.ints.extend(ints if None not in ints else [NONE if v is None else v for v in ints])
+        self.ints.fromlist([NONE if v is None else v for v in _INTS_OF(r)])  # fromlist: half `extend`'s time
         if len(self.ints) >= ROWS_AT_ONCE * _K:
             self._file.write(self.ints.tobytes())
             self._on_disk += len(self.ints) // _K
@@ -81,12 +80,14 @@ class RecordColumns:
             self.common = shared
         elif shared != self.common:
             self.differ[i] = shared
+        else:
+            shared = self.common  # its request id prefix is made once (`_prefix`)
         if r.chunk_gaps_ns is CHUNKS_ELSEWHERE:
             self.chunks.append(ELSEWHERE if r.chunk_tokens is CHUNKS_ELSEWHERE else ELSEWHERE_NO_COUNTS)
         else:
             self.chunks.append(OWN)
             self.own_chunks[i] = (r.chunk_tokens, r.chunk_gaps_ns)
-        if r.request_id != request_id_for(r.run_id, r.cell, r.seq, r.attempt):
+        if r.request_id != self._prefix(shared) + request_id_tail(r.seq, r.attempt):
             self.request_ids[i] = r.request_id
         self.specs.append(i, r.spec)
         self.n += 1
@@ -117,7 +118,7 @@ class RecordColumns:
         assert shared is not None  # set by the first record added
         request_id = self.request_ids.get(i)
         if request_id is None:
-            request_id = self._prefix(shared) + f"{row[_SEQ]}" + (f"-a{row[_ATTEMPT]}" if row[_ATTEMPT] else "")
+            request_id = self._prefix(shared) + request_id_tail(row[_SEQ], row[_ATTEMPT])
         return Record(*_IN_ORDER(row + list(shared) + [request_id, chunk_tokens, chunk_gaps, spec]))
 
     def _prefix(self, shared: tuple) -> str:

@@ -92,28 +92,36 @@ class SpecColumns:
         self.other: dict[int, dict] = {}  # a spec with values other than numbers or lists of ints, as it was
         self._order: tuple = ()  # the keys of the columns, in order
         self._columns: list[_SpecColumn | _ListColumn] = []
+        self._types: tuple | None = None  # value types that fit every column (number columns only), in order
 
     def append(self, i: int, spec: dict | None) -> None:
         """Record `i`'s spec (records are appended in order)."""
-        self.none.append(spec is None)
-        if spec is not None and tuple(spec) == self._order:  # the common case: the keys of every column
+        if spec is None:
+            self.none.append(True)
+            for column in self._columns:
+                column.append(None)
+            return
+        self.none.append(False)
+        if tuple(spec) == self._order:  # the common case: the keys of every column
             values = spec.values()
-            if all(column.fits(value) for column, value in zip(self._columns, values)):
+            if tuple(map(type, values)) == self._types or all(
+                    column.fits(value) for column, value in zip(self._columns, values)):
                 for column, value in zip(self._columns, values):
                     column.append(value)
                 return
-        for key, value in (spec or {}).items():
+        for key, value in spec.items():
             kind = _column_for(value)
             if key not in self.keys and kind is not None:
                 self.keys[key] = kind(i)
-        fits = spec is not None and all(key in self.keys and self.keys[key].fits(value)
-                                        for key, value in spec.items())
-        if spec is not None and not fits:
+        fits = all(key in self.keys and self.keys[key].fits(value) for key, value in spec.items())
+        if not fits:
             self.other[i] = spec
         self._order = tuple(self.keys)
         self._columns = list(self.keys.values())
+        numbers = fits and tuple(spec) == self._order and all(type(c) is _SpecColumn for c in self._columns)
+        self._types = tuple(map(type, spec.values())) if numbers else None
         for key, column in self.keys.items():
-            column.append(spec.get(key) if fits and spec is not None else None)
+            column.append(spec.get(key) if fits else None)
 
     def spec(self, i: int) -> dict | None:
         """Record `i`'s spec, as it was appended."""
