@@ -242,3 +242,35 @@ def test_a_chunk_too_short_for_the_template_is_not_read():
     rec = record(Api.OPENAI_CHAT, [HEAD + body], True)
     assert rec == record(Api.OPENAI_CHAT, [HEAD + body], False)
     assert rec["outcome"] == "protocol_error" and rec["chunks"] == 1
+
+
+def ends_of_chunks(body: bytes) -> list[int]:
+    """Where each chunk of `body` ends in the response (after its CRLF)."""
+    return [len(HEAD) + m.end() for m in re.finditer(rb"\n\n\r\n", body)]
+
+
+@pytest.mark.parametrize("before_end", [2, 1, 5, 40])
+def test_a_chunk_a_read_ends_inside_keeps_the_times_of_the_full_parse(before_end):
+    """Found by the fuzzer: a read that ends after a chunk's data but before its CRLF has the event whole, and
+    its time is that read's; only a chunk whose part here ends no line (5 and 40 bytes before its end: inside the
+    event) waits for the next read, which changes no time."""
+    body = run(12)
+    cut = ends_of_chunks(body)[6] - before_end
+    read = both(Api.OPENAI_CHAT, body, [cut])
+    rec = record(Api.OPENAI_CHAT, split(HEAD + body, [cut]), True)
+    assert rec["chunks"] == 12 and rec["chunk_gaps_ns"].count(1000) == 1
+    # the first event learns, the finishing one is parsed; the rest from chunks, on both reads, but for the one
+    # whose data the first read ends with (read by the parser in the first read, as the full parse reads it)
+    assert read == (9 if before_end <= 2 else 10)
+
+
+def test_a_chunk_whose_size_is_wrong_gives_none_of_its_data_when_its_rest_comes_later():
+    """Found by the fuzzer: a size line that ends a read, its chunk's data (a size too small) in the next read:
+    the decoder fails the response before any of that chunk's data reaches the reader, on either path."""
+    good = run(6)[:-len(chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")]
+    bad = sg(b"", 7, b'"stop"')
+    body = good + b"%x\r\n" % (len(bad) - 2) + bad + b"\r\n0\r\n\r\n"
+    cut = len(HEAD) + len(good) + len(b"%x\r\n" % (len(bad) - 2))
+    both(Api.OPENAI_CHAT, body, [cut])
+    rec = record(Api.OPENAI_CHAT, split(HEAD + body, [cut]), True)
+    assert rec["outcome"] == "protocol_error" and rec["completion_tokens"] == 6 and rec["chunks"] == 6

@@ -8,9 +8,10 @@ body is complete, or the reader said DONE or CLOSE) or `fail(kind, message, now_
 "connection_error" when the connection broke, "protocol_error" when the peer spoke no HTTP/1.1 or the reader
 raised `ValueError` (bytes it cannot read). `now_ns` is `time.monotonic_ns()` when the read's bytes
 arrived, before any parsing. The reader is called directly, one call per read: it is the client's hot path.
-A handler's `chunk_reader` (optional; None: none) reads a chunked body's whole chunks itself: while its
-`whole_chunks` holds, the reader has every chunk as it is decoded, and `read_chunks(data, pos, now)` is offered
-the read from each chunk's start on; it returns where the first chunk it did not read starts.
+A handler's `chunk_reader` (optional) reads a chunked body's whole chunks itself: while its `whole_chunks` is set,
+it has each chunk as it is decoded, and `read_chunks(data, pos, now)` is offered the read from each chunk's start
+on (it returns where the first chunk it did not read starts); at HOLD_PARTIAL, a chunk that a read ends inside is
+held and offered whole with the next read's bytes. Size exception: _decode, one loop over a read (the hot path).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from loadgen.client.h1_parse import (
     HttpFormatError,
     chunk_rest,
     head_end,
+    holdable,
     read_head,
     remember_chunk_size,
     size_line_start,
@@ -33,6 +35,7 @@ from loadgen.names import Outcome
 
 HEAD, BODY, TRAILER, DRAIN, IDLE = range(5)
 CONTINUE, DONE, CLOSE = 0, 1, 2  # what a handler's body() asks for
+GIVE_EACH, HOLD_PARTIAL = 1, 2  # a `chunk_reader`'s `whole_chunks`; 0: it reads none
 MAX_DRAIN = 1 << 20  # a body that goes on after the handler is done is cut after 1 MiB
 KEEP_ALIVE_SHARE = 0.8  # reuse a connection for at most this share of the server's Keep-Alive timeout
 monotonic_ns = time.monotonic_ns
@@ -177,9 +180,8 @@ class Connection(asyncio.Protocol):
         return rest
 
     def _chunked(self, data: bytes, now: int) -> None:
-        """Decode chunked framing; a read's chunk data, whole or partial, goes to the handler at once (or to its
-        `chunk_reader`). A size that does not match its data (no CRLF after it) is an error, not a guess; the whole
-        chunks before it go to the handler first, as the events before a bad event are recorded."""
+        """Decode chunked framing: a read's chunk data goes to the handler at once (or to its `chunk_reader`). A size
+        not matching its data is an error, not a guess; the chunks whole before it go to the handler first."""
         pieces: list[bytes] = []
         try:
             self._decode(data, now, pieces)
@@ -217,6 +219,9 @@ class Connection(asyncio.Protocol):
             if end + 2 > n:  # the chunk goes on in the next read
                 if end == n - 1 and data[end] != 13:
                     raise HttpFormatError("chunk data not followed by CRLF")
+                if run is not None and run.whole_chunks == HOLD_PARTIAL and holdable(data, pos, size):
+                    self.buf = data[nl - len(line):]  # the reader reads it whole, with the next read's bytes
+                    break
                 pieces.append(data[pos:end])
                 self.chunk_left = end + 2 - n
                 break
@@ -234,9 +239,8 @@ class Connection(asyncio.Protocol):
         self._deliver(batch, now)
 
     def _whole_chunks(self, run, data: bytes, pos: int, pieces: list[bytes], now: int) -> tuple[int, Any]:
-        """The chunks decoded so far go to the handler's reader, then it reads on from `pos` (`chunk_reader`);
-        returns where decoding goes on (-1: nowhere, the response was dropped) and the reader while the body's bytes
-        still go to it (else None)."""
+        """The chunks decoded so far go to the handler's reader, then its `chunk_reader` reads on from `pos`; returns
+        where decoding goes on (-1: nowhere, the response was dropped) and the chunk reader (None: no longer)."""
         if pieces:
             self._flush(pieces, now)
             if self.state != BODY:
@@ -255,11 +259,9 @@ class Connection(asyncio.Protocol):
         """The trailer section after the last chunk: field lines (checked, not kept), then a blank line."""
         buf = self.buf + data if self.buf else data
         end = trailer_end(buf)
-        if end < 0:
-            self.buf = buf
-            return
-        self.buf = b""
-        self._body_done(now, past=len(buf) > end)
+        self.buf = buf if end < 0 else b""
+        if end >= 0:
+            self._body_done(now, past=len(buf) > end)
 
     def _deliver(self, payload: bytes, now: int) -> None:
         if self.state == BODY:

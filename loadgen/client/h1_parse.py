@@ -228,14 +228,24 @@ def size_line_start(part: bytes) -> bytes:
     return part
 
 
+MAX_HELD_CHUNK = 1 << 16  # a longer chunk that a read ends inside goes to its reader in parts
+
+
+def holdable(data: bytes, pos: int, size: int) -> bool:
+    """The chunk of `size` bytes whose data starts at `data[pos]`, which the read ends inside, may wait for the next
+    read and go to its reader whole: it is short, and no line ends in the part here (so no SSE event or line of it
+    could have been read before the rest arrives: holding it changes no time and nothing a reader keeps)."""
+    return size <= MAX_HELD_CHUNK and data.find(b"\n", pos) < 0 and data.find(b"\r", pos) < 0
+
+
 def chunk_rest(data: bytes, left: int, pieces: list[bytes]) -> tuple[int, int]:
     """The rest of a chunk begun in an earlier read, `left` bytes with its CRLF: its data goes to `pieces`;
     returns (where it ends in `data`, the bytes of it still left after `data`, or -1 when it ended there)."""
-    if left > 2:
-        pieces.append(data[:left - 2])
     crlf = data[max(left - 2, 0):left]  # what this read holds of the CRLF after the chunk's data
     if crlf and not b"\r\n"[max(2 - left, 0):].startswith(crlf):
-        raise HttpFormatError("chunk data not followed by CRLF")
+        raise HttpFormatError("chunk data not followed by CRLF")  # before its data goes anywhere
+    if left > 2:
+        pieces.append(data[:left - 2])
     if left > len(data):
         return len(data), left - len(data)
     return left, -1

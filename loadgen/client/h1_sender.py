@@ -24,14 +24,26 @@ from loadgen import __version__
 from loadgen.client.api import PATHS
 from loadgen.client.config import ClientConfig, timeout_error
 from loadgen.client.h1 import Pool
-from loadgen.client.h1_connection import CLOSE, CONTINUE, DONE, Connection
-from loadgen.client.recorder import CANCELLED, END, ERROR_BODY_MAX, MORE, STOP, StreamRecorder, http_error, one_line
+from loadgen.client.h1_connection import CLOSE, CONTINUE, DONE, GIVE_EACH, HOLD_PARTIAL, Connection
+from loadgen.client.recorder import (
+    CANCELLED,
+    END,
+    ERROR_BODY_MAX,
+    LEARNING,
+    MORE,
+    READING,
+    STOP,
+    StreamRecorder,
+    http_error,
+    one_line,
+)
 from loadgen.names import Api, Outcome
 from loadgen.record import Record
 
 monotonic_ns = time.monotonic_ns
 # the recorder's `feed` is the connection's body reader: what it says is what the connection reads
 assert (MORE, END, STOP) == (CONTINUE, DONE, CLOSE)
+assert (LEARNING, READING) == (GIVE_EACH, HOLD_PARTIAL)  # and so is its `whole_chunks`
 
 
 class StreamHandler:

@@ -34,6 +34,7 @@ from loadgen.names import Api, Outcome
 from loadgen.record import Record
 
 MORE, END, STOP = 0, 1, 2  # what `feed` says: read on; the answer is complete ([DONE]); stop (error event)
+LEARNING, READING = 1, 2  # `whole_chunks` (0: off): each chunk as it is decoded; and a chunk a read ends inside held
 SNIPPET = 200
 LEADING_EVENTS = 4  # a stream's first events (role, first content) go to the parser one at a time: a fast server's
 # whole answer can be one read, and the template learnt from its first content event then reads the rest
@@ -71,7 +72,7 @@ class StreamRecorder:
             self.state.answer = []  # a session's next turn sends this answer back
         # a chunked body's reader gives each chunk here as it is decoded, and the next ones to `read_chunks`: while
         # the stream may learn its template (not a session's turn: its text is kept) or reads it
-        self.whole_chunks = rec.session is None and self.abandon_at is None
+        self.whole_chunks = LEARNING if rec.session is None and self.abandon_at is None else 0
 
     def feed(self, data: bytes, now: int) -> int:
         """Record the events of one read of body bytes; MORE, END or STOP. Raises `ProtocolError` (what came
@@ -86,7 +87,7 @@ class StreamRecorder:
                 if pos:
                     data = data[pos:]
                     self._run(now)
-                    self.whole_chunks = self.abandon_at is None
+                    self.whole_chunks = READING if self.abandon_at is None else 0
             # one event to the parser: the one it holds the start of, or one of the stream's first (a template
             # learnt from it reads the rest of the read); else the whole rest
             end = data.find(b"\n\n") + 2 if self.leading or not parser.idle else 0
@@ -102,17 +103,19 @@ class StreamRecorder:
     def read_chunks(self, data: bytes, pos: int, now: int) -> int:
         """Record the template's events of a chunked body read at `now` from `data[pos:]`, where a chunk starts,
         one whole event a chunk (`read_chunked_template`); returns where the first other chunk starts. The
-        connection calls it while `whole_chunks`, having given this reader every chunk before `pos`. An event the
-        template cannot read ends the calls (`whole_chunks` False) until a read's run reads the template again;
-        before the template is learnt, only once the stream's first events are read."""
+        connection calls it while `whole_chunks`, having given this reader every chunk before `pos`; once the
+        template reads (READING), it holds a chunk that a read ends inside until the next read makes it whole. An
+        event the template cannot read ends the calls (0) until a read's run reads the template again; before the
+        template is learnt, only once the stream's first events are read."""
         state = self.state
         if self.parser.idle:
             end = read_chunked_template(state, data, pos, self.chunk_tokens)
             if end > pos:
                 self._run(now)
+                self.whole_chunks = READING
                 return end
         if state._framed is not None or not self.leading:
-            self.whole_chunks = False
+            self.whole_chunks = 0
         return pos
 
     def _events(self, events: list[bytes], now: int) -> int:  # noqa: C901 (the per-event hot path, inline)
