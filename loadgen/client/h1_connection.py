@@ -11,7 +11,7 @@ arrived, before any parsing. The reader is called directly, one call per read: i
 A handler's `chunk_reader` (optional) reads a chunked body's whole chunks itself: while its `whole_chunks` is set,
 it has each chunk as it is decoded, and `read_chunks(data, pos, now)` is offered the read from each chunk's start
 on (it returns where the first chunk it did not read starts); at HOLD_PARTIAL, a chunk that a read ends inside is
-held and offered whole with the next read's bytes. Size exception: _decode, one loop over a read (the hot path).
+held and offered whole with the next read's bytes. Size exception: _chunked, one loop over a read (the hot path).
 """
 
 from __future__ import annotations
@@ -179,56 +179,60 @@ class Connection(asyncio.Protocol):
             return b""
         return rest
 
-    def _chunked(self, data: bytes, now: int) -> None:
+    def _chunked(self, data: bytes, now: int) -> None:  # noqa: C901 (one loop over a read, inline: the hot path)
         """Decode chunked framing: a read's chunk data goes to the handler at once (or to its `chunk_reader`). A size
         not matching its data is an error, not a guess; the chunks whole before it go to the handler first."""
+        if self.buf:
+            data, self.buf = self.buf + data, b""
         pieces: list[bytes] = []
+        pos, n, find, sizes = 0, len(data), data.find, CHUNK_SIZES
+        run = self.chunks if self.state == BODY else None
         try:
-            self._decode(data, now, pieces)
+            if self.chunk_left >= 0:
+                pos, self.chunk_left = chunk_rest(data, self.chunk_left, pieces)
+            while pos < n:
+                if run is not None and run.whole_chunks:  # the reader has each chunk, then reads on from the next
+                    if pieces:
+                        self._flush(pieces, now)
+                        if self.state != BODY:
+                            if self.state != DRAIN:
+                                return
+                            run = None
+                            continue
+                    pos = run.read_chunks(data, pos, now)
+                    if pos >= n:
+                        return
+                nl = find(b"\r\n", pos)
+                if nl < 0:
+                    self.buf = size_line_start(data[pos:])
+                    break
+                line = data[pos:nl]
+                try:
+                    size = sizes[line]  # a size line read before; a new one is checked (hex digits only, …)
+                except KeyError:
+                    size = remember_chunk_size(line)
+                pos = nl + 2
+                if size == 0:
+                    self._last_chunk(data[pos:], pieces, now)
+                    return
+                end = pos + size
+                if end + 2 > n:  # the chunk goes on in the next read
+                    if end == n - 1 and data[end] != 13:
+                        raise HttpFormatError("chunk data not followed by CRLF")
+                    if run is not None and run.whole_chunks == HOLD_PARTIAL and holdable(data, pos, size):
+                        self.buf = data[nl - len(line):]  # the reader reads it whole, with the next read's bytes
+                        break
+                    pieces.append(data[pos:end])
+                    self.chunk_left = end + 2 - n
+                    break
+                if data[end] != 13 or data[end + 1] != 10:  # CRLF; two indexings cost less than a method call
+                    raise HttpFormatError("chunk data not followed by CRLF")
+                pieces.append(data[pos:end])
+                pos = end + 2
         except HttpFormatError:
             if pieces and self.state == BODY:
                 self._flush(pieces, now)
             raise
-
-    def _decode(self, data: bytes, now: int, pieces: list[bytes]) -> None:  # noqa: C901 (one loop, the hot path)
-        if self.buf:
-            data, self.buf = self.buf + data, b""
-        pos, n, find, sizes = 0, len(data), data.find, CHUNK_SIZES
-        if self.chunk_left >= 0:
-            pos, self.chunk_left = chunk_rest(data, self.chunk_left, pieces)
-        run = self.chunks if self.state == BODY else None
-        while pos < n:
-            if run is not None and run.whole_chunks:
-                pos, run = self._whole_chunks(run, data, pos, pieces, now)
-                if pos < 0 or pos >= n:
-                    return
-            nl = find(b"\r\n", pos)
-            if nl < 0:
-                self.buf = size_line_start(data[pos:])
-                break
-            line = data[pos:nl]
-            try:
-                size = sizes[line]  # a size line read before; a new one is checked (hex digits only, …)
-            except KeyError:
-                size = remember_chunk_size(line)
-            pos = nl + 2
-            if size == 0:
-                self._last_chunk(data[pos:], pieces, now)
-                return
-            end = pos + size
-            if end + 2 > n:  # the chunk goes on in the next read
-                if end == n - 1 and data[end] != 13:
-                    raise HttpFormatError("chunk data not followed by CRLF")
-                if run is not None and run.whole_chunks == HOLD_PARTIAL and holdable(data, pos, size):
-                    self.buf = data[nl - len(line):]  # the reader reads it whole, with the next read's bytes
-                    break
-                pieces.append(data[pos:end])
-                self.chunk_left = end + 2 - n
-                break
-            if data[end] != 13 or data[end + 1] != 10:  # CRLF; two indexings cost less than a method call
-                raise HttpFormatError("chunk data not followed by CRLF")
-            pieces.append(data[pos:end])
-            pos = end + 2
         if pieces:
             self._flush(pieces, now)
 
@@ -237,15 +241,6 @@ class Connection(asyncio.Protocol):
         batch = b"".join(pieces)  # one piece: join gives that piece itself, no copy
         pieces.clear()
         self._deliver(batch, now)
-
-    def _whole_chunks(self, run, data: bytes, pos: int, pieces: list[bytes], now: int) -> tuple[int, Any]:
-        """The chunks decoded so far go to the handler's reader, then its `chunk_reader` reads on from `pos`; returns
-        where decoding goes on (-1: nowhere, the response was dropped) and the chunk reader (None: no longer)."""
-        if pieces:
-            self._flush(pieces, now)
-            if self.state != BODY:
-                return (pos if self.state == DRAIN else -1), None
-        return run.read_chunks(data, pos, now), run
 
     def _last_chunk(self, rest: bytes, pieces: list[bytes], now: int) -> None:
         """The zero-size chunk: what the read held before it goes to the handler, then the trailer is read."""
