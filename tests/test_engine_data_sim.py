@@ -17,7 +17,8 @@ from loadgen.record import Record
 from loadgen.workload.tokenizers import sizing_description, sizing_note
 from tests.conftest import run_loadgen
 
-pytestmark = pytest.mark.untimed  # its tests of other tiers than unit time nothing against the machine
+# Not untimed: the accept length from the log counts the lines that arrive while a cell is open, so a starved
+# machine moves a request's line into the next cell's window (3.94 against 3.68, beside the unit tier)
 
 CONTEXTS = (60, 128)
 TAG_FIRST_TOKEN = 1  # the unique tag's first token, shared by chance (workload/prefix.py)
