@@ -274,3 +274,25 @@ def test_a_chunk_whose_size_is_wrong_gives_none_of_its_data_when_its_rest_comes_
     both(Api.OPENAI_CHAT, body, [cut])
     rec = record(Api.OPENAI_CHAT, split(HEAD + body, [cut]), True)
     assert rec["outcome"] == "protocol_error" and rec["completion_tokens"] == 6 and rec["chunks"] == 6
+
+
+def test_a_rest_two_streams_learnt_is_formatted_once_a_count(monkeypatch):
+    """`event_template.known_rests`: none for the first stream of a rest (no cache for prompts that all differ), a
+    cache from the second one on, whose entries are what `rest_for` gives with the chunk's CRLF; bounded."""
+    from loadgen.client import event_template
+    from loadgen.client.event_template import known_rests, rest_for
+    monkeypatch.setattr(event_template, "KNOWN_RESTS", {})
+    first, second = (b"h1", b',"n":%d,"t":%d}', 0, 7, b"", b""), (b"h2", b',"n":%d,"t":%d}', 0, 7, b"", b"")
+    assert known_rests(first) is None and known_rests(first) is None
+    rests = known_rests(second)
+    assert rests == {} and known_rests(first) is rests
+    body = run(20)
+    reads = split(HEAD + body, [])
+    assert record(Api.OPENAI_CHAT, reads, True) == record(Api.OPENAI_CHAT, reads, False)
+    assert record(Api.OPENAI_CHAT, reads, True) == record(Api.OPENAI_CHAT, reads, False)  # the second stream caches
+    (cached,) = [r for r in event_template.KNOWN_RESTS.values() if isinstance(r, dict) and r]
+    key = next(k for k, r in event_template.KNOWN_RESTS.items() if r is cached)
+    assert all(rest == rest_for((b"", *key, b"", b""), ct) + b"\r\n" for ct, rest in cached.items())
+    for i in range(40):
+        known_rests((b"h", b"%d" + b"x" * i, 0, None, b"", b""))
+    assert len(event_template.KNOWN_RESTS) <= event_template.MAX_KNOWN_TEMPLATES

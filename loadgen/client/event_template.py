@@ -63,6 +63,34 @@ def rest_for(tpl: tuple, ct: int) -> bytes:
     return rest % (ct + first, ct + second)
 
 
+KNOWN_RESTS: dict[tuple, dict[int, bytes] | int] = {}
+"""The chunk-framed rests of counted templates by count (`rest_for` and a CRLF), for rests that more than one
+stream has learnt: a cell's streams share their template's rest (the prompt's length is in it), so each count's
+rest is formatted once a cell instead of once an event. A rest only one stream has learnt is noted by that stream's
+template (its `id`): streams whose prompts all differ fill no cache. Bounded: `MAX_KNOWN_TEMPLATES` rests (emptied
+when full), `MAX_KNOWN_COUNTS` counts each."""
+MAX_KNOWN_TEMPLATES, MAX_KNOWN_COUNTS = 16, 4096
+
+
+def known_rests(tpl: tuple) -> dict[int, bytes] | None:
+    """The cache of the counted template `tpl`'s rests by count (a stream's template, as a tuple), or None while
+    only this stream has learnt its rest."""
+    key = tpl[1:4]  # the rest's format and the counts' offsets
+    rests = KNOWN_RESTS.get(key)
+    if isinstance(rests, dict):
+        return rests
+    if rests is None:
+        if len(KNOWN_RESTS) >= MAX_KNOWN_TEMPLATES:
+            KNOWN_RESTS.clear()
+        KNOWN_RESTS[key] = id(tpl)
+        return None
+    if rests == id(tpl):
+        return None
+    cache: dict[int, bytes] = {}
+    KNOWN_RESTS[key] = cache
+    return cache
+
+
 def plain_text(text: bytes) -> bool:
     """`text` is a JSON string's content without escapes that means exactly its UTF-8 decoding."""
     return not text.strip(ASCII_TEXT) or utf8_text(text)

@@ -17,7 +17,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from loadgen.client.event_template import ASCII_TEXT, MAX_COUNT, learn, read_count, rest_for, utf8_text
+from loadgen.client.event_template import (
+    ASCII_TEXT,
+    MAX_COUNT,
+    MAX_KNOWN_COUNTS,
+    known_rests,
+    learn,
+    read_count,
+    rest_for,
+    utf8_text,
+)
 from loadgen.client.h1_parse import CHUNK_SIZES, HttpFormatError, remember_chunk_size
 from loadgen.engines.registry import CHUNK_FIELD
 
@@ -80,6 +89,7 @@ def read_chunked_template(state: StreamState, buf: bytes, pos: int,  # noqa: C90
     if tpl is None:
         return pos
     head, fmt, first, second, _, _ = tpl
+    rests = None if first is None else known_rests(tpl)
     fmt += b"\r\n"  # the rest and the CRLF after the chunk's data: one check of both
     h, start, sizes, find, startswith = len(head), pos, CHUNK_SIZES, buf.find, buf.startswith
     running, step, chunks, text = state._running_tokens, state._step, 0, False
@@ -97,7 +107,10 @@ def read_chunked_template(state: StreamState, buf: bytes, pos: int,  # noqa: C90
         if not startswith(head, nl + 2):
             break
         ct = running + step
-        rest = fmt if first is None else fmt % (ct + first) if second is None else fmt % (ct + first, ct + second)
+        if rests is None or (rest := rests.get(ct)) is None:  # type: ignore[assignment]
+            rest = fmt if first is None else fmt % (ct + first) if second is None else fmt % (ct + first, ct + second)
+            if rests is not None and 0 <= ct < MAX_COUNT and len(rests) < MAX_KNOWN_COUNTS:
+                rests[ct] = rest
         e = end - len(rest)
         if e < t or not startswith(rest, e) or first is not None and not 0 <= ct < MAX_COUNT:
             e = find(b'"', t, end - 2)  # not as predicted: as written?
