@@ -296,3 +296,16 @@ def test_a_rest_two_streams_learnt_is_formatted_once_a_count(monkeypatch):
     for i in range(40):
         known_rests((b"h", b"%d" + b"x" * i, 0, None, b"", b""))
     assert len(event_template.KNOWN_RESTS) <= event_template.MAX_KNOWN_TEMPLATES
+
+
+@pytest.mark.parametrize("cuts", [[], "1-byte"])
+def test_a_count_that_goes_down_is_read_by_the_full_parse(cuts):
+    """Found by the fuzzer (a count written `1e2`, read as 100.0, then 0): an event without text whose count is
+    lower than the last adds its (negative) step to the chunk before, as the full parse reads it; the template
+    read it as no chunk and lost the step."""
+    body = b"".join(chunk(e) for e in (sg(b"a", 1), sg(b"b", 5), sg(b"", 2), sg(b"c", 3, b'"stop"'),
+                                       b"data: [DONE]\n\n")) + b"0\r\n\r\n"
+    cut = list(range(len(HEAD) + len(body))) if cuts == "1-byte" else cuts
+    both(Api.OPENAI_CHAT, body, cut)
+    rec = record(Api.OPENAI_CHAT, split(HEAD + body, cut), True)
+    assert rec["chunk_tokens"] == [1, 1, 1] and rec["completion_tokens"] == 3

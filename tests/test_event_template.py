@@ -466,6 +466,8 @@ FOUND = [  # (why, stream, session)
     ("a session's turn keeps its answer's text: the full parse reads every event", sg(b"a", 1) + sg(b"b", 2), True),
     ("a count written with a leading zero (and the total not its own): the full parse refuses the event",
      sg(b"a", 1) + sg(b"b", 2).replace(b'"completion_tokens":2', b'"completion_tokens":02'), False),
+    ("a count lower than the last, in an event without text: the full parse adds its step to the chunk before (found "
+     "by tests/test_chunked_template.py, a float count then an integer)", sg(b"a", 1) + sg(b"", 0), False),
     # written by hand (the fuzzer rarely repeats a reasoning text): reasoning beside the answer's text, then beside
     # an empty one, which is a reasoning chunk
     ("an event with reasoning is not learnt from", sg(b"a", 1, delta=b'"reasoning_content":"r","content":"%s"') +

@@ -48,7 +48,8 @@ def read_template(state: StreamState, buf: bytes, pos: int, framed: bool,  # noq
         return pos
     head, fmt, first, second, _, _ = tpl
     h, n, start = len(head), len(buf), pos
-    running, step, chunks, text = state._running_tokens, state._step, 0, False
+    # a count that went down is the full parse's to read (its step joins the chunk before): none is predicted
+    running, step, chunks, text = state._running_tokens, max(state._step, 0), 0, False
     while buf.startswith(head, pos):
         t, new = pos + h, step
         e = buf.find(b'"', t)
@@ -56,7 +57,7 @@ def read_template(state: StreamState, buf: bytes, pos: int, framed: bool,  # noq
         rest = fmt if first is None else fmt % (ct + first) if second is None else fmt % (ct + first, ct + second)
         if e < 0 or not buf.startswith(rest, e) or first is not None and not 0 <= ct < MAX_COUNT:
             ct = -1 if e < 0 or first is None else read_count(tpl, buf, e)  # not as predicted: as written?
-            if ct < 0:
+            if ct < 0 or ct < running:  # not read, or lower than the last count
                 break
             rest, new = rest_for(tpl, ct), ct - running
         end = e + len(rest)
@@ -92,7 +93,8 @@ def read_chunked_template(state: StreamState, buf: bytes, pos: int,  # noqa: C90
     rests = None if first is None else known_rests(tpl)
     fmt += b"\r\n"  # the rest and the CRLF after the chunk's data: one check of both
     h, start, sizes, find, startswith = len(head), pos, CHUNK_SIZES, buf.find, buf.startswith
-    running, step, chunks, text = state._running_tokens, state._step, 0, False
+    # a count that went down is the full parse's to read (its step joins the chunk before): none is predicted
+    running, step, chunks, text = state._running_tokens, max(state._step, 0), 0, False
     while True:
         nl = find(b"\r\n", pos)
         if nl < 0:
@@ -115,7 +117,7 @@ def read_chunked_template(state: StreamState, buf: bytes, pos: int,  # noqa: C90
         if e < t or not startswith(rest, e) or first is not None and not 0 <= ct < MAX_COUNT:
             e = find(b'"', t, end - 2)  # not as predicted: as written?
             ct = -1 if e < 0 or first is None else read_count(tpl, buf, e)
-            if ct < 0:
+            if ct < 0 or ct < running:  # not read, or lower than the last count
                 break
             rest, new = rest_for(tpl, ct) + b"\r\n", ct - running
             if e + len(rest) != end or not startswith(rest, e):
