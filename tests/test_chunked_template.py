@@ -17,6 +17,7 @@ import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
 
+from benchmarks.h1_parse_cost import Pool, Transport
 from loadgen.client import h1_connection
 from loadgen.client import recorder as recorder_module
 from loadgen.client.h1_connection import Connection
@@ -41,30 +42,6 @@ from tests.test_event_template import (
 pytestmark = pytest.mark.unit
 
 HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
-
-
-class _Pool:
-    reuse_idle_s = 30.0
-
-    def _put(self, conn):
-        pass
-
-    def _forget(self, conn):
-        pass
-
-
-class _Transport:
-    def write(self, data):
-        pass
-
-    def abort(self):
-        pass
-
-    def is_closing(self):
-        return False
-
-    def get_extra_info(self, name):
-        return None
 
 
 class Handler:
@@ -92,8 +69,8 @@ def record(api: Api, reads: list[bytes], fast: bool) -> dict:
     recorder = StreamRecorder(rec, api)
     recorder.state.learns_left = recorder.state.learns_left if fast else 0
     handler = Handler(recorder, fast)
-    conn = Connection(_Pool())
-    conn.connection_made(_Transport())
+    conn = Connection(Pool())
+    conn.connection_made(Transport())
     conn.start(b"", handler)
     clock = [0]
     with patch.object(h1_connection, "monotonic_ns", lambda: clock[0]):
