@@ -35,6 +35,7 @@ from tests.test_event_template import (
     openai_event,
     sg,
     split,
+    stream_ids,
     streams,
     usage,
 )
@@ -120,7 +121,7 @@ def template_runs(draw) -> tuple[Api, bytes]:
     a text with an escape, reasoning, a step unlike the last, a count jump, a field changed, `sglext`, an event
     without usage; then the finish, the usage and [DONE]. What the template reads most of."""
     shape = draw(st.sampled_from([s for s in SHAPES if s.api is not Api.SGLANG_GENERATE]))
-    head, chat = Head(prompt=draw(st.integers(0, 3000))), shape.api is Api.OPENAI_CHAT
+    head, chat = Head(prompt=draw(st.integers(0, 3000)), **draw(stream_ids())), shape.api is Api.OPENAI_CHAT
     ct, step, out = 0, draw(st.integers(1, 4)), []
     if chat:
         out.append(openai_event(shape, head, {"role": "assistant", "content": ""}, None, None))

@@ -26,7 +26,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from loadgen.client.event_template import learn, plain_text
+from loadgen.client import event_template
+from loadgen.client.event_template import learn, plain_text, remember_family, sibling
 from loadgen.client.recorder import MORE, StreamRecorder, one_line
 from loadgen.client.sse import SseParser
 from loadgen.client.stream import STATES, ChatState, CompletionsState, StreamState
@@ -178,6 +179,14 @@ class Head:
     reorder: bool = False  # usage keys written in the reverse order
 
 
+@st.composite
+def stream_ids(draw) -> dict:
+    """A stream's own `id` and `created`, as a server gives each request: the template one stream learnt is
+    taken by the next with its own (`event_template.sibling`), or, for an id written with an escape, not."""
+    return {"rid": draw(st.sampled_from(["chatcmpl-0f3a", "chatcmpl-9b", "c-\u00e9", "0", 'c"q', "c\\n", "c\n"])),
+            "created": draw(st.sampled_from([1795955685, 1795955686, 7, 17959556850]))}
+
+
 def usage(shape: Shape, head: Head, ct) -> dict:
     values = {"prompt_tokens": head.prompt, "completion_tokens": ct,
               "total_tokens": head.prompt + ct if type(ct) is int else ct}
@@ -257,7 +266,7 @@ def change(draw, head: Head) -> None:
 
 @st.composite
 def openai_streams(draw, shape: Shape) -> bytes:  # noqa: C901 (one branch per kind of event)
-    head = Head(prompt=draw(st.integers(0, 3000)), total=draw(st.booleans()))
+    head = Head(prompt=draw(st.integers(0, 3000)), total=draw(st.booleans()), **draw(stream_ids()))
     running = draw(st.sampled_from(["every", "every", "every", "none", "sometimes"]))  # running usage in content events
     chat = shape.api is Api.OPENAI_CHAT
     ct = draw(st.integers(0, 3))
@@ -437,6 +446,55 @@ def test_a_count_written_twice_is_learnt_only_where_it_is_read():
     # "completion_tokens":3 in another object first: not the one the full parse reads
     payload = b'{"choices":[{"delta":{"content":"ab"}}],"x":{"completion_tokens":3},"usage":{"completion_tokens":3}}'
     assert learnt(payload) is None
+
+
+def chat_event(rid: str, created: int, text: str, ct: int, model: str = "m", prompt: int = 9) -> bytes:
+    return orjson.dumps({"id": rid, "object": "chat.completion.chunk", "created": created, "model": model,
+                         "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}],
+                         "usage": {"prompt_tokens": prompt, "completion_tokens": ct, "total_tokens": prompt + ct}})
+
+
+def learnt_as_family(payload: bytes) -> tuple:
+    tpl = tuple(learnt(payload))
+    remember_family(tpl, orjson.loads(payload))
+    return tpl
+
+
+def sibling_of(payload: bytes):
+    obj = orjson.loads(payload)
+    return sibling(payload, obj, obj["choices"][0]["delta"]["content"], obj["usage"])
+
+
+def test_a_stream_takes_the_template_another_learnt_with_its_own_id_and_created(monkeypatch):
+    """`sibling` gives exactly what learning the event gives, for the events of the same shape with another id
+    and created; anything else of the head, or of the rest, that differs gives none."""
+    monkeypatch.setattr(event_template, "FAMILIES", [])
+    learnt_as_family(chat_event("chatcmpl-a1", 1795955685, "x", 2))
+    for payload in [chat_event("chatcmpl-b2", 1795955686, "yz", 1), chat_event("é-9", 7, "yz", 3),
+                    chat_event("", 17959556850, "q", 5)]:
+        assert sibling_of(payload) == tuple(learnt(payload))
+    for payload in [chat_event("chatcmpl-b2", 1795955686, "yz", 1, model="n"),  # another model
+                    chat_event("chatcmpl-b2", 1795955686, "yz", 1, prompt=10),  # another prompt: another rest
+                    chat_event('c"q', 1795955686, "yz", 1),  # an id written with an escape
+                    chat_event("c\n", 1795955686, "yz", 1),
+                    chat_event("chatcmpl-b2", 1795955686, "yz", 1).replace(b'"created":1795955686', b'"created":1.7e9'),
+                    chat_event("chatcmpl-b2", 1795955686, "yz", 1).replace(b"}}", b"},\"x\":1}")]:
+        assert sibling_of(payload) is None
+
+
+def test_a_family_is_kept_only_where_the_head_holds_the_id_then_created(monkeypatch):
+    monkeypatch.setattr(event_template, "FAMILIES", [])
+    learnt_as_family(chat_event('c"q', 1, "x", 2))  # the id written with an escape
+    payload = orjson.dumps({"created": 1, "id": "c", "choices": [{"delta": {"content": "x"}}]})
+    learnt_as_family(payload)  # created before the id
+    payload = orjson.dumps({"choices": [{"delta": {"content": "x"}}], "id": "c", "created": 1})
+    learnt_as_family(payload)  # both after the text (llama.cpp's order): in the rest, not the head
+    assert event_template.FAMILIES == []
+    for i in range(event_template.MAX_FAMILIES + 3):
+        learnt_as_family(chat_event("c", 1, "x", 2, prompt=i))
+        learnt_as_family(chat_event("d", 2, "x", 2, prompt=i))  # the same family: kept once
+    assert len(event_template.FAMILIES) == event_template.MAX_FAMILIES
+    assert sibling_of(chat_event("e", 3, "y", 4, prompt=event_template.MAX_FAMILIES + 2)) is not None
 
 
 def test_plain_text():

@@ -47,10 +47,6 @@ class Template(NamedTuple):
     mid: bytes = b""
     after: bytes = b""
 
-    def framed(self) -> Template:
-        """The same events as SSE writes them: `data: <event>` and a blank line."""
-        return self._replace(head=b"data: " + self.head, rest=self.rest + b"\n\n")
-
 
 def rest_for(tpl: tuple, ct: int) -> bytes:
     """The bytes after the text of the event of template `tpl` (a `Template` or its plain tuple) whose running
@@ -63,12 +59,12 @@ def rest_for(tpl: tuple, ct: int) -> bytes:
     return rest % (ct + first, ct + second)
 
 
-KNOWN_RESTS: dict[tuple, dict[int, bytes] | int] = {}
+KNOWN_RESTS: dict[tuple, dict[int, bytes] | tuple] = {}
 """The chunk-framed rests of counted templates by count (`rest_for` and a CRLF), for rests that more than one
 stream has learnt: a cell's streams share their template's rest (the prompt's length is in it), so each count's
 rest is formatted once a cell instead of once an event. A rest only one stream has learnt is noted by that stream's
-template (its `id`): streams whose prompts all differ fill no cache. Bounded: `MAX_KNOWN_TEMPLATES` rests (emptied
-when full), `MAX_KNOWN_COUNTS` counts each."""
+template itself (an `id` could be a later template's once this one is gone): streams whose prompts all differ fill
+no cache. Bounded: `MAX_KNOWN_TEMPLATES` rests (emptied when full), `MAX_KNOWN_COUNTS` counts each."""
 MAX_KNOWN_TEMPLATES, MAX_KNOWN_COUNTS = 16, 4096
 
 
@@ -82,13 +78,66 @@ def known_rests(tpl: tuple) -> dict[int, bytes] | None:
     if rests is None:
         if len(KNOWN_RESTS) >= MAX_KNOWN_TEMPLATES:
             KNOWN_RESTS.clear()
-        KNOWN_RESTS[key] = id(tpl)
+        KNOWN_RESTS[key] = tpl
         return None
-    if rests == id(tpl):
+    if rests is tpl:
         return None
     cache: dict[int, bytes] = {}
     KNOWN_RESTS[key] = cache
     return cache
+
+
+FAMILIES: list[tuple[bytes, bytes, bytes, tuple]] = []
+"""Templates that streams learnt, newest first, each as the bytes of its head around the values of the event's
+`id` (a string) and `created` (an integer), and the template (a plain tuple): a cell's streams differ in those
+two values only, so a later stream's first plain event is read as one of them with its own values (`sibling`)
+instead of being learnt again. Bounded: `MAX_FAMILIES`."""
+MAX_FAMILIES = 16
+
+
+def sibling(payload: bytes, obj: dict, text: str, usage: dict | None) -> tuple | None:
+    """The template (a plain tuple) of `payload`, a plain content event whose parse is `obj` (its text `text`,
+    its usage `usage` when counted, as `learn` takes them), when the event is byte for byte one of `FAMILIES`'
+    templates with this event's `id`, `created`, text and count; else None.
+
+    Why it needs no proof of its own: the family's template was proven (`learn`), and this event is what that
+    template writes with other values of two fields of the head, each written as itself (the event equals the
+    template's bytes with the values' UTF-8 and digits put in, and its parse gave those values). orjson writes
+    each value of an object on its own, so the new head stands before the same text and rest."""
+    ident, created = obj.get("id"), obj.get("created")
+    if type(ident) is not str or type(created) is not int or not FAMILIES:
+        return None
+    values, written = ident.encode(), b"%d" % created
+    tail = text.encode()
+    for before, between, after, tpl in FAMILIES:
+        if (tpl[2] is None) != (usage is None) or not payload.startswith(before):
+            continue
+        head = before + values + between + written + after
+        if payload == head + tail + rest_for(tpl, usage["completion_tokens"] if usage else 0):
+            return (head, *tpl[1:])
+    return None
+
+
+def remember_family(tpl: tuple, obj: dict) -> None:
+    """Keep `tpl`, learnt from the event whose parse is `obj`, among `FAMILIES` when its head holds the event's
+    `id` and then its `created` as written (`"id":"…"`, `"created":…`)."""
+    ident, created = obj.get("id"), obj.get("created")
+    if type(ident) is not str or type(created) is not int:
+        return
+    head, values, written = tpl[0], ident.encode(), b"%d" % created
+    at = head.find(b'"id":"%s"' % values) + 6
+    to = head.find(b'"created":%s' % written, at + len(values)) + 10
+    if at < 6 or to < 10:
+        return
+    family = (head[:at], head[at + len(values):to], head[to + len(written):], tpl)
+    if family not in FAMILIES:
+        FAMILIES.insert(0, family)
+        del FAMILIES[MAX_FAMILIES:]
+
+
+def framed(tpl: tuple) -> tuple:
+    """The template `tpl` (a plain tuple) of the same events as SSE writes them: `data: <event>` and a blank line."""
+    return (b"data: " + tpl[0], tpl[1] + b"\n\n", *tpl[2:])
 
 
 def plain_text(text: bytes) -> bool:

@@ -90,7 +90,7 @@ class StreamRecorder:
                     self.whole_chunks = READING if self.abandon_at is None else 0
             # one event to the parser: the one it holds the start of, or one of the stream's first (a template
             # learnt from it reads the rest of the read); else the whole rest
-            end = data.find(b"\n\n") + 2 if self.leading or not parser.idle else 0
+            end = data.find(b"\n\n") + 2 if self.leading and not state.finished or not parser.idle else 0
             if 1 < end < len(data):
                 part, data = data[:end], data[end:]
                 self.leading -= self.leading > 0
@@ -114,8 +114,10 @@ class StreamRecorder:
                 self._run(now)
                 self.whole_chunks = READING
                 return end
-        if state._framed is not None or not self.leading:
+        if state._framed is not None or state.finished or self.leading <= 0:  # declined, or nothing to learn
             self.whole_chunks = 0
+        else:
+            self.leading -= 1
         return pos
 
     def _events(self, events: list[bytes], now: int) -> int:  # noqa: C901 (the per-event hot path, inline)

@@ -32,7 +32,7 @@ class SseParser:
                 return []
             self._start, self._buf = False, b""
             chunk = head[3:] if head.startswith(BOM) else head
-        if self._skip_lf or b"\r" in chunk:
+        if self._skip_lf or chunk.find(b"\r") >= 0:  # not `in`: bytes' `in` raises and clears a TypeError first
             chunk = self._lf_only(chunk)
         buf = self._buf + chunk if self._buf else chunk
         if not self._data:

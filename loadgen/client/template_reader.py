@@ -21,10 +21,13 @@ from loadgen.client.event_template import (
     ASCII_TEXT,
     MAX_COUNT,
     MAX_KNOWN_COUNTS,
+    framed,
     known_rests,
     learn,
     read_count,
+    remember_family,
     rest_for,
+    sibling,
     utf8_text,
 )
 from loadgen.client.h1_parse import CHUNK_SIZES, HttpFormatError, remember_chunk_size
@@ -174,6 +177,11 @@ def learnt(state: StreamState, payload: bytes, obj: dict, path: tuple, key: byte
     else:
         usage = None
     state.learns_left -= 1
-    template = learn(payload, obj, path, key, text, usage)
-    if template is not None:
-        state._template, state._framed = tuple(template), tuple(template.framed())
+    tpl = sibling(payload, obj, text, usage)
+    if tpl is None:
+        template = learn(payload, obj, path, key, text, usage)
+        if template is None:
+            return
+        tpl = tuple(template)
+        remember_family(tpl, obj)
+    state._template, state._framed = tpl, framed(tpl)
