@@ -7,7 +7,8 @@ prints `fast-sse ready on http://127.0.0.1:PORT ...` and serves until SIGINT/SIG
 
 It costs the server as little as possible per event, so that the client under test is what limits:
 every response is rendered once at start-up (HTTP/1.1 chunked, one HTTP chunk per SSE event, as aiohttp and
-uvicorn servers write them), and a stream is only a sequence of `transport.write` calls.
+uvicorn servers write them), and a stream is only a sequence of `transport.write` calls. As a real server's, each
+stream has its own `id` (and `created` moves on): `STREAM_IDS` renderings, taken in turn.
 
 - `burst`: each stream writes `--events-per-write` events per `write` (one TCP segment each: TCP_NODELAY), one
   write per event-loop iteration per stream, as fast as the client takes them (flow control honoured).
@@ -33,15 +34,17 @@ import sys
 import orjson
 
 MODEL = "fast-sse"
+STREAM_IDS = 64  # renderings of a response, each with its own id
 
 
 def sse(obj) -> bytes:
     return b"data: " + (obj if isinstance(obj, bytes) else orjson.dumps(obj)) + b"\n\n"
 
 
-def render_events(n_events: int, tokens_per_event: int, prompt_tokens: int = 60) -> list[bytes]:
-    """The SSE events of one chat stream: role, `n_events` content chunks, spec details, usage, [DONE]."""
-    base = {"id": "fast-0000000000000000", "object": "chat.completion.chunk", "created": 1700000000,
+def render_events(n_events: int, tokens_per_event: int, prompt_tokens: int = 60, stream: int = 0) -> list[bytes]:
+    """The SSE events of one chat stream: role, `n_events` content chunks, spec details, usage, [DONE]; the
+    stream's `id` and `created` follow from its number."""
+    base = {"id": f"fast-{stream:016x}", "object": "chat.completion.chunk", "created": 1700000000 + stream // 16,
             "model": MODEL}
 
     def usage(ct: int) -> dict:
@@ -96,16 +99,18 @@ NOT_FOUND = plain("404 Not Found", b'{"error":"not found"}')
 
 
 class Server:
-    def __init__(self, mode: str, writes: list[bytes], step_s: float):
+    def __init__(self, mode: str, streams: list[list[bytes]], step_s: float):
         self.mode = mode
-        self.writes = writes
+        self.streams = streams  # each stream's writes, one rendering a stream id
+        self.started = 0
         self.step_s = step_s
         self.active: set[Conn] = set()
         self.loop = asyncio.get_running_loop()
         self._ticking = False
 
     def start_stream(self, conn: "Conn") -> None:
-        conn.i = 0
+        conn.i, conn.writes = 0, self.streams[self.started % len(self.streams)]
+        self.started += 1
         if self.mode == "burst":
             conn.pump()
             return
@@ -134,6 +139,7 @@ class Conn(asyncio.Protocol):
         self.buf = b""
         self.transport: asyncio.Transport | None = None
         self.i = -1  # index of the next write of the current stream; -1 = not streaming
+        self.writes: list[bytes] = []  # the current stream's
         self.paused = False
         self.queued: list[bytes] = []
 
@@ -198,9 +204,9 @@ class Conn(asyncio.Protocol):
         t = self.transport
         if self.i < 0 or t is None or t.is_closing():
             return True
-        t.write(self.server.writes[self.i])
+        t.write(self.writes[self.i])
         self.i += 1
-        if self.i < len(self.server.writes):
+        if self.i < len(self.writes):
             return False
         self.i = -1
         if self.queued:
@@ -236,8 +242,9 @@ def default_cpu() -> int | None:
 
 async def serve(args, sock: socket.socket, pinned: str) -> None:
     per_write = args.events_per_write if args.mode == "burst" else 1
-    writes = render_writes(render_events(args.events, args.tokens_per_event), per_write)
-    server = Server(args.mode, writes, args.step_ms / 1000.0)
+    streams = [render_writes(render_events(args.events, args.tokens_per_event, stream=k), per_write)
+               for k in range(STREAM_IDS)]
+    server = Server(args.mode, streams, args.step_ms / 1000.0)
     loop = asyncio.get_running_loop()
     srv = await loop.create_server(lambda: Conn(server), sock=sock, backlog=4096)
     if args.announce:
