@@ -52,7 +52,8 @@ def read_template(state: StreamState, buf: bytes, pos: int, framed: bool,  # noq
     head, fmt, first, second, _, _ = tpl
     h, n, start = len(head), len(buf), pos
     # a count that went down is the full parse's to read (its step joins the chunk before): none is predicted
-    running, step, chunks, text = state._running_tokens, max(state._step, 0), 0, False
+    running, step, chunks, text = state._running_tokens, state._step, 0, False
+    step = step if step > 0 else 0
     while buf.startswith(head, pos):
         t, new = pos + h, step
         e = buf.find(b'"', t)
@@ -89,15 +90,15 @@ def read_chunked_template(state: StreamState, buf: bytes, pos: int,  # noqa: C90
     connection's decoder reads it again and fails the response there. Called only where the SSE parser holds
     nothing, as `read_template` is: the decoder would have given this event's bytes, whole, to an idle parser,
     which yields this one event and is idle again."""
-    tpl = state._framed
-    if tpl is None:
+    chunk = state._chunk
+    if chunk is None:
         return pos
-    head, fmt, first, second, _, _ = tpl
-    rests = None if first is None else known_rests(tpl)
-    fmt += b"\r\n"  # the rest and the CRLF after the chunk's data: one check of both
+    head, fmt, first, second, rests = chunk  # `fmt`: the rest and the CRLF after the chunk's data, one check
+    tpl = state._framed
     h, start, sizes, find, startswith = len(head), pos, CHUNK_SIZES, buf.find, buf.startswith
     # a count that went down is the full parse's to read (its step joins the chunk before): none is predicted
-    running, step, chunks, text = state._running_tokens, max(state._step, 0), 0, False
+    running, step, chunks, text = state._running_tokens, state._step, 0, False
+    step = step if step > 0 else 0
     while True:
         nl = find(b"\r\n", pos)
         if nl < 0:
@@ -162,7 +163,7 @@ def learnt(state: StreamState, payload: bytes, obj: dict, path: tuple, key: byte
     before in place."""
     tpl = state._template
     if tpl is not None and tpl[2] is not None and (state.finished or state._uncounted):
-        state._template = state._framed = None
+        state._template = state._framed = state._chunk = None
     if type(state.new_tokens) is int:
         state._step = state.new_tokens
     if type(text) is not str or not text or state.learns_left <= 0:
@@ -184,4 +185,6 @@ def learnt(state: StreamState, payload: bytes, obj: dict, path: tuple, key: byte
             return
         tpl = tuple(template)
         remember_family(tpl, obj)
-    state._template, state._framed = tpl, framed(tpl)
+    sse = framed(tpl)
+    state._template, state._framed = tpl, sse
+    state._chunk = (sse[0], sse[1] + b"\r\n", sse[2], sse[3], None if sse[2] is None else known_rests(sse))
