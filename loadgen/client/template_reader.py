@@ -93,8 +93,7 @@ def read_chunked_template(state: StreamState, buf: bytes, pos: int,  # noqa: C90
     chunk = state._chunk
     if chunk is None:
         return pos
-    head, fmt, first, second, rests = chunk  # `fmt`: the rest and the CRLF after the chunk's data, one check
-    tpl = state._framed
+    head, fmt, first, second, rests, tpl = chunk  # `fmt`: the rest and the CRLF after the chunk's data, one check
     h, start, sizes, find, startswith = len(head), pos, CHUNK_SIZES, buf.find, buf.startswith
     # a count that went down is the full parse's to read (its step joins the chunk before): none is predicted
     running, step, chunks, text = state._running_tokens, state._step, 0, False
@@ -187,4 +186,4 @@ def learnt(state: StreamState, payload: bytes, obj: dict, path: tuple, key: byte
         remember_family(tpl, obj)
     sse = framed(tpl)
     state._template, state._framed = tpl, sse
-    state._chunk = (sse[0], sse[1] + b"\r\n", sse[2], sse[3], None if sse[2] is None else known_rests(sse))
+    state._chunk = (sse[0], sse[1] + b"\r\n", sse[2], sse[3], None if sse[2] is None else known_rests(sse), sse)
