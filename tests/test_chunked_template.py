@@ -287,3 +287,22 @@ def test_a_count_that_goes_down_is_read_by_the_full_parse(cuts):
     both(Api.OPENAI_CHAT, body, cut)
     rec = record(Api.OPENAI_CHAT, split(HEAD + body, cut), True)
     assert rec["chunk_tokens"] == [1, 1, 1] and rec["completion_tokens"] == 3
+
+
+def test_the_decoder_gives_a_stream_its_chunks_one_by_one_only_while_there_is_something_to_learn():
+    """The role chunk and the first content chunk one by one (the template is learnt from the second), the run of
+    the template read from the chunks, the finish chunk that the run declined, then (nothing is left to learn)
+    the rest at once: four reads of the parser in all, and the record the same as without the chunk reader."""
+    events = [sg(b"", 0).replace(b'"content":""', b'"role":"assistant","content":""')]
+    events += [sg(b"w%d" % i, i) for i in range(1, 9)] + [sg(b"w9", 9, b'"length"')]
+    events += [b'data: {"id":"c","choices":[],"usage":{"prompt_tokens":0,"completion_tokens":9}}\n\n',
+               b'data: {"id":"c","choices":[],"sglext":{"spec_tokens_details":{"spec_verify_ct":4}}}\n\n',
+               b"data: [DONE]\n\n"]
+    reads = [HEAD + b"".join(chunk(e) for e in events) + b"0\r\n\r\n"]
+    fed = []
+    original = StreamRecorder.feed
+    with patch.object(StreamRecorder, "feed", lambda self, data, now: fed.append(data) or original(self, data, now)):
+        assert record(Api.OPENAI_CHAT, reads, True) == record(Api.OPENAI_CHAT, reads, False)
+        fed.clear()
+        record(Api.OPENAI_CHAT, reads, True)
+    assert fed == [events[0], events[1], events[9], b"".join(events[10:])]
