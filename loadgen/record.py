@@ -197,9 +197,9 @@ MAX_PACKERS = 1024
 
 
 def _int64(values: list[int]) -> array:
-    """The list as an int64 array. Packed by `struct` (one C loop) and copied in: less than half the time of
+    """The list as an int64 array. Packed by `struct` (one C loop) and copied in: about a quarter less time than
     `array("q", values)` or `fromlist`, which convert each value through an argument parser. Each length's packer
-    is made once: `struct.pack` with a format made each time costs about twice the packing."""
+    is made once (a format made at each call: ~20 % more instructions for 128 values)."""
     pack = _PACKERS.get(len(values))
     if pack is None:
         if len(_PACKERS) >= MAX_PACKERS:

@@ -114,7 +114,7 @@ def sibling(payload: bytes, obj: dict, text: str, usage: dict | None) -> tuple |
             continue
         head = before + values + between + written + after
         if payload == head + tail + rest_for(tpl, usage["completion_tokens"] if usage else 0):
-            return (head, *tpl[1:])
+            return (head, *tpl[1:]) if orjson.dumps(obj) == payload else None  # (it is, by the above: cheap)
     return None
 
 
@@ -135,7 +135,7 @@ def remember_family(tpl: tuple, obj: dict) -> None:
         del FAMILIES[MAX_FAMILIES:]
 
 
-def framed(tpl: tuple) -> tuple:
+def sse_template(tpl: tuple) -> tuple:
     """The template `tpl` (a plain tuple) of the same events as SSE writes them: `data: <event>` and a blank line."""
     return (b"data: " + tpl[0], tpl[1] + b"\n\n", *tpl[2:])
 

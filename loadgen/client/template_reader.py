@@ -21,13 +21,13 @@ from loadgen.client.event_template import (
     ASCII_TEXT,
     MAX_COUNT,
     MAX_KNOWN_COUNTS,
-    framed,
     known_rests,
     learn,
     read_count,
     remember_family,
     rest_for,
     sibling,
+    sse_template,
     utf8_text,
 )
 from loadgen.client.h1_parse import CHUNK_SIZES, HttpFormatError, remember_chunk_size
@@ -184,6 +184,6 @@ def learnt(state: StreamState, payload: bytes, obj: dict, path: tuple, key: byte
             return
         tpl = tuple(template)
         remember_family(tpl, obj)
-    sse = framed(tpl)
+    sse = sse_template(tpl)
     state._template, state._framed = tpl, sse
     state._chunk = (sse[0], sse[1] + b"\r\n", sse[2], sse[3], None if sse[2] is None else known_rests(sse), sse)
