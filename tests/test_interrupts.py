@@ -65,7 +65,14 @@ class Loadgen:
             time.sleep(0.005)
 
     def records_on_disk(self) -> list[dict]:
-        return [orjson.loads(line) for line in jsonl_lines(self.out)]
+        """The records whose lines are whole so far: a read while the run writes may end inside a line (the file
+        grows a page at a time during one write)."""
+        path = records_path(self.out)
+        if not os.path.exists(path):
+            return []
+        with open(path, "rb") as fh:
+            whole = fh.read().rpartition(b"\n")[0]
+        return [orjson.loads(line) for line in whole.splitlines()]
 
     def wait(self, timeout_s: float = 30) -> int:
         return self.proc.wait(timeout_s)
