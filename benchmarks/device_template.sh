@@ -5,10 +5,10 @@
 #   then, carrying them: bash benchmarks/device_template.sh [ROUNDS]
 # Each round runs client_overhead.py (burst and paced, c=32 and c=128, loadgen beside the raw reader in the same
 # run) in every tree, the order turned each round; then burst_breakdown.py (in process, records kept).
-# Prints each figure's median over rounds of loadgen ÷ raw (range); every run's output is $OUT/runs.tgz.
+# Prints each figure's median over rounds of loadgen ÷ raw (range); every run's output is under $OUT/runs.
 set -u
-OUT=${OUT:-/tmp/out}; ROUNDS=${1:-5}; RUNS=/tmp/runs
-mkdir -p "$OUT" /tmp/runs
+OUT=${OUT:-/tmp/out}; ROUNDS=${1:-5}; RUNS=$OUT/runs  # under $OUT: a call cut short still brings back its rounds
+mkdir -p "$RUNS"
 TREES=""
 for tar in .tree-*.tar; do
   name=${tar#.tree-}; name=${name%.tar}
@@ -64,4 +64,3 @@ for tree in trees:
             ratios.append(float(kept.group(1).replace(",", "")) / float(raw.group(1).replace(",", "")))
     print(f"in process (burst_breakdown, kept/raw) {tree:8} {med(ratios)}")
 PY
-tar -czf "$OUT/runs.tgz" -C "$RUNS" .
