@@ -56,12 +56,14 @@ class StreamRecorder:
     """Fills one request's record from its streamed body."""
 
     __slots__ = ("rec", "state", "parser", "chunk_tokens", "last_token_ns", "abandon_at", "abandoned", "reasoning",
-                 "leading", "whole_chunks")
+                 "leading", "whole_chunks", "parser_idle")
 
     def __init__(self, rec: Record, api: Api):
         self.rec = rec
         self.state = StreamState(api=api)
         self.parser = SseParser()
+        self.parser_idle = False  # `parser.idle` as its last `feed` left it (only `feed` changes it; a new parser
+        # looks for a BOM): every read asks, and a property's call costs more there than the read's run of one write
         self.chunk_tokens: list[int] | None = []
         self.last_token_ns = 0
         self.abandon_at = rec.abandon_after_tokens  # close the stream at this many output tokens (None: never)
@@ -82,7 +84,7 @@ class StreamRecorder:
             rec.t_first_byte_ns = now
         state, parser, said = self.state, self.parser, MORE
         while data and said == MORE:
-            if parser.idle:  # the whole SSE events of the stream's template from here on, without the parser
+            if self.parser_idle:  # the whole SSE events of the stream's template from here on, without the parser
                 pos = read_template(state, data, 0, True, self.chunk_tokens)
                 if pos:
                     data = data[pos:]
@@ -90,14 +92,16 @@ class StreamRecorder:
                     self.whole_chunks = READING if self.abandon_at is None else 0
             # one event to the parser: the one it holds the start of, or one of the stream's first (a template
             # learnt from it reads the rest of the read); else the whole rest
-            end = data.find(b"\n\n") + 2 if self.leading and not state.finished or not parser.idle else 0
+            end = data.find(b"\n\n") + 2 if self.leading and not state.finished or not self.parser_idle else 0
             if 1 < end < len(data):
                 part, data = data[:end], data[end:]
                 self.leading -= self.leading > 0
             else:
                 part, data = data, b""
             if part:
-                said = self._events(parser.feed(part), now)
+                events = parser.feed(part)
+                self.parser_idle = parser.idle
+                said = self._events(events, now)
         return said if self.abandon_at is None else self._abandon(said, self.abandon_at)
 
     def read_chunks(self, data: bytes, pos: int, now: int) -> int:
@@ -108,7 +112,7 @@ class StreamRecorder:
         event the template cannot read ends the calls (0) until a read's run reads the template again; before the
         template is learnt, only once the stream's first events are read."""
         state = self.state
-        if self.parser.idle:
+        if self.parser_idle:
             end = read_chunked_template(state, data, pos, self.chunk_tokens)
             if end > pos:
                 self._run(now)
