@@ -98,6 +98,8 @@ def read_chunked_template(state: StreamState, buf: bytes, pos: int,  # noqa: C90
     # a count that went down is the full parse's to read (its step joins the chunk before): none is predicted
     running, step, chunks, text = state._running_tokens, state._step, 0, False
     step = step if step > 0 else 0
+    rests = {} if rests is None else rests  # this stream's own while no other stream has its template
+    tokens = [] if tokens is None else tokens  # counts not kept go to a list dropped after the run: one test less
     while True:
         nl = find(b"\r\n", pos)
         if nl < 0:
@@ -108,34 +110,42 @@ def read_chunked_template(state: StreamState, buf: bytes, pos: int,  # noqa: C90
                 size = remember_chunk_size(buf[pos:nl])
             except HttpFormatError:  # the decoder reads it again and fails the response where it is
                 break
-        t, end, new = nl + 2 + h, nl + 4 + size, step  # `end`: after the CRLF
+        t, end = nl + 2 + h, nl + 4 + size  # `end`: after the CRLF
         if not startswith(head, nl + 2):
             break
         ct = running + step
-        if rests is None or (rest := rests.get(ct)) is None:  # type: ignore[assignment]
+        rest = rests.get(ct)  # only counts in range are kept there
+        if rest is None:
             rest = fmt if first is None else fmt % (ct + first) if second is None else fmt % (ct + first, ct + second)
-            if rests is not None and 0 <= ct < MAX_COUNT and len(rests) < MAX_KNOWN_COUNTS:
-                rests[ct] = rest
-        e = end - len(rest)
-        if e < t or not startswith(rest, e) or first is not None and not 0 <= ct < MAX_COUNT:
+            if first is None or 0 <= ct < MAX_COUNT:
+                e = end - len(rest)
+                if len(rests) < MAX_KNOWN_COUNTS:
+                    rests[ct] = rest
+            else:
+                e = -1  # out of the full parse's exact range: none is predicted
+        else:
+            e = end - len(rest)
+        if e < t or not startswith(rest, e):
             e = find(b'"', t, end - 2)  # not as predicted: as written?
             ct = -1 if e < 0 or first is None else read_count(tpl, buf, e)
             if ct < 0 or ct < running:  # not read, or lower than the last count
                 break
-            rest, new = rest_for(tpl, ct) + b"\r\n", ct - running
+            rest = rest_for(tpl, ct) + b"\r\n"
             if e + len(rest) != end or not startswith(rest, e):
                 break
-        if buf[t:e].strip(ASCII_TEXT) and not utf8_text(buf[t:e]):
+            if buf[t:e].strip(ASCII_TEXT) and not utf8_text(buf[t:e]):
+                break
+            step = ct - running
+        elif buf[t:e].strip(ASCII_TEXT) and not utf8_text(buf[t:e]):
             break
-        pos, step, text = end, new, e > t
+        pos, text = end, e > t
         if first is None:
             chunks += text
             continue
         running = ct
         if text or step > 0:
             chunks += 1
-            if tokens is not None:
-                tokens.append(step)
+            tokens.append(step)
     if pos > start:
         _after_run(state, first is not None, running, step, text, chunks)
     return pos
