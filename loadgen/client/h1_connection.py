@@ -184,14 +184,19 @@ class Connection(asyncio.Protocol):
         not matching its data is an error, not a guess; the chunks whole before it go to the handler first."""
         if self.buf:
             data, self.buf = self.buf + data, b""
-        pieces: list[bytes] = []
-        pos, n, find, sizes = 0, len(data), data.find, CHUNK_SIZES
         run = self.chunks if self.state == BODY else None
+        offered = -1  # where the reader was offered the read and read nothing more: the decoder reads that chunk
+        if run is not None and run.whole_chunks and self.chunk_left < 0:  # most reads: no decoder set up for them
+            offered = run.read_chunks(data, 0, now)
+            if offered >= len(data):
+                return
+        pieces: list[bytes] = []
+        pos, n, find, sizes = max(offered, 0), len(data), data.find, CHUNK_SIZES
         try:
             if self.chunk_left >= 0:
                 pos, self.chunk_left = chunk_rest(data, self.chunk_left, pieces)
             while pos < n:
-                if run is not None and run.whole_chunks:  # the reader has each chunk, then reads on from the next
+                if run is not None and run.whole_chunks and pos != offered:  # it has each chunk, then reads on
                     if pieces:
                         self._flush(pieces, now)
                         if self.state != BODY:
