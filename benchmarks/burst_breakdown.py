@@ -1,6 +1,7 @@
 """Where loadgen's client spends per chunk in the burst case, by elimination, in-process, on the fast server's bytes.
 
     python benchmarks/burst_breakdown.py [--events 128] [--writes-per-read 1] [--responses 300] [--reps 5]
+        [--bytecodes]
 
 The reads are the burst server's writes (`fast_sse_server.render_writes`, 4 events a write), `--writes-per-read`
 of them joined into one read (a client that falls behind reads several writes at once: 0 joins a whole
@@ -16,6 +17,9 @@ rounds, the stages interleaved within each round.
 - `recorder`: the real body reader, `StreamRecorder.feed` (SSE, state, per-chunk times and counts);
 - `request`: + what each request costs beyond its reads: its `Record`, `finish`, `compact`;
 - `kept`: + `CellRecords.keep` of each record (`loadgen.run.chunk_spill`), as the benchmark's cell keeps them.
+
+`--bytecodes` counts instead each stage's bytecodes and Python calls a response (a trace function): exact on any
+host, where time is blurred by neighbours and by how the interpreter was built (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import argparse
 import statistics
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -202,6 +207,39 @@ STAGES: dict[str, Callable[[list[bytes], int], float]] = {
 }
 
 
+def bytecodes_a_response(stage: str, reads: list[bytes], responses: int = 10) -> tuple[float, float, Counter]:
+    """(bytecodes, Python calls, bytecodes by function) a response of `stage`, its code warm: every opcode the
+    interpreter runs, counted by a trace function (`f_trace_opcodes`). Not time, but exact on any host: work that
+    a change removes from the loop or from what each response runs once shows here to the bytecode."""
+    STAGES[stage](reads, 20)
+    by_function: Counter = Counter()
+    calls = 0
+
+    def trace(frame, event, arg):
+        nonlocal calls
+        if event == "call":
+            frame.f_trace_opcodes = True
+            calls += 1
+        elif event == "opcode":
+            by_function[frame.f_code.co_qualname] += 1
+        return trace
+
+    sys.settrace(trace)
+    try:
+        STAGES[stage](reads, responses)
+    finally:
+        sys.settrace(None)
+    return sum(by_function.values()) / responses, calls / responses, by_function
+
+
+def print_bytecodes(reads: list[bytes], stages: list[str]) -> None:
+    print(f"{len(reads)} reads a response; bytecodes and Python calls a response (the functions with most)")
+    for s in stages:
+        ops, calls, by_function = bytecodes_a_response(s, reads)
+        top = ", ".join(f"{name} {n / 10:.0f}" for name, n in by_function.most_common(3))
+        print(f"{s:10s} {ops:8.0f} bytecodes {calls:6.0f} calls   ({top})")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--events", type=int, default=128)
@@ -209,9 +247,14 @@ def main() -> None:
     p.add_argument("--responses", type=int, default=300)
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--stages", default=",".join(STAGES))
+    p.add_argument("--bytecodes", action="store_true",
+                   help="count each stage's bytecodes and Python calls a response instead (exact, any host)")
     a = p.parse_args()
     reads = reads_of(a.events, a.writes_per_read)
     stages = a.stages.split(",")
+    if a.bytecodes:
+        print_bytecodes(reads, stages)
+        return
     chunks = a.events * a.responses
     runs: dict[str, list[float]] = {s: [] for s in stages}
     for s in stages:  # unmeasured: each stage's first responses import and warm what it runs (a cell's first ones)
