@@ -234,9 +234,10 @@ def bytecodes_a_response(stage: str, reads: list[bytes], responses: int = 10) ->
 
 def print_bytecodes(reads: list[bytes], stages: list[str]) -> None:
     print(f"{len(reads)} reads a response; bytecodes and Python calls a response (the functions with most)")
+    responses = 10
     for s in stages:
-        ops, calls, by_function = bytecodes_a_response(s, reads)
-        top = ", ".join(f"{name} {n / 10:.0f}" for name, n in by_function.most_common(3))
+        ops, calls, by_function = bytecodes_a_response(s, reads, responses)
+        top = ", ".join(f"{name} {n / responses:.0f}" for name, n in by_function.most_common(3))
         print(f"{s:10s} {ops:8.0f} bytecodes {calls:6.0f} calls   ({top})")
 
 
