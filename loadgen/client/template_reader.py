@@ -98,7 +98,7 @@ def read_chunked_template(state: StreamState, buf: bytes, pos: int,  # noqa: C90
     # a count that went down is the full parse's to read (its step joins the chunk before): none is predicted
     running, step, chunks, text = state._running_tokens, state._step, 0, False
     step = step if step > 0 else 0
-    rests = {} if rests is None else rests  # this stream's own while no other stream has its template
+    shared, rests = rests is not None, {} if rests is None else rests  # kept only where other streams read them
     tokens = [] if tokens is None else tokens  # counts not kept go to a list dropped after the run: one test less
     while True:
         nl = find(b"\r\n", pos)
@@ -119,7 +119,7 @@ def read_chunked_template(state: StreamState, buf: bytes, pos: int,  # noqa: C90
             rest = fmt if first is None else fmt % (ct + first) if second is None else fmt % (ct + first, ct + second)
             if first is None or 0 <= ct < MAX_COUNT:
                 e = end - len(rest)
-                if len(rests) < MAX_KNOWN_COUNTS:
+                if shared and len(rests) < MAX_KNOWN_COUNTS:
                     rests[ct] = rest
             else:
                 e = -1  # out of the full parse's exact range: none is predicted
