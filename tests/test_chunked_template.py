@@ -18,7 +18,7 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from benchmarks.h1_parse_cost import Pool, Transport
-from loadgen.client import h1_connection
+from loadgen.client import event_template, h1_connection
 from loadgen.client import recorder as recorder_module
 from loadgen.client.h1_connection import Connection
 from loadgen.client.recorder import StreamRecorder
@@ -257,7 +257,6 @@ def test_a_chunk_whose_size_is_wrong_gives_none_of_its_data_when_its_rest_comes_
 def test_a_rest_two_streams_learnt_is_formatted_once_a_count(monkeypatch):
     """`event_template.known_rests`: none for the first stream of a rest (no cache for prompts that all differ), a
     cache from the second one on, whose entries are what `rest_for` gives with the chunk's CRLF; bounded."""
-    from loadgen.client import event_template
     from loadgen.client.event_template import known_rests, rest_for
     monkeypatch.setattr(event_template, "KNOWN_RESTS", {})
     first, second = (b"h1", b',"n":%d,"t":%d}', 0, 7, b"", b""), (b"h2", b',"n":%d,"t":%d}', 0, 7, b"", b"")
@@ -289,10 +288,11 @@ def test_a_count_that_goes_down_is_read_by_the_full_parse(cuts):
     assert rec["chunk_tokens"] == [1, 1, 1] and rec["completion_tokens"] == 3
 
 
-def test_the_decoder_gives_a_stream_its_chunks_one_by_one_only_while_there_is_something_to_learn():
+def test_the_decoder_gives_a_stream_its_chunks_one_by_one_only_while_there_is_something_to_learn(monkeypatch):
     """The role chunk and the first content chunk one by one (the template is learnt from the second), the run of
     the template read from the chunks, the finish chunk that the run declined, then (nothing is left to learn)
-    the rest at once: four reads of the parser in all, and the record the same as without the chunk reader."""
+    the rest at once: four reads of the parser in all, and the record the same as without the chunk reader. A later
+    stream of the same server takes the template at its role chunk: its first content chunk is read by the run."""
     events = [sg(b"", 0).replace(b'"content":""', b'"role":"assistant","content":""')]
     events += [sg(b"w%d" % i, i) for i in range(1, 9)] + [sg(b"w9", 9, b'"length"')]
     events += [b'data: {"id":"c","choices":[],"usage":{"prompt_tokens":0,"completion_tokens":9}}\n\n',
@@ -303,6 +303,10 @@ def test_the_decoder_gives_a_stream_its_chunks_one_by_one_only_while_there_is_so
     original = StreamRecorder.feed
     with patch.object(StreamRecorder, "feed", lambda self, data, now: fed.append(data) or original(self, data, now)):
         assert record(Api.OPENAI_CHAT, reads, True) == record(Api.OPENAI_CHAT, reads, False)
+        monkeypatch.setattr(event_template, "FAMILIES", [])
         fed.clear()
-        record(Api.OPENAI_CHAT, reads, True)
-    assert fed == [events[0], events[1], events[9], b"".join(events[10:])]
+        first = record(Api.OPENAI_CHAT, reads, True)
+        assert fed == [events[0], events[1], events[9], b"".join(events[10:])]
+        fed.clear()
+        assert record(Api.OPENAI_CHAT, reads, True) == first
+        assert fed == [events[0], events[9], b"".join(events[10:])]

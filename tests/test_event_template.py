@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from loadgen.client import event_template
-from loadgen.client.event_template import learn, plain_text, remember_family, sibling
+from loadgen.client.event_template import family_template, learn, plain_text, remember_family, sibling
 from loadgen.client.recorder import MORE, StreamRecorder, one_line
 from loadgen.client.sse import SseParser
 from loadgen.client.stream import STATES, ChatState, CompletionsState, StreamState
@@ -378,20 +378,26 @@ def test_the_template_reads_what_the_full_parse_reads(stream, cuts, at_ends, ses
 
 
 # ---- the samples: the template reads most of their events ------------------------------------------------------
-SAMPLES = {  # file: (api, events the template reads)
-    "sglang-chat-stream.txt": (Api.OPENAI_CHAT, 5),  # 6 content events, the first learns
-    "sglang-chat-stream-spec-details.txt": (Api.OPENAI_CHAT, 4),
-    "sglang-completions-stream.txt": (Api.OPENAI_COMPLETIONS, 3),  # the last content event finishes
-    "llamacpp-chat-stream.sse": (Api.OPENAI_CHAT, 29),
-    "llamacpp-completions-stream.sse": (Api.OPENAI_COMPLETIONS, 7),
+SAMPLES = {  # file: (api, events the template reads in the first stream, in a later one with another id)
+    "sglang-chat-stream.txt": (Api.OPENAI_CHAT, 5, 6),  # 6 content events: the first learns, or, later, is read
+    "sglang-chat-stream-spec-details.txt": (Api.OPENAI_CHAT, 4, 5),  # (a role event before them gives the id)
+    "sglang-completions-stream.txt": (Api.OPENAI_COMPLETIONS, 3, 3),  # the last content event finishes
+    "llamacpp-chat-stream.sse": (Api.OPENAI_CHAT, 29, 29),  # the id after the text: no family
+    "llamacpp-completions-stream.sse": (Api.OPENAI_COMPLETIONS, 7, 7),
 }
 
 
 @pytest.mark.parametrize("name", sorted(SAMPLES))
-def test_samples_are_read_by_the_template(name):
-    api, read_fast = SAMPLES[name]
+def test_samples_are_read_by_the_template(name, monkeypatch):
+    """A server's first stream learns its template from its first content event; a later one with its own id
+    takes it before then, from its role event (`event_template.family_template`)."""
+    monkeypatch.setattr(event_template, "FAMILIES", [])
+    api, first, later = SAMPLES[name]
     data = (STREAMS / name).read_bytes()
-    assert both(api, data, list(range(0, len(data), 97))) == read_fast
+    assert both(api, data, list(range(0, len(data), 97))) == first
+    ident = re.search(rb'"id":"([^"]+)"', data)
+    other = data.replace(ident.group(1), b"another-id") if ident else data
+    assert both(api, other, list(range(0, len(other), 89))) == later
 
 
 @pytest.mark.parametrize("chat", [True, False])
@@ -480,6 +486,29 @@ def test_a_stream_takes_the_template_another_learnt_with_its_own_id_and_created(
                     chat_event("chatcmpl-b2", 1795955686, "yz", 1).replace(b'"created":1795955686', b'"created":1.7e9'),
                     chat_event("chatcmpl-b2", 1795955686, "yz", 1).replace(b"}}", b"},\"x\":1}")]:
         assert sibling_of(payload) is None
+
+
+def role_event(rid: str, created: int, model: str = "m") -> bytes:
+    return orjson.dumps({"id": rid, "object": "chat.completion.chunk", "created": created, "model": model,
+                         "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]})
+
+
+def test_a_stream_takes_the_newest_family_at_its_role_event_with_its_own_id_and_created(monkeypatch):
+    """`family_template`: the template a stream's first content event would learn, taken at the role event before
+    it from the family a sibling last matched (or learnt); none for an id orjson writes with an escape, or where the
+    role event does not begin as the family's events do."""
+    monkeypatch.setattr(event_template, "FAMILIES", [])
+    assert family_template(role_event("r", 1), orjson.loads(role_event("r", 1))) is None  # no family yet
+    learnt_as_family(chat_event("chatcmpl-a1", 1795955685, "x", 2))
+    learnt_as_family(chat_event("chatcmpl-a1", 1795955685, "x", 2, prompt=10))  # newest
+    for rid, created in [("chatcmpl-b2", 1795955686), ("é-9", 7), ("", 17959556850)]:
+        role = role_event(rid, created)
+        assert family_template(role, orjson.loads(role)) == tuple(learnt(chat_event(rid, created, "yz", 3, prompt=10)))
+    assert sibling_of(chat_event("c", 1, "x", 2)) is not None  # the family of prompt 9 is the newest again
+    role = role_event("d", 2)
+    assert family_template(role, orjson.loads(role)) == tuple(learnt(chat_event("d", 2, "yz", 3)))
+    for role in [role_event('c"q', 1), role_event("c\n", 1), b" " + role_event("d", 2)]:
+        assert family_template(role, orjson.loads(role)) is None
 
 
 def test_a_family_is_kept_only_where_the_head_holds_the_id_then_created(monkeypatch):

@@ -109,13 +109,37 @@ def sibling(payload: bytes, obj: dict, text: str, usage: dict | None) -> tuple |
         return None
     values, written = ident.encode(), b"%d" % created
     tail = text.encode()
-    for before, between, after, tpl in FAMILIES:
+    for i, (before, between, after, tpl) in enumerate(FAMILIES):
         if (tpl[2] is None) != (usage is None) or not payload.startswith(before):
             continue
         head = before + values + between + written + after
         if payload == head + tail + rest_for(tpl, usage["completion_tokens"] if usage else 0):
-            return (head, *tpl[1:]) if orjson.dumps(obj) == payload else None  # (it is, by the above: cheap)
+            if orjson.dumps(obj) != payload:  # (it is, by the above: cheap)
+                return None
+            if i:  # the newest family is the one a stream takes before its first content (`family_template`)
+                FAMILIES.insert(0, FAMILIES.pop(i))
+            return (head, *tpl[1:])
     return None
+
+
+def family_template(payload: bytes, obj: dict) -> tuple | None:
+    """The template (a plain tuple) that the newest of `FAMILIES` has with the `id` and `created` of `obj`, the
+    parse of `payload`: an event of a stream before its first content (a role event), whose content events
+    then need no parse of their own to be read by the template; None where the family cannot be taken so.
+
+    Why it needs no proof of its own, as `sibling`: an event of the template so made is the family's template
+    with this stream's values of the two fields of the head put in, each written as orjson writes it (`created` an
+    integer, `id` a string orjson writes as its UTF-8 bytes, checked), so it is what orjson writes for the
+    family's object with those values, this event's text and count. An event not of it is read by the full parse,
+    which learns the stream's own template as before."""
+    ident, created = obj.get("id"), obj.get("created")
+    if type(ident) is not str or type(created) is not int or not FAMILIES:
+        return None
+    before, between, after, tpl = FAMILIES[0]
+    values = ident.encode()
+    if not payload.startswith(before) or orjson.dumps(ident) != b'"%s"' % values:
+        return None
+    return (before + values + between + b"%d" % created + after, *tpl[1:])
 
 
 def remember_family(tpl: tuple, obj: dict) -> None:

@@ -21,6 +21,7 @@ from loadgen.client.event_template import (
     ASCII_TEXT,
     MAX_COUNT,
     MAX_KNOWN_COUNTS,
+    family_template,
     known_rests,
     learn,
     read_count,
@@ -155,6 +156,7 @@ def _after_run(state: StreamState, counted: bool, running: int, step: int, text:
     """The state after the last event of a run of `chunks` content events (its text not empty: `text`)."""
     state.reasoning_event, state.run_chunks, state.run_counts = False, chunks, counted
     if counted:
+        state.running_counts = True  # (already, but where the stream took its template before its first content)
         state._running_tokens = state.completion_tokens = running
         state._step = state.new_tokens = step
         state.content = text or step > 0
@@ -176,6 +178,10 @@ def learnt(state: StreamState, payload: bytes, obj: dict, path: tuple, key: byte
     if type(state.new_tokens) is int:
         state._step = state.new_tokens
     if type(text) is not str or not text or state.learns_left <= 0:
+        if not state.content and state._template is None and state.learns_left > 0 and state.answer is None \
+                and not state.finished and not state._uncounted and (tpl := family_template(payload, obj)):
+            state.learns_left -= 1  # before the first content: the content events need no learning of their own
+            _take(state, tpl)
         return
     if not text.isprintable() or '"' in text or "\\" in text:  # a newline, say: the next plain event will do
         return
@@ -194,6 +200,11 @@ def learnt(state: StreamState, payload: bytes, obj: dict, path: tuple, key: byte
             return
         tpl = tuple(template)
         remember_family(tpl, obj)
+    _take(state, tpl)
+
+
+def _take(state: StreamState, tpl: tuple) -> None:
+    """The stream reads the template `tpl` (a plain tuple) from now on: as events, SSE events and chunks."""
     sse = sse_template(tpl)
     state._template, state._framed = tpl, sse
     state._chunk = (sse[0], sse[1] + b"\r\n", sse[2], sse[3], None if sse[2] is None else known_rests(sse), sse)
