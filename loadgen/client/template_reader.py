@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from loadgen.client.stream import StreamState
 
 LEARNS = 8  # templates a stream may learn (a shape that keeps changing is read by the full parse)
+MAX_SIZE_LINE = 64  # a chunk whose size line is longer (extensions) is the decoder's to read
 
 
 def read_template(state: StreamState, buf: bytes, pos: int, framed: bool,  # noqa: C901 (the hot path)
@@ -94,26 +95,31 @@ def read_chunked_template(state: StreamState, buf: bytes, pos: int,  # noqa: C90
     chunk = state._chunk
     if chunk is None:
         return pos
-    head, fmt, first, second, rests, tpl = chunk  # `fmt`: the rest and the CRLF after the chunk's data, one check
-    h, start, sizes, find, startswith = len(head), pos, CHUNK_SIZES, buf.find, buf.startswith
+    lead, fmt, first, second, rests, tpl = chunk  # `lead`: a size line's CRLF and the head; `fmt`: the rest and the
+    # CRLF after the chunk's data, one check
+    hl, start, sizes, find, startswith, ascii_text = len(lead), pos, CHUNK_SIZES, buf.find, buf.startswith, ASCII_TEXT
+    reach = hl + MAX_SIZE_LINE  # a bounded search: a long needle in a long text would be searched another way
     # a count that went down is the full parse's to read (its step joins the chunk before): none is predicted
-    running, step, chunks, text = state._running_tokens, state._step, 0, False
+    running, step, chunks, text = state._running_tokens, state._step, 0, b""  # `text`: the last event's
     step = step if step > 0 else 0
     shared, rests = rests is not None, {} if rests is None else rests  # kept only where other streams read them
     tokens = [] if tokens is None else tokens  # counts not kept go to a list dropped after the run: one test less
+    append, kept = tokens.append, len(tokens)
     while True:
-        nl = find(b"\r\n", pos)
+        nl = find(lead, pos, pos + reach)  # the size line's end, where the head follows: one search for both
         if nl < 0:
             break
-        size = sizes.get(buf[pos:nl])
-        if size is None:
+        try:
+            size = sizes[buf[pos:nl]]  # (a size line read before holds no CRLF: `nl` is its end)
+        except KeyError:
+            line = buf[pos:nl]
+            if b"\r\n" in line:  # the next chunk is not of the template: a later one's head was found
+                break
             try:
-                size = remember_chunk_size(buf[pos:nl])
+                size = remember_chunk_size(line)
             except HttpFormatError:  # the decoder reads it again and fails the response where it is
                 break
-        t, end = nl + 2 + h, nl + 4 + size  # `end`: after the CRLF
-        if not startswith(head, nl + 2):
-            break
+        t, end = nl + hl, nl + 4 + size  # `end`: after the CRLF
         ct = running + step
         rest = rests.get(ct)  # only counts in range are kept there
         if rest is None:
@@ -134,21 +140,23 @@ def read_chunked_template(state: StreamState, buf: bytes, pos: int,  # noqa: C90
             rest = rest_for(tpl, ct) + b"\r\n"
             if e + len(rest) != end or not startswith(rest, e):
                 break
-            if buf[t:e].strip(ASCII_TEXT) and not utf8_text(buf[t:e]):
+            text = buf[t:e]
+            if text.strip(ascii_text) and not utf8_text(text):
                 break
             step = ct - running
-        elif buf[t:e].strip(ASCII_TEXT) and not utf8_text(buf[t:e]):
-            break
-        pos, text = end, e > t
+        else:
+            text = buf[t:e]
+            if text.strip(ascii_text) and not utf8_text(text):
+                break
+        pos = end
         if first is None:
-            chunks += text
+            chunks += text != b""
             continue
         running = ct
         if text or step > 0:
-            chunks += 1
-            tokens.append(step)
+            append(step)
     if pos > start:
-        _after_run(state, first is not None, running, step, text, chunks)
+        _after_run(state, first is not None, running, step, text != b"", chunks if first is None else len(tokens) - kept)
     return pos
 
 
@@ -178,10 +186,7 @@ def learnt(state: StreamState, payload: bytes, obj: dict, path: tuple, key: byte
     if type(state.new_tokens) is int:
         state._step = state.new_tokens
     if type(text) is not str or not text or state.learns_left <= 0:
-        if not state.content and state._template is None and state.learns_left > 0 and state.answer is None \
-                and not state.finished and not state._uncounted and (tpl := family_template(payload, obj)):
-            state.learns_left -= 1  # before the first content: the content events need no learning of their own
-            _take(state, tpl)
+        _before_content(state, payload, obj)
         return
     if not text.isprintable() or '"' in text or "\\" in text:  # a newline, say: the next plain event will do
         return
@@ -203,8 +208,22 @@ def learnt(state: StreamState, payload: bytes, obj: dict, path: tuple, key: byte
     _take(state, tpl)
 
 
+def _before_content(state: StreamState, payload: bytes, obj: dict) -> None:
+    """After the full parse of an event without content (a role event): a stream that has no template yet, and
+    could learn one, takes its server's (`family_template`) with its own id and created, so that its content
+    events, the first one too, are read without their JSON."""
+    if state.content or state._template is not None or state.learns_left <= 0 or state.answer is not None \
+            or state.finished or state._uncounted:
+        return
+    tpl = family_template(payload, obj)
+    if tpl is not None:
+        state.learns_left -= 1
+        _take(state, tpl)
+
+
 def _take(state: StreamState, tpl: tuple) -> None:
     """The stream reads the template `tpl` (a plain tuple) from now on: as events, SSE events and chunks."""
     sse = sse_template(tpl)
     state._template, state._framed = tpl, sse
-    state._chunk = (sse[0], sse[1] + b"\r\n", sse[2], sse[3], None if sse[2] is None else known_rests(sse), sse)
+    state._chunk = (b"\r\n" + sse[0], sse[1] + b"\r\n", sse[2], sse[3], None if sse[2] is None else known_rests(sse),
+                    sse)
