@@ -65,7 +65,7 @@ class StreamState:
     run_counts: bool = False
     _template: tuple | None = None  # the stream's plain content events (an event_template.Template, as a tuple)
     _framed: tuple | None = None  # the same, as SSE events
-    _chunk: tuple | None = None  # as chunks: CRLF + head, rest format + CRLF, first, second, rests cache, _framed
+    _chunk: tuple | None = None  # as chunks: head, rest format + CRLF, first, second, rests cache, _framed
     _step: int = 0  # tokens the last counted content event added: the next one's count is predicted with it
 
     def __new__(cls, api: Api, *args, **kwargs):

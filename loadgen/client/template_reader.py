@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     from loadgen.client.stream import StreamState
 
 LEARNS = 8  # templates a stream may learn (a shape that keeps changing is read by the full parse)
-MAX_SIZE_LINE = 64  # a chunk whose size line is longer (extensions) is the decoder's to read
 
 
 def read_template(state: StreamState, buf: bytes, pos: int, framed: bool,  # noqa: C901 (the hot path)
@@ -95,10 +94,8 @@ def read_chunked_template(state: StreamState, buf: bytes, pos: int,  # noqa: C90
     chunk = state._chunk
     if chunk is None:
         return pos
-    lead, fmt, first, second, rests, tpl = chunk  # `lead`: a size line's CRLF and the head; `fmt`: the rest and the
-    # CRLF after the chunk's data, one check
-    hl, start, sizes, find, startswith, ascii_text = len(lead), pos, CHUNK_SIZES, buf.find, buf.startswith, ASCII_TEXT
-    reach = hl + MAX_SIZE_LINE  # a bounded search: a long needle in a long text would be searched another way
+    head, fmt, first, second, rests, tpl = chunk  # `fmt`: the rest and the CRLF after the chunk's data, one check
+    h, start, sizes, find, startswith, ascii_text = len(head), pos, CHUNK_SIZES, buf.find, buf.startswith, ASCII_TEXT
     # a count that went down is the full parse's to read (its step joins the chunk before): none is predicted
     running, step, chunks, text = state._running_tokens, state._step, 0, b""  # `text`: the last event's
     step = step if step > 0 else 0
@@ -106,20 +103,19 @@ def read_chunked_template(state: StreamState, buf: bytes, pos: int,  # noqa: C90
     tokens = [] if tokens is None else tokens  # counts not kept go to a list dropped after the run: one test less
     append, kept = tokens.append, len(tokens)
     while True:
-        nl = find(lead, pos, pos + reach)  # the size line's end, where the head follows: one search for both
+        nl = find(b"\r\n", pos)
         if nl < 0:
             break
         try:
-            size = sizes[buf[pos:nl]]  # (a size line read before holds no CRLF: `nl` is its end)
+            size = sizes[buf[pos:nl]]
         except KeyError:
-            line = buf[pos:nl]
-            if b"\r\n" in line:  # the next chunk is not of the template: a later one's head was found
-                break
             try:
-                size = remember_chunk_size(line)
+                size = remember_chunk_size(buf[pos:nl])
             except HttpFormatError:  # the decoder reads it again and fails the response where it is
                 break
-        t, end = nl + hl, nl + 4 + size  # `end`: after the CRLF
+        t, end = nl + 2 + h, nl + 4 + size  # `end`: after the CRLF
+        if not startswith(head, nl + 2):
+            break
         ct = running + step
         rest = rests.get(ct)  # only counts in range are kept there
         if rest is None:
@@ -225,5 +221,4 @@ def _take(state: StreamState, tpl: tuple) -> None:
     """The stream reads the template `tpl` (a plain tuple) from now on: as events, SSE events and chunks."""
     sse = sse_template(tpl)
     state._template, state._framed = tpl, sse
-    state._chunk = (b"\r\n" + sse[0], sse[1] + b"\r\n", sse[2], sse[3], None if sse[2] is None else known_rests(sse),
-                    sse)
+    state._chunk = (sse[0], sse[1] + b"\r\n", sse[2], sse[3], None if sse[2] is None else known_rests(sse), sse)
