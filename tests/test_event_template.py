@@ -503,10 +503,11 @@ def test_a_stream_takes_the_newest_family_at_its_role_event_with_its_own_id_and_
     learnt_as_family(chat_event("chatcmpl-a1", 1795955685, "x", 2, prompt=10))  # newest
     for rid, created in [("chatcmpl-b2", 1795955686), ("é-9", 7), ("", 17959556850)]:
         role = role_event(rid, created)
-        assert family_template(role, orjson.loads(role)) == tuple(learnt(chat_event(rid, created, "yz", 3, prompt=10)))
+        assert family_template(role, orjson.loads(role)) == (tuple(learnt(chat_event(rid, created, "yz", 3, prompt=10))),
+                                                             0)
     assert sibling_of(chat_event("c", 1, "x", 2)) is not None  # the family of prompt 9 is the newest again
     role = role_event("d", 2)
-    assert family_template(role, orjson.loads(role)) == tuple(learnt(chat_event("d", 2, "yz", 3)))
+    assert family_template(role, orjson.loads(role)) == (tuple(learnt(chat_event("d", 2, "yz", 3))), 0)
     for role in [role_event('c"q', 1), role_event("c\n", 1), b" " + role_event("d", 2)]:
         assert family_template(role, orjson.loads(role)) is None
 

@@ -87,11 +87,12 @@ def known_rests(tpl: tuple) -> dict[int, bytes] | None:
     return cache
 
 
-FAMILIES: list[tuple[bytes, bytes, bytes, tuple]] = []
+FAMILIES: list[tuple[bytes, bytes, bytes, tuple, int]] = []
 """Templates that streams learnt, newest first, each as the bytes of its head around the values of the event's
-`id` (a string) and `created` (an integer), and the template (a plain tuple): a cell's streams differ in those
-two values only, so a later stream's first plain event is read as one of them with its own values (`sibling`)
-instead of being learnt again. Bounded: `MAX_FAMILIES`."""
+`id` (a string) and `created` (an integer), the template (a plain tuple) and the tokens the event it was learnt from
+added (a stream's first content event, most often: what a later stream's first one is predicted to add): a cell's
+streams differ in those two values only, so a later stream's first plain event is read as one of them with its own
+values (`sibling`, `family_template`) instead of being learnt again. Bounded: `MAX_FAMILIES`."""
 MAX_FAMILIES = 16
 
 
@@ -109,7 +110,7 @@ def sibling(payload: bytes, obj: dict, text: str, usage: dict | None) -> tuple |
         return None
     values, written = ident.encode(), b"%d" % created
     tail = text.encode()
-    for i, (before, between, after, tpl) in enumerate(FAMILIES):
+    for i, (before, between, after, tpl, _) in enumerate(FAMILIES):
         if (tpl[2] is None) != (usage is None) or not payload.startswith(before):
             continue
         head = before + values + between + written + after
@@ -122,10 +123,11 @@ def sibling(payload: bytes, obj: dict, text: str, usage: dict | None) -> tuple |
     return None
 
 
-def family_template(payload: bytes, obj: dict) -> tuple | None:
+def family_template(payload: bytes, obj: dict) -> tuple[tuple, int] | None:
     """The template (a plain tuple) that the newest of `FAMILIES` has with the `id` and `created` of `obj`, the
-    parse of `payload`: an event of a stream before its first content (a role event), whose content events
-    then need no parse of their own to be read by the template; None where the family cannot be taken so.
+    parse of `payload`, and the tokens its first content event is predicted to add: `payload` is an event of a
+    stream before its first content (a role event), whose content events then need no parse of their own to be
+    read by the template; None where the family cannot be taken so.
 
     Why it needs no proof of its own, as `sibling`: an event of the template so made is the family's template
     with this stream's values of the two fields of the head put in, each written as orjson writes it (`created` an
@@ -135,16 +137,16 @@ def family_template(payload: bytes, obj: dict) -> tuple | None:
     ident, created = obj.get("id"), obj.get("created")
     if type(ident) is not str or type(created) is not int or not FAMILIES:
         return None
-    before, between, after, tpl = FAMILIES[0]
+    before, between, after, tpl, step = FAMILIES[0]
     values = ident.encode()
     if not payload.startswith(before) or orjson.dumps(ident) != b'"%s"' % values:
         return None
-    return (before + values + between + b"%d" % created + after, *tpl[1:])
+    return (before + values + between + b"%d" % created + after, *tpl[1:]), step
 
 
-def remember_family(tpl: tuple, obj: dict) -> None:
-    """Keep `tpl`, learnt from the event whose parse is `obj`, among `FAMILIES` when its head holds the event's
-    `id` and then its `created` as written (`"id":"…"`, `"created":…`)."""
+def remember_family(tpl: tuple, obj: dict, step: int = 0) -> None:
+    """Keep `tpl`, learnt from the event whose parse is `obj` and which added `step` tokens, among `FAMILIES` when
+    its head holds the event's `id` and then its `created` as written (`"id":"…"`, `"created":…`)."""
     ident, created = obj.get("id"), obj.get("created")
     if type(ident) is not str or type(created) is not int:
         return
@@ -154,8 +156,8 @@ def remember_family(tpl: tuple, obj: dict) -> None:
     if at < 6 or to < 10:
         return
     family = (head[:at], head[at + len(values):to], head[to + len(written):], tpl)
-    if family not in FAMILIES:
-        FAMILIES.insert(0, family)
+    if not any(known[:4] == family for known in FAMILIES):
+        FAMILIES.insert(0, (*family, step))
         del FAMILIES[MAX_FAMILIES:]
 
 

@@ -200,7 +200,7 @@ def learnt(state: StreamState, payload: bytes, obj: dict, path: tuple, key: byte
         if template is None:
             return
         tpl = tuple(template)
-        remember_family(tpl, obj)
+        remember_family(tpl, obj, state.new_tokens if type(state.new_tokens) is int else 0)
     _take(state, tpl)
 
 
@@ -211,10 +211,11 @@ def _before_content(state: StreamState, payload: bytes, obj: dict) -> None:
     if state.content or state._template is not None or state.learns_left <= 0 or state.answer is not None \
             or state.finished or state._uncounted:
         return
-    tpl = family_template(payload, obj)
-    if tpl is not None:
+    family = family_template(payload, obj)
+    if family is not None:
         state.learns_left -= 1
-        _take(state, tpl)
+        _take(state, family[0])
+        state._step = family[1]  # a prediction: the first content event's count is read as written where it is not
 
 
 def _take(state: StreamState, tpl: tuple) -> None:
