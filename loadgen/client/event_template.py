@@ -131,7 +131,7 @@ def family_template(payload: bytes, obj: dict) -> tuple[tuple, int] | None:
 
     Why it needs no proof of its own, as `sibling`: an event of the template so made is the family's template
     with this stream's values of the two fields of the head put in, each written as orjson writes it (`created` an
-    integer, `id` a string orjson writes as its UTF-8 bytes, checked), so it is what orjson writes for the
+    integer, `id` a string orjson writes as its UTF-8 bytes, `plain_text`), so it is what orjson writes for the
     family's object with those values, this event's text and count. An event not of it is read by the full parse,
     which learns the stream's own template as before."""
     ident, created = obj.get("id"), obj.get("created")
@@ -139,7 +139,7 @@ def family_template(payload: bytes, obj: dict) -> tuple[tuple, int] | None:
         return None
     before, between, after, tpl, step = FAMILIES[0]
     values = ident.encode()
-    if not payload.startswith(before) or orjson.dumps(ident) != b'"%s"' % values:
+    if not payload.startswith(before) or not plain_text(values):  # (what orjson writes as it is: no orjson call)
         return None
     return (before + values + between + b"%d" % created + after, *tpl[1:]), step
 
