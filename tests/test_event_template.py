@@ -512,6 +512,19 @@ def test_a_stream_takes_the_newest_family_at_its_role_event_with_its_own_id_and_
         assert family_template(role, orjson.loads(role)) is None
 
 
+def test_a_first_content_event_the_run_reads_says_the_stream_has_running_counts(monkeypatch):
+    """Found by the fuzzer: a stream that took its template at its role event reads its first counted event in the
+    run, which must set what that event's full parse sets (`running_counts`: the counts are running ones)."""
+    monkeypatch.setattr(event_template, "FAMILIES", [])
+    learnt_as_family(chat_event("a", 1, "x", 5))
+    stream = b"".join(b"data: %s\n\n" % e for e in [role_event("b", 2), chat_event("b", 2, "y", 5)])
+    events = SseParser().feed(stream)
+    _Counting.parsed = 0
+    fast = states(Api.OPENAI_CHAT, events, True)
+    assert _Counting.parsed == 1  # the role event; the content event was read by the template
+    assert fast == states(Api.OPENAI_CHAT, events, False) and fast[-1][1][10] is True  # running_counts
+
+
 def test_a_family_is_kept_only_where_the_head_holds_the_id_then_created(monkeypatch):
     monkeypatch.setattr(event_template, "FAMILIES", [])
     learnt_as_family(chat_event('c"q', 1, "x", 2))  # the id written with an escape
