@@ -175,12 +175,14 @@ async def run_cell(sims, steps, urls=None, **kw) -> Cell:
         steps_end_ns = time.monotonic_ns()
         result = await src.stop()
         at_stop = [energies_j(s, src.t_stop_ns) for s in sims]
-    # an answer a node rendered as the source stopped, which never reached it (a busy machine's last scrape), is
-    # not one it read: each answering node's answers are the first `scrapes_ok` it rendered
+    # the scrape in flight when the source stopped is cancelled: an answer the node rendered for it never reached
+    # the source, so it is not one the source read. It is the last scrape sent before the stop (a node answers in
+    # the order it is asked), and may come before the answers to the stop's own scrapes.
     read = {n["url"]: n["scrapes_ok"] for n in result.values.get("nodes") or []}
     for s, url in zip(sims, urls):
-        if isinstance(s, StampedGpus) and s.stopped_ns is None and url in read:
-            del s.renders[read[url]:]
+        if isinstance(s, StampedGpus) and s.stopped_ns is None and url in read and len(s.renders) > read[url]:
+            assert len(s.renders) == read[url] + 1, (url, len(s.renders), read[url])
+            del s.renders[bisect.bisect_left(scrapes.starts[url], steps_end_ns) - 1]
     truth = [[a - b for a, b in zip(aa, bb)] for aa, bb in zip(at_stop, at_start)]
     return Cell(src, result, urls, scrapes, truth, (steps_start_ns, steps_end_ns))
 
