@@ -19,7 +19,7 @@ from loadgen.metrics.cell import summarize
 from loadgen.metrics.chunk_fold import ChunkFold
 from loadgen.metrics.request import itl_pairs
 from loadgen.metrics.sketch import ALPHA, BoundedDistribution, RelativeSketch
-from loadgen.metrics.stats import distribution, weighted_distribution, weighted_percentiles
+from loadgen.metrics.stats import distribution, weighted_distribution, weighted_percentiles, weighted_sum
 from loadgen.metrics.steps import step_groups
 from loadgen.names import Outcome
 from loadgen.parallel.open_files import check_open_files, streams_per_process, workers_needed
@@ -46,6 +46,23 @@ def test_sketch_percentiles_within_alpha_of_the_exact_inverted_cdf(weighted):
     assert sketch.mean() == pytest.approx(np.dot(values, weights) / weights.sum(), rel=1e-12)
     assert sketch.total == weights.sum()
     assert sketch.counts.size < 20_000  # bounded by the values' range, not their number
+
+
+@pytest.mark.unit
+def test_weighted_sum_is_the_sum_of_the_products():
+    # products and partial sums of small integers are exact in floats: the truth is the integers' sum; 30,000
+    # values, where a BLAS dot would have split the work across its threads
+    rng = random.Random(5)
+    values = [rng.randrange(0, 5000) for _ in range(30_000)]
+    weights = [rng.randrange(1, 9) for _ in range(30_000)]
+    truth = sum(v * w for v, w in zip(values, weights))
+    assert weighted_sum(values, weights) == truth
+    assert weighted_sum(np.array(values, dtype=np.int64), np.array(weights, dtype=float)) == truth
+    assert weighted_distribution(values, weights)["mean"] == truth / sum(weights)
+    sketch = RelativeSketch()
+    sketch.add(values, weights)
+    assert sketch.weighted_sum == truth
+    assert weighted_sum([], []) == 0.0
 
 
 @pytest.mark.unit

@@ -4,9 +4,10 @@
 `tests/summary_cases.py`, frozen while every figure was still computed one record at a time. The result built
 today from the records, and from the columns a long cell keeps while it runs (`run.chunk_spill.CellRecords`:
 rows on disk, chunks folded and spilled), must be that output, and the two must be equal to the last bit. Against
-the frozen output a float may differ in its last bits (`same_figures`): a weighted mean's Σ value·weight is a BLAS
-dot product, whose kernel is chosen for the CPU. And the kept cell's summary must build no `Record` but the few a
-figure reads whole.
+the frozen output a float may differ in its last bits (`same_figures`): a weighted mean's Σ value·weight was a BLAS
+dot product then (whose kernel is chosen for the CPU) and is numpy's pairwise sum now (`stats.weighted_sum`), up to
+3 units of the last place apart here. And the kept cell's summary must build no `Record` but the few a figure
+reads whole.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def _json(result) -> dict:
 
 
 def same_figures(got, want, where: str = "") -> None:
-    """`got` is `want`, a float within 4 units of its last place (the CPU's BLAS kernel: module docstring)."""
+    """`got` is `want`, a float within 4 units of its last place (how Σ value·weight is summed: module docstring)."""
     if type(got) is float and type(want) is float:
         assert abs(got - want) <= 4 * math.ulp(want), f"{where}: {got!r} != {want!r}"
     elif isinstance(got, dict) and isinstance(want, dict):

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from loadgen.metrics.stats import Values, distribution, weighted_distribution
+from loadgen.metrics.stats import Values, distribution, weighted_distribution, weighted_sum
 
 ALPHA = 1e-3  # relative error of a sketched percentile
 EXACT_MAX = 1 << 16  # values a distribution keeps exactly before it turns to its sketch
@@ -44,7 +44,7 @@ class RelativeSketch:
             return
         w = np.ones_like(v) if weights is None else np.asarray(weights, dtype=float)
         self.total += float(w.sum())
-        self.weighted_sum += float(np.dot(v, w))
+        self.weighted_sum += weighted_sum(v, w)
         pos = v > 0
         if not pos.all():
             self.zero += float(w[~pos].sum())

@@ -55,6 +55,13 @@ def distribution(values: Values, qs: Sequence[int] = (50, 90, 99)) -> dict:
     return out
 
 
+def weighted_sum(values: Values, weights: Values) -> float:
+    """Σ value·weight: the products, summed by numpy's pairwise sum. Not a BLAS dot product: OpenBLAS splits a dot
+    of over 10,000 elements across its thread pool, whose threads then spin awaiting the next call: on a 16-core
+    client that doubled loadgen's CPU during a cell (a whole extra core; benchmarks/RESULTS.md)."""
+    return float(np.multiply(np.asarray(values, dtype=float), np.asarray(weights, dtype=float)).sum())
+
+
 def weighted_distribution(values: Values, weights: Values,
                           qs: Sequence[int] = (50, 90, 99)) -> dict:
     """{mean, p50, ..., samples} of a weighted distribution: mean = Σ value·weight / Σ weight, percentiles by
@@ -62,6 +69,6 @@ def weighted_distribution(values: Values, weights: Values,
     total = float(np.sum(weights)) if len(weights) else 0.0
     if total <= 0:
         return {"mean": None, **{f"p{q}": None for q in qs}, "samples": 0}
-    m = float(np.dot(np.asarray(values, dtype=float), np.asarray(weights, dtype=float)) / total)
+    m = weighted_sum(values, weights) / total
     return {"mean": m, **{f"p{q}": v for q, v in zip(qs, weighted_percentiles(values, weights, qs))},
             "samples": round(total)}
