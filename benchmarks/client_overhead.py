@@ -5,7 +5,10 @@
 
 The fast SSE server (benchmarks/fast_sse_server.py) runs in its own process pinned to one core; this process
 pins itself to another. For every (mode, concurrency, repetition) both clients run a closed loop of
-`concurrency` streams for `--seconds`, one after the other (their order alternates between repetitions).
+`concurrency` streams for `--seconds`, one after the other (their order alternates between repetitions), each
+after `--warm-seconds` of the same load unmeasured (burst; a paced answer takes seconds), as a cell's warmup
+requests come before its measured window: a fresh process's first requests (caches filled, memory first touched)
+are no cell's steady cost.
 CPU is this process's user+system time over the measurement (`time.process_time`), so it is the client's
 own cost even when other programs share the machine; per chunk = CPU / content chunks received. Max chunks/s
 is chunks / wall time: the client's ceiling when its CPU use is near 100 %, else the server's pace.
@@ -80,10 +83,13 @@ class Tally:
         self.tokens = 0
 
 
-async def measure(make_client, url: str, c: int, seconds: float) -> dict:
-    """Run `c` closed-loop streams for `seconds` with one client; CPU and wall over the whole measurement."""
+async def measure(make_client, url: str, c: int, seconds: float, warm_s: float = 0.0) -> dict:
+    """Run `c` closed-loop streams for `seconds` with one client; CPU and wall over the whole measurement, after
+    `warm_s` of the same load unmeasured (as a cell's warmup requests come before its measured window)."""
     client = await make_client(url, c)
     try:
+        if warm_s > 0:
+            await client.run(c, warm_s)
         cpu0, wall0 = time.process_time(), time.perf_counter()
         tally = await client.run(c, seconds)
         cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
@@ -205,13 +211,15 @@ class _CompactList(list):
         pass
 
 
+try:  # imported here, as the CLI imports it at its start: its first import (numpy's, ~0.2 s CPU) is no cell's work
+    from loadgen.run.chunk_spill import CellRecords
+except ImportError:  # measuring a version from before loadgen.run.chunk_spill
+    CellRecords = None
+
+
 def keeper():
     """What the runner keeps a cell's measured records in: this version's `CellRecords`, or a list."""
-    try:
-        from loadgen.run.chunk_spill import CellRecords
-    except ImportError:
-        return _CompactList()
-    return CellRecords()
+    return _CompactList() if CellRecords is None else CellRecords()
 
 
 CLIENTS = {"raw": RawClient.make, "loadgen": LoadgenClient.maker("h1"),
@@ -224,14 +232,14 @@ def median(values):
 
 
 async def bench_mode(url: str, mode: str, concurrencies: list[int], reps: int, seconds: float,
-                     clients: tuple[str, ...] = ("raw", "loadgen")) -> list[dict]:
+                     clients: tuple[str, ...] = ("raw", "loadgen"), warm_s: float = 0.0) -> list[dict]:
     rows = []
     for c in concurrencies:
         runs: dict[str, list[dict]] = {name: [] for name in clients}
         for rep in range(reps):
             order = clients if rep % 2 == 0 else clients[::-1]
             for name in order:
-                runs[name].append(await measure(CLIENTS[name], url, c, seconds))
+                runs[name].append(await measure(CLIENTS[name], url, c, seconds, warm_s))
         row = {"mode": mode, "concurrency": c}
         for name, rs in runs.items():
             row[name] = {"cpu_us_per_chunk": median([r["cpu_us_per_chunk"] for r in rs]),
@@ -343,6 +351,8 @@ def main() -> int:
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--seconds", type=float, default=2.0, help="burst: seconds per measurement")
     p.add_argument("--paced-seconds", type=float, default=8.0, help="paced: seconds per measurement")
+    p.add_argument("--warm-seconds", type=float, default=0.5,
+                   help="burst: seconds of the same load before each measurement, unmeasured (0: none)")
     p.add_argument("--events", type=int, default=128, help="burst: content events per response")
     p.add_argument("--paced-events", type=int, default=128, help="paced: content events per response")
     p.add_argument("--step-ms", type=float, default=25.0, help="paced: step interval")
@@ -376,16 +386,16 @@ def main() -> int:
     for mode in modes:
         if mode == "burst":
             args = ["--mode", "burst", "--events", str(a.events)]
-            concs, seconds = a.concurrency, a.seconds
+            concs, seconds, warm_s = a.concurrency, a.seconds, a.warm_seconds
         else:
             args = ["--mode", "paced", "--events", str(a.paced_events), "--step-ms", str(a.step_ms)]
-            concs, seconds = a.paced_concurrency, a.paced_seconds
+            concs, seconds, warm_s = a.paced_concurrency, a.paced_seconds, 0.0  # a paced answer takes seconds
         proc, url = start_server(*args)
         try:
             print(f"\n{mode}: server {url} ({' '.join(args)}); client {pin_self(_server_cpu(proc))}")
             print(fmt_header(tuple(a.clients.split(","))))
             out["rows"] += asyncio.run(bench_mode(url, mode, [int(c) for c in concs.split(",")], a.reps,
-                                                  seconds, tuple(a.clients.split(","))))
+                                                  seconds, tuple(a.clients.split(",")), warm_s))
         finally:
             stop(proc)
     if a.scaling_workers:

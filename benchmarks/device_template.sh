@@ -4,7 +4,8 @@
 #   git archive -o .tree-before.tar <commit>   (one .tree-NAME.tar a tree; /.tree-*.tar in .git/info/exclude)
 #   then, carrying them: bash benchmarks/device_template.sh [ROUNDS]
 # Each round runs client_overhead.py (burst and paced, c=32 and c=128, loadgen beside the raw reader in the same
-# run) in every tree, the order turned each round; then burst_breakdown.py (in process, records kept).
+# run, each burst measurement after 0.5 s of warmup) in every tree, this tree's harness, server and raw reader in
+# each, the order turned each round; then burst_breakdown.py (in process, records kept, each tree's own).
 # Prints each figure's median over rounds of loadgen ÷ raw (range); every run's output is under $OUT/runs.
 set -u
 OUT=${OUT:-/tmp/out}; ROUNDS=${1:-5}; RUNS=$OUT/runs  # under $OUT: a call cut short still brings back its rounds
@@ -13,6 +14,8 @@ TREES=""
 for tar in .tree-*.tar; do
   name=${tar#.tree-}; name=${name%.tar}
   mkdir -p "/tmp/trees/$name" && tar -xf "$tar" -C "/tmp/trees/$name" || exit 1
+  # every tree runs this tree's harness, server and raw reader (they read any earlier loadgen): only loadgen differs
+  cp benchmarks/client_overhead.py benchmarks/fast_sse_server.py benchmarks/raw_reader.py "/tmp/trees/$name/benchmarks/"
   TREES="$TREES $name"
 done
 TREES="$TREES after"; REVERSED=$(echo $TREES | tr ' ' '\n' | tac | tr '\n' ' ')
