@@ -66,6 +66,18 @@ def test_weighted_sum_is_the_sum_of_the_products():
 
 
 @pytest.mark.unit
+def test_a_distribution_turning_to_its_sketch_leaves_no_thread_busy():
+    # the switch sums 65,537+ products at once: as a BLAS dot, OpenBLAS ran it on its thread pool, whose threads
+    # then spun while the process slept (here ~0.1 s; on the 16-core host a whole extra core through the cell)
+    script = ("import time, numpy as np\nfrom loadgen.metrics.sketch import EXACT_MAX, BoundedDistribution\n"
+              "d = BoundedDistribution(weighted=True)\n"
+              "d.add(np.random.default_rng(1).random(EXACT_MAX + 5000), np.ones(EXACT_MAX + 5000))\n"
+              "d.summary()\nt0 = time.process_time()\ntime.sleep(0.3)\nprint(time.process_time() - t0)")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert float(out.stdout) < 0.03, f"{float(out.stdout):.3f} s of CPU while the process slept 0.3 s"
+
+
+@pytest.mark.unit
 def test_bounded_distribution_is_exact_until_its_limit_then_within_alpha():
     rng = np.random.default_rng(3)
     values = rng.lognormal(-4, 1, 5_000)
