@@ -57,7 +57,7 @@ def distribution(values: Values, qs: Sequence[int] = (50, 90, 99)) -> dict:
 
 def weighted_sum(values: Values, weights: Values) -> float:
     """Σ value·weight: the products, summed by numpy's pairwise sum. Not a BLAS dot product: OpenBLAS splits a dot
-    of over 10,000 elements across its thread pool (a distribution that turns to its sketch adds 65,536 values at
+    of over 10,000 elements across its thread pool (a distribution that turns to its sketch adds over 65,536 values at
     once), whose threads then spin awaiting more work; on the 16-core host they kept a whole extra core busy through
     the cell, doubling loadgen's CPU (benchmarks/RESULTS.md)."""
     return float(np.multiply(np.asarray(values, dtype=float), np.asarray(weights, dtype=float)).sum())
